@@ -1,0 +1,58 @@
+"""Every error fray raises on purpose, rooted in one exception.
+
+    FrayError                   anything fray reports to a person (exit_code 2 unless said)
+    ├── UsageError              bad input on the command line or in a directive
+    │   ├── DirectiveError      a bad `#FRAY` line: file, line number, text, what is valid
+    │   └── RunLookupError      a RUN argument that names no run, or more than one
+    ├── StateError              FRAY_HOME missing, unwritable, or a state file unusable
+    │   └── CorruptFileError    a state file that failed validation (it was moved aside)
+    └── BackendError            an external command failed; `temporary` says whether the
+                                daemon should simply retry on its next cycle
+
+Each error renders itself with `str()`; the CLI prints that and exits with
+`exit_code`. Messages say what went wrong, where, and what to do next.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class FrayError(Exception):
+    exit_code = 2
+
+
+class UsageError(FrayError):
+    pass
+
+
+class DirectiveError(UsageError):
+    def __init__(self, path: str | Path, line_no: int, text: str, problem: str) -> None:
+        self.path = str(path)
+        self.line_no = line_no
+        self.text = text
+        self.problem = problem
+        super().__init__(f"{self.path}:{line_no}: {problem}\n    {text.rstrip()}")
+
+
+class RunLookupError(UsageError):
+    pass
+
+
+class StateError(FrayError):
+    pass
+
+
+class CorruptFileError(StateError):
+    def __init__(self, path: Path, problem: str, moved_to: Path | None) -> None:
+        self.path = path
+        self.problem = problem
+        self.moved_to = moved_to
+        where = f"; moved aside to {moved_to}" if moved_to else ""
+        super().__init__(f"corrupt state file {path}: {problem}{where}")
+
+
+class BackendError(FrayError):
+    def __init__(self, message: str, *, temporary: bool = True) -> None:
+        self.temporary = temporary
+        super().__init__(message)

@@ -1,0 +1,179 @@
+"""The layout of FRAY_HOME: the one place that knows where every file lives.
+
+Nobody else joins path strings. `Home` is the state directory, `RunPaths` one
+run's folder, `AttemptPaths` one attempt's folder (names from wrapper.contract).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from wrapper import contract
+
+DEFAULT_HOME = "~/.fray"
+
+
+def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """`--home` if given, else $FRAY_HOME, else ~/.fray; always absolute."""
+    chosen = explicit or os.environ.get(contract.ENV_HOME) or DEFAULT_HOME
+    return Path(os.path.abspath(os.path.expanduser(str(chosen))))
+
+
+@dataclass(frozen=True)
+class AttemptPaths:
+    dir: Path
+
+    @property
+    def number(self) -> int:
+        return int(self.dir.name)
+
+    @property
+    def stdout(self) -> Path:
+        return self.dir / contract.STDOUT
+
+    @property
+    def stderr(self) -> Path:
+        return self.dir / contract.STDERR
+
+    @property
+    def wrapper_log(self) -> Path:
+        return self.dir / contract.WRAPPER_LOG
+
+    @property
+    def heartbeat(self) -> Path:
+        return self.dir / contract.HEARTBEAT
+
+    @property
+    def started(self) -> Path:
+        return self.dir / contract.STARTED
+
+    @property
+    def progress(self) -> Path:
+        return self.dir / contract.PROGRESS
+
+    @property
+    def probe(self) -> Path:
+        return self.dir / contract.PROBE
+
+    @property
+    def result(self) -> Path:
+        return self.dir / contract.RESULT
+
+    @property
+    def final(self) -> Path:
+        return self.dir / contract.FINAL
+
+    @property
+    def failure(self) -> Path:
+        return self.dir / contract.FAILURE
+
+    @property
+    def exit(self) -> Path:
+        return self.dir / contract.EXIT
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    dir: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.dir.name
+
+    @property
+    def meta(self) -> Path:
+        return self.dir / "meta.json"
+
+    @property
+    def control(self) -> Path:
+        return self.dir / "control.json"
+
+    @property
+    def events(self) -> Path:
+        return self.dir / "events.jsonl"
+
+    @property
+    def badnode_events(self) -> Path:
+        return self.dir / "badnode_events.log"
+
+    @property
+    def ended(self) -> Path:
+        return self.dir / "ended.json"
+
+    @property
+    def commands_dir(self) -> Path:
+        return self.dir / "commands"
+
+    @property
+    def attempts_dir(self) -> Path:
+        return self.dir / "attempts"
+
+    def script(self, frozen_name: str) -> Path:
+        return self.dir / frozen_name
+
+    def attempt(self, number: int) -> AttemptPaths:
+        return AttemptPaths(self.attempts_dir / str(number))
+
+    def corrupt_files(self) -> list[Path]:
+        """Files of this run that were moved aside as corrupt (`<name>.corrupt-<ts>`)."""
+        try:
+            return sorted(p for p in self.dir.iterdir() if ".corrupt-" in p.name)
+        except FileNotFoundError:
+            return []
+
+
+@dataclass(frozen=True)
+class Home:
+    root: Path
+
+    @classmethod
+    def resolve(cls, explicit: str | os.PathLike[str] | None = None) -> "Home":
+        return cls(resolve_home(explicit))
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def daemon_lease(self) -> Path:
+        return self.root / "daemon.json"
+
+    @property
+    def daemon_log(self) -> Path:
+        return self.root / "daemon.log"
+
+    @property
+    def blacklist(self) -> Path:
+        return self.root / "blacklist.json"
+
+    @property
+    def audit(self) -> Path:
+        return self.root / "audit.jsonl"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.root / "locks"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def namespaces_dir(self) -> Path:
+        return self.root / "namespaces"
+
+    def lock_file(self, name: str) -> Path:
+        return self.locks_dir / f"{name}.lock"
+
+    def run(self, run_id: str) -> RunPaths:
+        return RunPaths(self.runs_dir / run_id)
+
+    def run_ids(self) -> list[str]:
+        """Every run folder's name, oldest first (run ids sort by creation time)."""
+        try:
+            names = [e.name for e in os.scandir(self.runs_dir) if e.is_dir() and not e.name.startswith(".")]
+        except FileNotFoundError:
+            return []
+        return sorted(names)

@@ -1,0 +1,212 @@
+"""Records of the state files, as dataclasses, and the enums they use.
+
+Conversion is explicit (`from_dict` / `to_dict`) and schema validation happens in
+`store`, so a record built here from a file read through `store` is known-good.
+Pure: no IO.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class Mode(str, Enum):
+    RUN_ONCE = "run_once"
+    INDEFINITE = "indefinite"
+
+
+class Phase(str, Enum):
+    QUEUED = "queued"  # waiting to start an attempt (resources, backoff, pause)
+    ACTIVE = "active"  # an attempt is in flight
+    ENDED = "ended"
+
+
+class AttemptState(str, Enum):
+    SUBMITTING = "submitting"  # intent recorded; the backend may or may not have it yet
+    SUBMITTED = "submitted"  # the backend has it; the wrapper is not up yet
+    RUNNING = "running"  # the wrapper said it started
+    STOPPING = "stopping"  # asked to stop; waiting for it to go
+    ENDED = "ended"
+
+
+class Cause(str, Enum):
+    """Why an attempt ended. Which budget it draws on is `policy.budget_of`."""
+
+    SUCCESS = "success"
+    WORKLOAD_FAILURE = "workload_failure"
+    CLEAN_EXIT = "clean_exit"  # exit 0 where that is not success (indefinite, or no final.json)
+    NODE_FAULT = "node_fault"
+    LOST = "lost"  # the process vanished without an exit record
+    HEARTBEAT_STALL = "heartbeat_stall"
+    SUBMIT_FAILED = "submit_failed"
+    STOPPED = "stopped"
+    RESTARTED = "restarted"
+    PAUSED = "paused"
+    EXPIRED = "expired"
+    PREEMPTED = "preempted"
+
+
+class EndStatus(str, Enum):
+    COMPLETED_SUCCESS = "completed_success"
+    FAILED = "failed"
+    STOPPED_MANUAL = "stopped_manual"
+    ENDED_EXPIRED = "ended_expired"
+
+
+@dataclass
+class RunSpec:
+    """How a run must be run: from `#FRAY` directives, overridden by CLI flags."""
+
+    mode: str = Mode.RUN_ONCE.value
+    backend: str = "local"
+    max_retries: int = 3
+    max_retries_preemption: int = 100
+    keep_alive_sec: float | None = None
+    clean_exit_ok: bool = False
+    heartbeat_interval_sec: float = 10.0
+    heartbeat_timeout_sec: float = 120.0
+    startup_grace_sec: float = 120.0
+    backoff_base_sec: float = 2.0
+    backoff_max_sec: float = 300.0
+    stop_grace_sec: float = 30.0
+    cpus: int = 1
+    mem_mb: int | None = None
+    gpus: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    sbatch: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    workdir: str = "."
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Attempt:
+    number: int
+    state: str
+    backend: str
+    submitted_at: float
+    backend_ref: dict[str, Any] | None = None
+    node: str | None = None
+    started_at: float | None = None
+    stop_requested_at: float | None = None
+    stop_reason: str | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    cause: str | None = None
+    detail: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Attempt":
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @property
+    def in_flight(self) -> bool:
+        return self.state != AttemptState.ENDED.value
+
+
+@dataclass
+class End:
+    status: str
+    reason: str
+    at: float
+
+
+@dataclass
+class Counters:
+    workload_failures: int = 0
+    node_failures: int = 0
+    consecutive_fast_failures: int = 0
+
+
+@dataclass
+class Applied:
+    restart_nonce: int = 0
+    start_nonce: int = 0
+
+
+@dataclass
+class Meta:
+    run_id: str
+    name: str
+    created_at: float
+    submitted_by: dict[str, str]
+    script: dict[str, str]
+    spec: RunSpec
+    phase: str = Phase.QUEUED.value
+    wait_reason: str | None = None
+    next_attempt_at: float | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    counters: Counters = field(default_factory=Counters)
+    applied: Applied = field(default_factory=Applied)
+    end: End | None = None
+    updated_at: float | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Meta":
+        end = data.get("end")
+        return cls(
+            run_id=data["run_id"],
+            name=data["name"],
+            created_at=data["created_at"],
+            submitted_by=dict(data["submitted_by"]),
+            script=dict(data["script"]),
+            spec=RunSpec.from_dict(data["spec"]),
+            phase=data["phase"],
+            wait_reason=data.get("wait_reason"),
+            next_attempt_at=data.get("next_attempt_at"),
+            attempts=[Attempt.from_dict(a) for a in data["attempts"]],
+            counters=Counters(**data["counters"]),
+            applied=Applied(**data["applied"]),
+            end=End(**end) if end else None,
+            updated_at=data.get("updated_at"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["schema_version"] = SCHEMA_VERSION
+        return data
+
+    @property
+    def current(self) -> Attempt | None:
+        """The latest attempt, in flight or not."""
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def in_flight(self) -> Attempt | None:
+        last = self.current
+        return last if last is not None and last.in_flight else None
+
+
+@dataclass
+class Control:
+    paused: bool = False
+    stop_requested: bool = False
+    restart_nonce: int = 0
+    start_nonce: int = 0
+    updated_at: float = 0.0
+    updated_by: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "Control":
+        if not data:
+            return cls()
+        return cls(**{k: v for k, v in data.items() if k != "schema_version"})
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["schema_version"] = SCHEMA_VERSION
+        return data

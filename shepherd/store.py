@@ -1,0 +1,225 @@
+"""Reading and writing state files: atomic, validated, private, and corruption-proof.
+
+Rules (from the design): every write is temp-file + fsync + os.replace in the
+same folder, UTF-8, newline-terminated; folders are 0700 and files 0600; every
+read validates against its schema, and a file that fails is moved aside as
+`<name>.corrupt-<timestamp>` and reported as `CorruptFileError`, never crashed
+on and never silently overwritten. Shared files are written under a filelock.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+
+from shepherd import validation
+from shepherd.errors import CorruptFileError, StateError
+from shepherd.layout import Home
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def ensure_home(home: Home) -> None:
+    """Create FRAY_HOME and its fixed folders (0700), or explain why it cannot be used."""
+    try:
+        for folder in (home.root, home.runs_dir, home.locks_dir):
+            folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StateError(
+            f"cannot create the state directory {home.root}: {exc.strerror or exc}. "
+            "Choose a writable place with --home DIR or FRAY_HOME=DIR."
+        ) from None
+    if not os.access(home.root, os.W_OK | os.X_OK) or not os.access(home.runs_dir, os.W_OK | os.X_OK):
+        raise StateError(
+            f"the state directory {home.root} is not writable by you. "
+            "Fix its permissions or choose another with --home DIR or FRAY_HOME=DIR."
+        )
+
+
+def make_dirs(path: Path) -> None:
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+
+
+def dumps(document: Any) -> bytes:
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_json(path: Path, document: Any, schema: str) -> None:
+    """Validate `document` against `schema`, then replace `path` with it atomically.
+
+    A writer never writes what its own readers would reject: an invalid document
+    is a bug, raised as ValueError before anything touches the disk.
+    """
+    problems = validation.errors(schema, document)
+    if problems:
+        raise ValueError(f"refusing to write {path} that violates schema {schema!r}: {'; '.join(problems)}")
+    write_bytes_atomic(path, dumps(document))
+
+
+def create_json(path: Path, document: Any, schema: str) -> bool:
+    """Write `path` only if it does not exist yet (write-once files). True if written."""
+    problems = validation.errors(schema, document)
+    if problems:
+        raise ValueError(f"refusing to write {path} that violates schema {schema!r}: {'; '.join(problems)}")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(dumps(document))
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.link(tmp, path)  # atomic create-if-absent, unlike os.replace
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+def read_json(path: Path, schema: str) -> Any | None:
+    """The validated document at `path`, or None when there is no such file.
+
+    Raises CorruptFileError (after moving the file aside) when it is empty, not
+    JSON, or violates the schema.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except PermissionError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror}. Check its permissions.") from None
+    with os.fdopen(fd, "rb") as handle:
+        identity = os.fstat(fd).st_ino
+        data = handle.read()
+    return _parse(path, data, schema, identity)
+
+
+def _parse(path: Path, data: bytes, schema: str, identity: int) -> Any:
+    if not data.strip():
+        problem = "the file is empty"
+    else:
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            problem = f"not valid JSON ({exc})"
+        else:
+            violations = validation.errors(schema, document)
+            if not violations:
+                return document
+            problem = "; ".join(violations[:5])
+    raise CorruptFileError(path, problem, quarantine(path, identity))
+
+
+def quarantine(path: Path, identity: int | None = None) -> Path | None:
+    """Move a corrupt file aside as `<name>.corrupt-<timestamp>`; None if it changed meanwhile.
+
+    `identity` is the inode that was read: if a writer has replaced the file since,
+    the new (probably good) file is left alone.
+    """
+    try:
+        if identity is not None and os.stat(path).st_ino != identity:
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{secrets.token_hex(2)}")
+        os.replace(path, target)
+        return target
+    except FileNotFoundError:
+        return None
+
+
+def append_jsonl(path: Path, record: dict[str, Any], schema: str) -> None:
+    """Append one validated line. A single O_APPEND write, so lines never interleave."""
+    problems = validation.errors(schema, record)
+    if problems:
+        raise ValueError(f"refusing to append to {path} a line that violates {schema!r}: {'; '.join(problems)}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    try:
+        os.write(fd, orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class JsonLine:
+    line_no: int
+    record: dict[str, Any] | None  # None when the line is corrupt
+    problem: str = ""
+
+
+def read_jsonl(path: Path, schema: str) -> Iterator[JsonLine]:
+    """Every line of a JSON-lines file; corrupt lines (e.g. cut by a crash) are reported, not raised."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    check = validation.validator(schema)
+    for line_no, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield JsonLine(line_no, None, f"not valid JSON ({exc})")
+            continue
+        problems = check(record, "$")
+        yield JsonLine(line_no, None if problems else record, "; ".join(problems))
+
+
+def lock(home: Home, name: str, timeout: float = 10.0) -> Any:
+    """A cross-process lock for a shared file (filelock, imported only by writers)."""
+    from filelock import FileLock
+
+    make_dirs(home.locks_dir)
+    return FileLock(str(home.lock_file(name)), timeout=timeout, mode=FILE_MODE)
+
+
+class CachedReader:
+    """Reads validated JSON files, re-parsing only those whose stat changed.
+
+    The daemon reads every active run's files each cycle; most have not changed.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, tuple[tuple[int, int, int], Any]] = {}
+
+    def read(self, path: Path, schema: str) -> Any | None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            self._cache.pop(path, None)
+            return None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        hit = self._cache.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        document = read_json(path, schema)
+        self._cache[path] = (key, document)
+        return document
+
+    def forget(self, prefix: Path) -> None:
+        for path in [p for p in self._cache if prefix in p.parents]:
+            del self._cache[path]

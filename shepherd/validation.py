@@ -1,0 +1,256 @@
+"""Validation of JSON documents against the schemas in `schemas/`.
+
+The runtime needs a validator that is fast (`fray list` validates every run's
+files) and cheap to import. `jsonschema` is neither (tens of milliseconds to
+import, ~100 µs per document), so this module compiles the subset of JSON Schema
+2020-12 that fray's schemas use into plain closures:
+
+    type, enum, const, properties, required, additionalProperties, items,
+    minimum, maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength,
+    pattern, minItems, maxItems, anyOf, $ref to "#/$defs/...", $defs
+
+Annotations (title, description, $schema, $id, examples, default, format) are
+ignored. A keyword outside this list raises at compile time, so a schema can
+never silently be checked less than it says; the test suite also validates every
+schema and real output with the reference `jsonschema` package.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+Check = Callable[[Any, str], "list[str]"]
+
+_ANNOTATIONS = {"title", "description", "$schema", "$id", "examples", "default", "format", "$comment"}
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+}
+
+
+class SchemaCompileError(Exception):
+    pass
+
+
+def schema_dir() -> Path:
+    """Where the schemas are: inside the installed package, or at the top of a checkout."""
+    here = Path(__file__).resolve().parent
+    installed = here / "schemas"
+    if (installed / "meta.json").exists():
+        return installed
+    return here.parent / "schemas"
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str) -> dict[str, Any]:
+    path = schema_dir() / f"{name}.json"
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise SchemaCompileError(f"no schema named {name!r} in {schema_dir()}") from None
+
+
+@lru_cache(maxsize=None)
+def validator(name: str) -> Check:
+    schema = load_schema(name)
+    return _compile(schema, schema.get("$defs", {}), {})
+
+
+def errors(name: str, document: Any) -> list[str]:
+    """Every way `document` violates schema `name`, as 'path: problem' lines."""
+    return validator(name)(document, "$")
+
+
+def _compile(schema: dict[str, Any] | bool, defs: dict[str, Any], refs: dict[str, Check]) -> Check:
+    if schema is True or schema == {}:
+        return lambda value, path: []
+    if schema is False:
+        return lambda value, path: [f"{path}: no value is allowed here"]
+    type_check = _type(schema["type"], schema, defs, refs) if "type" in schema else None
+    checks: list[Check] = []
+    for keyword, arg in schema.items():
+        if keyword in _ANNOTATIONS or keyword in ("$defs", "additionalProperties", "required", "type"):
+            continue
+        builder = _KEYWORDS.get(keyword)
+        if builder is None:
+            raise SchemaCompileError(f"keyword {keyword!r} is not supported by shepherd.validation")
+        checks.append(builder(arg, schema, defs, refs))
+    if "properties" not in schema and ("required" in schema or "additionalProperties" in schema):
+        checks.append(_properties({}, schema, defs, refs))
+
+    def check(value: Any, path: str) -> list[str]:
+        if type_check is not None:
+            wrong_type = type_check(value, path)
+            if wrong_type:
+                return wrong_type  # the other keywords would only repeat it
+        found: list[str] = []
+        for one in checks:
+            found.extend(one(value, path))
+        return found
+
+    return check
+
+
+def _type(arg: str | list[str], schema: dict, defs: dict, refs: dict) -> Check:
+    names = [arg] if isinstance(arg, str) else list(arg)
+    tests = [_TYPES[n] for n in names]
+    wanted = " or ".join(names)
+
+    def check(value: Any, path: str) -> list[str]:
+        if any(t(value) for t in tests):
+            return []
+        return [f"{path}: expected {wanted}, got {_describe(value)}"]
+
+    return check
+
+
+def _enum(arg: list[Any], schema: dict, defs: dict, refs: dict) -> Check:
+    allowed = list(arg)
+
+    def check(value: Any, path: str) -> list[str]:
+        if any(value == a and type(value) is type(a) for a in allowed):
+            return []
+        return [f"{path}: {value!r} is not one of {', '.join(map(repr, allowed))}"]
+
+    return check
+
+
+def _const(arg: Any, schema: dict, defs: dict, refs: dict) -> Check:
+    return _enum([arg], schema, defs, refs)
+
+
+def _properties(arg: dict[str, Any], schema: dict, defs: dict, refs: dict) -> Check:
+    props = {key: _compile(sub, defs, refs) for key, sub in arg.items()}
+    required = list(schema.get("required", []))
+    extra = schema.get("additionalProperties", True)
+    extra_check = None if extra in (True, False) else _compile(extra, defs, refs)
+
+    def check(value: Any, path: str) -> list[str]:
+        if not isinstance(value, dict):
+            return []
+        found = [f"{path}: missing required field {key!r}" for key in required if key not in value]
+        for key, item in value.items():
+            sub = props.get(key)
+            if sub is not None:
+                found.extend(sub(item, f"{path}.{key}"))
+            elif extra is False:
+                found.append(f"{path}: unexpected field {key!r}")
+            elif extra_check is not None:
+                found.extend(extra_check(item, f"{path}.{key}"))
+        return found
+
+    return check
+
+
+def _items(arg: dict[str, Any], schema: dict, defs: dict, refs: dict) -> Check:
+    sub = _compile(arg, defs, refs)
+
+    def check(value: Any, path: str) -> list[str]:
+        if not isinstance(value, list):
+            return []
+        found: list[str] = []
+        for i, item in enumerate(value):
+            found.extend(sub(item, f"{path}[{i}]"))
+        return found
+
+    return check
+
+
+def _bound(op: Callable[[float, float], bool], words: str) -> Callable[..., Check]:
+    def build(arg: float, schema: dict, defs: dict, refs: dict) -> Check:
+        def check(value: Any, path: str) -> list[str]:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not op(value, arg):
+                return [f"{path}: {value!r} must be {words} {arg}"]
+            return []
+
+        return check
+
+    return build
+
+
+def _length(key: str, op: Callable[[int, int], bool], words: str) -> Callable[..., Check]:
+    kind = list if key.endswith("Items") else str
+
+    def build(arg: int, schema: dict, defs: dict, refs: dict) -> Check:
+        def check(value: Any, path: str) -> list[str]:
+            if isinstance(value, kind) and not op(len(value), arg):
+                return [f"{path}: length {len(value)} must be {words} {arg}"]
+            return []
+
+        return check
+
+    return build
+
+
+def _pattern(arg: str, schema: dict, defs: dict, refs: dict) -> Check:
+    regex = re.compile(arg)
+
+    def check(value: Any, path: str) -> list[str]:
+        if isinstance(value, str) and not regex.search(value):
+            return [f"{path}: {value!r} does not match {arg!r}"]
+        return []
+
+    return check
+
+
+def _any_of(arg: list[Any], schema: dict, defs: dict, refs: dict) -> Check:
+    options = [_compile(sub, defs, refs) for sub in arg]
+
+    def check(value: Any, path: str) -> list[str]:
+        collected: list[str] = []
+        for option in options:
+            found = option(value, path)
+            if not found:
+                return []
+            collected.extend(found)
+        return [f"{path}: matches none of the allowed forms ({'; '.join(collected)})"]
+
+    return check
+
+
+def _ref(arg: str, schema: dict, defs: dict, refs: dict) -> Check:
+    prefix = "#/$defs/"
+    if not arg.startswith(prefix) or arg[len(prefix):] not in defs:
+        raise SchemaCompileError(f"unsupported or dangling $ref {arg!r}")
+    name = arg[len(prefix):]
+
+    def check(value: Any, path: str) -> list[str]:
+        if name not in refs:
+            refs[name] = _compile(defs[name], defs, refs)
+        return refs[name](value, path)
+
+    return check
+
+
+def _describe(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null",
+            int: "integer", float: "number"}.get(type(value), type(value).__name__)
+
+
+_KEYWORDS: dict[str, Callable[..., Check]] = {
+    "enum": _enum,
+    "const": _const,
+    "properties": _properties,
+    "items": _items,
+    "minimum": _bound(lambda v, a: v >= a, ">="),
+    "maximum": _bound(lambda v, a: v <= a, "<="),
+    "exclusiveMinimum": _bound(lambda v, a: v > a, ">"),
+    "exclusiveMaximum": _bound(lambda v, a: v < a, "<"),
+    "minLength": _length("minLength", lambda n, a: n >= a, ">="),
+    "maxLength": _length("maxLength", lambda n, a: n <= a, "<="),
+    "minItems": _length("minItems", lambda n, a: n >= a, ">="),
+    "maxItems": _length("maxItems", lambda n, a: n <= a, "<="),
+    "pattern": _pattern,
+    "anyOf": _any_of,
+    "$ref": _ref,
+}
