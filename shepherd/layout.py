@@ -110,6 +110,14 @@ class RunPaths:
     def attempts_dir(self) -> Path:
         return self.dir / "attempts"
 
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.dir / "checkpoints"
+
+    def ended_archive(self, stamp: int) -> Path:
+        """Where a reactivated run's previous ended.json is kept."""
+        return self.dir / f"ended.{stamp}.json"
+
     def script(self, frozen_name: str) -> Path:
         return self.dir / frozen_name
 

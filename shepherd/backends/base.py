@@ -1,0 +1,81 @@
+"""The protocol every backend answers, and the records that cross it.
+
+Submit one attempt; snapshot all attempts in one call; cancel many in one call;
+list nodes. A backend never decides anything: `policy` does, from snapshots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from shepherd.model import RunSpec
+from shepherd.policy import BackendView
+from shepherd.scheduler import Capacity
+
+
+@dataclass(frozen=True)
+class AttemptKey:
+    run_id: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    key: AttemptKey
+    name: str
+    spec: RunSpec
+    home: Path
+    script: Path
+    attempt_dir: Path
+    checkpoint_dir: Path
+    gpu_ids: tuple[int, ...] = ()
+    exclude_nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """An attempt the daemon wants news of, with what it recorded at submission."""
+
+    key: AttemptKey
+    ref: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class CancelTarget:
+    key: AttemptKey
+    ref: dict[str, Any] | None
+    force: bool = False
+    workload_pid: int | None = None
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    state: str
+    cpus: int
+    mem_mb: int | None
+    gpus: int
+    gpu_type: str | None = None
+    partitions: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Backend(Protocol):
+    name: str
+    poll_interval_sec: float
+
+    def capacity(self) -> Capacity | None:
+        """What this backend's own admission may hand out; None when it queues by itself."""
+
+    def submit(self, request: SubmitRequest) -> dict[str, Any]:
+        """Start one attempt; return the reference that finds it again. Raises BackendError."""
+
+    def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
+        """One batched look at every tracked attempt (missing key: unknown)."""
+
+    def cancel(self, targets: list[CancelTarget]) -> None:
+        """Ask many attempts to stop (force: kill now), in one batch."""
+
+    def nodes(self) -> list[Node]:
+        """The nodes this backend can place attempts on."""

@@ -1,0 +1,385 @@
+"""The daemon: a level-triggered reconcile loop over every run in FRAY_HOME.
+
+Each cycle reads the runs that are not ended (unchanged files are not
+re-parsed), takes one snapshot per backend for all its attempts, asks `policy`
+what to do for each run, and carries that out: submit, cancel (batched), end.
+It wakes on a timer and on file changes (watchfiles), so a control request or a
+finished attempt is acted on at once.
+
+Crash-only: it may be killed at any line. An attempt is recorded as
+`submitting` before the backend is asked, so a restarted daemon looks for it
+(and adopts it) instead of submitting twice. One daemon per FRAY_HOME: it holds
+locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
+
+Run as `python -m shepherd.daemon --home DIR` (what `fray daemon start` spawns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import logging.handlers
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from shepherd import __version__, policy, store
+from shepherd.backends import load_backend
+from shepherd.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequest, Tracked
+from shepherd.errors import BackendError, CorruptFileError, FrayError
+from shepherd.layout import Home, RunPaths
+from shepherd.model import AttemptState, Control, Meta, Phase
+from shepherd.policy import AttemptFiles, BackendView, Situation
+from shepherd.scheduler import Ledger, Request
+
+log = logging.getLogger("fray.daemon")
+
+# Files whose change should wake the daemon at once. meta.json is not among
+# them: the daemon writes it itself.
+WAKE_NAMES = frozenset({"control.json", "started.json", "exit.json"})
+
+
+@dataclass
+class RunState:
+    paths: RunPaths
+    meta: Meta | None
+    control: Control
+    problem: str | None = None
+
+
+@dataclass
+class CycleStats:
+    runs: int = 0
+    active: int = 0
+    submitted: int = 0
+    cancelled: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class Daemon:
+    def __init__(self, home: Home, backends: dict[str, Backend] | None = None,
+                 clock: Callable[[], float] = time.time, jitter: Callable[[], float] = random.random) -> None:
+        self.home = home
+        self.clock = clock
+        self.jitter = jitter
+        self._backends: dict[str, Backend] = dict(backends or {})
+        self._reader = store.CachedReader()
+        self._seen_in_flight: set[AttemptKey] = set()
+        self._reported_problems: set[str] = set()
+        self.started_at = clock()
+        self.cycles = 0
+
+    # -- one cycle -----------------------------------------------------------------
+
+    def cycle(self) -> CycleStats:
+        stats = CycleStats()
+        runs = self._load_runs(stats)
+        active = [r for r in runs if r.meta is not None and self._needs_attention(r.meta, r.control)]
+        stats.runs, stats.active = len(runs), len(active)
+        views = self._snapshots(active, stats)
+        ledgers = self._ledgers(active)
+        cancels: dict[str, list[CancelTarget]] = {}
+        now = self.clock()
+        for run in active:
+            try:
+                self._reconcile(run, views, ledgers, cancels, now, stats)
+            except Exception as exc:  # one broken run must not stop the others
+                log.exception("run %s: unexpected error", run.paths.run_id)
+                stats.errors.append(f"{run.paths.run_id}: {exc}")
+                self._event(run.paths, "error", f"daemon error while handling this run: {exc}")
+        for name, targets in cancels.items():
+            try:
+                self._backend(name).cancel(targets)
+                stats.cancelled += len(targets)
+            except (BackendError, OSError) as exc:
+                stats.errors.append(f"cancel on {name}: {exc}")
+                log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
+        self.cycles += 1
+        return stats
+
+    def _needs_attention(self, meta: Meta, control: Control) -> bool:
+        return meta.phase != Phase.ENDED.value or control.start_nonce > meta.applied.start_nonce
+
+    def _load_runs(self, stats: CycleStats) -> list[RunState]:
+        runs: list[RunState] = []
+        for run_id in self.home.run_ids():
+            paths = self.home.run(run_id)
+            problem = None
+            try:
+                raw = self._reader.read(paths.meta, "meta")
+                meta = Meta.from_dict(raw) if raw is not None else None
+                if meta is None:
+                    problem = "meta.json is missing"
+            except CorruptFileError as exc:
+                meta, problem = None, str(exc)
+            try:
+                control = Control.from_dict(self._reader.read(paths.control, "control"))
+            except CorruptFileError as exc:
+                # The CLI rewrites control.json on the next request; until then act on no request.
+                control, problem = Control(), problem or str(exc)
+            if problem and run_id + problem not in self._reported_problems:
+                self._reported_problems.add(run_id + problem)
+                log.error("run %s: %s", run_id, problem)
+                stats.errors.append(f"{run_id}: {problem}")
+                self._event(paths, "error", problem)
+            runs.append(RunState(paths, meta, control, problem))
+        return runs
+
+    def _snapshots(self, active: list[RunState], stats: CycleStats) -> dict[AttemptKey, BackendView]:
+        tracked: dict[str, list[Tracked]] = {}
+        for run in active:
+            attempt = run.meta.in_flight if run.meta else None
+            if attempt is not None:
+                key = AttemptKey(run.paths.run_id, attempt.number)
+                tracked.setdefault(attempt.backend, []).append(Tracked(key, attempt.backend_ref))
+        views: dict[AttemptKey, BackendView] = {}
+        for name, items in tracked.items():
+            try:
+                views.update(self._backend(name).snapshot(items))
+            except (BackendError, OSError) as exc:
+                # An observation failed: every attempt there is "unknown" this cycle.
+                stats.errors.append(f"snapshot of {name}: {exc}")
+                log.warning("snapshot of %s failed (retried next cycle): %s", name, exc)
+        return views
+
+    def _ledgers(self, active: list[RunState]) -> dict[str, Ledger]:
+        ledgers: dict[str, Ledger] = {}
+        for run in active:
+            meta = run.meta
+            assert meta is not None
+            name = meta.spec.backend
+            if name not in ledgers:
+                try:
+                    ledgers[name] = Ledger(self._backend(name).capacity())
+                except FrayError:
+                    ledgers[name] = Ledger.unlimited()
+            attempt = meta.in_flight
+            if attempt is not None:
+                gpu_ids = tuple((attempt.backend_ref or {}).get("gpu_ids", ()))
+                ledgers[name].hold(Request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus), gpu_ids)
+        return ledgers
+
+    def _reconcile(self, run: RunState, views: dict[AttemptKey, BackendView], ledgers: dict[str, Ledger],
+                   cancels: dict[str, list[CancelTarget]], now: float, stats: CycleStats) -> None:
+        meta = run.meta
+        assert meta is not None
+        attempt = meta.in_flight
+        files = AttemptFiles()
+        view = BackendView("unknown")
+        if attempt is not None:
+            key = AttemptKey(meta.run_id, attempt.number)
+            view = views.get(key, BackendView("unknown"))
+            files = self._attempt_files(run.paths, attempt.number)
+            if key not in self._seen_in_flight:
+                self._seen_in_flight.add(key)
+                if attempt.state != AttemptState.SUBMITTING.value and self.cycles == 0:
+                    self._event(run.paths, "adopted", f"found attempt {attempt.number} {view.state} after a daemon restart",
+                                attempt.number)
+        ledger = ledgers.get(meta.spec.backend) or Ledger.unlimited()
+        plan = policy.decide(Situation(meta, run.control, files, view, now, self.jitter()), ledger.admit)
+        self._commit(run.paths, meta, plan)
+        for action in plan.actions:
+            if isinstance(action, policy.Submit):
+                self._submit(run.paths, plan.meta, action, stats)
+            elif isinstance(action, policy.Cancel):
+                started = files.started or {}
+                cancels.setdefault(meta.spec.backend, []).append(CancelTarget(
+                    AttemptKey(meta.run_id, action.attempt), attempt.backend_ref if attempt else None,
+                    force=action.force, workload_pid=started.get("workload_pid")))
+            elif isinstance(action, policy.Finish):
+                self._finish(run.paths, plan.meta, action)
+            elif isinstance(action, policy.Reactivate):
+                if run.paths.ended.exists():
+                    os.replace(run.paths.ended, run.paths.ended_archive(int(now)))
+
+    def _attempt_files(self, paths: RunPaths, number: int) -> AttemptFiles:
+        attempt = paths.attempt(number)
+        read = self._reader.read
+
+        def safe(path: Path, schema: str) -> dict[str, Any] | None:
+            try:
+                return read(path, schema)
+            except CorruptFileError as exc:
+                log.error("%s", exc)
+                self._event(paths, "error", str(exc), number)
+                return None
+
+        return AttemptFiles(
+            started=safe(attempt.started, "started"),
+            heartbeat_at=read_heartbeat(attempt.heartbeat),
+            exit=safe(attempt.exit, "exit"),
+            final=safe(attempt.final, "final"),
+            failure=safe(attempt.failure, "failure"),
+        )
+
+    def _submit(self, paths: RunPaths, meta: Meta, action: policy.Submit, stats: CycleStats) -> None:
+        attempt = meta.attempts[action.attempt - 1]
+        backend = self._backend(meta.spec.backend)
+        key = AttemptKey(meta.run_id, attempt.number)
+        request = SubmitRequest(key=key, name=meta.name, spec=meta.spec, home=self.home.root,
+                                script=paths.script(meta.script["frozen"]),
+                                attempt_dir=paths.attempt(attempt.number).dir,
+                                checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids)
+        try:
+            ref = backend.submit(request)
+        except (BackendError, OSError) as exc:
+            plan = policy.record_submit_failure(meta, attempt.number, str(exc), self.clock(), self.jitter())
+            self._commit(paths, meta, plan)
+            if any(isinstance(a, policy.Finish) for a in plan.actions):
+                self._finish(paths, plan.meta, next(a for a in plan.actions if isinstance(a, policy.Finish)))
+            return
+        self._seen_in_flight.add(key)
+        before = Meta.from_dict(meta.to_dict())
+        attempt.state = AttemptState.SUBMITTED.value
+        attempt.backend_ref = ref
+        done = policy.Plan(meta, self.clock())
+        done.log("submitted", f"attempt {attempt.number} submitted to {backend.name}", attempt.number,
+                 ref={k: v for k, v in ref.items() if isinstance(v, (str, int))})
+        self._commit(paths, before, done)
+        stats.submitted += 1
+
+    def _commit(self, paths: RunPaths, before: Meta, plan: policy.Plan) -> None:
+        """Write meta.json if the plan changed it, then log the plan's events."""
+        after = plan.meta
+        if after.to_dict() != before.to_dict():
+            after.updated_at = plan.now
+            store.write_json(paths.meta, after.to_dict(), "meta")
+        for event in plan.events:
+            self._event(paths, event.kind, event.reason, event.attempt, event.data, at=plan.now)
+
+    def _finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None:
+        last = meta.current
+        result = None
+        if last is not None:
+            final = store.read_json(paths.attempt(last.number).final, "final") if last.cause == "success" else None
+            result = (final or {}).get("result")
+        store.create_json(paths.ended, {
+            "run_id": meta.run_id, "status": action.status, "reason": action.reason,
+            "ended_at": meta.end.at if meta.end else self.clock(), "attempts": len(meta.attempts),
+            "final_attempt": last.number if last else None, "result": result,
+        }, "ended")
+
+    def _event(self, paths: RunPaths, kind: str, reason: str, attempt: int | None = None,
+               data: dict[str, Any] | None = None, at: float | None = None) -> None:
+        record: dict[str, Any] = {"at": at or self.clock(), "run_id": paths.run_id, "kind": kind,
+                                  "attempt": attempt, "reason": reason}
+        if data:
+            record["data"] = data
+        try:
+            store.append_jsonl(paths.events, record, "event")
+        except OSError as exc:
+            log.warning("could not append to %s: %s", paths.events, exc)
+        log.info("%s %s%s: %s", paths.run_id, kind, f" #{attempt}" if attempt else "", reason)
+
+    def _backend(self, name: str) -> Backend:
+        if name not in self._backends:
+            self._backends[name] = load_backend(name, self.home)
+        return self._backends[name]
+
+    @property
+    def poll_interval(self) -> float:
+        intervals = [b.poll_interval_sec for b in self._backends.values()]
+        return min(intervals, default=1.0)
+
+    # -- the loop ------------------------------------------------------------------
+
+    def serve(self, stop: threading.Event) -> None:
+        """Cycle until `stop` is set, waking on the timer and on file changes."""
+        wake = threading.Event()
+        watcher = threading.Thread(target=_watch_runs, args=(self.home.runs_dir, wake, stop),
+                                   name="fray-watch", daemon=True)
+        watcher.start()
+        self._backend("local")  # the embedded default: ready before the first run arrives
+        while not stop.is_set():
+            wake.clear()
+            started = time.perf_counter()
+            try:
+                stats = self.cycle()
+                error = "; ".join(stats.errors[-3:]) or None
+            except Exception as exc:  # the loop survives anything; the next cycle retries
+                log.exception("cycle failed")
+                stats, error = CycleStats(), f"cycle failed: {exc}"
+            self._write_lease(stats, (time.perf_counter() - started) * 1000, error)
+            wake.wait(self.poll_interval)
+        self._write_lease(CycleStats(), 0.0, None, stopping=True)
+
+    def _write_lease(self, stats: CycleStats, cycle_ms: float, error: str | None, stopping: bool = False) -> None:
+        lease = {
+            "pid": os.getpid(), "host": socket.gethostname(), "version": __version__,
+            "started_at": self.started_at, "last_cycle_at": self.clock(), "poll_interval_sec": self.poll_interval,
+            "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3), "active_runs": stats.active,
+            "stopping": stopping, "last_error": error,
+        }
+        try:
+            store.write_json(self.home.daemon_lease, lease, "daemon")
+        except OSError as exc:
+            log.warning("could not write the lease: %s", exc)
+
+
+def read_heartbeat(path: Path) -> float | None:
+    """The epoch in a heartbeat file, or None when absent or unreadable (a torn write is just old)."""
+    try:
+        return float(path.read_bytes().split(b"\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
+def _watch_runs(runs_dir: Path, wake: threading.Event, stop: threading.Event) -> None:
+    import watchfiles
+
+    def relevant(change: Any, path: str) -> bool:
+        p = Path(path)
+        return p.name in WAKE_NAMES or p.parent == runs_dir
+
+    try:
+        for _ in watchfiles.watch(runs_dir, watch_filter=relevant, stop_event=stop, debounce=100, step=10,
+                                  recursive=True, raise_interrupt=False, ignore_permission_denied=True):
+            wake.set()
+    except Exception:  # the timer still drives the loop without file events
+        log.exception("file watcher stopped; falling back to the poll timer")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shepherd.daemon", description="Run the fray daemon in the foreground.")
+    parser.add_argument("--home", help="FRAY_HOME (default: $FRAY_HOME or ~/.fray)")
+    args = parser.parse_args(argv)
+    home = Home.resolve(args.home)
+    store.ensure_home(home)
+    _configure_logging(home)
+    from filelock import Timeout
+
+    lock = store.lock(home, "daemon", timeout=2.0)
+    try:
+        lock.acquire()
+    except Timeout:
+        log.info("another daemon holds %s; exiting", home.lock_file("daemon"))
+        print(f"fray daemon: another daemon is already running for {home.root}")
+        return 0
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    log.info("daemon %s started for %s (pid %d)", __version__, home.root, os.getpid())
+    try:
+        Daemon(home).serve(stop)
+    finally:
+        log.info("daemon stopping; attempts keep running and will be adopted by the next daemon")
+        lock.release()
+    return 0
+
+
+def _configure_logging(home: Home) -> None:
+    handler = logging.handlers.RotatingFileHandler(home.daemon_log, maxBytes=5_000_000, backupCount=2)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger("fray")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

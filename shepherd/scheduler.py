@@ -1,0 +1,88 @@
+"""Admission of runs onto a machine's CPUs, memory and GPUs (pure).
+
+The local backend runs attempts on this machine; the daemon asks a `Ledger`
+whether each queued run fits, oldest first. A run that does not fit stays
+queued with the reason shown; one that can never fit says so. Backends with a
+scheduler of their own (Slurm, TPU) use `Ledger.unlimited()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Capacity:
+    cpus: int
+    mem_mb: int | None  # None: memory is not accounted
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Request:
+    cpus: int
+    mem_mb: int | None
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Admission:
+    admitted: bool
+    reason: str = ""
+    gpu_ids: tuple[int, ...] = ()
+
+
+@dataclass
+class Ledger:
+    capacity: Capacity | None
+    used_cpus: int = 0
+    used_mem_mb: int = 0
+    used_gpu_ids: set[int] = field(default_factory=set)
+
+    @classmethod
+    def unlimited(cls) -> "Ledger":
+        return cls(capacity=None)
+
+    def hold(self, request: Request, gpu_ids: tuple[int, ...] = ()) -> None:
+        """Count what an attempt already in flight uses."""
+        self.used_cpus += request.cpus
+        self.used_mem_mb += request.mem_mb or 0
+        self.used_gpu_ids.update(gpu_ids)
+
+    def admit(self, request: Request) -> Admission:
+        """Reserve `request` if it fits now; otherwise say why it waits."""
+        cap = self.capacity
+        if cap is None:
+            return Admission(True)
+        never = _never_fits(request, cap)
+        if never:
+            return Admission(False, never)
+        short: list[str] = []
+        free_cpus = cap.cpus - self.used_cpus
+        if request.cpus > free_cpus:
+            short.append(f"{request.cpus} CPUs wanted, {free_cpus} of {cap.cpus} free")
+        if cap.mem_mb is not None and request.mem_mb:
+            free_mem = cap.mem_mb - self.used_mem_mb
+            if request.mem_mb > free_mem:
+                short.append(f"{request.mem_mb} MB wanted, {free_mem} of {cap.mem_mb} MB free")
+        free_gpus = [i for i in range(cap.gpus) if i not in self.used_gpu_ids]
+        if request.gpus > len(free_gpus):
+            short.append(f"{request.gpus} GPUs wanted, {len(free_gpus)} of {cap.gpus} free")
+        if short:
+            return Admission(False, "waiting for resources: " + "; ".join(short))
+        gpu_ids = tuple(free_gpus[: request.gpus])
+        self.hold(request, gpu_ids)
+        return Admission(True, gpu_ids=gpu_ids)
+
+
+def _never_fits(request: Request, cap: Capacity) -> str:
+    too_big: list[str] = []
+    if request.cpus > cap.cpus:
+        too_big.append(f"{request.cpus} CPUs (this machine offers {cap.cpus})")
+    if cap.mem_mb is not None and request.mem_mb and request.mem_mb > cap.mem_mb:
+        too_big.append(f"{request.mem_mb} MB of memory (this machine offers {cap.mem_mb} MB)")
+    if request.gpus > cap.gpus:
+        too_big.append(f"{request.gpus} GPUs (this machine offers {cap.gpus})")
+    if not too_big:
+        return ""
+    return "can never start here: it asks for " + ", ".join(too_big) + "; lower the request or use another backend"
