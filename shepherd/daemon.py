@@ -212,7 +212,7 @@ class Daemon:
 
         return AttemptFiles(
             started=safe(attempt.started, "started"),
-            heartbeat_at=read_heartbeat(attempt.heartbeat),
+            heartbeat_at=store.read_heartbeat(attempt.heartbeat),
             exit=safe(attempt.exit, "exit"),
             final=safe(attempt.final, "final"),
             failure=safe(attempt.failure, "failure"),
@@ -320,14 +320,6 @@ class Daemon:
             store.write_json(self.home.daemon_lease, lease, "daemon")
         except OSError as exc:
             log.warning("could not write the lease: %s", exc)
-
-
-def read_heartbeat(path: Path) -> float | None:
-    """The epoch in a heartbeat file, or None when absent or unreadable (a torn write is just old)."""
-    try:
-        return float(path.read_bytes().split(b"\n", 1)[0])
-    except (OSError, ValueError):
-        return None
 
 
 def _watch_runs(runs_dir: Path, wake: threading.Event, stop: threading.Event) -> None:

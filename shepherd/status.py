@@ -87,6 +87,8 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
         return RunStatus(Status.RESTARTING if attempt.stop_reason in ("restarted", "heartbeat_stall") else _running(meta, heartbeat_at, now).status,
                          f"stopping attempt {attempt.number}: {attempt.stop_reason or 'requested'}")
     if attempt.state in (AttemptState.SUBMITTING.value, AttemptState.SUBMITTED.value):
+        if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
+            return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
         status = Status.RESTARTING if attempt.number > 1 else Status.PENDING
         return RunStatus(status, attempt.detail or f"attempt {attempt.number} submitted, waiting for it to start")
     return _running(meta, heartbeat_at, now)
@@ -104,7 +106,7 @@ def _running(meta: Meta, heartbeat_at: float | None, now: float) -> RunStatus:
 
 
 def _queued_reason(meta: Meta, crash_loop: bool = False) -> str:
-    last = meta.current
+    last = next((a for a in reversed(meta.attempts) if a.state == AttemptState.ENDED.value), None)
     why = f"attempt {last.number} ended: {last.cause}" if last and last.cause else ""
     if last and last.detail:
         why += f" ({last.detail})"

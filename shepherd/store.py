@@ -197,6 +197,14 @@ def lock(home: Home, name: str, timeout: float = 10.0) -> Any:
     return FileLock(str(home.lock_file(name)), timeout=timeout, mode=FILE_MODE)
 
 
+def read_heartbeat(path: Path) -> float | None:
+    """The epoch in a heartbeat file, or None when absent or unreadable (a bad one is simply old)."""
+    try:
+        return float(path.read_bytes().split(b"\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
 class CachedReader:
     """Reads validated JSON files, re-parsing only those whose stat changed.
 

@@ -1,0 +1,139 @@
+"""What `fray list` and `fray status` show, as plain JSON-ready data.
+
+Human output is rendered from exactly these dicts (and `--json` prints them),
+so the two can never disagree. Reading is tolerant: a corrupt or missing file
+makes the run `error_unknown` with the reason, never an exception.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from shepherd import lease, store
+from shepherd.errors import CorruptFileError
+from shepherd.layout import Home, RunPaths
+from shepherd.model import Control, Meta
+from shepherd.status import RunStatus, Status, heartbeat_age, normalized_status
+
+
+def _load(paths: RunPaths) -> tuple[Meta | None, Control, str | None]:
+    problem = None
+    meta = None
+    try:
+        raw = store.read_json(paths.meta, "meta")
+        if raw is None:
+            aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith("meta.json"))
+            problem = f"meta.json was corrupt and moved aside ({aside})" if aside else "meta.json is missing"
+        else:
+            meta = Meta.from_dict(raw)
+    except CorruptFileError as exc:
+        problem = f"meta.json was corrupt ({exc.problem}); moved aside to {exc.moved_to.name if exc.moved_to else '?'}"
+    try:
+        control = Control.from_dict(store.read_json(paths.control, "control"))
+    except CorruptFileError as exc:
+        control = Control()
+        problem = problem or f"control.json was corrupt ({exc.problem}); moved aside, requests ignored until the next one"
+    return meta, control, problem
+
+
+def _progress(paths: RunPaths, meta: Meta) -> dict[str, Any] | None:
+    attempt = meta.current
+    if attempt is None:
+        return None
+    try:
+        return store.read_json(paths.attempt(attempt.number).progress, "progress")
+    except CorruptFileError:
+        return None
+
+
+def run_row(home: Home, run_id: str, now: float) -> dict[str, Any]:
+    """One run as a row of `fray list --json` (schemas/list.json)."""
+    paths = home.run(run_id)
+    meta, control, problem = _load(paths)
+    return _row(paths, meta, control, problem, now)
+
+
+def _row(paths: RunPaths, meta: Meta | None, control: Control, problem: str | None, now: float) -> dict[str, Any]:
+    if meta is None:
+        st = normalized_status(None, None, now, problem)
+        return {"run_id": paths.run_id, "name": paths.run_id, "status": st.status.value, "icon": st.icon,
+                "reason": st.reason, "mode": None, "backend": None, "phase": None, "attempt": None, "node": None,
+                "created_at": None, "uptime_sec": None, "heartbeat_age_sec": None, "step": None, "loss": None,
+                "paused": control.paused}
+    attempt = meta.in_flight
+    heartbeat_at = store.read_heartbeat(paths.attempt(attempt.number).heartbeat) if attempt else None
+    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem)
+    progress = _progress(paths, meta) if meta.phase != "ended" or meta.current else None
+    current = meta.current
+    started = attempt.started_at if attempt else None
+    age = heartbeat_age(meta, heartbeat_at, now)
+    return {
+        "run_id": meta.run_id, "name": meta.name, "status": st.status.value, "icon": st.icon, "reason": st.reason,
+        "mode": meta.spec.mode, "backend": meta.spec.backend, "phase": meta.phase,
+        "attempt": current.number if current else None,
+        "node": current.node if current else None,
+        "created_at": meta.created_at,
+        "uptime_sec": round(now - started, 3) if started else None,
+        "heartbeat_age_sec": round(age, 3) if age is not None else None,
+        "step": (progress or {}).get("step"), "loss": (progress or {}).get("loss"),
+        "paused": control.paused,
+    }
+
+
+def daemon_view(home: Home, now: float | None = None) -> dict[str, Any]:
+    health, record = lease.current_health(home)
+    return {"state": health.state, "detail": health.detail, "lease": record}
+
+
+def list_view(home: Home, include_ended: bool = True, limit: int | None = None) -> dict[str, Any]:
+    """Every run (newest first), with counts per status and the daemon's health (schemas/list.json)."""
+    now = time.time()
+    ids = list(reversed(home.run_ids()))
+    rows = [run_row(home, run_id, now) for run_id in ids]
+    if not include_ended:
+        rows = [r for r in rows if r["phase"] != "ended"]
+    counts = Counter(r["status"] for r in rows)
+    if limit is not None:
+        rows = rows[:limit]
+    return {"home": str(home.root), "generated_at": now, "daemon": daemon_view(home, now),
+            "counts": {s.value: counts.get(s.value, 0) for s in Status}, "runs": rows}
+
+
+def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
+    """One run in full: its row, spec, attempts with their records, recent events (schemas/status.json)."""
+    now = time.time()
+    paths = home.run(run_id)
+    meta, control, problem = _load(paths)
+    row = _row(paths, meta, control, problem, now)
+    attempts = []
+    for attempt in (meta.attempts if meta else []):
+        files = paths.attempt(attempt.number)
+        attempts.append({**attempt.to_dict(), "failure": _safe(files.failure, "failure"),
+                         "stdout": str(files.stdout), "stderr": str(files.stderr)})
+    recent = [line.record for line in store.read_jsonl(paths.events, "event") if line.record is not None]
+    return {
+        "run": row,
+        "spec": meta.spec.to_dict() if meta else None,
+        "script": meta.script if meta else None,
+        "submitted_by": meta.submitted_by if meta else None,
+        "counters": vars(meta.counters) if meta else None,
+        "wait_reason": meta.wait_reason if meta else None,
+        "next_attempt_at": meta.next_attempt_at if meta else None,
+        "end": vars(meta.end) if meta and meta.end else None,
+        "control": control.to_dict(),
+        "attempts": attempts,
+        "progress": _progress(paths, meta) if meta else None,
+        "events": recent[-events:],
+        "corrupt_files": [str(p) for p in paths.corrupt_files()],
+        "dir": str(paths.dir),
+        "daemon": daemon_view(home, now),
+    }
+
+
+def _safe(path: Any, schema: str) -> dict[str, Any] | None:
+    try:
+        return store.read_json(path, schema)
+    except CorruptFileError:
+        return None

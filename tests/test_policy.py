@@ -1,0 +1,239 @@
+"""The restart policy as values: meta + control + files + backend view + time in, plan out."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from shepherd import policy
+from shepherd.model import Attempt, Control, Meta, RunSpec
+from shepherd.policy import AttemptFiles, BackendView, Situation, decide
+from shepherd.scheduler import Admission, Capacity, Ledger, Request
+from shepherd.status import Status, normalized_status
+
+T0 = 1_800_000_000.0
+
+
+def make_meta(**spec_overrides) -> Meta:
+    return Meta(run_id="20261122-101010-job-abcd", name="job", created_at=T0,
+                submitted_by={"user": "u", "host": "h", "cwd": "/"},
+                script={"source": "/job.py", "frozen": "script.py", "sha256": "0" * 64},
+                spec=dataclasses.replace(RunSpec(), **spec_overrides))
+
+
+def always(request: Request) -> Admission:
+    return Admission(True)
+
+
+def step(meta: Meta, now: float, *, control: Control | None = None, files: AttemptFiles | None = None,
+         view: str = "running", jitter: float = 0.0, admit=always) -> policy.Plan:
+    return decide(Situation(meta, control or Control(), files or AttemptFiles(), BackendView(view), now, jitter), admit)
+
+
+def running(meta: Meta, now: float) -> Meta:
+    """Submit and start an attempt."""
+    meta = step(meta, now).meta
+    attempt = meta.in_flight
+    attempt.state = "running"
+    attempt.started_at = now
+    return meta
+
+
+def exited(code: int, final: bool = False, signal: str | None = None, at: float | None = None) -> AttemptFiles:
+    record = {"exit_code": code, "ended_at": at, "received_signal": signal}
+    return AttemptFiles(exit=record, final={"result": None} if final else None,
+                        failure=None if code == 0 else {"message": f"workload exited {code}"})
+
+
+def kinds(plan: policy.Plan) -> list[str]:
+    return [e.kind for e in plan.events]
+
+
+def test_a_new_run_is_submitted_when_admitted():
+    plan = step(make_meta(), T0)
+    assert plan.actions == [policy.Submit(1)]
+    assert plan.meta.phase == "active" and plan.meta.attempts[0].state == "submitting"
+
+
+def test_a_run_that_does_not_fit_waits_with_the_reason():
+    ledger = Ledger(Capacity(cpus=2, mem_mb=None, gpus=0))
+    ledger.hold(Request(2, None, 0))
+    plan = step(make_meta(cpus=1), T0, admit=ledger.admit)
+    assert plan.actions == []
+    assert plan.meta.wait_reason == "waiting for resources: 1 CPUs wanted, 0 of 2 free"
+    assert normalized_status(plan.meta, None, T0).status is Status.PENDING
+
+
+def test_a_request_larger_than_the_machine_says_it_can_never_start():
+    plan = step(make_meta(gpus=4), T0, admit=Ledger(Capacity(cpus=8, mem_mb=1000, gpus=1)).admit)
+    assert "can never start here" in plan.meta.wait_reason and "4 GPUs" in plan.meta.wait_reason
+
+
+def test_success_needs_exit_zero_and_final_json():
+    meta = running(make_meta(), T0)
+    done = step(meta, T0 + 5, files=exited(0, final=True), view="gone")
+    assert done.meta.end.status == "completed_success"
+    assert policy.Finish("completed_success", "attempt 1 succeeded") in done.actions
+
+    no_marker = step(meta, T0 + 5, files=exited(0, final=False), view="gone")
+    assert no_marker.meta.end is None
+    assert no_marker.meta.attempts[0].cause == "clean_exit"
+    assert no_marker.meta.counters.workload_failures == 1
+
+
+def test_workload_failures_are_retried_until_max_retries_then_fail():
+    meta = make_meta(max_retries=2, backoff_base_sec=0)
+    for n in range(1, 4):
+        meta = running(meta, T0 + 10 * n)
+        meta = step(meta, T0 + 10 * n + 1, files=exited(50), view="gone").meta
+    assert meta.end.status == "failed"
+    assert "3 workload failures, more than --max-retries 2" in meta.end.reason
+    assert [a.cause for a in meta.attempts] == ["workload_failure"] * 3
+
+
+def test_node_failures_draw_on_their_own_budget():
+    meta = make_meta(max_retries=0, max_retries_preemption=5, backoff_base_sec=0)
+    meta = running(meta, T0)
+    meta = step(meta, T0 + 1, files=exited(42), view="gone").meta
+    assert meta.end is None
+    assert meta.counters.node_failures == 1 and meta.counters.workload_failures == 0
+    assert meta.attempts[0].cause == "node_fault"
+
+
+def test_a_vanished_process_is_lost_and_retried():
+    meta = running(make_meta(backoff_base_sec=0), T0)
+    plan = step(meta, T0 + 1, view="gone")
+    assert plan.meta.attempts[0].cause == "lost"
+    assert plan.meta.counters.node_failures == 1
+
+
+def test_backoff_grows_exponentially_with_a_cap_and_jitter():
+    spec = RunSpec(backoff_base_sec=2, backoff_max_sec=10)
+    assert [policy.backoff_delay(spec, n, jitter=0.999999) for n in (1, 2, 3, 4)] == pytest.approx([2, 4, 8, 10], rel=1e-3)
+    assert policy.backoff_delay(spec, 3, jitter=0.0) == pytest.approx(4)  # half is fixed, half random
+
+
+def test_a_failed_attempt_waits_for_its_backoff_before_the_next():
+    meta = running(make_meta(backoff_base_sec=4, backoff_max_sec=100), T0)
+    failed = step(meta, T0 + 1, files=exited(50), view="gone", jitter=0.0)
+    assert failed.meta.next_attempt_at == pytest.approx(T0 + 1 + 2)
+    waiting = step(failed.meta, T0 + 2)
+    assert waiting.actions == [] and waiting.meta.wait_reason.startswith("backing off")
+    assert step(failed.meta, T0 + 3.5).actions == [policy.Submit(2)]
+
+
+def test_fast_failures_in_a_row_show_as_crash_loop():
+    meta = make_meta(backoff_base_sec=0)
+    for n in range(3):
+        meta = running(meta, T0 + n)
+        meta = step(meta, T0 + n + 0.5, files=exited(50), view="gone").meta
+    assert meta.counters.consecutive_fast_failures == 3
+    assert normalized_status(meta, None, T0 + 10).status is Status.CRASH_LOOP
+
+
+def test_a_healthy_period_resets_the_failure_streak():
+    meta = running(make_meta(backoff_base_sec=0), T0)
+    meta.counters.consecutive_fast_failures = 5
+    after = step(meta, T0 + 3600, files=exited(50), view="gone").meta
+    assert after.counters.consecutive_fast_failures == 1
+
+
+def test_a_stale_heartbeat_stops_the_attempt_as_a_node_suspect():
+    meta = running(make_meta(heartbeat_interval_sec=1, heartbeat_timeout_sec=10, startup_grace_sec=5), T0)
+    fresh = step(meta, T0 + 9, files=AttemptFiles(heartbeat_at=T0 + 8))
+    assert fresh.actions == []
+    stale = step(meta, T0 + 20, files=AttemptFiles(heartbeat_at=T0 + 8))
+    assert stale.actions == [policy.Cancel(1)]
+    assert stale.meta.attempts[0].stop_reason == "heartbeat_stall"
+    gone = step(stale.meta, T0 + 21, view="gone")
+    assert gone.meta.attempts[0].cause == "heartbeat_stall" and gone.meta.counters.node_failures == 1
+
+
+def test_heartbeat_age_shows_degraded_then_unresponsive_before_the_restart():
+    meta = running(make_meta(heartbeat_interval_sec=10, heartbeat_timeout_sec=120), T0)
+    assert normalized_status(meta, T0 + 100, T0 + 105).status is Status.HEALTHY_RUNNING
+    assert normalized_status(meta, T0 + 100, T0 + 140).status is Status.RUNNING_DEGRADED
+    assert normalized_status(meta, T0 + 100, T0 + 170).status is Status.UNRESPONSIVE
+
+
+def test_a_stop_that_is_ignored_is_forced_after_the_grace_period():
+    meta = running(make_meta(stop_grace_sec=10), T0)
+    stopping = step(meta, T0 + 1, control=Control(stop_requested=True))
+    assert stopping.actions == [policy.Cancel(1)]
+    patient = step(stopping.meta, T0 + 12, control=Control(stop_requested=True))
+    assert patient.actions == []
+    forced = step(stopping.meta, T0 + 17, control=Control(stop_requested=True))
+    assert forced.actions == [policy.Cancel(1, force=True)]
+    ended = step(forced.meta, T0 + 18, control=Control(stop_requested=True), view="gone")
+    assert ended.meta.end.status == "stopped_manual"
+
+
+def test_restart_does_not_count_against_budgets_and_skips_backoff():
+    meta = running(make_meta(backoff_base_sec=100), T0)
+    plan = step(meta, T0 + 1, control=Control(restart_nonce=1))
+    assert plan.actions == [policy.Cancel(1)]
+    after = step(plan.meta, T0 + 2, control=Control(restart_nonce=1), files=exited(143, signal="SIGTERM"), view="gone")
+    assert after.meta.attempts[0].cause == "restarted"
+    assert after.meta.counters.workload_failures == after.meta.counters.node_failures == 0
+    assert after.actions == [policy.Submit(2)]
+
+
+def test_pause_releases_the_attempt_and_holds_until_unpaused():
+    meta = running(make_meta(), T0)
+    paused = Control(paused=True)
+    plan = step(meta, T0 + 1, control=paused)
+    gone = step(plan.meta, T0 + 2, control=paused, view="gone")
+    assert gone.meta.attempts[0].cause == "paused" and gone.actions == []
+    assert step(gone.meta, T0 + 50, control=paused).actions == []
+    assert step(gone.meta, T0 + 51, control=Control(paused=False)).actions == [policy.Submit(2)]
+
+
+def test_start_reactivates_an_ended_run_with_fresh_budgets():
+    meta = running(make_meta(max_retries=0), T0)
+    failed = step(meta, T0 + 1, files=exited(50), view="gone").meta
+    assert failed.end.status == "failed"
+    plan = step(failed, T0 + 10, control=Control(start_nonce=1))
+    assert plan.actions[0] == policy.Reactivate()
+    assert policy.Submit(2) in plan.actions
+    assert plan.meta.counters.workload_failures == 0 and plan.meta.end is None
+
+
+def test_an_external_sigterm_is_a_preemption():
+    meta = running(make_meta(backoff_base_sec=0), T0)
+    plan = step(meta, T0 + 1, files=exited(143, signal="SIGTERM"), view="gone")
+    assert plan.meta.attempts[0].cause == "preempted"
+    assert plan.meta.counters.node_failures == 1
+
+
+def test_indefinite_runs_restart_on_clean_exit_and_expire_after_keep_alive():
+    meta = running(make_meta(mode="indefinite", keep_alive_sec=100, clean_exit_ok=True, backoff_base_sec=0), T0)
+    restarted = step(meta, T0 + 10, files=exited(0, final=True), view="gone")
+    assert restarted.meta.end is None and restarted.actions == [policy.Submit(2)]
+    live = running(restarted.meta, T0 + 11)
+    expiring = step(live, T0 + 101)
+    assert expiring.actions == [policy.Cancel(2)] and expiring.meta.attempts[1].stop_reason == "expired"
+    done = step(expiring.meta, T0 + 102, files=exited(143, signal="SIGTERM"), view="gone")
+    assert done.meta.end.status == "ended_expired"
+
+
+def test_an_indefinite_clean_exit_is_a_failure_unless_allowed():
+    meta = running(make_meta(mode="indefinite", backoff_base_sec=0), T0)
+    plan = step(meta, T0 + 10, files=exited(0, final=True), view="gone")
+    assert plan.meta.counters.workload_failures == 1
+
+
+def test_a_submission_lost_by_a_crashed_daemon_is_adopted_or_given_up():
+    meta = step(make_meta(), T0).meta  # recorded as submitting, then the daemon died
+    adopted = decide(Situation(meta, Control(), AttemptFiles(), BackendView("running", ref={"pid": 7}), T0 + 1), always)
+    assert adopted.meta.attempts[0].state == "submitted" and "adopted" in kinds(adopted)
+    waiting = step(meta, T0 + 5, view="gone")
+    assert waiting.meta.attempts[0].state == "submitting"
+    given_up = step(meta, T0 + policy.SUBMIT_RESOLVE_SEC + 1, view="gone")
+    assert given_up.meta.attempts[0].cause == "submit_failed"
+
+
+def test_an_unknown_backend_view_changes_nothing():
+    meta = running(make_meta(), T0)
+    plan = step(meta, T0 + 1, view="unknown")
+    assert plan.actions == [] and plan.meta.to_dict() == meta.to_dict()
