@@ -1,10 +1,107 @@
+"""Shared fixtures: a private FRAY_HOME with a hostile name, a real daemon, the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMAS = REPO / "schemas"
 
 # `tests` is a namespace package rooted at the repository: make it importable
 # however pytest was started (plain `pytest` does not put the repo on sys.path).
-_REPO = str(Path(__file__).resolve().parent.parent)
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 pytest_plugins = ["tests.slurm.plugin"]  # session fixture `slurm_cluster` (real Slurm)
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.05, what: str = "condition"):
+    """Poll `predicate` until it returns something truthy; fail with `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def schema_validate(name: str, document: object) -> None:
+    """Validate with the reference implementation (jsonschema), not fray's own validator."""
+    import jsonschema
+
+    schema = json.loads((SCHEMAS / f"{name}.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(document)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A FRAY_HOME whose path has a space, a quote and a semicolon in it."""
+    from shepherd.layout import Home
+
+    root = tmp_path / "fray home's; dir"
+    monkeypatch.setenv("FRAY_HOME", str(root))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    yield Home(root)
+    _kill_everything_of(root)
+
+
+def _kill_everything_of(root: Path) -> None:
+    """Tests must not leak daemons or wrappers: kill every process whose command line names this home."""
+    needle = str(root).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in cmdline:
+            try:
+                os.killpg(int(entry.name), signal.SIGKILL)
+            except OSError:
+                try:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def run_fray(*args: str, home: Path | None = None, timeout: float = 60, check: bool = False,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The real `fray` command line, as a user runs it."""
+    full_env = {**os.environ, **(env or {})}
+    if home is not None:
+        full_env["FRAY_HOME"] = str(home)
+    proc = subprocess.run([sys.executable, "-m", "shepherd.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"fray {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def daemon(home) -> Iterator[subprocess.Popen[bytes]]:
+    """A real daemon serving `home`, stopped (and its leftovers killed) afterwards."""
+    from shepherd import store
+
+    store.ensure_home(home)
+    proc = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_until(lambda: home.daemon_lease.exists() and json.loads(home.daemon_lease.read_text())["pid"] == proc.pid,
+               what="the daemon's lease")
+    yield proc
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
