@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+#FRAY --name flaky
+#FRAY --max-retries 3 --backoff-base 1s --backoff-max 4s --heartbeat-interval 2
 """A job that crashes twice and still finishes: checkpoint, resume, retry.
 
 Each attempt resumes from the checkpoint in $FRAY_CHECKPOINT_DIR, does a few
@@ -7,8 +9,6 @@ with a short backoff; the third attempt resumes and completes.
 
     fray submit examples/flaky.py --follow
 """
-#FRAY --name flaky
-#FRAY --max-retries 3 --backoff-base 1s --backoff-max 4s --heartbeat-interval 2
 
 import json
 import os

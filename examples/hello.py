@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
+#FRAY --name hello
+#FRAY --cpus 1 --heartbeat-interval 2
 """The smallest fray job: print, report a little progress, succeed.
 
     fray submit examples/hello.py --wait
 """
-#FRAY --name hello
-#FRAY --cpus 1 --heartbeat-interval 2
 
 import os
 import socket

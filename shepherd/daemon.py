@@ -74,6 +74,8 @@ class Daemon:
         self._reported_problems: set[str] = set()
         self.started_at = clock()
         self.cycles = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -289,9 +291,14 @@ class Daemon:
 
     # -- the loop ------------------------------------------------------------------
 
-    def serve(self, stop: threading.Event) -> None:
-        """Cycle until `stop` is set, waking on the timer and on file changes."""
-        wake = threading.Event()
+    def request_stop(self) -> None:
+        """Finish the current cycle and return from `serve` (safe from a signal handler)."""
+        self._stop.set()
+        self._wake.set()
+
+    def serve(self) -> None:
+        """Cycle until `request_stop`, waking on the timer and on file changes."""
+        stop, wake = self._stop, self._wake
         watcher = threading.Thread(target=_watch_runs, args=(self.home.runs_dir, wake, stop),
                                    name="fray-watch", daemon=True)
         watcher.start()
@@ -353,12 +360,12 @@ def main(argv: list[str] | None = None) -> int:
         log.info("another daemon holds %s; exiting", home.lock_file("daemon"))
         print(f"fray daemon: another daemon is already running for {home.root}")
         return 0
-    stop = threading.Event()
+    daemon = Daemon(home)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda *_: daemon.request_stop())
     log.info("daemon %s started for %s (pid %d)", __version__, home.root, os.getpid())
     try:
-        Daemon(home).serve(stop)
+        daemon.serve()
     finally:
         log.info("daemon stopping; attempts keep running and will be adopted by the next daemon")
         lock.release()

@@ -150,7 +150,7 @@ def classify_exit(exit_record: dict[str, Any], final: dict[str, Any] | None, fai
                   attempt: Attempt) -> tuple[str, str]:
     """(cause, detail) of an attempt from the wrapper's exit record."""
     code = exit_record["exit_code"]
-    message = (failure or {}).get("message") or ""
+    message = _failure_summary(failure)
     if code == contract.EXIT_OK:
         if final is not None:
             return Cause.SUCCESS.value, "exited 0 with final.json"
@@ -163,6 +163,20 @@ def classify_exit(exit_record: dict[str, Any], final: dict[str, Any] | None, fai
             return attempt.stop_reason, f"stopped by fray with {signal}"
         return Cause.PREEMPTED.value, f"terminated by {signal} from outside fray (preemption?)"
     return Cause.WORKLOAD_FAILURE.value, message or f"wrapper exited {code}"
+
+
+def _failure_summary(failure: dict[str, Any] | None) -> str:
+    """'exit 1: <last stderr line>' — what a person wants to see first."""
+    if not failure:
+        return ""
+    if failure.get("workload_exit_code") is not None:
+        head = f"exit {failure['workload_exit_code']}"
+    elif failure.get("workload_signal"):
+        head = f"killed by {failure['workload_signal']}"
+    else:
+        return failure.get("message") or ""
+    tail = [line for line in failure.get("stderr_tail") or [] if line.strip()]
+    return f"{head}: {tail[-1].strip()[:200]}" if tail else head
 
 
 def _apply_control(plan: Plan, s: Situation) -> None:

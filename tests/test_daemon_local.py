@@ -1,0 +1,182 @@
+"""The daemon and the local backend end to end: real daemon, real wrappers, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, schema_validate, wait_until
+from shepherd import runs, store
+from shepherd.layout import Home
+
+pytestmark = pytest.mark.slow
+
+
+def submit(home: Home, script: Path, workdir: Path | None = None, **overrides) -> str:
+    meta = runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides,
+                                                    workdir=str(workdir or script.parent)))
+    return meta.run_id
+
+
+def meta_of(home: Home, run_id: str) -> dict:
+    return json.loads(home.run(run_id).meta.read_text())
+
+
+def ended(home: Home, run_id: str) -> dict | None:
+    meta = meta_of(home, run_id)
+    return meta if meta["phase"] == "ended" else None
+
+
+def events(home: Home, run_id: str) -> list[dict]:
+    return [json.loads(line) for line in home.run(run_id).events.read_text().splitlines()]
+
+
+def script(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+def test_flaky_example_is_retried_and_resumes_to_success(home, daemon):
+    run_id = submit(home, REPO / "examples" / "flaky.py")
+    meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the flaky run to end")
+    assert meta["end"]["status"] == "completed_success"
+    assert [a["cause"] for a in meta["attempts"]] == ["workload_failure", "workload_failure", "success"]
+    assert "simulated crash" in meta["attempts"][0]["detail"]
+    run = home.run(run_id)
+    assert "resuming from step 6" in run.attempt(3).stdout.read_text()
+    ended_record = json.loads(run.ended.read_text())
+    assert ended_record["result"] == {"steps": 9}
+    for document, schema in [(meta, "meta"), (ended_record, "ended"), (json.loads(home.daemon_lease.read_text()), "daemon"),
+                             *[(e, "event") for e in events(home, run_id)]]:
+        schema_validate(schema, document)
+    for name in ("started", "exit", "final", "progress"):
+        schema_validate(name, json.loads((run.attempt(3).dir / f"{name}.json").read_text()))
+    schema_validate("failure", json.loads(run.attempt(1).failure.read_text()))
+    assert oct(run.meta.stat().st_mode & 0o777) == "0o600"
+    assert oct(home.root.stat().st_mode & 0o777) == "0o700"
+
+
+LONG_RUNNING = """#!/bin/bash
+#FRAY --heartbeat-interval 0.5 --stop-grace 2
+echo started
+trap 'echo got SIGTERM; exit 0' TERM
+while true; do sleep 0.1; done
+"""
+
+
+def test_a_restarted_daemon_adopts_running_attempts_instead_of_starting_them_again(home, tmp_path):
+    store.ensure_home(home)
+    first = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], start_new_session=True)
+    run_id = submit(home, script(tmp_path, "serve.sh", LONG_RUNNING))
+    running = wait_until(lambda: (m := meta_of(home, run_id))["attempts"] and m["attempts"][0]["state"] == "running" and m,
+                         what="the attempt to run")
+    wrapper_pid = running["attempts"][0]["backend_ref"]["pid"]
+    first.send_signal(signal.SIGKILL)  # crash-only: no chance to clean up
+    first.wait()
+    second = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], start_new_session=True)
+    try:
+        wait_until(lambda: any(e["kind"] == "adopted" for e in events(home, run_id)), what="the adoption event")
+        meta = meta_of(home, run_id)
+        assert len(meta["attempts"]) == 1 and meta["attempts"][0]["state"] == "running"
+        os.kill(wrapper_pid, 0)  # the same wrapper is still alive
+        runs.request(home, run_id, "stop")
+        meta = wait_until(lambda: ended(home, run_id), what="the stop")
+        assert meta["end"]["status"] == "stopped_manual"
+        assert "got SIGTERM" in home.run(run_id).attempt(1).stdout.read_text()
+        assert len(meta["attempts"]) == 1
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=10)
+
+
+def test_a_control_request_wakes_the_daemon_at_once_not_on_its_timer(home, tmp_path):
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"poll_interval_sec": 60}}))
+    daemon = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], start_new_session=True)
+    try:
+        run_id = submit(home, script(tmp_path, "serve.sh", LONG_RUNNING))
+        wait_until(lambda: meta_of(home, run_id)["attempts"], timeout=10, what="the submission (woken by the new run)")
+        wait_until(lambda: home.run(run_id).attempt(1).started.exists(), timeout=10, what="the wrapper")
+        runs.request(home, run_id, "stop")
+        # With a 60 s timer, only the file-change wake-up can end it this soon.
+        meta = wait_until(lambda: ended(home, run_id), timeout=10, what="the stop to take effect")
+        assert meta["end"]["status"] == "stopped_manual"
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=10)
+
+
+def test_a_vanished_attempt_is_lost_and_retried_on_the_node_budget(home, daemon, tmp_path):
+    run_id = submit(home, script(tmp_path, "serve.sh", LONG_RUNNING), backoff_base_sec=0.0)
+    wait_until(lambda: home.run(run_id).attempt(1).started.exists(), what="attempt 1")
+    started = json.loads(home.run(run_id).attempt(1).started.read_text())
+    os.killpg(started["pid"], signal.SIGKILL)  # the wrapper dies with no exit record (OOM killer, node lost)
+    os.killpg(started["workload_pid"], signal.SIGKILL)
+    meta = wait_until(lambda: (m := meta_of(home, run_id))["attempts"][0]["state"] == "ended" and m, what="loss detection")
+    assert meta["attempts"][0]["cause"] == "lost"
+    assert meta["counters"]["node_failures"] == 1
+    wait_until(lambda: home.run(run_id).attempt(2).started.exists(), what="attempt 2")
+    runs.request(home, run_id, "stop")
+    wait_until(lambda: ended(home, run_id), what="the stop")
+
+
+def test_a_frozen_wrapper_is_a_heartbeat_stall_and_is_killed_and_replaced(home, daemon, tmp_path):
+    body = LONG_RUNNING.replace("--stop-grace 2", "--stop-grace 1 --heartbeat-timeout 2 --startup-grace 0 --backoff-base 0")
+    run_id = submit(home, script(tmp_path, "serve.sh", body))
+    wait_until(lambda: home.run(run_id).attempt(1).started.exists(), what="attempt 1")
+    wrapper_pid = json.loads(home.run(run_id).attempt(1).started.read_text())["pid"]
+    os.kill(wrapper_pid, signal.SIGSTOP)  # alive but silent: SIGTERM cannot reach it, only the forced kill can
+    meta = wait_until(lambda: (m := meta_of(home, run_id))["attempts"][0]["state"] == "ended" and m, timeout=30,
+                      what="the stall to be detected and the attempt killed")
+    assert meta["attempts"][0]["cause"] == "heartbeat_stall"
+    kinds = [e["kind"] for e in events(home, run_id)]
+    assert kinds.count("cancel") == 2  # the polite stop, then the kill after the grace period
+    wait_until(lambda: home.run(run_id).attempt(2).started.exists(), what="attempt 2")
+    runs.request(home, run_id, "stop")
+    wait_until(lambda: ended(home, run_id), what="the stop")
+
+
+def test_admission_keeps_what_does_not_fit_pending_with_the_reason(home, tmp_path):
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 2, "gpus": 0}}))
+    daemon = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], start_new_session=True)
+    try:
+        serve = script(tmp_path, "serve.sh", LONG_RUNNING)
+        big = submit(home, serve, cpus=2)
+        wait_until(lambda: home.run(big).attempt(1).started.exists(), what="the first run")
+        small = submit(home, serve, cpus=1)
+        never = submit(home, serve, gpus=1)
+        wait_until(lambda: (meta_of(home, small)["wait_reason"] or "").startswith("waiting for resources"),
+                   what="the second run to wait")
+        assert meta_of(home, small)["wait_reason"] == "waiting for resources: 1 CPUs wanted, 0 of 2 free"
+        wait_until(lambda: "can never start here" in (meta_of(home, never)["wait_reason"] or ""), what="the GPU run")
+        runs.request(home, big, "stop")
+        wait_until(lambda: home.run(small).attempt(1).started.exists(), what="the second run to start once room is made")
+        for run_id in (small, never):
+            runs.request(home, run_id, "stop")
+            wait_until(lambda: ended(home, run_id), what="the stop")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=10)
+
+
+def test_a_corrupt_run_does_not_stop_the_daemon_serving_the_others(home, daemon, tmp_path):
+    hello = script(tmp_path, "ok.sh", "#!/bin/bash\n#FRAY --stop-grace 1\nsleep 0.5; echo fine\n")
+    broken = submit(home, hello)
+    broken_meta = home.run(broken).meta
+    broken_meta.write_text('{"run_id": "truncated...')
+    healthy = submit(home, hello)
+    # exit 0 without final.json is not success for run_once; the wrapper writes final.json on exit 0
+    meta = wait_until(lambda: ended(home, healthy), what="the healthy run")
+    assert meta["end"]["status"] == "completed_success"
+    aside = wait_until(lambda: [p for p in home.run(broken).dir.iterdir() if p.name.startswith("meta.json.corrupt-")],
+                       what="the corrupt meta.json to be moved aside")
+    assert aside[0].read_text() == '{"run_id": "truncated...'
+    assert any(e["kind"] == "error" and "corrupt" in e["reason"] for e in events(home, broken))
