@@ -169,11 +169,24 @@ class Home:
         return self.root / "runs"
 
     @property
+    def cache_dir(self) -> Path:
+        """Derived data that may be deleted at any time."""
+        return self.root / "cache"
+
+    @property
+    def list_cache(self) -> Path:
+        return self.cache_dir / "list-rows.json"
+
+    @property
     def namespaces_dir(self) -> Path:
         return self.root / "namespaces"
 
     def lock_file(self, name: str) -> Path:
         return self.locks_dir / f"{name}.lock"
+
+    def meta_file(self, run_id: str) -> str:
+        """runs/<id>/meta.json as a plain string: `fray list` stats a thousand of these."""
+        return os.path.join(self.root, "runs", run_id, "meta.json")
 
     def run(self, run_id: str) -> RunPaths:
         return RunPaths(self.runs_dir / run_id)

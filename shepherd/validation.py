@@ -62,13 +62,153 @@ def load_schema(name: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def validator(name: str) -> Check:
+    """A function (document, path) -> every violation, as 'path: problem' lines."""
     schema = load_schema(name)
     return _compile(schema, schema.get("$defs", {}), {})
 
 
+@lru_cache(maxsize=None)
+def is_valid(name: str) -> Callable[[Any], bool]:
+    """A fast yes/no check; the explaining `validator` runs only when it says no."""
+    schema = load_schema(name)
+    return _FastCompiler(schema.get("$defs", {})).build(schema)
+
+
 def errors(name: str, document: Any) -> list[str]:
     """Every way `document` violates schema `name`, as 'path: problem' lines."""
+    if is_valid(name)(document):
+        return []
     return validator(name)(document, "$")
+
+
+# -- the fast path: the schema turned into straight-line Python, booleans only ------
+
+_TYPE_TESTS = {
+    "object": "isinstance({v}, dict)",
+    "array": "isinstance({v}, list)",
+    "string": "isinstance({v}, str)",
+    "boolean": "isinstance({v}, bool)",
+    "null": "{v} is None",
+    "integer": "(isinstance({v}, int) and not isinstance({v}, bool))",
+    "number": "(isinstance({v}, (int, float)) and not isinstance({v}, bool))",
+}
+_NUMBER = "(isinstance({v}, (int, float)) and not isinstance({v}, bool))"
+_BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+_LENGTHS = {"minLength": ("str", ">="), "maxLength": ("str", "<="), "minItems": ("list", ">="), "maxItems": ("list", "<=")}
+
+
+class _FastCompiler:
+    """Generates one Python function per schema (and per $def), compiled once per process."""
+
+    def __init__(self, defs: dict[str, Any]) -> None:
+        self.defs = defs
+        self.sources: list[str] = []
+        self.names: dict[str, str] = {}  # $def name -> function name
+        self.consts: dict[str, Any] = {"_MISSING": object(), "_enum_ok": _enum_ok}
+        self.counter = 0
+
+    def build(self, schema: dict[str, Any] | bool) -> Callable[[Any], bool]:
+        entry = self._function(schema)
+        namespace = dict(self.consts)
+        exec(compile("\n\n".join(self.sources), "<fray schema>", "exec"), namespace)  # noqa: S102 - our own schemas
+        return namespace[entry]
+
+    def _fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def _function(self, schema: dict[str, Any] | bool) -> str:
+        name = self._fresh("_check")
+        lines = [f"def {name}(v):", *self._body(schema, "v", 1), "    return True"]
+        self.sources.append("\n".join(lines))
+        return name
+
+    def _const(self, value: Any) -> str:
+        name = self._fresh("_C")
+        self.consts[name] = value
+        return name
+
+    def _body(self, schema: dict[str, Any] | bool, v: str, depth: int) -> list[str]:
+        pad = "    " * depth
+        if schema is True or schema == {}:
+            return []
+        if schema is False:
+            return [f"{pad}return False"]
+        out: list[str] = []
+        for keyword, arg in schema.items():
+            if keyword in _ANNOTATIONS or keyword in ("$defs", "additionalProperties", "required"):
+                continue
+            if keyword == "type":
+                names = [arg] if isinstance(arg, str) else list(arg)
+                test = " or ".join(_TYPE_TESTS[n].format(v=v) for n in names)
+                out.append(f"{pad}if not ({test}): return False")
+            elif keyword in ("enum", "const"):
+                values = list(arg) if keyword == "enum" else [arg]
+                if all(isinstance(a, str) for a in values):
+                    out.append(f"{pad}if not (isinstance({v}, str) and {v} in {self._const(frozenset(values))}): return False")
+                else:
+                    out.append(f"{pad}if not _enum_ok({v}, {self._const(values)}): return False")
+            elif keyword in _BOUNDS:
+                out.append(f"{pad}if {_NUMBER.format(v=v)} and not ({v} {_BOUNDS[keyword]} {arg!r}): return False")
+            elif keyword in _LENGTHS:
+                kind, op = _LENGTHS[keyword]
+                out.append(f"{pad}if isinstance({v}, {kind}) and not (len({v}) {op} {arg!r}): return False")
+            elif keyword == "pattern":
+                regex = self._const(re.compile(arg))
+                out.append(f"{pad}if isinstance({v}, str) and not {regex}.search({v}): return False")
+            elif keyword == "items":
+                item = self._fresh("_x")
+                out.append(f"{pad}if isinstance({v}, list):")
+                out.append(f"{pad}    for {item} in {v}:")
+                out.extend(self._body(arg, item, depth + 2) or [f"{pad}        pass"])
+            elif keyword == "anyOf":
+                options = " or ".join(f"{self._function(option)}({v})" for option in arg)
+                out.append(f"{pad}if not ({options}): return False")
+            elif keyword == "$ref":
+                out.append(f"{pad}if not {self._ref(arg)}({v}): return False")
+            elif keyword != "properties":
+                raise SchemaCompileError(f"keyword {keyword!r} is not supported by shepherd.validation")
+        if isinstance(schema, dict) and ("properties" in schema or "required" in schema or "additionalProperties" in schema):
+            out.extend(self._properties(schema, v, depth))
+        return out
+
+    def _properties(self, schema: dict[str, Any], v: str, depth: int) -> list[str]:
+        pad = "    " * depth
+        props: dict[str, Any] = schema.get("properties", {})
+        out = [f"{pad}if isinstance({v}, dict):"]
+        required = schema.get("required", [])
+        if required:
+            out.append(f"{pad}    if not ({' and '.join(f'{key!r} in {v}' for key in required)}): return False")
+        for key, sub in props.items():
+            body = self._body(sub, item := self._fresh("_p"), depth + 2)
+            if body:
+                out.append(f"{pad}    {item} = {v}.get({key!r}, _MISSING)")
+                out.append(f"{pad}    if {item} is not _MISSING:")
+                out.extend(body)
+        extra = schema.get("additionalProperties", True)
+        if extra is False:
+            out.append(f"{pad}    if not {self._const(frozenset(props))}.issuperset({v}): return False")
+        elif extra is not True:
+            known, key, item = self._const(frozenset(props)), self._fresh("_k"), self._fresh("_e")
+            out.append(f"{pad}    for {key}, {item} in {v}.items():")
+            out.append(f"{pad}        if {key} not in {known}:")
+            out.extend(self._body(extra, item, depth + 3) or [f"{pad}            pass"])
+        return out
+
+    def _ref(self, ref: str) -> str:
+        prefix = "#/$defs/"
+        name = ref[len(prefix):]
+        if not ref.startswith(prefix) or name not in self.defs:
+            raise SchemaCompileError(f"unsupported or dangling $ref {ref!r}")
+        if name not in self.names:
+            self.names[name] = function = self._fresh("_def")
+            lines = [f"def {function}(v):", *self._body(self.defs[name], "v", 1), "    return True"]
+            self.sources.append("\n".join(lines))
+        return self.names[name]
+
+
+def _enum_ok(value: Any, allowed: list[Any]) -> bool:
+    return any(value == a and type(value) is type(a) for a in allowed)
 
 
 def _compile(schema: dict[str, Any] | bool, defs: dict[str, Any], refs: dict[str, Check]) -> Check:

@@ -15,10 +15,12 @@ from shepherd import lease, store
 from shepherd.errors import CorruptFileError
 from shepherd.layout import Home, RunPaths
 from shepherd.model import Control, Meta
+from shepherd.row_cache import RowCache, stat_key
 from shepherd.status import RunStatus, Status, heartbeat_age, normalized_status
 
 
-def _load(paths: RunPaths) -> tuple[Meta | None, Control, str | None]:
+def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Control, str | None]:
+    """Meta and control of a run; `with_control=False` skips control.json for ended runs (nothing to ask)."""
     problem = None
     meta = None
     try:
@@ -30,6 +32,8 @@ def _load(paths: RunPaths) -> tuple[Meta | None, Control, str | None]:
             meta = Meta.from_dict(raw)
     except CorruptFileError as exc:
         problem = f"meta.json was corrupt ({exc.problem}); moved aside to {exc.moved_to.name if exc.moved_to else '?'}"
+    if meta is not None and meta.phase == "ended" and not with_control:
+        return meta, Control(), problem
     try:
         control = Control.from_dict(store.read_json(paths.control, "control"))
     except CorruptFileError as exc:
@@ -51,7 +55,7 @@ def _progress(paths: RunPaths, meta: Meta) -> dict[str, Any] | None:
 def run_row(home: Home, run_id: str, now: float) -> dict[str, Any]:
     """One run as a row of `fray list --json` (schemas/list.json)."""
     paths = home.run(run_id)
-    meta, control, problem = _load(paths)
+    meta, control, problem = _load(paths, with_control=False)
     return _row(paths, meta, control, problem, now)
 
 
@@ -91,7 +95,17 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None) 
     """Every run (newest first), with counts per status and the daemon's health (schemas/list.json)."""
     now = time.time()
     ids = list(reversed(home.run_ids()))
-    rows = [run_row(home, run_id, now) for run_id in ids]
+    cache = RowCache.load(home)
+    rows = []
+    for run_id in ids:
+        key = stat_key(home.meta_file(run_id))
+        row = cache.get(run_id, key)
+        if row is None:
+            row = run_row(home, run_id, now)
+            if row["phase"] == "ended":
+                cache.put(run_id, key, row)
+        rows.append(row)
+    cache.save(set(ids))
     if not include_ended:
         rows = [r for r in rows if r["phase"] != "ended"]
     counts = Counter(r["status"] for r in rows)
