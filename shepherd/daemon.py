@@ -32,7 +32,7 @@ from typing import Any, Callable
 from shepherd import __version__, policy, store
 from shepherd.backends import load_backend
 from shepherd.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequest, Tracked
-from shepherd.errors import BackendError, CorruptFileError, FrayError
+from shepherd.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
 from shepherd.layout import Home, RunPaths
 from shepherd.model import AttemptState, Control, Meta, Phase
 from shepherd.policy import AttemptFiles, BackendView, Situation
@@ -230,6 +230,12 @@ class Daemon:
                                 checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids)
         try:
             ref = backend.submit(request)
+        except AmbiguousSubmission as exc:
+            # Leave it `submitting`: the next snapshots look for it by name, and policy
+            # gives it up only after SUBMIT_RESOLVE_SEC without a trace.
+            self._event(paths, "error", f"submission of attempt {attempt.number} is ambiguous ({exc}); "
+                        "looking for it before submitting again", attempt.number)
+            return
         except (BackendError, OSError) as exc:
             plan = policy.record_submit_failure(meta, attempt.number, str(exc), self.clock(), self.jitter())
             self._commit(paths, meta, plan)

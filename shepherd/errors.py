@@ -7,7 +7,9 @@
     ├── StateError              FRAY_HOME missing, unwritable, or a state file unusable
     │   └── CorruptFileError    a state file that failed validation (it was moved aside)
     └── BackendError            an external command failed; `temporary` says whether the
-                                daemon should simply retry on its next cycle
+        │                       daemon should simply retry on its next cycle
+        └── AmbiguousSubmission the backend may or may not have the attempt (e.g. sbatch
+                                timed out): look it up before ever submitting again
 
 Each error renders itself with `str()`; the CLI prints that and exits with
 `exit_code`. Messages say what went wrong, where, and what to do next.
@@ -56,3 +58,7 @@ class BackendError(FrayError):
     def __init__(self, message: str, *, temporary: bool = True) -> None:
         self.temporary = temporary
         super().__init__(message)
+
+
+class AmbiguousSubmission(BackendError):
+    pass

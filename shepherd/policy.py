@@ -53,7 +53,8 @@ class BackendView:
     state: str  # "pending" | "running" | "gone" | "unknown"
     node: str | None = None
     ref: dict[str, Any] | None = None
-    detail: str | None = None
+    detail: str | None = None  # e.g. the scheduler's reason or final state
+    cause: str | None = None  # for "gone": the backend's reading (a Cause value), used when the wrapper left no exit record
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,8 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
     if view.state == "gone":
         if attempt.state == AttemptState.STOPPING.value and attempt.stop_reason:
             _attempt_ended(plan, attempt, attempt.stop_reason, None, attempt.detail or "stopped", s.jitter)
+        elif view.cause:
+            _attempt_ended(plan, attempt, view.cause, None, view.detail or view.cause, s.jitter)
         else:
             _attempt_ended(plan, attempt, Cause.LOST.value, None,
                            "the attempt vanished without an exit record (killed, out of memory, node lost?)", s.jitter)
