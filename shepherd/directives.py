@@ -271,6 +271,16 @@ OPTIONS: tuple[DirectiveOption, ...] = (
         _parse_env, repeatable=True,
     ),
     DirectiveOption(
+        "--progress-timeout", "progress_timeout_sec", "DURATION",
+        "show the run as degraded when its reported step has not advanced for this long (default: off)",
+        _duration(positive=True),
+    ),
+    DirectiveOption(
+        "--restart-on-progress-stall", "restart_on_progress_stall", "",
+        "with --progress-timeout: restart the run when its step stops advancing, not only show it",
+        _parse_bool, is_flag=True,
+    ),
+    DirectiveOption(
         "--clean-exit-ok", "clean_exit_ok", "",
         "treat exit code 0 as success, even in indefinite mode before keep-alive ends",
         _parse_bool, is_flag=True,

@@ -49,6 +49,7 @@ class Cause(str, Enum):
     PAUSED = "paused"
     EXPIRED = "expired"
     PREEMPTED = "preempted"
+    PROGRESS_STALL = "progress_stall"
 
 
 class EndStatus(str, Enum):
@@ -74,6 +75,8 @@ class RunSpec:
     backoff_base_sec: float = 2.0
     backoff_max_sec: float = 300.0
     stop_grace_sec: float = 30.0
+    progress_timeout_sec: float | None = None
+    restart_on_progress_stall: bool = False
     cpus: int = 1
     mem_mb: int | None = None
     gpus: int = 0

@@ -99,6 +99,8 @@ EVERY_OPTION = [
     ("--backend slurm", "backend", "slurm"),
     ("--env WANDB_MODE=offline", "env", {"WANDB_MODE": "offline"}),
     ("--clean-exit-ok", "clean_exit_ok", True),
+    ("--progress-timeout 10m", "progress_timeout_sec", 600.0),
+    ("--restart-on-progress-stall", "restart_on_progress_stall", True),
 ]
 
 
