@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from shepherd import __version__, policy, store
+from shepherd import __version__, blacklist, policy, store
+from shepherd.config import load_config
 from shepherd.backends import load_backend
 from shepherd.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequest, Tracked
 from shepherd.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
@@ -43,6 +44,7 @@ log = logging.getLogger("fray.daemon")
 # Files whose change should wake the daemon at once. meta.json is not among
 # them: the daemon writes it itself.
 WAKE_NAMES = frozenset({"control.json", "started.json", "exit.json"})
+INVENTORY_EVERY_SEC = 60.0
 
 
 @dataclass
@@ -76,6 +78,9 @@ class Daemon:
         self.cycles = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._exclude: tuple[str, ...] = ()
+        self._inventory_at = float("-inf")
+        self._config = load_config(home)
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -86,6 +91,7 @@ class Daemon:
         stats.runs, stats.active = len(runs), len(active)
         views = self._snapshots(active, stats)
         ledgers = self._ledgers(active)
+        self._exclude = self._blacklisted_now() if active else ()
         cancels: dict[str, list[CancelTarget]] = {}
         now = self.clock()
         for run in active:
@@ -199,6 +205,8 @@ class Daemon:
             elif isinstance(action, policy.Reactivate):
                 if run.paths.ended.exists():
                     os.replace(run.paths.ended, run.paths.ended_archive(int(now)))
+            elif isinstance(action, policy.SuspectNode):
+                self._suspect(run.paths, action, meta.current.number if meta.current else None, now)
 
     def _attempt_files(self, paths: RunPaths, number: int) -> AttemptFiles:
         attempt = paths.attempt(number)
@@ -218,6 +226,7 @@ class Daemon:
             exit=safe(attempt.exit, "exit"),
             final=safe(attempt.final, "final"),
             failure=safe(attempt.failure, "failure"),
+            progress=safe(attempt.progress, "progress"),
         )
 
     def _submit(self, paths: RunPaths, meta: Meta, action: policy.Submit, stats: CycleStats) -> None:
@@ -227,7 +236,8 @@ class Daemon:
         request = SubmitRequest(key=key, name=meta.name, spec=meta.spec, home=self.home.root,
                                 script=paths.script(meta.script["frozen"]),
                                 attempt_dir=paths.attempt(attempt.number).dir,
-                                checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids)
+                                checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids,
+                                exclude_nodes=self._exclude)
         try:
             ref = backend.submit(request)
         except AmbiguousSubmission as exc:
@@ -260,6 +270,43 @@ class Daemon:
             store.write_json(paths.meta, after.to_dict(), "meta")
         for event in plan.events:
             self._event(paths, event.kind, event.reason, event.attempt, event.data, at=plan.now)
+
+    def _blacklisted_now(self) -> tuple[str, ...]:
+        """The top-K blacklisted nodes that resubmissions exclude this cycle."""
+        try:
+            raw = self._reader.read(self.home.blacklist, "blacklist")
+        except CorruptFileError as exc:
+            log.error("%s", exc)
+            raw = None
+        settings = self._config.get("blacklist", {})
+        return blacklist.Blacklist.from_dict(raw).exclude(self.clock(), int(settings.get("top_k", blacklist.DEFAULT_TOP_K)))
+
+    def _suspect(self, paths: RunPaths, action: policy.SuspectNode, attempt: int | None, now: float) -> None:
+        settings = self._config.get("blacklist", {})
+        ttl = float(settings.get("ttl_sec", blacklist.DEFAULT_TTL_SEC))
+        entry = blacklist.update(self.home, lambda b: b.strike(action.node, action.reason, now, ttl, paths.run_id), now)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        line = f"{stamp} node={action.node} attempt={attempt} strikes={entry.strikes} reason={action.reason}\n"
+        fd = os.open(paths.badnode_events, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+        self._event(paths, "suspect_node", f"{action.node} blacklisted for {ttl:.0f}s ({entry.strikes} strikes): "
+                    f"{action.reason}", attempt, {"node": action.node})
+
+    def _write_inventory(self) -> None:
+        """nodes.json: what each backend in use offers, for `fray nodes` and the TUI (which never call backends)."""
+        inventory: dict[str, Any] = {"generated_at": self.clock(), "backends": {}}
+        for name, backend in self._backends.items():
+            try:
+                inventory["backends"][name] = [
+                    {"name": n.name, "state": n.state, "cpus": n.cpus, "mem_mb": n.mem_mb, "gpus": n.gpus,
+                     "gpu_type": n.gpu_type, "partitions": list(n.partitions)} for n in backend.nodes()]
+            except (BackendError, OSError) as exc:
+                log.warning("listing the nodes of %s failed: %s", name, exc)
+        store.write_json(self.home.nodes, inventory, "nodes")
+        self._inventory_at = time.monotonic()
 
     def _finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None:
         last = meta.current
@@ -319,6 +366,8 @@ class Daemon:
                 log.exception("cycle failed")
                 stats, error = CycleStats(), f"cycle failed: {exc}"
             self._write_lease(stats, (time.perf_counter() - started) * 1000, error)
+            if time.monotonic() - self._inventory_at > INVENTORY_EVERY_SEC:
+                self._write_inventory()
             wake.wait(self.poll_interval)
         self._write_lease(CycleStats(), 0.0, None, stopping=True)
 

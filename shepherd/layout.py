@@ -153,6 +153,11 @@ class Home:
         return self.root / "daemon.log"
 
     @property
+    def nodes(self) -> Path:
+        """The daemon's inventory of what each backend offers."""
+        return self.root / "nodes.json"
+
+    @property
     def blacklist(self) -> Path:
         return self.root / "blacklist.json"
 

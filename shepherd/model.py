@@ -200,6 +200,7 @@ class Control:
     stop_requested: bool = False
     restart_nonce: int = 0
     start_nonce: int = 0
+    overrides: dict[str, Any] = field(default_factory=dict)  # safe RunSpec settings changed on a live run
     updated_at: float = 0.0
     updated_by: str = ""
 

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from wrapper import contract
 from shepherd.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
 from shepherd.scheduler import Admission, Request
+from shepherd.status import progress_stalled_for
 
 # An attempt stuck in SUBMITTING this long (the daemon died mid-submit and the
 # backend does not know it) is given up and resubmitted.
@@ -30,7 +31,16 @@ SUBMIT_RESOLVE_SEC = 30.0
 STOP_MARGIN_SEC = 5.0
 FORCED_DETAIL = "killed: did not stop within the grace period"
 
-WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE.value, Cause.CLEAN_EXIT.value, Cause.SUCCESS.value})
+WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE.value, Cause.CLEAN_EXIT.value, Cause.SUCCESS.value,
+                             Cause.PROGRESS_STALL.value})
+# Causes that make the node a suspect: it goes on the blacklist for a while.
+SUSPECT_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.HEARTBEAT_STALL.value})
+# What `fray control config-set` may change on a live run.
+SAFE_OVERRIDES = frozenset({
+    "max_retries", "max_retries_preemption", "keep_alive_sec", "clean_exit_ok", "heartbeat_interval_sec",
+    "heartbeat_timeout_sec", "startup_grace_sec", "stop_grace_sec", "backoff_base_sec", "backoff_max_sec",
+    "progress_timeout_sec", "restart_on_progress_stall",
+})
 NODE_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.LOST.value, Cause.HEARTBEAT_STALL.value,
                          Cause.PREEMPTED.value, Cause.SUBMIT_FAILED.value})
 
@@ -44,6 +54,7 @@ class AttemptFiles:
     exit: dict[str, Any] | None = None
     final: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -90,7 +101,15 @@ class Reactivate:
     pass
 
 
-Action = Submit | Cancel | Finish | Reactivate
+@dataclass(frozen=True)
+class SuspectNode:
+    """Put `node` on the blacklist: an attempt there failed in a way that blames the node."""
+
+    node: str
+    reason: str
+
+
+Action = Submit | Cancel | Finish | Reactivate | SuspectNode
 
 
 @dataclass(frozen=True)
@@ -182,6 +201,7 @@ def _failure_summary(failure: dict[str, Any] | None) -> str:
 
 def _apply_control(plan: Plan, s: Situation) -> None:
     meta, control, now = plan.meta, s.control, s.now
+    _apply_overrides(plan, control)
     if control.start_nonce > meta.applied.start_nonce:
         meta.applied.start_nonce = control.start_nonce
         if meta.phase == Phase.ENDED.value:
@@ -211,6 +231,17 @@ def _apply_control(plan: Plan, s: Situation) -> None:
             _stop(plan, attempt, Cause.STOPPED.value, f"stop requested by {control.updated_by or 'a user'}")
     elif control.paused and attempt is not None and attempt.state != AttemptState.STOPPING.value:
         _stop(plan, attempt, Cause.PAUSED.value, f"pause requested by {control.updated_by or 'a user'}")
+
+
+def _apply_overrides(plan: Plan, control: Control) -> None:
+    """`fray control config-set`: safe settings a person changed on a live run."""
+    wanted = {k: v for k, v in control.overrides.items() if k in SAFE_OVERRIDES}
+    current = plan.meta.spec.to_dict()
+    changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+    if changed:
+        plan.meta.spec = RunSpec.from_dict({**current, **changed})
+        settings = ", ".join(f"{k}={v}" for k, v in sorted(changed.items()))
+        plan.log("config", f"settings changed by {control.updated_by or 'a user'}: {settings}")
 
 
 def _stop(plan: Plan, attempt: Attempt, cause: str, why: str) -> None:
@@ -282,6 +313,11 @@ def _check_stall(plan: Plan, attempt: Attempt, files: AttemptFiles, view: Backen
         if now - attempt.started_at > spec.startup_grace_sec and now - last > spec.heartbeat_timeout_sec:
             attempt.detail = f"no heartbeat for {now - last:.0f}s (timeout {spec.heartbeat_timeout_sec:.0f}s)"
             _stop(plan, attempt, Cause.HEARTBEAT_STALL.value, attempt.detail)
+            return
+        stalled = progress_stalled_for(spec, files.progress, attempt.started_at, now)
+        if stalled is not None and spec.restart_on_progress_stall:
+            attempt.detail = f"step {files.progress['step']} has not advanced for {stalled:.0f}s"  # type: ignore[index]
+            _stop(plan, attempt, Cause.PROGRESS_STALL.value, attempt.detail)
     elif attempt.state == AttemptState.SUBMITTED.value and view.state == "running":
         silent = now - attempt.submitted_at
         if silent > spec.startup_grace_sec + spec.heartbeat_timeout_sec:
@@ -307,6 +343,8 @@ def _attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | No
     attempt.detail = detail
     meta.phase = Phase.QUEUED.value
     plan.log("attempt_ended", f"{cause}: {detail}", attempt.number, exit_code=exit_code)
+    if cause in SUSPECT_CAUSES and attempt.node:
+        plan.actions.append(SuspectNode(attempt.node, f"{cause}: {detail}"))
     spec = meta.spec
     if cause == Cause.SUCCESS.value and spec.mode == Mode.RUN_ONCE.value:
         _end(plan, EndStatus.COMPLETED_SUCCESS.value, f"attempt {attempt.number} succeeded")

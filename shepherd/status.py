@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
-from shepherd.model import AttemptState, Meta, Phase
+from shepherd.model import AttemptState, Meta, Phase, RunSpec
 
 
 class Status(str, Enum):
@@ -68,7 +69,18 @@ def heartbeat_age(meta: Meta, heartbeat_at: float | None, now: float) -> float |
     return max(0.0, now - last)
 
 
-def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float, problem: str | None = None) -> RunStatus:
+def progress_stalled_for(spec: RunSpec, progress: dict[str, Any] | None, started_at: float | None,
+                         now: float) -> float | None:
+    """Seconds the reported step has not advanced, when that exceeds --progress-timeout; else None."""
+    if not spec.progress_timeout_sec or not progress or progress.get("step") is None:
+        return None
+    changed_at = progress.get("step_changed_at") or progress["updated_at"]
+    stalled = now - max(changed_at, started_at or 0.0)
+    return stalled if stalled > spec.progress_timeout_sec else None
+
+
+def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float, problem: str | None = None,
+                      progress: dict[str, Any] | None = None) -> RunStatus:
     """The one status of a run. `problem` reports an unreadable state file."""
     if meta is None:
         return RunStatus(Status.ERROR_UNKNOWN, problem or "meta.json is missing")
@@ -91,7 +103,11 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
             return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
         status = Status.RESTARTING if attempt.number > 1 else Status.PENDING
         return RunStatus(status, attempt.detail or f"attempt {attempt.number} submitted, waiting for it to start")
-    return _running(meta, heartbeat_at, now)
+    running = _running(meta, heartbeat_at, now)
+    stalled = progress_stalled_for(meta.spec, progress, attempt.started_at, now)
+    if running.status is Status.HEALTHY_RUNNING and stalled is not None:
+        return RunStatus(Status.RUNNING_DEGRADED, f"step {progress['step']} has not advanced for {stalled:.0f}s")  # type: ignore[index]
+    return running
 
 
 def _running(meta: Meta, heartbeat_at: float | None, now: float) -> RunStatus:

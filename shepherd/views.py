@@ -68,8 +68,8 @@ def _row(paths: RunPaths, meta: Meta | None, control: Control, problem: str | No
                 "paused": control.paused}
     attempt = meta.in_flight
     heartbeat_at = store.read_heartbeat(paths.attempt(attempt.number).heartbeat) if attempt else None
-    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem)
-    progress = _progress(paths, meta) if meta.phase != "ended" or meta.current else None
+    progress = _progress(paths, meta)  # ended rows are cached (row_cache), so this read happens once
+    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem, progress)
     current = meta.current
     started = attempt.started_at if attempt else None
     age = heartbeat_age(meta, heartbeat_at, now)

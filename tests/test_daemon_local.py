@@ -138,6 +138,12 @@ def test_a_frozen_wrapper_is_a_heartbeat_stall_and_is_killed_and_replaced(home, 
     assert meta["attempts"][0]["cause"] == "heartbeat_stall"
     kinds = [e["kind"] for e in events(home, run_id)]
     assert kinds.count("cancel") == 2  # the polite stop, then the kill after the grace period
+    node = meta["attempts"][0]["node"]
+    banned = json.loads(home.blacklist.read_text())
+    schema_validate("blacklist", banned)
+    assert banned["nodes"][node]["source_run"] == run_id
+    assert banned["nodes"][node]["reason"].startswith("heartbeat_stall")
+    assert f"node={node} attempt=1" in home.run(run_id).badnode_events.read_text()
     wait_until(lambda: home.run(run_id).attempt(2).started.exists(), what="attempt 2")
     runs.request(home, run_id, "stop")
     wait_until(lambda: ended(home, run_id), what="the stop")

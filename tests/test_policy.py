@@ -237,3 +237,36 @@ def test_an_unknown_backend_view_changes_nothing():
     meta = running(make_meta(), T0)
     plan = step(meta, T0 + 1, view="unknown")
     assert plan.actions == [] and plan.meta.to_dict() == meta.to_dict()
+
+
+def test_a_node_fault_or_stall_makes_the_node_a_suspect_but_a_workload_failure_does_not():
+    meta = running(make_meta(backoff_base_sec=0), T0)
+    meta.in_flight.node = "n3"
+    fault = step(meta, T0 + 1, files=exited(42), view="gone")
+    suspects = [a for a in fault.actions if isinstance(a, policy.SuspectNode)]
+    assert [a.node for a in suspects] == ["n3"] and suspects[0].reason.startswith("node_fault")
+    crash = step(meta, T0 + 1, files=exited(50), view="gone")
+    assert not any(isinstance(a, policy.SuspectNode) for a in crash.actions)
+
+
+def test_a_step_that_stops_advancing_degrades_the_status_and_optionally_restarts():
+    meta = running(make_meta(progress_timeout_sec=60), T0)
+    progress = {"updated_at": T0 + 200, "step": 7, "step_changed_at": T0 + 10}
+    assert normalized_status(meta, T0 + 200, T0 + 50, progress=progress).status is Status.HEALTHY_RUNNING
+    degraded = normalized_status(meta, T0 + 200, T0 + 200, progress=progress)
+    assert degraded.status is Status.RUNNING_DEGRADED and "step 7 has not advanced" in degraded.reason
+    assert step(meta, T0 + 200, files=AttemptFiles(heartbeat_at=T0 + 200, progress=progress)).actions == []
+
+    meta.spec.restart_on_progress_stall = True
+    plan = step(meta, T0 + 200, files=AttemptFiles(heartbeat_at=T0 + 200, progress=progress))
+    assert plan.actions == [policy.Cancel(1)] and plan.meta.attempts[0].stop_reason == "progress_stall"
+
+
+def test_config_set_changes_only_the_safe_settings_of_a_live_run():
+    meta = running(make_meta(max_retries=1), T0)
+    control = Control(overrides={"max_retries": 9, "cpus": 64}, updated_by="ana")
+    plan = step(meta, T0 + 1, control=control)
+    assert plan.meta.spec.max_retries == 9
+    assert plan.meta.spec.cpus == 1  # not a safe override: ignored
+    assert [e.reason for e in plan.events] == ["settings changed by ana: max_retries=9"]
+    assert step(plan.meta, T0 + 2, control=control).events == []  # applied once
