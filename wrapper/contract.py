@@ -43,3 +43,22 @@ ENV_PARENT_JOB_ID = "FRAY_PARENT_JOB_ID"
 ENV_CLUSTER_SPEC = "FRAY_CLUSTER_SPEC"
 ENV_RESUME = "FRAY_RESUME"
 ENV_CHECKPOINT_DIR = "FRAY_CHECKPOINT_DIR"
+ENV_CLUSTER_SPEC_FRAY = "fray"  # the FRAY_CLUSTER_SPEC value for "the cluster behind FRAY_HOME"
+
+# Defaults of the wrapper's command line (`python -m wrapper run ...`).
+DEFAULT_HEARTBEAT_INTERVAL_SEC = 10.0
+DEFAULT_STOP_GRACE_SEC = 30.0
+
+# Exit codes outside the table above: a command line the wrapper cannot use
+# (argparse's convention), and a bug in the wrapper itself (sysexits EX_SOFTWARE).
+EXIT_USAGE = 2
+EXIT_WRAPPER_ERROR = 70
+
+# failure.json `cause` values (schemas/failure.json).
+CAUSE_WORKLOAD_FAILURE = "workload_failure"
+CAUSE_WORKLOAD_SIGNALLED = "workload_signalled"
+CAUSE_TERMINATED = "terminated"
+CAUSE_NODE_FAULT = "node_fault"
+CAUSE_FOREIGN_GPU_PROCESSES = "foreign_gpu_processes"
+CAUSE_CUDA_FAILURE = "cuda_failure"
+CAUSE_LAUNCH_FAILED = "launch_failed"

@@ -1,0 +1,64 @@
+"""The heartbeat: `heartbeat` in the attempt folder, rewritten as "<epoch_seconds>\\n".
+
+The content is the beat, not the file's mtime: the clocks of a file server
+and of the nodes disagree. An attempt whose beat stops changing is
+unresponsive. The first beat is written synchronously by `start()`, before any
+other work, so that the time from submit to first heartbeat measures the
+scheduler and the node, not the wrapper.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from wrapper import records
+
+
+def beat_text(now: float) -> str:
+    return f"{now:.3f}\n"
+
+
+class Heartbeat:
+    """A daemon thread that rewrites the heartbeat file every `interval` seconds until `stop()`."""
+
+    def __init__(self, path: str | os.PathLike[str], interval: float, log: Callable[[str], None]) -> None:
+        if not interval > 0:
+            raise ValueError(f"heartbeat interval must be positive, not {interval!r}")
+        self.path = os.fspath(path)
+        self.interval = interval
+        self._log = log
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fray-heartbeat", daemon=True)
+        self._failing = False
+
+    def beat(self) -> bool:
+        """Write one heartbeat now; False (logged once per streak of failures) if it could not be written."""
+        try:
+            records.write_text(self.path, beat_text(time.time()))
+        except OSError as exc:
+            if not self._failing:
+                self._log(f"cannot write heartbeat {self.path}: {exc}; will keep trying every {self.interval:g}s")
+            self._failing = True
+            return False
+        if self._failing:
+            self._log(f"heartbeat {self.path} is being written again")
+        self._failing = False
+        return True
+
+    def start(self) -> "Heartbeat":
+        self.beat()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.interval):
+            self.beat()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop beating; waits at most `timeout` for a write in progress (a hung filesystem must not hang the wrapper)."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)

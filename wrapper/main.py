@@ -1,0 +1,52 @@
+"""`python -m wrapper run ...`: one attempt of a run on this node, from first heartbeat to exit.json.
+
+The order is the contract with the shepherd:
+
+1. the attempt folder and wrapper.log, then the first heartbeat, before
+   anything slow: the shepherd measures submit -> first heartbeat. So this
+   module imports only what that needs; `wrapper.attempt` (subprocess, socket,
+   dataclasses...) is imported after the first beat;
+2. signal handlers, subreaper, launch, started.json;
+3. wait for the workload, or for a stop signal and then --stop-grace;
+4. kill whatever the workload left running, then final.json or failure.json;
+5. stop the heartbeat and write exit.json, the very last act.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from wrapper import contract, options as cli, records
+from wrapper.heartbeat import Heartbeat
+from wrapper.log import DiagnosticLog
+from wrapper.options import Options
+
+
+def run(options: Options) -> int:
+    """Run one attempt; the wrapper's exit code."""
+    started_at = time.time()
+    try:
+        records.make_private_dir(options.attempt_dir)
+    except OSError as exc:
+        # Nowhere to report to: most likely the shared filesystem is missing on this node.
+        print(
+            f"fray wrapper: cannot create the attempt folder {options.attempt_dir}: {exc.strerror or exc}. "
+            "Is FRAY_HOME's filesystem mounted on this node?",
+            file=sys.stderr,
+        )
+        return contract.EXIT_NODE_FAULT
+    log = DiagnosticLog(os.path.join(options.attempt_dir, contract.WRAPPER_LOG))
+    heartbeat = Heartbeat(os.path.join(options.attempt_dir, contract.HEARTBEAT), options.heartbeat_interval, log.write)
+    heartbeat.start()
+
+    from wrapper.attempt import run_attempt  # after the first beat, see the module docstring
+
+    return run_attempt(options, log, heartbeat, started_at)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line (exit 2 on bad arguments) and run the attempt."""
+    return run(cli.parse(sys.argv[1:] if argv is None else argv))

@@ -1,0 +1,193 @@
+"""Processes on the node: the workload's exit status, and no orphans left behind.
+
+The wrapper becomes a child subreaper (Linux), so whatever the workload leaves
+running - `cmd &` inside its process group, `setsid cmd &` outside it - is
+reparented to the wrapper rather than to init, where it can still be found
+(through /proc) and killed. The wrapper reaps every child that dies, because a
+zombie still answers kill(pid, 0) and would look alive to anyone checking.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
+KILL_WAIT_SEC = 5.0  # after SIGKILL only an unkillable (D state) process is still there
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux prctl); False where that is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes  # only here: it costs milliseconds and only Linux needs it
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _ppid_and_state(pid: str) -> tuple[int, str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None  # gone meanwhile
+    # The command name is in parentheses and may itself contain ") ".
+    fields = data.rpartition(b")")[2].split()
+    if len(fields) < 2:
+        return None
+    return int(fields[1]), fields[0].decode("ascii", errors="replace")
+
+
+def descendants(root: int) -> list[int]:
+    """Live (not zombie) descendants of `root`, from /proc; [] where there is no /proc."""
+    children: dict[int, list[int]] = {}
+    dead: set[int] = set()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        info = _ppid_and_state(name)
+        if info is None:
+            continue
+        ppid, state = info
+        children.setdefault(ppid, []).append(int(name))
+        if state in ("Z", "X"):
+            dead.add(int(name))
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        pid = frontier.pop()
+        for child in children.get(pid, ()):
+            if child not in dead:
+                found.append(child)
+            frontier.append(child)
+    return found
+
+
+class Reaper:
+    """Reaps the wrapper's children; keeps the workload's wait status when it is among them.
+
+    A thread blocks in waitpid(-1) while the workload runs (orphans adopted as
+    subreaper are reaped along the way); `reap_ready()` reaps without blocking
+    during cleanup. Both may run at once; whichever reaps the workload records it.
+    """
+
+    def __init__(self, workload_pid: int, on_exit: Callable[[], None]) -> None:
+        self.workload_pid = workload_pid
+        self._on_exit = on_exit
+        self._lock = threading.Lock()
+        self._status: int | None = None
+        self.exited = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fray-reaper", daemon=True)
+
+    @property
+    def wait_status(self) -> int | None:
+        """The workload's raw wait status once it has been reaped."""
+        with self._lock:
+            return self._status
+
+    def start(self) -> "Reaper":
+        self._thread.start()
+        return self
+
+    def _collect(self, pid: int, status: int) -> None:
+        if pid != self.workload_pid:
+            return
+        with self._lock:
+            self._status = status
+        self.exited.set()
+        self._on_exit()
+
+    def _run(self) -> None:
+        while not self.exited.is_set():
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                return  # no children left: reap_ready() got the workload
+            self._collect(pid, status)
+
+    def reap_ready(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self._collect(pid, status)
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    try:
+        os.killpg(pgid, signum)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _signal_pids(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _wait_until_gone(pgid: int | None, reap: Callable[[], None], deadline: float, resignal: int | None) -> list[int]:
+    """Poll (reaping as it goes) until the group and the descendants are gone.
+
+    Returns what is left at `deadline`: pids, or [-pgid] for a group whose
+    members are not the wrapper's descendants (kill()'s way to name a group).
+    """
+    delay = 0.005
+    me = os.getpid()
+    while True:
+        reap()
+        left = descendants(me)
+        group_left = pgid if pgid is not None and _signal_group(pgid, 0) else None
+        if not left and group_left is None:
+            return []
+        if resignal is not None:
+            # A process that forks while being killed would otherwise leave its new child behind.
+            _signal_pids(left, resignal)
+            if group_left is not None:
+                _signal_group(group_left, resignal)
+        if time.monotonic() >= deadline:
+            return left or ([-group_left] if group_left is not None else [])
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def stop_all(pgid: int | None, reap: Callable[[], None], grace: float, log: Callable[[str], None]) -> list[int]:
+    """SIGTERM the workload's group and every descendant, SIGKILL what outlives `grace`.
+
+    Returns the pids that even SIGKILL did not remove within KILL_WAIT_SEC
+    (empty in all but pathological cases): the wrapper reports them and exits
+    rather than hang.
+    """
+    me = os.getpid()
+    reap()
+    left = descendants(me)
+    group_left = pgid is not None and _signal_group(pgid, signal.SIGTERM)
+    if not left and not group_left:
+        return []
+    log(f"stopping what the workload left running (SIGTERM, then SIGKILL after {grace:g}s): pids {left or '(group only)'}")
+    _signal_pids(left, signal.SIGTERM)
+    if _wait_until_gone(pgid, reap, time.monotonic() + grace, resignal=None):
+        log("still running after SIGTERM; sending SIGKILL")
+        remaining = _wait_until_gone(pgid, reap, time.monotonic() + KILL_WAIT_SEC, resignal=signal.SIGKILL)
+        if remaining:
+            log(f"processes survived SIGKILL for {KILL_WAIT_SEC:g}s (stuck in the kernel?): {remaining}")
+        return remaining
+    return []

@@ -1,0 +1,88 @@
+"""Files in an attempt folder as the wrapper writes and reads them.
+
+Every write replaces the file atomically (temp file in the same folder, flush,
+fsync, os.replace), so a reader on another node sees the old file or the new
+one, never half of one. Files are 0600 and folders 0700, UTF-8 and
+newline-terminated. JSON is strict: NaN and Infinity are refused on the way
+out and on the way in, because the shepherd's reader (orjson) refuses them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def make_private_dir(path: str | os.PathLike[str]) -> None:
+    """Create `path` and each missing parent 0700 (os.makedirs gives parents the default mode)."""
+    path = os.path.abspath(path)
+    missing: list[str] = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace `path` with `data` atomically; raises OSError and leaves no temp file behind."""
+    path = os.fspath(path)
+    folder, name = os.path.split(path)
+    # pid + random: the heartbeat thread, the main thread and a workload's
+    # threads may all be writing in this folder at once.
+    tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def dumps(document: object) -> str:
+    """Strict, indented JSON text ending in a newline; ValueError on NaN/Infinity, TypeError on non-JSON values."""
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def write_json(path: str | os.PathLike[str], document: object) -> None:
+    # Serialise before touching the disk: a document that cannot be written
+    # must not cost the previous good file.
+    write_bytes(path, dumps(document).encode("utf-8"))
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def read_json(path: str | os.PathLike[str], max_bytes: int = 8 * 1024 * 1024) -> object:
+    """The JSON document at `path`.
+
+    Raises FileNotFoundError when there is none, ValueError when it is larger
+    than `max_bytes`, not UTF-8, or not strict JSON.
+    """
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"{os.fspath(path)} is larger than {max_bytes} bytes")
+    return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)

@@ -1,0 +1,220 @@
+"""What a workload tells fray from inside a job: progress, its result, where to checkpoint.
+
+    from wrapper import report
+
+    if report.resuming():
+        state = load(report.checkpoint_dir())
+    report.progress(step=100, loss=0.31, samples_per_sec=812.0)
+    report.final(accuracy=0.93)
+
+The files land in the attempt folder ($FRAY_ATTEMPT_DIR): progress.json
+(schemas/progress.json) and result.json, which the wrapper copies into
+final.json when the workload exits 0. Outside a fray job every call is a no-op
+returning None, so the same script runs standalone. Shell workloads use the
+command line twin:
+
+    python -m wrapper.report progress --step 10 --loss 0.3
+    python -m wrapper.report final --json '{"acc": 0.9}'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Sequence, SupportsFloat, SupportsIndex
+
+from wrapper import contract, records
+
+_lock = threading.Lock()  # progress() reads, checks, then writes: one thread at a time
+
+
+def attempt_dir() -> Path | None:
+    """This attempt's folder, or None outside a fray job."""
+    value = os.environ.get(contract.ENV_ATTEMPT_DIR)
+    return Path(value) if value else None
+
+
+def checkpoint_dir() -> Path | None:
+    """Where to write checkpoints that the next attempt resumes from, or None when the run has none."""
+    value = os.environ.get(contract.ENV_CHECKPOINT_DIR)
+    return Path(value) if value else None
+
+
+def resuming() -> bool:
+    """True in a restarted attempt (attempt > 1): load the latest checkpoint before training."""
+    return os.environ.get(contract.ENV_RESUME) == "1"
+
+
+def _counter(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(f"{name} must be a whole number, not {value!r}")
+    try:
+        number = operator.index(value)  # ints, numpy integers, integer tensors
+    except TypeError:
+        raise TypeError(f"{name} must be a whole number, not {value!r}") from None
+    if number < 0:
+        raise ValueError(f"{name} must not be negative, not {number}")
+    return number
+
+
+def _measure(name: str, value: Any, extra: dict[str, Any]) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(f"{name} must be a number, not {value!r}")
+    try:
+        number = float(value)  # floats, numpy scalars, 0-d tensors
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, not {value!r}") from None
+    if not math.isfinite(number):
+        # JSON has no NaN; a diverged loss is worth seeing, so say it aside.
+        extra[f"{name}_not_finite"] = repr(number)
+        return None
+    return number
+
+
+def _previous(path: Path) -> dict[str, Any]:
+    try:
+        document = records.read_json(path)
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: nothing to compare with
+    return document if isinstance(document, dict) else {}
+
+
+def _not_decreasing(name: str, new: int | None, old: Any, path: Path) -> int | None:
+    if not isinstance(old, int) or isinstance(old, bool):
+        return new
+    if new is None:
+        return old  # a counter left out keeps its last value
+    if new < old:
+        raise ValueError(
+            f"{name} went back from {old} to {new} (in {path}); {name} must not decrease within an attempt. "
+            "A restarted attempt has its own progress.json, so report the step you resumed from, not less."
+        )
+    return new
+
+
+def progress(
+    step: SupportsIndex | None = None,
+    loss: SupportsFloat | None = None,
+    samples_per_sec: SupportsFloat | None = None,
+    checkpoint_version: SupportsIndex | None = None,
+    **extra: Any,
+) -> dict[str, Any] | None:
+    """Replace progress.json with these values; the document written.
+
+    `step` and `checkpoint_version` are counters: they must not decrease
+    (ValueError, nothing written), and one left out keeps its last value.
+    `extra` holds anything else JSON can say (learning rate, tokens seen...)
+    and is replaced on each call. Returns None outside a fray job, and when
+    the file could not be written (a warning goes to stderr: progress is
+    advisory, the training goes on).
+    """
+    return _progress(step, loss, samples_per_sec, checkpoint_version, extra)
+
+
+def _progress(step: Any, loss: Any, samples_per_sec: Any, checkpoint_version: Any, extra: dict[str, Any]) -> dict[str, Any] | None:
+    folder = attempt_dir()
+    if folder is None:
+        return None
+    extra = dict(extra)
+    step = _counter("step", step)
+    checkpoint_version = _counter("checkpoint_version", checkpoint_version)
+    speed = _measure("samples_per_sec", samples_per_sec, extra)
+    if speed is not None and speed < 0:
+        raise ValueError(f"samples_per_sec must not be negative, not {speed}")
+    document: dict[str, Any] = {
+        "updated_at": time.time(),
+        "step": step,
+        "loss": _measure("loss", loss, extra),
+        "samples_per_sec": speed,
+        "checkpoint_version": checkpoint_version,
+        "extra": extra,
+    }
+    path = folder / contract.PROGRESS
+    with _lock:
+        previous = _previous(path)
+        document["step"] = _not_decreasing("step", step, previous.get("step"), path)
+        document["checkpoint_version"] = _not_decreasing(
+            "checkpoint_version", checkpoint_version, previous.get("checkpoint_version"), path
+        )
+        try:
+            _write(path, document, "progress")
+        except OSError as exc:
+            # Progress is advisory: a full disk or a flaky mount must not end a long training run.
+            print(f"fray report: progress not recorded: {exc}", file=sys.stderr)
+            return None
+    return document
+
+
+def final(**result: Any) -> dict[str, Any] | None:
+    """Record the run's result (result.json, copied into final.json on exit 0); None outside a fray job."""
+    folder = attempt_dir()
+    if folder is None:
+        return None
+    _write(folder / contract.RESULT, result, "result")
+    return result
+
+
+def _write(path: Path, document: dict[str, Any], what: str) -> None:
+    try:
+        text = records.dumps(document)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"cannot report this {what}: {exc}. Values must be JSON: strings, finite numbers, "
+            "booleans, None, lists and dicts with string keys."
+        ) from None
+    records.write_text(path, text)
+
+
+# -- the command line twin ---------------------------------------------------
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    import argparse
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object ({{...}}), not {type(value).__name__}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m wrapper.report progress|final ...`: 0 on success (or outside a job), 1 when refused, 2 on bad arguments."""
+    import argparse  # here, not at the top: workloads import this module for progress()
+
+    parser = argparse.ArgumentParser(prog="python -m wrapper.report", description="Report to fray from inside a job.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    p = commands.add_parser("progress", help="replace progress.json", description="Replace progress.json.")
+    p.add_argument("--step", type=int, help="a counter that must not decrease")
+    p.add_argument("--loss", type=float)
+    p.add_argument("--samples-per-sec", type=float)
+    p.add_argument("--checkpoint-version", type=int, help="a counter that must not decrease")
+    p.add_argument("--extra", type=_json_object, default={}, metavar="JSON", help="a JSON object of other values")
+    f = commands.add_parser("final", help="record the result", description="Record the run's result (result.json).")
+    f.add_argument("--json", type=_json_object, default={}, metavar="JSON", help="the result, a JSON object")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        if args.command == "progress":
+            _progress(args.step, args.loss, args.samples_per_sec, args.checkpoint_version, args.extra)
+        else:
+            final(**args.json)
+    except (TypeError, ValueError, OSError) as exc:
+        print(f"fray report: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

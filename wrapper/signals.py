@@ -1,0 +1,92 @@
+"""Signals the wrapper receives, passed on to the workload's process group.
+
+SIGTERM and SIGINT mean "stop": they are forwarded, the first one is
+remembered (the wrapper then exits 128 + signum), and the main thread is woken
+to start the --stop-grace countdown. SIGUSR1 asks the workload for a
+checkpoint and is only forwarded. Handlers do no more than a syscall or two;
+the waiting happens in the main thread, woken through a pipe (setting a
+threading.Event from a handler can deadlock on the Event's own lock).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+FORWARD_ONLY_SIGNALS = (signal.SIGUSR1,)
+
+
+class Wakeup:
+    """A self-pipe: `notify()` is safe from signal handlers and threads, `wait()` sleeps until one."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+
+    def notify(self) -> None:
+        try:
+            os.write(self._write, b"\0")
+        except OSError:
+            pass  # the pipe is full: a wakeup is pending anyway
+
+    def wait(self, timeout: float | None) -> None:
+        """Return after a notify() (earlier or during the wait) or after `timeout` seconds."""
+        select.select([self._read], [], [], timeout)
+        try:
+            while os.read(self._read, 512):
+                pass
+        except OSError:
+            pass  # BlockingIOError: drained
+
+    def close(self) -> None:
+        for fd in (self._read, self._write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class SignalRelay:
+    """Installs the handlers; forwards to the workload's process group once it is known."""
+
+    def __init__(self, wakeup: Wakeup) -> None:
+        self._wakeup = wakeup
+        self.pgid: int | None = None
+        self.stop_signum: int | None = None  # the first SIGTERM/SIGINT received
+
+    def install(self) -> None:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_stop)
+        for signum in FORWARD_ONLY_SIGNALS:
+            signal.signal(signum, self._on_forward)
+
+    def attach(self, pgid: int) -> None:
+        """From now on forward to `pgid`; passes on a stop that arrived while the workload was starting."""
+        self.pgid = pgid
+        if self.stop_signum is not None:
+            self._forward(self.stop_signum)
+
+    def detach(self) -> None:
+        """Stop forwarding: once the group is gone its id may be reused by an unrelated process."""
+        self.pgid = None
+
+    def _forward(self, signum: int) -> None:
+        if self.pgid is None:
+            return
+        try:
+            os.killpg(self.pgid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is gone already
+
+    def _on_stop(self, signum: int, frame: Any) -> None:
+        if self.stop_signum is None:
+            self.stop_signum = signum
+        self._forward(signum)
+        self._wakeup.notify()
+
+    def _on_forward(self, signum: int, frame: Any) -> None:
+        self._forward(signum)
