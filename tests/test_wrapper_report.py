@@ -198,3 +198,12 @@ def test_a_progress_write_that_fails_warns_and_goes_on(
     assert "progress not recorded" in capsys.readouterr().err
     with pytest.raises(OSError):
         report.final(acc=1.0)  # the result is not advisory
+
+
+def test_the_stall_clock_moves_only_when_the_step_does(attempt: Path) -> None:
+    first = report.progress(step=5)
+    assert first is not None
+    again = report.progress(step=5, loss=0.1)
+    assert again is not None and again["step_changed_at"] == first["step_changed_at"]
+    moved = report.progress(step=6)
+    assert moved is not None and moved["step_changed_at"] == moved["updated_at"] >= first["step_changed_at"]

@@ -146,6 +146,10 @@ def _progress(step: Any, loss: Any, samples_per_sec: Any, checkpoint_version: An
         document["checkpoint_version"] = _not_decreasing(
             "checkpoint_version", checkpoint_version, previous.get("checkpoint_version"), path
         )
+        # When the step last moved: the shepherd's progress-stall check reads this,
+        # so a workload that keeps reporting the same step still counts as stalled.
+        advanced = document["step"] != previous.get("step") or "step_changed_at" not in previous
+        document["step_changed_at"] = document["updated_at"] if advanced else previous["step_changed_at"]
         try:
             _write(path, document, "progress")
         except OSError as exc:
