@@ -1,0 +1,1 @@
+"""The `fray` command line."""

@@ -1,0 +1,103 @@
+"""`fray daemon start|stop|status|run`: the daemon that serves FRAY_HOME.
+
+`start` spawns one in the background unless one is serving (lease.ensure_running);
+`stop` asks it to exit (attempts keep running, and the next daemon adopts them);
+`status` shows its health and lease and exits 0 either way; `run` is the daemon
+itself in the foreground, for supervisors and debugging.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from shepherd import lease, views
+from shepherd.cli import output, render
+from shepherd.cli.main import home_of
+from shepherd.layout import Home
+
+JSON_HELP = "Print JSON (schemas/cli-daemon.json)."
+
+
+@click.group("daemon")
+def daemon() -> None:
+    """Start, stop or inspect the daemon that serves FRAY_HOME.
+
+    Any `fray submit` or `fray control` starts it when none is running.
+    """
+
+
+@daemon.command("start")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@click.pass_context
+def start(ctx: click.Context, as_json: bool) -> None:
+    """Start a daemon in the background unless one is running."""
+    home = home_of(ctx)
+    before, _ = lease.current_health(home)
+    lease.ensure_running(home)
+    _emit(home, "start", changed=before.state != "running", as_json=as_json)
+
+
+@daemon.command("stop")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@click.pass_context
+def stop(ctx: click.Context, as_json: bool) -> None:
+    """Stop the daemon; attempts keep running and the next daemon adopts them."""
+    home = home_of(ctx)
+    stopped = lease.stop(home)
+    _emit(home, "stop", changed=stopped is not None, as_json=as_json)
+
+
+@daemon.command("status")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Whether a daemon serves FRAY_HOME, and its lease (exit 0 either way)."""
+    _emit(home_of(ctx), "status", changed=False, as_json=as_json)
+
+
+@daemon.command("run")
+@click.option("--json", "as_json", is_flag=True, help="When it exits, print its status as JSON.")
+@click.pass_context
+def run(ctx: click.Context, as_json: bool) -> None:
+    """Run the daemon in the foreground until interrupted (Ctrl-C or SIGTERM)."""
+    from shepherd import daemon as daemon_module
+
+    home = home_of(ctx)
+    code = daemon_module.main(["--home", str(home.root)])
+    if as_json:
+        _emit(home, "run", changed=False, as_json=True)
+    ctx.exit(code)
+
+
+def _emit(home: Home, action: str, changed: bool, as_json: bool) -> None:
+    data = {"home": str(home.root), "action": action, "changed": changed, **views.daemon_view(home)}
+    output.emit(data, as_json, render_daemon)
+
+
+def render_daemon(data: dict[str, Any]) -> list[str]:
+    state = data["state"]
+    label = render.style(state, **render.DAEMON_COLOURS.get(state, {}))
+    action, changed = data["action"], data["changed"]
+    home = data["home"]
+    if action == "start":
+        head = f"daemon started for {home}" if changed else f"a daemon is already running for {home}"
+    elif action == "stop":
+        head = f"daemon stopped for {home}; its attempts keep running" if changed else f"no daemon was running for {home}"
+    else:
+        head = f"daemon {label} for {home}"
+    lines = [head, f"  {label}: {data['detail']}"]
+    record = data["lease"]
+    if record:
+        facts = [("pid", f"{record['pid']} on {record['host']}"), ("version", record["version"]),
+                 ("started", render.timestamp(record["started_at"])),
+                 ("cycles", f"{record['cycles']}, every {render.duration(record['poll_interval_sec'])}"
+                            + (f", last took {record['last_cycle_ms']:.0f} ms" if "last_cycle_ms" in record else "")),
+                 ("active runs", render.number(record.get("active_runs")))]
+        if record.get("last_error"):
+            facts.append(("last error", render.style(record["last_error"], fg="red")))
+        lines += render.key_values(facts)
+    if state != "running":
+        lines.append("  start one with: fray daemon start")
+    return lines

@@ -1,0 +1,114 @@
+"""`fray list`: every run with its status, newest first, and the daemon's health.
+
+Read-only: it never starts a daemon nor creates FRAY_HOME. A run whose files
+cannot be read shows as error_unknown with the reason instead of failing the
+whole listing (views.list_view).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from shepherd import views
+from shepherd.cli import output, render
+from shepherd.cli.main import home_of
+from shepherd.status import Status
+
+COLUMNS = (
+    render.Column(""),
+    render.Column("NAME", shrinkable=True, min_width=10),
+    render.Column("RUN ID"),
+    render.Column("STATUS"),
+    render.Column("ATT", ">"),
+    render.Column("NODE", shrinkable=True, min_width=6),
+    render.Column("UPTIME", ">"),
+    render.Column("HEARTBEAT", ">"),
+    render.Column("STEP", ">"),
+    render.Column("LOSS", ">"),
+    render.Column("REASON", shrinkable=True, min_width=12),
+)
+
+# Runs that need no daemon: ended ones, and those whose files cannot be read.
+ENDED_STATUSES = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED.value,
+                            Status.STOPPED_MANUAL.value, Status.FAILED.value, Status.ERROR_UNKNOWN.value})
+
+
+@click.command("list")
+@click.option("--active", is_flag=True, help="Only runs that have not ended.")
+@click.option("--limit", type=click.IntRange(min=0), metavar="N", help="Show at most N runs (the newest).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-list.json).")
+@click.pass_context
+def list_runs(ctx: click.Context, active: bool, limit: int | None, as_json: bool) -> None:
+    """Every run with its status, newest first, and the daemon's health."""
+    data = views.list_view(home_of(ctx), include_ended=not active, limit=limit)
+    data["active_only"] = active
+    output.emit(data, as_json, render_list)
+
+
+def render_list(data: dict[str, Any]) -> list[str]:
+    lines = [summary(data)]
+    warning = daemon_warning(data)
+    if warning:
+        lines.append(warning)
+    rows = data["runs"]
+    total = sum(data["counts"].values())
+    if not rows:
+        lines.append("")
+        if data.get("active_only"):
+            lines.append("No active runs. `fray list` shows the ended ones too.")
+        else:
+            lines.append(f"No runs in {data['home']} yet. Submit one with: fray submit train.py")
+        return lines
+    lines.append("")
+    lines.extend(render.table(COLUMNS, [row_cells(row) for row in rows],
+                              width=render.terminal_width()))
+    if len(rows) < total:
+        lines.append(f"… showing the newest {len(rows)} of {total} runs (--limit)")
+    return lines
+
+
+def summary(data: dict[str, Any]) -> str:
+    counts = {status: count for status, count in data["counts"].items() if count}
+    total = sum(counts.values())
+    scope = "active run" if data.get("active_only") else "run"
+    parts = [render.style(f"{count} {render.icon(status)} {status}", **render.status_style(status))
+             for status, count in counts.items()]
+    daemon = data["daemon"]
+    health = render.style(daemon["state"], **render.DAEMON_COLOURS.get(daemon["state"], {}))
+    head = render.plural(total, scope)
+    return f"{head}{': ' + ', '.join(parts) if parts else ''} · daemon {health}: {daemon['detail']}"
+
+
+def daemon_warning(data: dict[str, Any]) -> str | None:
+    """A warning when the daemon is stale, or stopped while runs still need it."""
+    state = data["daemon"]["state"]
+    waiting = sum(count for status, count in data["counts"].items() if status not in ENDED_STATUSES)
+    if state == "stale":
+        text = ("warning: the daemon has stopped completing cycles, so runs are not being watched; "
+                "see its log (daemon.log in FRAY_HOME) or restart it: fray daemon stop; fray daemon start")
+    elif state == "stopped" and waiting:
+        text = (f"warning: no daemon is running, so {render.plural(waiting, 'active run')} "
+                f"{'is' if waiting == 1 else 'are'} not making progress; start one: fray daemon start")
+    else:
+        return None
+    return render.style(text, fg="yellow", bold=True)
+
+
+def row_cells(row: dict[str, Any]) -> list[Any]:
+    colour = render.status_style(row["status"])
+    status = row["status"] + (" (paused)" if row["paused"] and row["phase"] != "ended" else "")
+    return [
+        (row["icon"], colour),
+        row["name"],
+        row["run_id"],
+        (status, colour),
+        render.number(row["attempt"]),
+        row["node"] or render.MISSING,
+        render.duration(row["uptime_sec"]),
+        render.duration(row["heartbeat_age_sec"]),
+        render.number(row["step"]),
+        render.number(row["loss"]),
+        row["reason"].replace("\n", " "),
+    ]

@@ -1,0 +1,78 @@
+"""`fray logs RUN`: print an attempt's stdout or stderr, or follow them as they grow.
+
+Without -f: the chosen attempt (default the latest), whole or its last N lines.
+With -f: new lines as they are written, moving on to each new attempt with a
+separator line, until the run ends; `--json` then prints one object per line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from shepherd import runs
+from shepherd.cli import output, render, watch
+from shepherd.cli.main import fray_prefix, home_of
+from shepherd.errors import UsageError
+
+
+@click.command("logs")
+@click.argument("run")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines, across attempts, until the run ends.")
+@click.option("--stderr", "use_stderr", is_flag=True, help="The workload's stderr instead of its stdout.")
+@click.option("--attempt", type=click.IntRange(min=1), metavar="N", help="Attempt N (default: the latest).")
+@click.option("--lines", "-n", "last", type=click.IntRange(min=0), metavar="N", help="Only the last N lines.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON (schemas/cli-logs.json; with -f one schemas/cli-logs-line.json object per line).")
+@click.pass_context
+def logs(ctx: click.Context, run: str, follow: bool, use_stderr: bool, attempt: int | None, last: int | None,
+         as_json: bool) -> None:
+    """Print the output of RUN's latest attempt (or --attempt N).
+
+    RUN is a run id, a unique prefix of one, or a run name.
+    """
+    home = home_of(ctx)
+    run_id = runs.resolve(home, run)
+    meta = runs.read_meta(home, run_id)
+    stream = "stderr" if use_stderr else "stdout"
+    count = len(meta.attempts)
+    if attempt is not None and attempt > count and not follow:
+        have = f"it has attempts 1 to {count}" if count > 1 else "it has attempt 1" if count else "it has none yet"
+        raise UsageError(f"run {run_id} has no attempt {attempt}: {have}")
+    if follow:
+        _follow(home, run_id, stream, attempt, last, as_json, waiting=count == 0)
+        return
+    number = attempt or (meta.current.number if meta.current else None)
+    path = watch.log_path(home, run_id, number, stream) if number else None
+    data = {"run_id": run_id, "attempt": number, "stream": stream, "path": str(path) if path else None,
+            "lines": watch.read_lines(path, last) if path else []}
+    if number is None and not as_json:
+        output.note(f"run {run_id} has no attempt yet ({meta.wait_reason or meta.phase}); "
+                    f"`{fray_prefix(home)} logs {run_id} -f` waits for its output")
+    output.emit(data, as_json, render_logs)
+
+
+def render_logs(data: dict[str, Any]) -> list[str]:
+    return list(data["lines"])
+
+
+def _follow(home: Any, run_id: str, stream: str, attempt: int | None, last: int | None, as_json: bool,
+            waiting: bool) -> None:
+    if waiting and not as_json:
+        output.note(f"waiting for the first attempt of {run_id} to start (Ctrl-C to stop watching)")
+
+    def on_attempt(number: int, node: str | None) -> None:
+        if not as_json:
+            output.line(render.separator(number, node))
+
+    def on_line(item: watch.LogLine) -> None:
+        if as_json:
+            output.json_line(item.to_dict())
+        else:
+            output.line(item.line)
+
+    try:
+        watch.Follower(home, run_id, (stream,), start_attempt=attempt, last=last).run(on_attempt, on_line)
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(130) from None

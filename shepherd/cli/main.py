@@ -1,0 +1,127 @@
+"""`fray`: the command group, the global `--home` option, and error handling.
+
+Subcommands load lazily: `fray --help` imports none of them, and `fray list`
+imports only list_cmd and what it needs, never textual, paramiko, cloudpickle,
+the daemon or the backends. Each subcommand is named here as "module:attribute"
+with its one-line help, so listing them costs no import.
+
+Errors: a `FrayError` prints `fray: error: <message>` on stderr and exits with
+its `exit_code` (2); click's usage errors exit 2 with a "Did you mean" for a
+mistyped subcommand; a run waited for that does not succeed exits 1.
+"""
+
+from __future__ import annotations
+
+import difflib
+import errno
+import importlib
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from shepherd import __version__
+from shepherd.errors import FrayError
+from shepherd.layout import Home
+
+# name -> ("module:attribute", one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "submit": ("shepherd.cli.submit:submit", "Submit a script as a run; fray keeps it making progress."),
+    "list": ("shepherd.cli.list_cmd:list_runs", "Every run with its status, newest first."),
+    "status": ("shepherd.cli.status_cmd:status", "One run in full: status, attempts, failures, events."),
+    "logs": ("shepherd.cli.logs_cmd:logs", "Print (or follow) a run's output."),
+    "control": ("shepherd.cli.control_cmd:control", "Stop, start, restart, pause or unpause a run."),
+    "daemon": ("shepherd.cli.daemon_cmd:daemon", "Start, stop or inspect the daemon that serves FRAY_HOME."),
+}
+
+
+@dataclass(frozen=True)
+class State:
+    """What every subcommand receives as click's `obj`."""
+
+    home: Home
+
+
+def home_of(ctx: click.Context) -> Home:
+    return ctx.find_object(State).home  # type: ignore[union-attr]
+
+
+def fray_prefix(home: Home) -> str:
+    """`fray`, plus `--home DIR` when `home` is not the one a bare `fray` would use (for hints)."""
+    if Home.resolve(None).root == home.root:
+        return "fray"
+    return f"fray --home {shlex.quote(str(home.root))}"
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when used."""
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.lazy) + sorted(set(self.commands) - set(self.lazy))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands:
+            return self.commands[name]
+        if name not in self.lazy:
+            return None
+        module_name, attribute = self.lazy[name][0].split(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        self.commands[name] = command
+        return command
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0]
+        if self.get_command(ctx, name) is None and not name.startswith("-") and not ctx.resilient_parsing:
+            guesses = difflib.get_close_matches(name, self.list_commands(ctx), n=2, cutoff=0.7)
+            hint = f" Did you mean {' or '.join(repr(g) for g in guesses)}?" if guesses else ""
+            raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
+        return super().resolve_command(ctx, args)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, self.lazy[name][1]) for name in self.lazy]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FrayError as exc:
+            click.echo(f"fray: error: {exc}", err=True)
+            raise click.exceptions.Exit(exc.exit_code) from None
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                raise  # click handles a closed pipe (`fray list | head`)
+            where = f": {exc.filename}" if exc.filename else ""
+            click.echo(f"fray: error: {exc.strerror or exc}{where}", err=True)
+            raise click.exceptions.Exit(2) from None
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="Start with `fray submit train.py`, then `fray list`. Every command takes --json.")
+@click.option("--home", metavar="DIR", help="The state directory (default: $FRAY_HOME, else ~/.fray).")
+@click.version_option(__version__, "-V", "--version", prog_name="fray")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None) -> None:
+    """fray keeps ML jobs making progress: it submits them, watches their
+    heartbeats and restarts what has stopped, elsewhere when the node is at fault.
+    """
+    ctx.obj = State(Home.resolve(home))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script `fray`."""
+    cli.main(args=argv, prog_name="fray")
+
+
+if __name__ == "__main__":
+    # `python -m shepherd.cli.main` runs this file as __main__; the subcommands import
+    # shepherd.cli.main, so run that module's group, not a second copy of it.
+    from shepherd.cli.main import main as _main
+
+    _main()

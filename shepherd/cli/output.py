@@ -1,0 +1,53 @@
+"""Printing a command's result: the JSON of its data dict, or the human rendering of it.
+
+Every command builds one JSON-ready dict first and hands it here with its
+renderer, so `--json` and the human output can never disagree. JSON is orjson,
+one document per line (newline-terminated), so streams can be read line by line.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Iterable
+
+import click
+import orjson
+
+Renderer = Callable[[dict[str, Any]], Iterable[str]]
+
+
+def dumps(data: Any) -> str:
+    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def emit(data: dict[str, Any], as_json: bool, render: Renderer) -> None:
+    """Print `data` as one JSON line, or as the lines `render(data)` gives."""
+    if as_json:
+        json_line(data)
+        return
+    for line in render(data):
+        click.echo(line)
+
+
+def json_line(data: Any) -> None:
+    """One JSON document on one line, flushed (streams are read as they come)."""
+    click.echo(dumps(data))
+    _flush()
+
+
+def line(text: str = "", err: bool = False) -> None:
+    click.echo(text, err=err)
+    if not err:
+        _flush()
+
+
+def note(text: str) -> None:
+    """A message about the output rather than part of it: on stderr, so pipes stay clean."""
+    click.echo(text, err=True)
+
+
+def _flush() -> None:
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass

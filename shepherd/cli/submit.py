@@ -1,0 +1,197 @@
+"""`fray submit SCRIPT [ARGS]...`: create a run and make sure a daemon serves it.
+
+The run-spec flags are generated from `directives.OPTIONS`, so every `#FRAY`
+option is also a flag with the same name, help and parser; a flag given on the
+command line overrides the script's directive. Everything is checked before
+anything is written: a bad flag, script or directive leaves FRAY_HOME untouched.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from click.core import ParameterSource
+
+from shepherd import directives, lease, runs, views
+from shepherd.cli import output, render
+from shepherd.cli.main import fray_prefix, home_of
+from shepherd.errors import StateError
+from shepherd.layout import Home
+from shepherd.model import Meta
+
+SUCCESS = "completed_success"
+
+
+class SubmitCommand(click.Command):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            flags = [name for param in self.params for name in getattr(param, "opts", ()) if name.startswith("--")]
+            guesses = difflib.get_close_matches(exc.option_name, [f for f in flags if f != "--help"], n=1)
+            hint = f" Did you mean {guesses[0]}?" if guesses else ""
+            raise click.UsageError(f"No such option {exc.option_name}.{hint} Arguments for the script go after "
+                                   f"`--`: fray submit SCRIPT [FLAGS] -- ARGS...", ctx) from None
+
+
+def _param(option: directives.DirectiveOption) -> str:
+    return f"opt_{option.field}"
+
+
+def _spec_flags(command: Callable[..., Any]) -> Callable[..., Any]:
+    """One click option per `directives.OPTIONS` entry, in the table's order."""
+    for option in reversed(directives.OPTIONS):
+        if option.is_flag:
+            decorator = click.option(option.flag, _param(option), is_flag=True, default=False, help=option.help)
+        else:
+            decorator = click.option(option.flag, _param(option), metavar=option.metavar, help=option.help,
+                                     multiple=option.repeatable, default=() if option.repeatable else None)
+        command = decorator(command)
+    return command
+
+
+def _overrides(ctx: click.Context, values: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """(name, RunSpec overrides) from the flags given on the command line, parsed as directives are."""
+    name: str | None = None
+    overrides: dict[str, Any] = {}
+    for option in directives.OPTIONS:
+        if ctx.get_parameter_source(_param(option)) is not ParameterSource.COMMANDLINE:
+            continue
+        raw = values[_param(option)]
+        raws = ["true" if raw else "false"] if option.is_flag else list(raw) if option.repeatable else [raw]
+        for text in raws:
+            field, value = directives.parse_flag_value(option.flag, text)
+            if field == "name":
+                name = value
+            elif option.repeatable:
+                overrides.setdefault(field, {}).update(value)
+            else:
+                overrides[field] = value
+    return name, overrides
+
+
+@click.command(cls=SubmitCommand)
+@click.argument("script", metavar="SCRIPT")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[-- ARGS]...")
+@_spec_flags
+@click.option("--wait", is_flag=True, help="Wait until the run ends; exit 0 if it succeeded, else 1.")
+@click.option("--follow", "-f", is_flag=True, help="Stream its output (all attempts) until it ends; implies --wait.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-submit.json).")
+@click.pass_context
+def submit(ctx: click.Context, script: str, args: tuple[str, ...], wait: bool, follow: bool, as_json: bool,
+           **flags: Any) -> None:
+    """Submit SCRIPT as a run: fray freezes a copy, starts it, and keeps it making progress.
+
+    How it runs comes from the script's `#FRAY` lines; these flags override them.
+    Arguments for the script go after `--`:
+
+        fray submit train.py --gpus 1 -- --lr 3e-4
+    """
+    home = home_of(ctx)
+    name, overrides = _overrides(ctx, flags)
+    meta = runs.create_run(home, runs.SubmitOptions(script=Path(script), overrides=overrides, name=name, args=args))
+    try:
+        lease.ensure_running(home)
+    except StateError as exc:
+        raise StateError(f"run {meta.run_id} was created, but {exc}; it starts once a daemon runs "
+                         f"(`fray daemon start`)") from None
+    data = submitted_view(home, meta)
+    if not (wait or follow):
+        output.emit(data, as_json, render_submitted)
+        return
+    if not as_json:
+        for text in render_submitted(data):
+            output.line(text)
+    try:
+        if follow:
+            ended = _follow(home, meta.run_id, as_json)
+        else:
+            from shepherd.cli import watch
+
+            ended = watch.wait_for_end(home, meta.run_id)
+    except KeyboardInterrupt:
+        output.note(f"\nstopped watching; run {meta.run_id} goes on (`{fray_prefix(home)} status {meta.run_id}`)")
+        ctx.exit(130)
+    data["end"] = end_view(home, ended)
+    if as_json:
+        output.json_line(data)
+    else:
+        for text in render_end(data):
+            output.line(text)
+    ctx.exit(0 if ended.end and ended.end.status == SUCCESS else 1)
+
+
+def submitted_view(home: Home, meta: Meta) -> dict[str, Any]:
+    paths = home.run(meta.run_id)
+    prefix = fray_prefix(home)
+    return {
+        "run_id": meta.run_id,
+        "name": meta.name,
+        "dir": str(paths.dir),
+        "script": {"source": meta.script["source"], "frozen": str(paths.script(meta.script["frozen"]))},
+        "spec": meta.spec.to_dict(),
+        "daemon": views.daemon_view(home),
+        "next": [f"{prefix} status {meta.run_id}", f"{prefix} logs {meta.run_id} -f"],
+        "end": None,
+    }
+
+
+def end_view(home: Home, meta: Meta) -> dict[str, Any] | None:
+    if meta.end is None:
+        return None
+    from shepherd.cli import watch
+
+    record = watch.ended_record(home, meta.run_id) or {}
+    return {"status": meta.end.status, "reason": meta.end.reason, "at": meta.end.at,
+            "attempts": len(meta.attempts), "result": record.get("result")}
+
+
+def _follow(home: Home, run_id: str, as_json: bool) -> Meta:
+    from shepherd.cli import watch
+
+    def on_attempt(number: int, node: str | None) -> None:
+        if not as_json:
+            output.line(render.separator(number, node))
+
+    def on_line(item: watch.LogLine) -> None:
+        if as_json:
+            output.json_line(item.to_dict())
+        elif item.stream == "stderr":
+            output.line(render.style("stderr│ ", fg="red") + item.line)
+        else:
+            output.line(item.line)
+
+    return watch.Follower(home, run_id, watch.STREAMS, start_attempt=1).run(on_attempt, on_line)
+
+
+def render_submitted(data: dict[str, Any]) -> list[str]:
+    spec = data["spec"]
+    daemon = data["daemon"]
+    lines = [
+        f"submitted run {render.style(data['run_id'], bold=True)} ({data['name']})",
+        *render.key_values([
+            ("mode", f"{spec['mode']} on {spec['backend']}, {render.resources(spec)}"),
+            ("script", f"{data['script']['source']} (frozen copy: {data['script']['frozen']})"),
+            ("files", data["dir"]),
+            ("daemon", render.style(f"{daemon['state']}: {daemon['detail']}", **render.DAEMON_COLOURS.get(daemon["state"], {}))),
+        ]),
+    ]
+    lines.append("next:")
+    lines.extend(f"  {hint}" for hint in data["next"])
+    return lines
+
+
+def render_end(data: dict[str, Any]) -> list[str]:
+    end = data["end"]
+    if end is None:
+        return []
+    lines = [f"run {data['run_id']} ended: {render.status_label(end['status'])}: {end['reason']}"
+             f" ({render.plural(end['attempts'], 'attempt')})"]
+    if end.get("result"):
+        lines.append(f"result: {output.dumps(end['result'])}")
+    if end["status"] != SUCCESS:
+        lines.append(f"see: {data['next'][0]}")
+    return lines

@@ -1,0 +1,227 @@
+"""Watching a run as it goes: reading its logs, following them across attempts,
+and waiting for it to end. Shared by `fray logs`, `fray submit --wait/--follow`.
+
+Polling with short sleeps: a CLI waits on files another process writes, and a
+poll every 0.2 s costs nothing next to the reader's attention. The run's
+meta.json is read before the log files on each pass, so once it says an
+attempt has ended, draining that attempt's files gets all of its output.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterator
+
+from shepherd import lease, runs, store
+from shepherd.errors import CorruptFileError
+from shepherd.layout import Home
+from shepherd.model import AttemptState, Meta, Phase
+
+POLL_SEC = 0.2
+DAEMON_CHECK_SEC = 5.0
+CHUNK = 1 << 16
+STREAMS = ("stdout", "stderr")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    run_id: str
+    attempt: int
+    stream: str  # "stdout" | "stderr"
+    line: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"run_id": self.run_id, "attempt": self.attempt, "stream": self.stream, "line": self.line}
+
+
+def log_path(home: Home, run_id: str, attempt: int, stream: str) -> Path:
+    files = home.run(run_id).attempt(attempt)
+    return files.stderr if stream == "stderr" else files.stdout
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace").removesuffix("\r")
+
+
+def read_lines(path: Path, last: int | None = None) -> list[str]:
+    """The lines of a log file (all, or the last `last`); [] when it does not exist yet."""
+    try:
+        with open(path, "rb") as handle:
+            start = _tail_offset(handle, last) if last is not None else 0
+            handle.seek(start)
+            data = handle.read()
+    except FileNotFoundError:
+        return []
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return [_decode(line) for line in lines]
+
+
+def _tail_offset(handle: BinaryIO, count: int) -> int:
+    """Where the last `count` lines of an open binary file begin (reading backwards)."""
+    end = os.fstat(handle.fileno()).st_size
+    if count <= 0:
+        return end
+    position, newlines = end, 0
+    # A final newline ends the last line rather than starting a new one.
+    handle.seek(max(0, end - 1))
+    skip_last = handle.read(1) == b"\n"
+    while position > 0:
+        size = min(CHUNK, position)
+        position -= size
+        handle.seek(position)
+        block = handle.read(size)
+        for index in range(len(block) - 1, -1, -1):
+            if block[index] != 0x0A:
+                continue
+            if skip_last and position + index == end - 1:
+                continue
+            newlines += 1
+            if newlines == count:
+                return position + index + 1
+    return 0
+
+
+class DaemonKeeper:
+    """Restarts the daemon if it stops while someone waits on a run (any fray command may)."""
+
+    def __init__(self, home: Home, every: float = DAEMON_CHECK_SEC) -> None:
+        self.home = home
+        self.every = every
+        self._next = time.monotonic() + every
+
+    def tick(self) -> None:
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self.every
+        health, _ = lease.current_health(self.home)
+        if health.state == "stopped":
+            lease.ensure_running(self.home)
+
+
+def wait_for_end(home: Home, run_id: str, poll: float = POLL_SEC) -> Meta:
+    """Poll the run's meta until it has ended; the daemon is kept alive meanwhile."""
+    keeper = DaemonKeeper(home)
+    while True:
+        meta = runs.read_meta(home, run_id)
+        if meta.phase == Phase.ENDED.value and meta.end is not None:
+            return meta
+        keeper.tick()
+        time.sleep(poll)
+
+
+def ended_record(home: Home, run_id: str, patience: float = 2.0) -> dict[str, Any] | None:
+    """ended.json, which the daemon writes just after it marks the run ended in meta.json."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            record = store.read_json(home.run(run_id).ended, "ended")
+        except CorruptFileError:
+            return None
+        if record is not None or time.monotonic() >= deadline:
+            return record
+        time.sleep(0.05)
+
+
+class _Tail:
+    """New complete lines of one growing file, from an offset."""
+
+    def __init__(self, path: Path, offset: int = 0) -> None:
+        self.path = path
+        self.offset = offset
+        self.partial = b""
+
+    def read(self, final: bool) -> Iterator[str]:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                while True:
+                    data = handle.read(CHUNK)
+                    if not data:
+                        break
+                    self.offset += len(data)
+                    *complete, self.partial = (self.partial + data).split(b"\n")
+                    for line in complete:
+                        yield _decode(line)
+        except FileNotFoundError:
+            pass
+        if final and self.partial:
+            yield _decode(self.partial)
+            self.partial = b""
+
+
+class Follower:
+    """Streams a run's log lines as they are written, attempt after attempt, until the run ends.
+
+    `on_attempt(number, node)` is called when an attempt's output begins (the
+    separator), `on_line(LogLine)` for each line.
+    """
+
+    def __init__(self, home: Home, run_id: str, streams: tuple[str, ...], start_attempt: int | None = None,
+                 last: int | None = None, poll: float = POLL_SEC) -> None:
+        self.home = home
+        self.run_id = run_id
+        self.streams = streams
+        self.start_attempt = start_attempt
+        self.last = last
+        self.poll = poll
+
+    def run(self, on_attempt: Callable[[int, str | None], None], on_line: Callable[[LogLine], None]) -> Meta:
+        keeper = DaemonKeeper(self.home)
+        number = self.start_attempt
+        tails: dict[str, _Tail] | None = None
+        first = True  # only the first attempt shown starts at its last `last` lines
+        while True:
+            meta = runs.read_meta(self.home, self.run_id)
+            if number is None:
+                number = meta.current.number if meta.current else 1
+            attempt = meta.attempts[number - 1] if len(meta.attempts) >= number else None
+            if attempt is not None and tails is None:
+                begun, node = self._begun(attempt.state, attempt.node, number)
+                if begun:
+                    on_attempt(number, node)
+                    tails, first = self._open(number, first), False
+            if attempt is not None and tails is not None:
+                ended = attempt.state == AttemptState.ENDED.value
+                for stream, tail in tails.items():
+                    for text in tail.read(final=ended):
+                        on_line(LogLine(self.run_id, number, stream, text))
+                if ended and len(meta.attempts) > number:
+                    number, tails = number + 1, None
+                    continue
+            if meta.phase == Phase.ENDED.value and (attempt is None or attempt.state == AttemptState.ENDED.value):
+                return meta
+            keeper.tick()
+            time.sleep(self.poll)
+
+    def _begun(self, state: str, node: str | None, number: int) -> tuple[bool, str | None]:
+        """Whether the attempt's output has begun (announce it then), and its node.
+
+        The wrapper writes started.json (with its host) right after launching the
+        workload; the daemon records the attempt as running a moment later.
+        """
+        if state not in (AttemptState.SUBMITTING.value, AttemptState.SUBMITTED.value):
+            return True, node
+        try:
+            started = store.read_json(self.home.run(self.run_id).attempt(number).started, "started")
+        except CorruptFileError:
+            started = None
+        return (True, started.get("host")) if started else (False, None)
+
+    def _open(self, number: int, first: bool) -> dict[str, _Tail]:
+        tails = {}
+        for stream in self.streams:
+            path = log_path(self.home, self.run_id, number, stream)
+            offset = 0
+            if first and self.last is not None:
+                try:
+                    with open(path, "rb") as handle:
+                        offset = _tail_offset(handle, self.last)
+                except FileNotFoundError:
+                    pass
+            tails[stream] = _Tail(path, offset)
+        return tails

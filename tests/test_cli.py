@@ -1,0 +1,355 @@
+"""The `fray` command line without a running workload: help, lookups, bad input,
+corrupt state, colour and import hygiene. Real processes, real files.
+
+Runs are made with `runs.create_run` (what `fray submit` does before it starts
+a daemon), so these tests need no daemon; tests/test_cli_e2e.py runs real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shepherd import directives, runs
+from shepherd.cli import render
+from shepherd.layout import Home
+from tests.conftest import REPO, run_fray, schema_validate
+
+ANSI = "\x1b["
+HEAVY = ("textual", "paramiko", "cloudpickle")
+
+
+def make_run(home: Home, tmp_path: Path, name: str, text: str = "print('hi')\n", now: float | None = None) -> str:
+    script = tmp_path / f"{name}.py"
+    script.write_text(text)
+    return runs.create_run(home, runs.SubmitOptions(script=script, overrides={}), now=now).run_id
+
+
+def fray_json(*args: str, schema: str) -> dict:
+    proc = run_fray(*args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    assert proc.stdout.endswith("\n") and proc.stdout.count("\n") == 1
+    schema_validate(schema, document)
+    return document
+
+
+def home_is_empty(home: Home) -> bool:
+    return not home.root.exists() or not any(home.runs_dir.glob("*"))
+
+
+# ---------------------------------------------------------------- help and usage
+
+
+def test_help_lists_every_command():
+    proc = run_fray("--help")
+    assert proc.returncode == 0
+    for command in ("submit", "list", "status", "logs", "control", "daemon"):
+        assert f"  {command} " in proc.stdout
+
+
+def test_mistyped_command_suggests_the_right_one():
+    proc = run_fray("lsit")
+    assert proc.returncode == 2
+    assert "No such command 'lsit'" in proc.stderr and "Did you mean 'list'?" in proc.stderr
+
+
+def test_submit_flags_are_the_directive_options():
+    proc = run_fray("submit", "--help")
+    assert proc.returncode == 0
+    for option in directives.OPTIONS:
+        assert option.flag in proc.stdout
+
+
+def test_script_arguments_without_dashdash_get_a_hint(home, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    proc = run_fray("submit", str(script), "--lr", "3e-4")
+    assert proc.returncode == 2
+    assert "No such option --lr" in proc.stderr and "go after `--`" in proc.stderr
+    proc = run_fray("submit", str(script), "--cpu", "2")
+    assert proc.returncode == 2 and "Did you mean --cpus?" in proc.stderr
+    assert not home.root.exists()
+
+
+# ---------------------------------------------------------------- bad input leaves nothing behind
+
+
+@pytest.mark.parametrize("case", ["missing", "directory", "directive", "flag", "cross-field", "not-utf8"])
+def test_bad_submissions_exit_2_and_create_nothing(home, tmp_path, case):
+    script = tmp_path / "train.py"
+    script.write_text("#!/usr/bin/env python\n#FRAY --cpus 2\n#FRAY --gpus lots\nprint(1)\n")
+    args, expected = {
+        "missing": ([str(tmp_path / "nope.py")], "script not found"),
+        "directory": ([str(tmp_path)], "is a directory"),
+        "directive": ([str(script)], f"{script}:3: --gpus lots: expected a whole number"),
+        "flag": (["--cpus", "0", str(tmp_path / "ok.py")], "--cpus 0: expected a whole number of at least 1"),
+        "cross-field": (["--heartbeat-interval", "5m", "--heartbeat-timeout", "1m", str(tmp_path / "ok.py")],
+                        "must be longer than --heartbeat-interval"),
+        "not-utf8": ([str(tmp_path / "bin.py")], "is not UTF-8 text"),
+    }[case]
+    (tmp_path / "ok.py").write_text("print(1)\n")
+    (tmp_path / "bin.py").write_bytes(b"\xff\xfe\x00junk")
+    proc = run_fray("submit", *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("fray: error: ")
+    assert expected in proc.stderr
+    assert proc.stdout == ""
+    assert not home.root.exists()
+
+
+def test_a_flag_error_reads_like_the_directive_error(home, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("#FRAY --mem lots\n")
+    from_directive = run_fray("submit", str(script)).stderr
+    script.write_text("print(1)\n")
+    from_flag = run_fray("submit", "--mem", "lots", str(script)).stderr
+    assert from_flag.removeprefix("fray: error: ").splitlines()[0] in from_directive
+
+
+def test_unusable_fray_home_exits_2_with_the_reason(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    unusable = blocker / "home"
+    proc = run_fray("submit", str(script), env={"FRAY_HOME": str(unusable)})
+    assert proc.returncode == 2
+    assert "cannot create the state directory" in proc.stderr and str(unusable) in proc.stderr
+    proc = run_fray("--home", str(unusable), "list")
+    assert proc.returncode == 2 and proc.stderr.startswith("fray: error: ")
+    assert blocker.read_text() == "not a directory\n"
+
+
+# ---------------------------------------------------------------- finding runs
+
+
+def test_run_lookup_by_id_prefix_and_name(home, tmp_path):
+    first = make_run(home, tmp_path, "alpha", now=1_700_000_000)
+    second = make_run(home, tmp_path, "beta", now=1_700_000_100)
+    assert fray_json("status", first, schema="cli-status")["run"]["run_id"] == first
+    assert fray_json("status", "beta", schema="cli-status")["run"]["run_id"] == second
+    assert fray_json("status", second[:-2], schema="cli-status")["run"]["run_id"] == second
+
+    ambiguous = run_fray("status", "2023")
+    assert ambiguous.returncode == 2
+    assert "2 run ids start with '2023'" in ambiguous.stderr and first in ambiguous.stderr
+    unknown = run_fray("logs", "gamma")
+    assert unknown.returncode == 2 and "no run matches 'gamma'" in unknown.stderr
+    for op in ("stop", "pause"):
+        assert run_fray("control", op, "gamma").returncode == 2
+    assert sorted(home.run_ids()) == [first, second]
+    assert not home.daemon_lease.exists()  # a failed lookup starts no daemon
+
+
+def test_status_of_a_run_waiting_for_its_first_attempt(home, tmp_path):
+    run_id = make_run(home, tmp_path, "waiting")
+    data = fray_json("status", run_id, schema="cli-status")
+    assert data["run"]["status"] == "pending" and data["attempts"] == []
+    human = run_fray("status", run_id)
+    assert human.returncode == 0
+    assert "○ pending" in human.stdout and "none yet" in human.stdout and data["dir"] in human.stdout
+
+
+def test_logs_before_the_first_attempt(home, tmp_path):
+    run_id = make_run(home, tmp_path, "early")
+    proc = run_fray("logs", run_id)
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert "has no attempt yet" in proc.stderr and f"logs {run_id} -f" in proc.stderr
+    data = fray_json("logs", run_id, schema="cli-logs")
+    assert data == {"run_id": run_id, "attempt": None, "stream": "stdout", "path": None, "lines": []}
+    assert run_fray("logs", run_id, "--attempt", "2").returncode == 2
+
+
+# ---------------------------------------------------------------- listing
+
+
+def test_empty_list_says_how_to_submit_and_creates_nothing(home):
+    proc = run_fray("list")
+    assert proc.returncode == 0
+    assert "No runs in" in proc.stdout and "fray submit" in proc.stdout
+    data = fray_json("list", schema="cli-list")
+    assert data["runs"] == [] and data["daemon"]["state"] == "stopped"
+    assert not home.root.exists()
+
+
+def test_list_limit_active_and_daemon_warning(home, tmp_path):
+    ids = [make_run(home, tmp_path, f"r{i}", now=1_700_000_000 + i) for i in range(3)]
+    data = fray_json("list", "--limit", "2", schema="cli-list")
+    assert [r["run_id"] for r in data["runs"]] == ids[::-1][:2]
+    assert data["counts"]["pending"] == 3
+    assert len(fray_json("list", "--active", schema="cli-list")["runs"]) == 3
+    human = run_fray("list", "--limit", "2").stdout
+    assert "3 runs: 3 ○ pending" in human
+    assert "warning: no daemon is running, so 3 active runs are not making progress" in human
+    assert "showing the newest 2 of 3 runs" in human
+
+
+def test_corrupt_meta_is_listed_as_error_unknown_and_status_explains(home, tmp_path):
+    good = make_run(home, tmp_path, "good", now=1_700_000_000)
+    bad = make_run(home, tmp_path, "bad", now=1_700_000_100)
+    home.run(bad).meta.write_text('{"run_id": "truncated')
+    data = fray_json("list", schema="cli-list")
+    rows = {r["run_id"]: r for r in data["runs"]}
+    assert rows[good]["status"] == "pending"
+    assert rows[bad]["status"] == "error_unknown" and "meta.json was corrupt" in rows[bad]["reason"]
+    human = run_fray("list")
+    assert human.returncode == 0 and "error_unknown" in human.stdout
+    status = run_fray("status", bad)
+    assert status.returncode == 2
+    assert f"run {bad} cannot be shown" in status.stderr and "meta.json" in status.stderr
+    assert any(p.name.startswith("meta.json.corrupt-") for p in home.run(bad).dir.iterdir())
+    assert run_fray("logs", bad).returncode == 2
+
+
+# ---------------------------------------------------------------- colour
+
+
+def test_piped_output_has_no_ansi_escapes(home, tmp_path):
+    run_id = make_run(home, tmp_path, "plain")
+    for args in (["list"], ["status", run_id], ["daemon", "status"], ["--help"]):
+        proc = run_fray(*args)
+        assert proc.returncode == 0
+        assert ANSI not in proc.stdout + proc.stderr, args
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
+    """Run fray with a pseudo-terminal as stdout; what it printed."""
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "shepherd.cli.main", *args], stdout=terminal,
+                            stderr=subprocess.PIPE, env={**os.environ, **env})
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            data = os.read(controller, 65536)
+        except OSError:  # EIO: the other side closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=30)
+    os.close(controller)
+    return b"".join(chunks).decode()
+
+
+def test_a_terminal_gets_colour_unless_no_color(home, tmp_path):
+    make_run(home, tmp_path, "tty")
+    assert ANSI in _on_a_terminal(["list"], {})
+    assert ANSI not in _on_a_terminal(["list"], {"NO_COLOR": "1"})
+
+
+# ---------------------------------------------------------------- daemon commands without a daemon
+
+
+def test_daemon_status_and_stop_when_none_runs(home):
+    data = fray_json("daemon", "status", schema="cli-daemon")
+    assert data["state"] == "stopped" and data["lease"] is None and data["changed"] is False
+    data = fray_json("daemon", "stop", schema="cli-daemon")
+    assert data["changed"] is False
+    assert "no daemon was running" in run_fray("daemon", "stop").stdout
+
+
+# ---------------------------------------------------------------- import hygiene
+
+PROBE = """
+import json, sys
+from shepherd.cli.main import cli
+code = cli.main(sys.argv[1:], prog_name="fray", standalone_mode=False)
+print("MODULES=" + json.dumps(sorted(sys.modules)))
+"""
+
+
+def _modules_after(*args: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60,
+                          cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    marker = next(line for line in proc.stdout.splitlines() if line.startswith("MODULES="))
+    return set(json.loads(marker.removeprefix("MODULES=")))
+
+
+@pytest.mark.parametrize("args", [("--help",), ("list",), ("list", "--json"), ("status", "--help")])
+def test_light_commands_import_nothing_heavy(home, tmp_path, args):
+    make_run(home, tmp_path, "probe")
+    modules = _modules_after(*args)
+    tops = {m.split(".")[0] for m in modules}
+    assert not tops & set(HEAVY), tops & set(HEAVY)
+    assert not {"shepherd.daemon", "shepherd.backends", "watchfiles"} & modules
+    if args == ("--help",):
+        assert not {m for m in modules if m.startswith("shepherd.cli.") and m != "shepherd.cli.main"}
+
+
+# ---------------------------------------------------------------- rendering (pure)
+
+
+@pytest.mark.parametrize("seconds, text", [(0.42, "0.4s"), (45, "45s"), (192, "3m12s"), (7500, "2h05m"),
+                                           (3 * 86400 + 4 * 3600, "3d04h"), (None, "-")])
+def test_durations_read_as_people_write_them(seconds, text):
+    assert render.duration(seconds) == text
+
+
+def test_tables_align_and_fit_the_width():
+    columns = (render.Column("NAME"), render.Column("N", ">"), render.Column("REASON", shrinkable=True, min_width=5))
+    lines = render.table(columns, [["a", "1", "short"], ["longer", "22", "a reason that is far too long"]], width=30)
+    assert [len(line) <= 30 for line in lines] == [True] * 3
+    assert lines[0].startswith("NAME     N  REASON")
+    assert lines[2].endswith("…")
+    assert render.timestamp(time.time()).count(":") == 2
+
+
+# ---------------------------------------------------------------- the schemas of --json
+
+CLI_SCHEMAS = ("cli-submit", "cli-list", "cli-status", "cli-logs", "cli-logs-line", "cli-control", "cli-daemon")
+# $defs in the cli-*.json schemas that copy a state file's schema ($ref cannot leave a file).
+COPIED = {"spec": ("meta", "spec"), "attempt": ("meta", "attempt"), "cause": ("meta", "cause"),
+          "end": ("meta", "end"), "lease": ("daemon", None), "control": ("control", None),
+          "event": ("event", None), "failure": ("failure", None), "progress": ("progress", None)}
+
+
+def _load_schema(name: str) -> dict:
+    return json.loads((REPO / "schemas" / f"{name}.json").read_text())
+
+
+def _shape(schema: dict) -> dict:
+    return {k: v for k, v in schema.items() if k not in ("$schema", "$id", "title", "description")}
+
+
+@pytest.mark.parametrize("name", CLI_SCHEMAS)
+def test_cli_schemas_compile_and_copy_the_state_schemas_exactly(name):
+    import jsonschema
+
+    from shepherd import validation
+
+    schema = _load_schema(name)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validation.validator(name)  # only keywords fray's own validator supports
+    for key, definition in schema.get("$defs", {}).items():
+        if key in COPIED:
+            source, sub = COPIED[key]
+            original = _load_schema(source)
+            original = original["$defs"][sub] if sub else original
+            assert _shape(definition) == _shape(original), (
+                f"schemas/{name}.json#/$defs/{key} no longer matches schemas/{source}.json"
+                f"{'#/$defs/' + sub if sub else ''}: copy it over")
+    if name == "cli-status":
+        attempt = schema["$defs"]["status_attempt"]["properties"]
+        assert {k: attempt[k] for k in _load_schema("meta")["$defs"]["attempt"]["properties"]} == \
+            _load_schema("meta")["$defs"]["attempt"]["properties"]
+
+
+def test_every_lazy_subcommand_loads_and_has_help():
+    from click.testing import CliRunner
+
+    from shepherd.cli.main import COMMANDS, cli
+
+    for name in COMMANDS:
+        result = CliRunner().invoke(cli, [name, "--help"], prog_name="fray")
+        assert result.exit_code == 0, (name, result.output)
+        assert f"fray {name}" in result.output
