@@ -50,17 +50,23 @@ def read_lease(home: Home) -> dict[str, Any] | None:
 
 
 def is_locked(home: Home) -> bool:
-    """Whether some process holds the daemon lock right now."""
-    if not home.lock_file("daemon").exists():
-        return False
-    from filelock import Timeout
+    """Whether some process holds the daemon lock right now.
 
-    probe = store.lock(home, "daemon", timeout=0)
+    A bare flock probe, the same lock filelock takes on POSIX: read-only commands
+    like `fray list` ask this and should not pay for importing filelock.
+    """
+    import fcntl
+
     try:
-        probe.acquire()
-    except Timeout:
+        fd = os.open(home.lock_file("daemon"), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         return True
-    probe.release()
+    finally:
+        os.close(fd)  # closing drops a lock this probe took
     return False
 
 

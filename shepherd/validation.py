@@ -7,7 +7,8 @@ import, ~100 µs per document), so this module compiles the subset of JSON Schem
 
     type, enum, const, properties, required, additionalProperties, items,
     minimum, maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength,
-    pattern, minItems, maxItems, anyOf, $ref to "#/$defs/...", $defs
+    pattern, minItems, maxItems, anyOf, $defs, and $ref to "#/pointer" or to
+    another schema's "name.json#/pointer"
 
 Annotations (title, description, $schema, $id, examples, default, format) are
 ignored. A keyword outside this list raises at compile time, so a schema can
@@ -64,14 +65,14 @@ def load_schema(name: str) -> dict[str, Any]:
 def validator(name: str) -> Check:
     """A function (document, path) -> every violation, as 'path: problem' lines."""
     schema = load_schema(name)
-    return _compile(schema, schema.get("$defs", {}), {})
+    return _compile(schema, schema, {})
 
 
 @lru_cache(maxsize=None)
 def is_valid(name: str) -> Callable[[Any], bool]:
     """A fast yes/no check; the explaining `validator` runs only when it says no."""
     schema = load_schema(name)
-    return _FastCompiler(schema.get("$defs", {})).build(schema)
+    return _FastCompiler().build(schema)
 
 
 def errors(name: str, document: Any) -> list[str]:
@@ -100,15 +101,14 @@ _LENGTHS = {"minLength": ("str", ">="), "maxLength": ("str", "<="), "minItems": 
 class _FastCompiler:
     """Generates one Python function per schema (and per $def), compiled once per process."""
 
-    def __init__(self, defs: dict[str, Any]) -> None:
-        self.defs = defs
+    def __init__(self) -> None:
         self.sources: list[str] = []
-        self.names: dict[str, str] = {}  # $def name -> function name
+        self.names: dict[str, str] = {}  # resolved $ref key -> function name
         self.consts: dict[str, Any] = {"_MISSING": object(), "_enum_ok": _enum_ok}
         self.counter = 0
 
-    def build(self, schema: dict[str, Any] | bool) -> Callable[[Any], bool]:
-        entry = self._function(schema)
+    def build(self, schema: dict[str, Any]) -> Callable[[Any], bool]:
+        entry = self._function(schema, schema)
         namespace = dict(self.consts)
         exec(compile("\n\n".join(self.sources), "<fray schema>", "exec"), namespace)  # noqa: S102 - our own schemas
         return namespace[entry]
@@ -117,9 +117,9 @@ class _FastCompiler:
         self.counter += 1
         return f"{prefix}{self.counter}"
 
-    def _function(self, schema: dict[str, Any] | bool) -> str:
+    def _function(self, schema: dict[str, Any] | bool, root: dict[str, Any]) -> str:
         name = self._fresh("_check")
-        lines = [f"def {name}(v):", *self._body(schema, "v", 1), "    return True"]
+        lines = [f"def {name}(v):", *self._body(schema, "v", 1, root), "    return True"]
         self.sources.append("\n".join(lines))
         return name
 
@@ -128,7 +128,7 @@ class _FastCompiler:
         self.consts[name] = value
         return name
 
-    def _body(self, schema: dict[str, Any] | bool, v: str, depth: int) -> list[str]:
+    def _body(self, schema: dict[str, Any] | bool, v: str, depth: int, root: dict[str, Any]) -> list[str]:
         pad = "    " * depth
         if schema is True or schema == {}:
             return []
@@ -160,19 +160,19 @@ class _FastCompiler:
                 item = self._fresh("_x")
                 out.append(f"{pad}if isinstance({v}, list):")
                 out.append(f"{pad}    for {item} in {v}:")
-                out.extend(self._body(arg, item, depth + 2) or [f"{pad}        pass"])
+                out.extend(self._body(arg, item, depth + 2, root) or [f"{pad}        pass"])
             elif keyword == "anyOf":
-                options = " or ".join(f"{self._function(option)}({v})" for option in arg)
+                options = " or ".join(f"{self._function(option, root)}({v})" for option in arg)
                 out.append(f"{pad}if not ({options}): return False")
             elif keyword == "$ref":
-                out.append(f"{pad}if not {self._ref(arg)}({v}): return False")
+                out.append(f"{pad}if not {self._ref(arg, root)}({v}): return False")
             elif keyword != "properties":
                 raise SchemaCompileError(f"keyword {keyword!r} is not supported by shepherd.validation")
         if isinstance(schema, dict) and ("properties" in schema or "required" in schema or "additionalProperties" in schema):
-            out.extend(self._properties(schema, v, depth))
+            out.extend(self._properties(schema, v, depth, root))
         return out
 
-    def _properties(self, schema: dict[str, Any], v: str, depth: int) -> list[str]:
+    def _properties(self, schema: dict[str, Any], v: str, depth: int, root: dict[str, Any]) -> list[str]:
         pad = "    " * depth
         props: dict[str, Any] = schema.get("properties", {})
         out = [f"{pad}if isinstance({v}, dict):"]
@@ -180,7 +180,7 @@ class _FastCompiler:
         if required:
             out.append(f"{pad}    if not ({' and '.join(f'{key!r} in {v}' for key in required)}): return False")
         for key, sub in props.items():
-            body = self._body(sub, item := self._fresh("_p"), depth + 2)
+            body = self._body(sub, item := self._fresh("_p"), depth + 2, root)
             if body:
                 out.append(f"{pad}    {item} = {v}.get({key!r}, _MISSING)")
                 out.append(f"{pad}    if {item} is not _MISSING:")
@@ -192,31 +192,28 @@ class _FastCompiler:
             known, key, item = self._const(frozenset(props)), self._fresh("_k"), self._fresh("_e")
             out.append(f"{pad}    for {key}, {item} in {v}.items():")
             out.append(f"{pad}        if {key} not in {known}:")
-            out.extend(self._body(extra, item, depth + 3) or [f"{pad}            pass"])
+            out.extend(self._body(extra, item, depth + 3, root) or [f"{pad}            pass"])
         return out
 
-    def _ref(self, ref: str) -> str:
-        prefix = "#/$defs/"
-        name = ref[len(prefix):]
-        if not ref.startswith(prefix) or name not in self.defs:
-            raise SchemaCompileError(f"unsupported or dangling $ref {ref!r}")
-        if name not in self.names:
-            self.names[name] = function = self._fresh("_def")
-            lines = [f"def {function}(v):", *self._body(self.defs[name], "v", 1), "    return True"]
+    def _ref(self, ref: str, root: dict[str, Any]) -> str:
+        target, document, key = resolve_ref(ref, root)
+        if key not in self.names:
+            self.names[key] = function = self._fresh("_def")
+            lines = [f"def {function}(v):", *self._body(target, "v", 1, document), "    return True"]
             self.sources.append("\n".join(lines))
-        return self.names[name]
+        return self.names[key]
 
 
 def _enum_ok(value: Any, allowed: list[Any]) -> bool:
     return any(value == a and type(value) is type(a) for a in allowed)
 
 
-def _compile(schema: dict[str, Any] | bool, defs: dict[str, Any], refs: dict[str, Check]) -> Check:
+def _compile(schema: dict[str, Any] | bool, root: dict[str, Any], refs: dict[str, Check]) -> Check:
     if schema is True or schema == {}:
         return lambda value, path: []
     if schema is False:
         return lambda value, path: [f"{path}: no value is allowed here"]
-    type_check = _type(schema["type"], schema, defs, refs) if "type" in schema else None
+    type_check = _type(schema["type"], schema, root, refs) if "type" in schema else None
     checks: list[Check] = []
     for keyword, arg in schema.items():
         if keyword in _ANNOTATIONS or keyword in ("$defs", "additionalProperties", "required", "type"):
@@ -224,9 +221,9 @@ def _compile(schema: dict[str, Any] | bool, defs: dict[str, Any], refs: dict[str
         builder = _KEYWORDS.get(keyword)
         if builder is None:
             raise SchemaCompileError(f"keyword {keyword!r} is not supported by shepherd.validation")
-        checks.append(builder(arg, schema, defs, refs))
+        checks.append(builder(arg, schema, root, refs))
     if "properties" not in schema and ("required" in schema or "additionalProperties" in schema):
-        checks.append(_properties({}, schema, defs, refs))
+        checks.append(_properties({}, schema, root, refs))
 
     def check(value: Any, path: str) -> list[str]:
         if type_check is not None:
@@ -241,7 +238,7 @@ def _compile(schema: dict[str, Any] | bool, defs: dict[str, Any], refs: dict[str
     return check
 
 
-def _type(arg: str | list[str], schema: dict, defs: dict, refs: dict) -> Check:
+def _type(arg: str | list[str], schema: dict, root: dict, refs: dict) -> Check:
     names = [arg] if isinstance(arg, str) else list(arg)
     tests = [_TYPES[n] for n in names]
     wanted = " or ".join(names)
@@ -254,7 +251,7 @@ def _type(arg: str | list[str], schema: dict, defs: dict, refs: dict) -> Check:
     return check
 
 
-def _enum(arg: list[Any], schema: dict, defs: dict, refs: dict) -> Check:
+def _enum(arg: list[Any], schema: dict, root: dict, refs: dict) -> Check:
     allowed = list(arg)
 
     def check(value: Any, path: str) -> list[str]:
@@ -265,15 +262,15 @@ def _enum(arg: list[Any], schema: dict, defs: dict, refs: dict) -> Check:
     return check
 
 
-def _const(arg: Any, schema: dict, defs: dict, refs: dict) -> Check:
-    return _enum([arg], schema, defs, refs)
+def _const(arg: Any, schema: dict, root: dict, refs: dict) -> Check:
+    return _enum([arg], schema, root, refs)
 
 
-def _properties(arg: dict[str, Any], schema: dict, defs: dict, refs: dict) -> Check:
-    props = {key: _compile(sub, defs, refs) for key, sub in arg.items()}
+def _properties(arg: dict[str, Any], schema: dict, root: dict, refs: dict) -> Check:
+    props = {key: _compile(sub, root, refs) for key, sub in arg.items()}
     required = list(schema.get("required", []))
     extra = schema.get("additionalProperties", True)
-    extra_check = None if extra in (True, False) else _compile(extra, defs, refs)
+    extra_check = None if extra in (True, False) else _compile(extra, root, refs)
 
     def check(value: Any, path: str) -> list[str]:
         if not isinstance(value, dict):
@@ -292,8 +289,8 @@ def _properties(arg: dict[str, Any], schema: dict, defs: dict, refs: dict) -> Ch
     return check
 
 
-def _items(arg: dict[str, Any], schema: dict, defs: dict, refs: dict) -> Check:
-    sub = _compile(arg, defs, refs)
+def _items(arg: dict[str, Any], schema: dict, root: dict, refs: dict) -> Check:
+    sub = _compile(arg, root, refs)
 
     def check(value: Any, path: str) -> list[str]:
         if not isinstance(value, list):
@@ -307,7 +304,7 @@ def _items(arg: dict[str, Any], schema: dict, defs: dict, refs: dict) -> Check:
 
 
 def _bound(op: Callable[[float, float], bool], words: str) -> Callable[..., Check]:
-    def build(arg: float, schema: dict, defs: dict, refs: dict) -> Check:
+    def build(arg: float, schema: dict, root: dict, refs: dict) -> Check:
         def check(value: Any, path: str) -> list[str]:
             if isinstance(value, (int, float)) and not isinstance(value, bool) and not op(value, arg):
                 return [f"{path}: {value!r} must be {words} {arg}"]
@@ -321,7 +318,7 @@ def _bound(op: Callable[[float, float], bool], words: str) -> Callable[..., Chec
 def _length(key: str, op: Callable[[int, int], bool], words: str) -> Callable[..., Check]:
     kind = list if key.endswith("Items") else str
 
-    def build(arg: int, schema: dict, defs: dict, refs: dict) -> Check:
+    def build(arg: int, schema: dict, root: dict, refs: dict) -> Check:
         def check(value: Any, path: str) -> list[str]:
             if isinstance(value, kind) and not op(len(value), arg):
                 return [f"{path}: length {len(value)} must be {words} {arg}"]
@@ -332,7 +329,7 @@ def _length(key: str, op: Callable[[int, int], bool], words: str) -> Callable[..
     return build
 
 
-def _pattern(arg: str, schema: dict, defs: dict, refs: dict) -> Check:
+def _pattern(arg: str, schema: dict, root: dict, refs: dict) -> Check:
     regex = re.compile(arg)
 
     def check(value: Any, path: str) -> list[str]:
@@ -343,8 +340,8 @@ def _pattern(arg: str, schema: dict, defs: dict, refs: dict) -> Check:
     return check
 
 
-def _any_of(arg: list[Any], schema: dict, defs: dict, refs: dict) -> Check:
-    options = [_compile(sub, defs, refs) for sub in arg]
+def _any_of(arg: list[Any], schema: dict, root: dict, refs: dict) -> Check:
+    options = [_compile(sub, root, refs) for sub in arg]
 
     def check(value: Any, path: str) -> list[str]:
         collected: list[str] = []
@@ -358,18 +355,34 @@ def _any_of(arg: list[Any], schema: dict, defs: dict, refs: dict) -> Check:
     return check
 
 
-def _ref(arg: str, schema: dict, defs: dict, refs: dict) -> Check:
-    prefix = "#/$defs/"
-    if not arg.startswith(prefix) or arg[len(prefix):] not in defs:
-        raise SchemaCompileError(f"unsupported or dangling $ref {arg!r}")
-    name = arg[len(prefix):]
+def _ref(arg: str, schema: dict, root: dict, refs: dict) -> Check:
+    target, document, key = resolve_ref(arg, root)
 
     def check(value: Any, path: str) -> list[str]:
-        if name not in refs:
-            refs[name] = _compile(defs[name], defs, refs)
-        return refs[name](value, path)
+        if key not in refs:
+            refs[key] = _compile(target, document, refs)
+        return refs[key](value, path)
 
     return check
+
+
+def resolve_ref(ref: str, root: dict[str, Any]) -> tuple[Any, dict[str, Any], str]:
+    """(the schema `ref` points at, the document it lives in, a key naming it).
+
+    `#/pointer` points into `root`; `name.json#/pointer` into schemas/name.json, so
+    the --json schemas reuse the state schemas instead of copying them.
+    """
+    file, _, pointer = ref.partition("#")
+    if file and not file.endswith(".json"):
+        raise SchemaCompileError(f"unsupported $ref {ref!r}: only 'name.json#/pointer' or '#/pointer'")
+    document = load_schema(file[: -len(".json")]) if file else root
+    target: Any = document
+    for token in filter(None, pointer.split("/")):
+        token = token.replace("~1", "/").replace("~0", "~")
+        if not isinstance(target, dict) or token not in target:
+            raise SchemaCompileError(f"dangling $ref {ref!r}")
+        target = target[token]
+    return target, document, f"{document.get('$id', file)}#{pointer}"
 
 
 def _describe(value: Any) -> str:

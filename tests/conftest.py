@@ -37,11 +37,17 @@ def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval:
 
 
 def schema_validate(name: str, document: object) -> None:
-    """Validate with the reference implementation (jsonschema), not fray's own validator."""
-    import jsonschema
+    """Validate with the reference implementation (jsonschema), not fray's own validator.
 
-    schema = json.loads((SCHEMAS / f"{name}.json").read_text())
-    jsonschema.Draft202012Validator(schema).validate(document)
+    Every schema is registered under its $id, so `meta.json#/$defs/spec` style
+    references between schemas resolve as they do in shepherd.validation.
+    """
+    import jsonschema
+    from referencing import Registry, Resource
+
+    schemas = {p.name: json.loads(p.read_text()) for p in SCHEMAS.glob("*.json")}
+    registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
+    jsonschema.Draft202012Validator(schemas[f"{name}.json"], registry=registry).validate(document)
 
 
 @pytest.fixture

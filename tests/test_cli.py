@@ -307,41 +307,25 @@ def test_tables_align_and_fit_the_width():
 # ---------------------------------------------------------------- the schemas of --json
 
 CLI_SCHEMAS = ("cli-submit", "cli-list", "cli-status", "cli-logs", "cli-logs-line", "cli-control", "cli-daemon")
-# $defs in the cli-*.json schemas that copy a state file's schema ($ref cannot leave a file).
-COPIED = {"spec": ("meta", "spec"), "attempt": ("meta", "attempt"), "cause": ("meta", "cause"),
-          "end": ("meta", "end"), "lease": ("daemon", None), "control": ("control", None),
-          "event": ("event", None), "failure": ("failure", None), "progress": ("progress", None)}
-
-
 def _load_schema(name: str) -> dict:
     return json.loads((REPO / "schemas" / f"{name}.json").read_text())
 
 
-def _shape(schema: dict) -> dict:
-    return {k: v for k, v in schema.items() if k not in ("$schema", "$id", "title", "description")}
-
-
 @pytest.mark.parametrize("name", CLI_SCHEMAS)
-def test_cli_schemas_compile_and_copy_the_state_schemas_exactly(name):
+def test_cli_schemas_compile_and_reuse_the_state_schemas(name):
     import jsonschema
 
     from shepherd import validation
 
     schema = _load_schema(name)
     jsonschema.Draft202012Validator.check_schema(schema)
-    validation.validator(name)  # only keywords fray's own validator supports
-    for key, definition in schema.get("$defs", {}).items():
-        if key in COPIED:
-            source, sub = COPIED[key]
-            original = _load_schema(source)
-            original = original["$defs"][sub] if sub else original
-            assert _shape(definition) == _shape(original), (
-                f"schemas/{name}.json#/$defs/{key} no longer matches schemas/{source}.json"
-                f"{'#/$defs/' + sub if sub else ''}: copy it over")
+    validation.validator(name)  # only keywords fray's own validator supports; every $ref resolves
+    validation.is_valid(name)
     if name == "cli-status":
+        # `fray status` shows each attempt record plus its files: every attempt field must be there.
         attempt = schema["$defs"]["status_attempt"]["properties"]
-        assert {k: attempt[k] for k in _load_schema("meta")["$defs"]["attempt"]["properties"]} == \
-            _load_schema("meta")["$defs"]["attempt"]["properties"]
+        assert set(_load_schema("meta")["$defs"]["attempt"]["properties"]) <= set(attempt), \
+            "schemas/cli-status.json#/$defs/status_attempt lacks a field of meta.json#/$defs/attempt"
 
 
 def test_every_lazy_subcommand_loads_and_has_help():

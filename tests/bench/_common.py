@@ -43,4 +43,12 @@ def report(label: str, samples: list[float], target_ms: float | None = None) -> 
 
 
 def env_for(home: Path) -> dict[str, str]:
-    return {**os.environ, "FRAY_HOME": str(home), "NO_COLOR": "1"}
+    """The environment of a user's shell: bytecode caching on, as after a normal pip install."""
+    env = {**os.environ, "FRAY_HOME": str(home), "NO_COLOR": "1"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def warm_up(argv: list[str], env: dict[str, str]) -> None:
+    """One untimed run, so .pyc files exist as they do after `pip install`."""
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

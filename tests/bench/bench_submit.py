@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import FRAY, REPO, env_for, report, time_command  # noqa: E402
+from _common import FRAY, REPO, env_for, report, time_command, warm_up  # noqa: E402
 
 from shepherd.layout import Home  # noqa: E402
 
@@ -31,6 +31,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Home(Path(tmp) / "fray")
         env = env_for(home.root)
+        warm_up([FRAY, "--help"], env)
         subprocess.run([FRAY, "daemon", "start"], env=env, check=True, stdout=subprocess.DEVNULL)
         try:
             report("baseline: python -c pass", time_command([sys.executable, "-c", "pass"], env, args.repeats))
