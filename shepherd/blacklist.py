@@ -87,3 +87,30 @@ def update(home: Home, change: Callable[[Blacklist], Any], now: float | None = N
         result = change(current)
         store.write_json(home.blacklist, current.to_dict(), "blacklist")
     return result
+
+
+def ban(home: Home, node: str, reason: str, ttl_sec: float | None, source_run: str | None = None) -> Entry:
+    """A person bans `node` (audited); `ttl_sec` None bans it until unbanned."""
+    from shepherd import audit
+
+    now = time.time()
+    entry = update(home, lambda b: b.strike(node, reason, now, ttl_sec, source_run), now)
+    audit.record(home, "nodes.ban", source_run, {"node": node, "reason": reason, "ttl_sec": ttl_sec})
+    return entry
+
+
+def unban(home: Home, node: str, source_run: str | None = None) -> None:
+    """Lift a ban (audited); an error naming the banned nodes when `node` is not one of them."""
+    from shepherd import audit
+    from shepherd.errors import UsageError
+
+    banned: list[str] = []
+
+    def remove(current: Blacklist) -> bool:
+        banned.extend(sorted(current.nodes))
+        return current.remove(node)
+
+    if not update(home, remove):
+        listed = ", ".join(banned) or "none"
+        raise UsageError(f"node {node!r} is not blacklisted (blacklisted now: {listed})")
+    audit.record(home, "nodes.unban", source_run, {"node": node})

@@ -19,9 +19,9 @@ from typing import Any
 from shepherd import audit, directives, store
 from shepherd.errors import CorruptFileError, RunLookupError, UsageError
 from shepherd.layout import Home
-from shepherd.model import Control, Meta, Phase
+from shepherd.model import Control, Meta, Phase, RunSpec
 
-AVAILABLE_BACKENDS = ("local",)
+AVAILABLE_BACKENDS = ("local", "slurm")
 CONTROL_OPS = ("stop", "start", "restart", "pause", "unpause")
 _NAME_SEGMENT = re.compile(r"^[0-9]{8}-[0-9]{6}-(.+)-[0-9a-f]{4}$")
 
@@ -152,6 +152,33 @@ def read_control(home: Home, run_id: str) -> Control:
         return Control()  # moved aside (and reported by status); the next request rewrites it
 
 
+def set_overrides(home: Home, run_id: str, settings: dict[str, Any]) -> Control:
+    """`fray control config-set`: change safe settings of a live run (validated as a whole)."""
+    from shepherd.policy import SAFE_OVERRIDES
+
+    unsafe = sorted(set(settings) - SAFE_OVERRIDES)
+    if unsafe:
+        allowed = ", ".join(sorted(key.replace("_sec", "").replace("_", "-") for key in SAFE_OVERRIDES))
+        raise UsageError(f"cannot change {', '.join(unsafe)} on a live run; the settings that can change: {allowed}")
+    meta = read_meta(home, run_id)
+    if meta.phase == Phase.ENDED.value:
+        raise UsageError(f"run {run_id} has ended; settings can change only on a live run")
+    with store.lock(home, f"control-{run_id}"):
+        control = read_control(home, run_id)
+        merged = {**control.overrides, **settings}
+        directives.check_spec(RunSpec.from_dict({**meta.spec.to_dict(), **merged}))
+        control.overrides = merged
+        _stamp_and_write(home, run_id, control)
+    audit.record(home, "control.config-set", run_id, {"settings": settings})
+    return control
+
+
+def _stamp_and_write(home: Home, run_id: str, control: Control) -> None:
+    control.updated_at = time.time()
+    control.updated_by = getpass.getuser()
+    store.write_json(home.run(run_id).control, control.to_dict(), "control")
+
+
 def request(home: Home, run_id: str, op: str) -> Control:
     """Record a person's request for a run in control.json; the daemon acts on it."""
     if op not in CONTROL_OPS:
@@ -177,8 +204,6 @@ def request(home: Home, run_id: str, op: str) -> Control:
             control.paused = True
         elif op == "unpause":
             control.paused = False
-        control.updated_at = time.time()
-        control.updated_by = getpass.getuser()
-        store.write_json(home.run(run_id).control, control.to_dict(), "control")
+        _stamp_and_write(home, run_id, control)
     audit.record(home, f"control.{op}", run_id)
     return control

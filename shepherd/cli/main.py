@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("shepherd.cli.logs_cmd:logs", "Print (or follow) a run's output."),
     "control": ("shepherd.cli.control_cmd:control", "Stop, start, restart, pause or unpause a run."),
     "daemon": ("shepherd.cli.daemon_cmd:daemon", "Start, stop or inspect the daemon that serves FRAY_HOME."),
+    "nodes": ("shepherd.cli.nodes_cmd:nodes", "The nodes runs can use; ban and unban them."),
 }
 
 
