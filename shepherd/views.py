@@ -16,7 +16,7 @@ from shepherd.errors import CorruptFileError
 from shepherd.layout import Home, RunPaths
 from shepherd.model import Control, Meta
 from shepherd.row_cache import RowCache, stat_key
-from shepherd.status import RunStatus, Status, heartbeat_age, normalized_status
+from shepherd.status import Status, heartbeat_age, normalized_status
 
 
 def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Control, str | None]:
@@ -53,7 +53,7 @@ def _progress(paths: RunPaths, meta: Meta) -> dict[str, Any] | None:
 
 
 def run_row(home: Home, run_id: str, now: float) -> dict[str, Any]:
-    """One run as a row of `fray list --json` (schemas/list.json)."""
+    """One run as a row of `fray list --json` (schemas/cli-list.json)."""
     paths = home.run(run_id)
     meta, control, problem = _load(paths, with_control=False)
     return _row(paths, meta, control, problem, now)
@@ -69,7 +69,7 @@ def _row(paths: RunPaths, meta: Meta | None, control: Control, problem: str | No
     attempt = meta.in_flight
     heartbeat_at = store.read_heartbeat(paths.attempt(attempt.number).heartbeat) if attempt else None
     progress = _progress(paths, meta)  # ended rows are cached (row_cache), so this read happens once
-    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem, progress)
+    st = normalized_status(meta, heartbeat_at, now, problem, progress)
     current = meta.current
     started = attempt.started_at if attempt else None
     age = heartbeat_age(meta, heartbeat_at, now)
@@ -92,7 +92,7 @@ def daemon_view(home: Home, now: float | None = None) -> dict[str, Any]:
 
 
 def list_view(home: Home, include_ended: bool = True, limit: int | None = None) -> dict[str, Any]:
-    """Every run (newest first), with counts per status and the daemon's health (schemas/list.json)."""
+    """Every run (newest first), with counts per status and the daemon's health (schemas/cli-list.json)."""
     now = time.time()
     ids = list(reversed(home.run_ids()))
     cache = RowCache.load(home)
@@ -116,7 +116,7 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None) 
 
 
 def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
-    """One run in full: its row, spec, attempts with their records, recent events (schemas/status.json)."""
+    """One run in full: its row, spec, attempts with their records, recent events (schemas/cli-status.json)."""
     now = time.time()
     paths = home.run(run_id)
     meta, control, problem = _load(paths)
