@@ -158,4 +158,4 @@ def test_the_audit_log_is_hash_chained_and_tampering_shows(tmp_path: Path):
     edited = json.loads(lines[0])
     edited["action"] = "control.pause"
     home.audit.write_text(json.dumps(edited) + "\n" + lines[1] + "\n")
-    assert any("does not match its hash" in p for p in audit.verify(home))
+    assert any("does not match its entry_hash" in p for p in audit.verify(home))

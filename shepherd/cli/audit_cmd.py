@@ -1,0 +1,58 @@
+"""`fray audit verify|show`: check the hash chain of audit.jsonl, list recent actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from shepherd import audit, store
+from shepherd.cli import output, render
+from shepherd.cli.main import home_of
+
+
+@click.group("audit")
+def audit_group() -> None:
+    """The log of every control action: who, what, when, from which host."""
+
+
+@audit_group.command("verify")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-audit-verify.json).")
+@click.pass_context
+def verify(ctx: click.Context, as_json: bool) -> None:
+    """Check that no line of audit.jsonl was edited, removed or inserted. Exits 1 if one was."""
+    home = home_of(ctx)
+    count, problems = audit.verify_lines(home)
+    data = {"path": str(home.audit), "lines": count, "ok": not problems, "problems": problems,
+            "first_bad_line": int(problems[0].split(":")[0].split()[1]) if problems else None}
+    output.emit(data, as_json, render_verify)
+    if problems:
+        raise click.exceptions.Exit(1)
+
+
+@audit_group.command("show")
+@click.option("-n", "--limit", default=20, show_default=True, help="How many of the latest actions.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-audit-show.json).")
+@click.pass_context
+def show(ctx: click.Context, limit: int, as_json: bool) -> None:
+    """The latest control actions, newest last."""
+    home = home_of(ctx)
+    entries = [line.record for line in store.read_jsonl(home.audit, "audit") if line.record is not None]
+    output.emit({"path": str(home.audit), "entries": entries[-limit:] if limit > 0 else []}, as_json, render_show)
+
+
+def render_verify(data: dict[str, Any]) -> list[str]:
+    if data["ok"]:
+        return [f"audit log intact: {render.plural(data['lines'], 'line')} in {data['path']}"]
+    return [render.style(f"audit log broken at line {data['first_bad_line']} of {data['path']}:", fg="red", bold=True),
+            *[f"  {problem}" for problem in data["problems"]]]
+
+
+def render_show(data: dict[str, Any]) -> list[str]:
+    if not data["entries"]:
+        return [f"no control actions recorded yet in {data['path']}"]
+    columns = [render.Column("TIME"), render.Column("WHO"), render.Column("ACTION"), render.Column("RUN"),
+               render.Column("DETAILS", shrinkable=True)]
+    rows = [[render.timestamp(e["at"]), f"{e['user']}@{e['host']}", e["action"], e["run_id"] or render.MISSING,
+             output.dumps(e["details"]) if e["details"] else ""] for e in data["entries"]]
+    return render.table(columns, rows, width=render.terminal_width())
