@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from shepherd import __version__, blacklist, policy, store
+from shepherd import __version__, alerts, blacklist, policy, store
 from shepherd.config import load_config
 from shepherd.backends import load_backend
 from shepherd.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequest, Tracked
@@ -38,6 +38,7 @@ from shepherd.layout import Home, RunPaths
 from shepherd.model import AttemptState, Control, Meta, Phase
 from shepherd.policy import AttemptFiles, BackendView, Situation
 from shepherd.scheduler import Ledger, Request
+from shepherd.status import normalized_status
 
 log = logging.getLogger("fray.daemon")
 
@@ -81,6 +82,7 @@ class Daemon:
         self._exclude: tuple[str, ...] = ()
         self._inventory_at = float("-inf")
         self._config = load_config(home)
+        self._alerter = alerts.Alerter.from_config(self._config)
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -207,6 +209,18 @@ class Daemon:
                     os.replace(run.paths.ended, run.paths.ended_archive(int(now)))
             elif isinstance(action, policy.SuspectNode):
                 self._suspect(run.paths, action, meta.current.number if meta.current else None, now)
+        if self._alerter.rules:
+            self._alert(plan.meta, files, now)
+
+    def _alert(self, meta: Meta, files: AttemptFiles, now: float) -> None:
+        """Send the alerts a change of this run's status calls for (in the background)."""
+        status = normalized_status(meta, files.heartbeat_at, now, None, files.progress).status.value
+        for firing in self._alerter.observe(meta.run_id, status, now):
+            from shepherd.views import run_row
+
+            alerts.fire(firing, alerts.payload(firing, run_row(self.home, meta.run_id, now), now))
+            self._event(self.home.run(meta.run_id), "alert", f"{status}: ran {firing.rule.command[0]}"
+                        + (f" ({firing.held_back} held back)" if firing.held_back else ""))
 
     def _attempt_files(self, paths: RunPaths, number: int) -> AttemptFiles:
         attempt = paths.attempt(number)
