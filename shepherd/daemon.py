@@ -36,6 +36,7 @@ from shepherd.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequ
 from shepherd.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
 from shepherd.layout import Home, RunPaths
 from shepherd.model import AttemptState, Control, Meta, Phase
+from shepherd.partition_policy import Candidates as PartitionCandidates
 from shepherd.policy import AttemptFiles, BackendView, Situation
 from shepherd.scheduler import Ledger, Request
 from shepherd.status import normalized_status
@@ -192,7 +193,8 @@ class Daemon:
                     self._event(run.paths, "adopted", f"found attempt {attempt.number} {view.state} after a daemon restart",
                                 attempt.number)
         ledger = ledgers.get(meta.spec.backend) or Ledger.unlimited()
-        plan = policy.decide(Situation(meta, run.control, files, view, now, self.jitter()), ledger.admit)
+        plan = policy.decide(Situation(meta, run.control, files, view, now, self.jitter(),
+                                       partitions=self._partition_candidates(meta)), ledger.admit)
         self._commit(run.paths, meta, plan)
         for action in plan.actions:
             if isinstance(action, policy.Submit):
@@ -221,6 +223,14 @@ class Daemon:
             alerts.fire(firing, alerts.payload(firing, run_row(self.home, meta.run_id, now), now))
             self._event(self.home.run(meta.run_id), "alert", f"{status}: ran {firing.rule.command[0]}"
                         + (f" ({firing.held_back} held back)" if firing.held_back else ""))
+
+    def _partition_candidates(self, meta: Meta) -> PartitionCandidates | None:
+        """The partitions the run's backend offers it, best first (only backends with partitions have this)."""
+        try:
+            offer = getattr(self._backend(meta.spec.backend), "partition_candidates", None)
+        except FrayError:
+            return None  # a backend that cannot load fails the submission itself, with its message
+        return offer(meta.spec) if offer is not None else None
 
     def _attempt_files(self, paths: RunPaths, number: int) -> AttemptFiles:
         attempt = paths.attempt(number)
@@ -251,7 +261,7 @@ class Daemon:
                                 script=paths.script(meta.script["frozen"]),
                                 attempt_dir=paths.attempt(attempt.number).dir,
                                 checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids,
-                                exclude_nodes=self._exclude)
+                                exclude_nodes=self._exclude, partition=attempt.partition)
         try:
             ref = backend.submit(request)
         except AmbiguousSubmission as exc:
@@ -299,6 +309,7 @@ class Daemon:
         settings = self._config.get("blacklist", {})
         ttl = float(settings.get("ttl_sec", blacklist.DEFAULT_TTL_SEC))
         entry = blacklist.update(self.home, lambda b: b.strike(action.node, action.reason, now, ttl, paths.run_id), now)
+        self._exclude = self._blacklisted_now()  # the resubmission this same cycle must already avoid it
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
         line = f"{stamp} node={action.node} attempt={attempt} strikes={entry.strikes} reason={action.reason}\n"
         fd = os.open(paths.badnode_events, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)

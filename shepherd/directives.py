@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from shepherd.errors import DirectiveError, UsageError
-from shepherd.model import Mode, RunSpec
+from shepherd.model import PARTITION_FALLBACK_DEFAULTS, Mode, RunSpec
 
 _DEFAULT = RunSpec()
 # Missed beats tolerated before a run counts as stalled when the user sets only the
@@ -195,6 +195,45 @@ def _parse_env(text: str) -> dict[str, str]:
     return {key: value}
 
 
+_PARTITION_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_VRAM = re.compile(rf"(?P<n>{_NUMBER})\s*(?:g|gb|gib)?")
+
+
+def _parse_partitions(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",")]
+    if not text.strip() or not all(names):
+        raise ValueError("expected partition names separated by commas, like a100,h100")
+    bad = [name for name in names if not _PARTITION_NAME.fullmatch(name)]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not a partition name: use letters, digits, _, . and -")
+    if len(set(names)) != len(names):
+        raise ValueError("each partition may be named once")
+    return names
+
+
+def _parse_vram(text: str) -> float:
+    """GPU memory in GB from `40`, `40G`, `40GB` (as GPUs are sold: an A100 has 40 or 80)."""
+    match = _VRAM.fullmatch(text.strip().lower())
+    if match is None or float(match["n"]) <= 0:
+        raise ValueError("expected GPU memory in GB, like 40 or 80G")
+    return float(match["n"])
+
+
+def _parse_fallback(text: str) -> dict[str, Any]:
+    """`N` or `N,DURATION`: fall back after N failures in a row; retry the preferred after DURATION."""
+    count, _, retry = text.partition(",")
+    form = "N or N,DURATION, like 2 or 2,30m (0 never falls back)"
+    if not re.fullmatch(r"[0-9]{1,4}", count.strip()):
+        raise ValueError(f"expected {form}")
+    settings = dict(PARTITION_FALLBACK_DEFAULTS, after_failures=int(count))
+    if retry.strip():
+        try:
+            settings["retry_preferred_sec"] = parse_duration(retry)
+        except ValueError:
+            raise ValueError(f"expected {form}") from None
+    return settings
+
+
 # ---------------------------------------------------------------- the option table
 
 OPTIONS: tuple[DirectiveOption, ...] = (
@@ -260,6 +299,28 @@ OPTIONS: tuple[DirectiveOption, ...] = (
     ),
     DirectiveOption(
         "--gpus", "gpus", "N", f"GPUs to reserve (default {_DEFAULT.gpus})", _count(minimum=0, example="2")
+    ),
+    DirectiveOption(
+        "--partitions", "partitions", "P1,P2",
+        "Slurm partitions to try, in this order (default: those whose GPUs fit, by --prefer)", _parse_partitions,
+    ),
+    DirectiveOption(
+        "--min-vram", "min_vram_gb", "GB", "with --gpus: the least memory each GPU must have, like 40", _parse_vram
+    ),
+    DirectiveOption(
+        "--max-vram", "max_vram_gb", "GB", "with --gpus: the most memory each GPU may have, like 48", _parse_vram
+    ),
+    DirectiveOption(
+        "--prefer", "prefer", "min|max",
+        f"try the partitions with the least (min) or the most (max) GPU memory first (default {_DEFAULT.prefer})",
+        _choice(("min", "max")),
+    ),
+    DirectiveOption(
+        "--partition-fallback", "partition_fallback", "N[,DURATION]",
+        "use the next partition after N node-side failures in a row on one; retry the preferred after DURATION"
+        f" (default {_DEFAULT.partition_fallback['after_failures']},"
+        f"{format_duration(_DEFAULT.partition_fallback['retry_preferred_sec'])})",
+        _parse_fallback,
     ),
     DirectiveOption(
         "--backend", "backend", "BACKEND",
@@ -518,6 +579,10 @@ def check_spec(spec: RunSpec) -> None:
             f"--backoff-max ({format_duration(spec.backoff_max_sec)}) must be at least "
             f"--backoff-base ({format_duration(spec.backoff_base_sec)})"
         )
+    if spec.min_vram_gb is not None and spec.max_vram_gb is not None and spec.min_vram_gb > spec.max_vram_gb:
+        problems.append(f"--min-vram ({spec.min_vram_gb:g}) must be at most --max-vram ({spec.max_vram_gb:g})")
+    if (spec.min_vram_gb is not None or spec.max_vram_gb is not None) and not spec.gpus:
+        problems.append("--min-vram and --max-vram choose among GPUs; add --gpus N")
     if spec.gpus and spec.backend == "tpu":
         problems.append(f"--gpus {spec.gpus} cannot be met on --backend tpu (TPU VMs have no GPUs); drop --gpus")
     if problems:

@@ -73,6 +73,16 @@ class AttemptPaths:
     def exit(self) -> Path:
         return self.dir / contract.EXIT
 
+    @property
+    def slurm_script(self) -> Path:
+        """The batch script the Slurm backend submitted for this attempt."""
+        return self.dir / "sbatch.sh"
+
+    @property
+    def slurm_log(self) -> Path:
+        """Slurm's own output of the batch job (the wrapper's stdout and stderr)."""
+        return self.dir / "slurm.log"
+
 
 @dataclass(frozen=True)
 class RunPaths:

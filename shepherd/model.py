@@ -59,6 +59,11 @@ class EndStatus(str, Enum):
     ENDED_EXPIRED = "ended_expired"
 
 
+# Partition fallback: after this many failures in a row on a partition, use the next
+# one; try the preferred one again this long after its last failure.
+PARTITION_FALLBACK_DEFAULTS: dict[str, Any] = {"after_failures": 2, "retry_preferred_sec": 1800.0}
+
+
 @dataclass
 class RunSpec:
     """How a run must be run: from `#FRAY` directives, overridden by CLI flags."""
@@ -80,6 +85,11 @@ class RunSpec:
     cpus: int = 1
     mem_mb: int | None = None
     gpus: int = 0
+    partitions: list[str] = field(default_factory=list)  # Slurm partitions to try, in order (empty: chosen by GPUs)
+    min_vram_gb: float | None = None
+    max_vram_gb: float | None = None
+    prefer: str = "min"  # "min" | "max": the smallest or the largest GPU memory that fits first
+    partition_fallback: dict[str, Any] = field(default_factory=lambda: dict(PARTITION_FALLBACK_DEFAULTS))
     env: dict[str, str] = field(default_factory=dict)
     sbatch: list[str] = field(default_factory=list)
     args: list[str] = field(default_factory=list)
@@ -108,6 +118,7 @@ class Attempt:
     exit_code: int | None = None
     cause: str | None = None
     detail: str | None = None
+    partition: str | None = None  # the Slurm partition it was submitted to
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Attempt":

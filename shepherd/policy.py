@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from wrapper import contract
+from shepherd import partition_policy
 from shepherd.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
 from shepherd.scheduler import Admission, Request
 from shepherd.status import progress_stalled_for
@@ -76,6 +77,7 @@ class Situation:
     backend: BackendView
     now: float
     jitter: float = 0.5  # uniform in [0, 1), drawn by the daemon
+    partitions: partition_policy.Candidates | None = None  # the backend's partitions for this run, best first
 
 
 @dataclass(frozen=True)
@@ -269,6 +271,8 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
             return
         if attempt.state == AttemptState.SUBMITTING.value:
             return
+    if view.node and not attempt.node:
+        attempt.node = view.node  # also for an attempt that ends before it was seen running
     if files.exit is not None:
         cause, detail = classify_exit(files.exit, files.final, files.failure, attempt)
         _attempt_ended(plan, attempt, cause, files.exit["exit_code"], detail, s.jitter,
@@ -285,12 +289,10 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         return
     if view.state == "unknown":
         return  # the backend could not tell this cycle; look again next cycle
-    if view.node and not attempt.node:
-        attempt.node = view.node
     if attempt.state == AttemptState.SUBMITTED.value and files.started is not None:
         attempt.state = AttemptState.RUNNING.value
         attempt.started_at = files.started["started_at"]
-        attempt.node = files.started["host"]
+        attempt.node = view.node or files.started["host"]  # the scheduler's node name, where it has one
         plan.log("started", f"running on {attempt.node}", attempt.number)
     if attempt.state == AttemptState.STOPPING.value:
         waited = now - (attempt.stop_requested_at or now)
@@ -396,7 +398,12 @@ def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> 
     if s.control.paused:
         _wait(plan, "paused: `fray control unpause` resumes it")
         return
-    if meta.next_attempt_at is not None and now < meta.next_attempt_at:
+    choice = partition_policy.choose(s.partitions, meta.attempts, meta.spec.partition_fallback, now)
+    if choice.wait:
+        _wait(plan, choice.wait)
+        return
+    # A switch of partition resubmits at once: the backoff was earned on the other one.
+    if meta.next_attempt_at is not None and now < meta.next_attempt_at and not choice.switched:
         # An absolute time, so the reason (and meta.json) does not change every cycle.
         at = time.strftime("%H:%M:%S", time.localtime(meta.next_attempt_at))
         _wait(plan, f"backing off: next attempt at {at}", quiet=True)
@@ -408,7 +415,9 @@ def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> 
         return
     number = len(meta.attempts) + 1
     meta.attempts.append(Attempt(number=number, state=AttemptState.SUBMITTING.value, backend=spec.backend,
-                                 submitted_at=now))
+                                 submitted_at=now, partition=choice.partition))
+    if choice.switched:
+        plan.log("partition", choice.reason, number, partition=choice.partition)
     meta.phase = Phase.ACTIVE.value
     meta.wait_reason = None
     meta.next_attempt_at = None

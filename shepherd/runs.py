@@ -21,7 +21,7 @@ from shepherd.errors import CorruptFileError, RunLookupError, UsageError
 from shepherd.layout import Home
 from shepherd.model import Control, Meta, Phase, RunSpec
 
-AVAILABLE_BACKENDS = ("local",)
+AVAILABLE_BACKENDS = ("local", "slurm")
 CONTROL_OPS = ("stop", "start", "restart", "pause", "unpause")
 _NAME_SEGMENT = re.compile(r"^[0-9]{8}-[0-9]{6}-(.+)-[0-9a-f]{4}$")
 

@@ -15,6 +15,10 @@ def load_backend(name: str, home: "Home") -> "Backend":
         from shepherd.backends.local import LocalBackend
 
         return LocalBackend(home)
+    if name == "slurm":
+        from shepherd.backends.slurm import SlurmBackend
+
+        return SlurmBackend(home)
     from shepherd.errors import UsageError
 
-    raise UsageError(f"backend {name!r} is not available in this version of fray (available: local)")
+    raise UsageError(f"backend {name!r} is not available in this version of fray (available: local, slurm)")

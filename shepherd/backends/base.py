@@ -32,6 +32,7 @@ class SubmitRequest:
     checkpoint_dir: Path
     gpu_ids: tuple[int, ...] = ()
     exclude_nodes: tuple[str, ...] = ()
+    partition: str | None = None  # where the scheduler should run it (partition fallback chose it)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,317 @@
+"""The Slurm backend end to end: the real daemon, real sbatch/squeue/scancel, the real 4-node cluster.
+
+The cluster is tests/slurm (fixture `slurm_cluster`): partitions cpu (n1-n4),
+a100 (n1-n2, 2 x A100 each) and h100 (n3-n4, 4 x H100 each), SlurmdTimeout=5,
+no accounting (so the backend falls back from sacct to scontrol).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_fray, schema_validate, wait_until
+from shepherd import runs, store
+from shepherd.backends import commands
+from shepherd.backends.slurm import SlurmBackend
+from shepherd.daemon import Daemon
+from shepherd.layout import Home
+from tests.slurm.fixture import SlurmCluster
+
+pytestmark = pytest.mark.slow
+
+FAST = {"poll_interval_sec": 0.5, "min_snapshot_interval_sec": 0.3, "command_timeout_sec": 20, "sinfo_ttl_sec": 2}
+HEADER = "#!/bin/bash\n#FRAY --backend slurm --heartbeat-interval 0.5 --stop-grace 2 --backoff-base 0\n"
+SERVE = HEADER + """#SBATCH --time=5
+trap 'echo got SIGTERM; exit 0' TERM
+echo "up on $SLURMD_NODENAME"
+while true; do sleep 0.1; done
+"""
+
+
+@pytest.fixture(autouse=True)
+def slurm_home(slurm_cluster: SlurmCluster, home: Home):
+    """A FRAY_HOME set up for the fast test cluster; its Slurm jobs are cancelled afterwards."""
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"slurm": FAST}))
+    yield home
+    ours = {line.split("|")[0] for line in slurm_cluster.run("squeue", "-h", "-o", "%i|%j").stdout.splitlines()
+            if any(f"fray-{run_id}-" in line for run_id in home.run_ids())}
+    if ours:
+        slurm_cluster.run("scancel", *sorted(ours), check=False)
+
+
+def submit(home: Home, script: Path, *args: str, **overrides) -> str:
+    options = runs.SubmitOptions(script=script, overrides=overrides, args=args, workdir=str(script.parent))
+    return runs.create_run(home, options).run_id
+
+
+def write(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+def meta_of(home: Home, run_id: str) -> dict:
+    return json.loads(home.run(run_id).meta.read_text())
+
+
+def ended(home: Home, run_id: str) -> dict | None:
+    meta = meta_of(home, run_id)
+    return meta if meta["phase"] == "ended" else None
+
+
+def attempt(home: Home, run_id: str, number: int, state: str = "running") -> dict | None:
+    attempts = meta_of(home, run_id)["attempts"]
+    found = attempts[number - 1] if len(attempts) >= number else None
+    return found if found is not None and found["state"] == state else None
+
+
+def events(home: Home, run_id: str) -> list[dict]:
+    return [json.loads(line) for line in home.run(run_id).events.read_text().splitlines()]
+
+
+def job_state(cluster: SlurmCluster, job_id: str) -> str:
+    return cluster.job(job_id).get("JobState", "")
+
+
+def test_a_run_succeeds_on_slurm_and_its_records_match_the_schemas(home, daemon, tmp_path):
+    run_id = submit(home, write(tmp_path, "ok.sh", HEADER + 'echo "hello from $SLURMD_NODENAME"\n'))
+    meta = wait_until(lambda: ended(home, run_id), timeout=30, what="the run to end")
+    assert meta["end"]["status"] == "completed_success"
+    first = meta["attempts"][0]
+    assert first["backend"] == "slurm" and first["cause"] == "success"
+    assert first["backend_ref"]["job_name"] == f"fray-{run_id}-1"
+    assert first["node"] in ("n1", "n2", "n3", "n4")
+    files = home.run(run_id).attempt(1)
+    assert files.stdout.read_text() == f"hello from {first['node']}\n"
+    assert "exit 0" in files.slurm_log.read_text()  # Slurm's own output lands in the attempt folder
+    schema_validate("meta", meta)
+    for event in events(home, run_id):
+        schema_validate("event", event)
+
+
+NASTY = HEADER.replace("--stop-grace 2", "--stop-grace 2 --env 'WEIRD=a b $c \"d\" \\e'") + r"""#SBATCH --time=5
+cat <<'EOF'
+single 'quoted' "double" $HOME \n \\ `backticks` $(not run) %j %%
+EOF
+cat <<EOF
+expanded: ${FRAY_ATTEMPT} \$literal
+EOF
+printf '%s\n' "tab	and \$dollar and \\backslash" 'it'"'"'s'
+echo "weird=[$WEIRD]"
+for a in "$@"; do echo "arg=[$a]"; done
+"""
+NASTY_ARGS = ("two words", "$HOME", "it's", "back\\slash", "--", "%j")
+
+
+def test_a_hostile_script_and_its_arguments_survive_byte_for_byte(home, daemon, tmp_path):
+    script = write(tmp_path, "nasty.sh", NASTY)
+    run_id = submit(home, script, *NASTY_ARGS)
+    meta = wait_until(lambda: ended(home, run_id), timeout=30, what="the run to end")
+    assert meta["end"]["status"] == "completed_success", meta["attempts"]
+    frozen = home.run(run_id).script(meta["script"]["frozen"])
+    assert frozen.read_bytes() == script.read_bytes()
+    # What bash prints running the same bytes here is what it must have printed there.
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"), "FRAY_ATTEMPT": "1",
+           "WEIRD": 'a b $c "d" \\e'}
+    expected = subprocess.run(["bash", str(script), *NASTY_ARGS], capture_output=True, text=True, env=env).stdout
+    assert home.run(run_id).attempt(1).stdout.read_text() == expected
+    assert "arg=[two words]" in expected and "weird=[a b $c \"d\" \\e]" in expected
+
+
+def test_a_failing_run_is_retried_until_it_succeeds(home, daemon, tmp_path):
+    body = HEADER + 'if [ "$FRAY_ATTEMPT" = 1 ]; then echo "first try breaks" >&2; exit 3; fi\necho fixed\n'
+    run_id = submit(home, write(tmp_path, "flaky.sh", body))
+    meta = wait_until(lambda: ended(home, run_id), timeout=40, what="the run to end")
+    assert meta["end"]["status"] == "completed_success"
+    assert [a["cause"] for a in meta["attempts"]] == ["workload_failure", "success"]
+    assert "first try breaks" in meta["attempts"][0]["detail"]
+    assert meta["attempts"][0]["backend_ref"]["job_id"] != meta["attempts"][1]["backend_ref"]["job_id"]
+
+
+def test_gpu_runs_land_on_the_partition_their_memory_needs(home, daemon, tmp_path, slurm_cluster):
+    body = HEADER + 'echo "$SLURM_JOB_PARTITION $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES"\n'
+    big = submit(home, write(tmp_path, "big.sh", body), gpus=2, min_vram_gb=60.0)
+    small = submit(home, write(tmp_path, "small.sh", body), gpus=1)  # --prefer min: the smallest GPUs that fit
+    for run_id, partition, nodes in ((big, "h100", ("n3", "n4")), (small, "a100", ("n1", "n2"))):
+        meta = wait_until(lambda: ended(home, run_id), timeout=30, what=f"the {partition} run")
+        assert meta["end"]["status"] == "completed_success"
+        assert meta["attempts"][0]["partition"] == partition
+        where, node, gpus = home.run(run_id).attempt(1).stdout.read_text().split()
+        assert where == partition and node in nodes
+        assert len(gpus.removeprefix("gpus=").split(",")) == meta["spec"]["gpus"]
+
+
+def test_partition_fallback_moves_on_and_resubmits_at_once(home, daemon, tmp_path):
+    body = HEADER + 'echo "on $SLURM_JOB_PARTITION"\n'
+    run_id = submit(home, write(tmp_path, "fallback.sh", body), partitions=["nosuch", "cpu"],
+                    partition_fallback={"after_failures": 1, "retry_preferred_sec": 3600.0}, backoff_base_sec=60.0)
+    meta = wait_until(lambda: ended(home, run_id), timeout=30, what="the run to end on the fallback partition")
+    assert meta["end"]["status"] == "completed_success"
+    assert [(a["partition"], a["cause"]) for a in meta["attempts"]] == [("nosuch", "submit_failed"), ("cpu", "success")]
+    assert "invalid partition" in meta["attempts"][0]["detail"].lower()
+    switch = next(e for e in events(home, run_id) if e["kind"] == "partition")
+    assert "falling back to cpu" in switch["reason"]
+    # A 60 s backoff was due after the failure; the switch did not wait for it.
+    assert meta["attempts"][1]["submitted_at"] - meta["attempts"][0]["ended_at"] < 10
+
+
+def test_fray_control_stop_cancels_the_job_and_the_workload_gets_its_sigterm(home, daemon, tmp_path, slurm_cluster):
+    run_id = submit(home, write(tmp_path, "serve.sh", SERVE))
+    running = wait_until(lambda: attempt(home, run_id, 1), timeout=30, what="the attempt to run")
+    run_fray("control", "stop", run_id, home=home.root, check=True)
+    meta = wait_until(lambda: ended(home, run_id), timeout=30, what="the stop")
+    assert meta["end"]["status"] == "stopped_manual"
+    assert "got SIGTERM" in home.run(run_id).attempt(1).stdout.read_text()
+    job_id = running["backend_ref"]["job_id"]
+    wait_until(lambda: job_state(slurm_cluster, job_id) in ("FAILED", "CANCELLED", "COMPLETED", ""),
+               timeout=15, what="the Slurm job to end")
+    assert len(meta["attempts"]) == 1
+
+
+def test_scancel_by_hand_is_a_preemption_and_the_run_comes_back(home, daemon, tmp_path, slurm_cluster):
+    run_id = submit(home, write(tmp_path, "serve.sh", SERVE))
+    first = wait_until(lambda: attempt(home, run_id, 1), timeout=30, what="attempt 1")
+    slurm_cluster.run("scancel", first["backend_ref"]["job_id"])
+    wait_until(lambda: attempt(home, run_id, 2), timeout=30, what="attempt 2 to run")
+    meta = meta_of(home, run_id)
+    assert meta["attempts"][0]["cause"] == "preempted"
+    assert meta["counters"] == {"workload_failures": 0, "node_failures": 1, "consecutive_fast_failures": 1}
+
+
+def test_a_restarted_daemon_adopts_the_running_slurm_job(home, tmp_path, slurm_cluster):
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)],
+                                start_new_session=True)
+
+    first = start()
+    run_id = submit(home, write(tmp_path, "serve.sh", SERVE))
+    running = wait_until(lambda: attempt(home, run_id, 1), timeout=30, what="the attempt to run")
+    first.send_signal(signal.SIGKILL)  # crash-only: no chance to clean up
+    first.wait()
+    second = start()
+    try:
+        wait_until(lambda: any(e["kind"] == "adopted" for e in events(home, run_id)), timeout=20,
+                   what="the adoption event")
+        meta = meta_of(home, run_id)
+        assert len(meta["attempts"]) == 1 and meta["attempts"][0]["state"] == "running"
+        assert job_state(slurm_cluster, running["backend_ref"]["job_id"]) == "RUNNING"
+        runs.request(home, run_id, "stop")
+        assert wait_until(lambda: ended(home, run_id), timeout=30, what="the stop")["end"]["status"] == "stopped_manual"
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=10)
+
+
+def test_a_dead_node_ends_the_attempt_and_the_run_resumes_elsewhere_excluding_it(home, daemon, tmp_path,
+                                                                                  slurm_cluster):
+    body = SERVE.replace("--backoff-base 0", "--backoff-base 0 --heartbeat-timeout 30")
+    run_id = submit(home, write(tmp_path, "serve.sh", body), gpus=4)  # a whole h100 node
+    first = wait_until(lambda: attempt(home, run_id, 1), timeout=30, what="attempt 1")
+    node = first["node"]
+    assert node in ("n3", "n4")
+    slurm_cluster.kill_slurmd(node)
+    try:
+        second = wait_until(lambda: attempt(home, run_id, 2), timeout=60, what="attempt 2 on another node")
+    finally:
+        slurm_cluster.restart_slurmd(node)
+    meta = meta_of(home, run_id)
+    assert meta["attempts"][0]["cause"] in ("node_fault", "lost", "heartbeat_stall"), meta["attempts"][0]
+    assert second["node"] != node and second["partition"] == "h100"
+    assert second["backend_ref"]["exclude"] == [node]  # the blacklist's exclude reached sbatch
+    assert node in json.loads(home.blacklist.read_text())["nodes"]
+    slurm_cluster.wait_node(lambda s: s.usable, node, timeout=30)
+
+
+def test_a_multi_node_run_starts_one_wrapper_per_node(home, daemon, tmp_path):
+    body = HEADER + '#SBATCH --nodes=2\necho "$FRAY_TASK_INDEX/$FRAY_NUM_TASKS $SLURMD_NODENAME $FRAY_COORDINATOR_ADDRESS"\n'
+    run_id = submit(home, write(tmp_path, "multi.sh", body))
+    meta = wait_until(lambda: ended(home, run_id), timeout=30, what="the run to end")
+    assert meta["end"]["status"] == "completed_success"
+    first = home.run(run_id).attempt(1)
+    lines = [first.stdout.read_text(), (first.dir / "tasks" / "1" / "stdout.log").read_text()]
+    (index0, node0, coord0), (index1, node1, coord1) = (line.split() for line in lines)
+    assert (index0, index1) == ("0/2", "1/2") and node0 != node1
+    assert coord0 == coord1 and coord0.startswith(node0 + ":")
+    assert (first.dir / "tasks" / "1" / "heartbeat").exists()  # every node beats on its own
+
+
+class CountingRunner:
+    """The real commands, counted by name."""
+
+    def __init__(self, lie_about: str | None = None) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.lie_about = lie_about
+
+    def __call__(self, argv, timeout) -> commands.CommandResult:
+        result = commands.run(argv, timeout)
+        self.calls.append(tuple(argv))
+        if argv[0] == self.lie_about:
+            self.lie_about = None
+            # The command did its work, but its answer was lost (as when sbatch times out).
+            return commands.CommandResult(tuple(argv), None, "", "", True, timeout)
+        return result
+
+    def count(self, name: str) -> int:
+        return sum(1 for argv in self.calls if argv[0] == name)
+
+
+def in_process_daemon(home: Home, runner: CountingRunner, **settings) -> Daemon:
+    backend = SlurmBackend(home, config={**FAST, **settings}, runner=runner)
+    return Daemon(home, backends={"slurm": backend})
+
+
+def test_one_squeue_per_cycle_for_many_runs_and_one_scancel_for_all(home, tmp_path):
+    runner = CountingRunner()
+    daemon = in_process_daemon(home, runner, min_snapshot_interval_sec=0.0)
+    script = write(tmp_path, "serve.sh", SERVE)
+    run_ids = [submit(home, script) for _ in range(6)]
+    daemon.cycle()  # submits all six
+    assert runner.count("sbatch") == 6
+    wait_until(lambda: (daemon.cycle(), all(attempt(home, r, 1) for r in run_ids))[1], timeout=30, interval=0.2,
+               what="all six to run")
+    assert runner.count("squeue") == daemon.cycles - 1  # the first cycle had nothing in flight to look at
+    for run_id in run_ids:
+        runs.request(home, run_id, "stop")
+    before = runner.count("scancel")
+    daemon.cycle()
+    assert runner.count("scancel") == before + 1
+    scancel = next(argv for argv in reversed(runner.calls) if argv[0] == "scancel")
+    assert len([a for a in scancel if a.isdigit()]) == 6
+    wait_until(lambda: (daemon.cycle(), all(ended(home, r) for r in run_ids))[1], timeout=30, interval=0.2,
+               what="all six to stop")
+
+
+def test_squeue_is_not_run_more_often_than_the_minimum_interval(home, tmp_path):
+    runner = CountingRunner()
+    daemon = in_process_daemon(home, runner, min_snapshot_interval_sec=3600.0)
+    run_id = submit(home, write(tmp_path, "serve.sh", SERVE))
+    daemon.cycle()
+    for _ in range(5):
+        daemon.cycle()
+    assert runner.count("squeue") == 1
+    assert meta_of(home, run_id)["attempts"][0]["state"] == "submitted"  # newer than the cached squeue: unknown
+
+
+def test_an_sbatch_whose_answer_is_lost_is_found_by_name_never_submitted_twice(home, tmp_path, slurm_cluster):
+    runner = CountingRunner(lie_about="sbatch")
+    daemon = in_process_daemon(home, runner, min_snapshot_interval_sec=0.0)
+    run_id = submit(home, write(tmp_path, "serve.sh", SERVE))
+    daemon.cycle()
+    first = meta_of(home, run_id)["attempts"][0]
+    assert first["state"] == "submitting" and first["backend_ref"] is None
+    assert any(e["kind"] == "error" and "ambiguous" in e["reason"] for e in events(home, run_id))
+    adopted = wait_until(lambda: (daemon.cycle(), attempt(home, run_id, 1, "submitted") or attempt(home, run_id, 1))[1],
+                         timeout=20, interval=0.2, what="the lost job to be adopted")
+    assert adopted["backend_ref"]["job_name"] == f"fray-{run_id}-1"
+    assert runner.count("sbatch") == 1
+    names = slurm_cluster.run("squeue", "-h", "-o", "%j").stdout.split()
+    assert names.count(f"fray-{run_id}-1") == 1
+    assert len(meta_of(home, run_id)["attempts"]) == 1

@@ -1,0 +1,132 @@
+"""The generated batch script and sbatch command line (pure; bash runs the script with a stub Python)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from shepherd.backends.base import AttemptKey, SubmitRequest
+from shepherd.backends.slurm_script import BatchJob, batch_script, node_count, sbatch_argv, sbatch_options
+from shepherd.model import RunSpec
+
+HOSTILE = "fray home's; $dir \\ \"q\"\nnewline"
+
+
+def request(tmp_path: Path, spec: RunSpec, **extra) -> SubmitRequest:
+    home = tmp_path / HOSTILE
+    run = home / "runs" / "20261122-020522-r-d970"
+    return SubmitRequest(key=AttemptKey("20261122-020522-r-d970", 3), name="it's $name", spec=spec, home=home,
+                         script=run / "script.sh", attempt_dir=run / "attempts" / "3", checkpoint_dir=run / "checkpoints",
+                         **extra)
+
+
+def job(tmp_path: Path, spec: RunSpec | None = None, **extra) -> BatchJob:
+    known = extra.pop("known_nodes", frozenset({"n1", "n2", "n3"}))
+    gpu_type = extra.pop("gpu_type", None)
+    return BatchJob(request(tmp_path, spec or RunSpec(backend="slurm"), **extra), "/usr/bin/python3", 120,
+                    gpu_type=gpu_type, known_nodes=known)
+
+
+def test_sbatch_options_reads_long_short_and_joined_forms() -> None:
+    lines = ["#SBATCH -c 4 --mem=8G", "#SBATCH -p a100,h100  # a comment", "#SBATCH --gres gpu:a100:2",
+             "#SBATCH -N2 --exclusive", "#SBATCH -x n1,n2", "#SBATCH --time=1:00:00"]
+    assert sbatch_options(lines) == {"cpus-per-task": "4", "mem": "8G", "partition": "a100,h100",
+                                     "gres": "gpu:a100:2", "nodes": "2", "exclusive": "", "exclude": "n1,n2",
+                                     "time": "1:00:00"}
+
+
+@pytest.mark.parametrize(("lines", "count"), [
+    ([], 1), (["#SBATCH -N 2"], 2), (["#SBATCH --nodes=2-4"], 4), (["#SBATCH --nodes=1"], 1), (["#SBATCH -N1"], 1),
+])
+def test_node_count(lines: list[str], count: int) -> None:
+    assert node_count(sbatch_options(lines)) == count
+
+
+def test_fray_controls_name_comment_output_requeue_and_the_time_limit_signal(tmp_path: Path) -> None:
+    batch = job(tmp_path)
+    attempt = batch.request.attempt_dir
+    argv = sbatch_argv(batch, attempt / "sbatch.sh", attempt / "50% done" / "slurm.log")
+    assert argv[:2] == ["sbatch", "--parsable"]
+    assert "--job-name=fray-20261122-020522-r-d970-3" in argv
+    assert "--comment=fray:20261122-020522-r-d970:3" in argv
+    assert f"--output={attempt}/50%% done/slurm.log" in argv  # sbatch would expand a lone %
+    assert f"--error={attempt}/50%% done/slurm.log" in argv
+    assert "--no-requeue" in argv and "--signal=B:USR1@120" in argv and f"--chdir={attempt}" in argv
+    assert argv[-1] == str(attempt / "sbatch.sh")
+    assert not [a for a in argv if a.startswith(("--partition", "--exclude", "--cpus", "--mem", "--gres"))]
+
+
+def test_resources_map_to_sbatch_unless_the_users_sbatch_lines_set_them(tmp_path: Path) -> None:
+    spec = RunSpec(backend="slurm", cpus=8, mem_mb=4096, gpus=2)
+    argv = sbatch_argv(job(tmp_path, spec, gpu_type="h100"), Path("s"), Path("l"))
+    assert {"--cpus-per-task=8", "--mem=4096M", "--gres=gpu:h100:2"} <= set(argv)
+    assert "--gres=gpu:2" in sbatch_argv(job(tmp_path, spec), Path("s"), Path("l"))
+    users = RunSpec(backend="slurm", cpus=8, mem_mb=4096, gpus=2,
+                    sbatch=["#SBATCH --cpus-per-task=2 --mem-per-cpu=1G", "#SBATCH --gpus-per-node=1"])
+    argv = sbatch_argv(job(tmp_path, users), Path("s"), Path("l"))
+    assert not [a for a in argv if a.startswith(("--cpus", "--mem", "--gres"))]
+
+
+def test_partition_and_exclude_from_the_request_merged_with_the_users_exclude(tmp_path: Path) -> None:
+    spec = RunSpec(backend="slurm", sbatch=["#SBATCH --exclude=n9"])
+    batch = job(tmp_path, spec, partition="h100", exclude_nodes=("n3", "vm", "n9"))
+    argv = sbatch_argv(batch, Path("s"), Path("l"))
+    assert "--partition=h100" in argv
+    # "vm" is not a Slurm node (the blacklist is shared with the local backend): sbatch would refuse it.
+    assert "--exclude=n9,n3" in argv and batch.exclude == ("n9", "n3")
+    unknown = job(tmp_path, RunSpec(backend="slurm"), exclude_nodes=("n3",), known_nodes=None)
+    assert unknown.exclude == ()  # without a node list nothing unknown is risked
+
+
+def run_script(tmp_path: Path, text: str) -> list[str]:
+    """Run the batch script with a stub Python that prints its arguments, one per line."""
+    stub = tmp_path / "python"
+    stub.write_text('#!/bin/bash\nprintf "%s\\0" "$@"\nprintf "ENV:%s\\0" "$WEIRD" "$FRAY_TASK_INDEX" "$FRAY_NUM_TASKS"\n')
+    stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
+    script = tmp_path / "sbatch.sh"
+    script.write_text(text.replace("/usr/bin/python3", str(stub)))
+    env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "1234"}
+    done = subprocess.run(["bash", str(script)], capture_output=True, env=env, check=True)
+    return done.stdout.decode().split("\0")[:-1]
+
+
+def test_every_value_reaches_the_wrapper_intact_through_bash(tmp_path: Path) -> None:
+    args = ["two words", "$HOME", "it's", "back\\slash", "--", "%j", "line\nbreak", ""]
+    spec = RunSpec(backend="slurm", args=args, env={"WEIRD": "a b $c \"d\" \\e `x`"}, workdir=HOSTILE,
+                   heartbeat_interval_sec=0.5, stop_grace_sec=2.0)
+    batch = job(tmp_path, spec)
+    printed = run_script(tmp_path, batch_script(batch))
+    r = batch.request
+    assert printed == ["-m", "wrapper", "run", "--home", str(r.home), "--run-id", r.key.run_id, "--attempt", "3",
+                       "--attempt-dir", str(r.attempt_dir), "--script", str(r.script), "--job-name", "it's $name",
+                       "--workdir", HOSTILE, "--checkpoint-dir", str(r.checkpoint_dir), "--heartbeat-interval", "0.5",
+                       "--stop-grace", "2.0", "--", *args,
+                       "ENV:a b $c \"d\" \\e `x`", "ENV:0", "ENV:1"]
+
+
+def test_the_users_sbatch_lines_come_first_and_verbatim(tmp_path: Path) -> None:
+    lines = ["#SBATCH --time=1:00:00", "#SBATCH --job-name='mine $x'", "#SBATCH   -c 2   # spaced"]
+    text = batch_script(job(tmp_path, RunSpec(backend="slurm", sbatch=lines)))
+    assert text.splitlines()[:4] == ["#!/bin/bash", *lines]
+    assert "#SBATCH" not in "\n".join(text.splitlines()[4:])  # nothing of ours Slurm would read as an option
+
+
+def test_a_requeued_job_exits_at_once_without_starting_the_wrapper(tmp_path: Path) -> None:
+    script = tmp_path / "sbatch.sh"
+    script.write_text(batch_script(job(tmp_path)))
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], "SLURM_RESTART_COUNT": "1"})
+    assert done.returncode == 0 and "requeued" in done.stderr and done.stdout == ""
+
+
+def test_several_nodes_start_one_wrapper_per_node_through_srun(tmp_path: Path) -> None:
+    text = batch_script(job(tmp_path, RunSpec(backend="slurm", sbatch=["#SBATCH -N 2"])))
+    srun = next(line for line in text.splitlines() if line.startswith("exec srun"))
+    assert "--kill-on-bad-exit=1" in srun and "--ntasks-per-node=1" in srun
+    assert 'task_dir="$task_dir/tasks/$SLURM_PROCID"' in text
+    assert "FRAY_COORDINATOR_ADDRESS=" in text and "scontrol show hostnames" in text
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
