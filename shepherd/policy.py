@@ -14,7 +14,6 @@ restarts, pauses and stops draw on neither.
 
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -134,7 +133,7 @@ class Plan:
 
 
 def decide(s: Situation, admit: Callable[[Request], Admission]) -> Plan:
-    plan = Plan(copy.deepcopy(s.meta), s.now)
+    plan = Plan(s.meta.copy(), s.now)
     _apply_control(plan, s)
     meta = plan.meta
     if meta.phase == Phase.ENDED.value:
@@ -149,7 +148,7 @@ def decide(s: Situation, admit: Callable[[Request], Admission]) -> Plan:
 
 def record_submit_failure(meta: Meta, attempt_number: int, error: str, now: float, jitter: float) -> Plan:
     """The backend refused or failed a submission: end the attempt, count it, back off."""
-    plan = Plan(copy.deepcopy(meta), now)
+    plan = Plan(meta.copy(), now)
     attempt = plan.meta.attempts[attempt_number - 1]
     _attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None, f"submission failed: {error}", jitter)
     return plan
