@@ -270,8 +270,10 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
             return
         if attempt.state == AttemptState.SUBMITTING.value:
             return
-    if view.node and not attempt.node:
-        attempt.node = view.node  # also for an attempt that ends before it was seen running
+    if view.node:
+        # The scheduler's name for the node wins over the host the wrapper saw (the blacklist and
+        # sbatch --exclude speak Slurm's names), also for an attempt that ends before it was seen running.
+        attempt.node = view.node
     if files.exit is not None:
         cause, detail = classify_exit(files.exit, files.final, files.failure, attempt)
         _attempt_ended(plan, attempt, cause, files.exit["exit_code"], detail, s.jitter,

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -95,6 +97,7 @@ def test_a_run_succeeds_on_slurm_and_its_records_match_the_schemas(home, daemon,
     schema_validate("meta", meta)
     for event in events(home, run_id):
         schema_validate("event", event)
+    schema_validate("cli-status", json.loads(run_fray("status", run_id, "--json", home=home.root, check=True).stdout))
 
 
 NASTY = HEADER.replace("--stop-grace 2", "--stop-grace 2 --env 'WEIRD=a b $c \"d\" \\e'") + r"""#SBATCH --time=5
@@ -241,6 +244,79 @@ def test_a_multi_node_run_starts_one_wrapper_per_node(home, daemon, tmp_path):
     assert (index0, index1) == ("0/2", "1/2") and node0 != node1
     assert coord0 == coord1 and coord0.startswith(node0 + ":")
     assert (first.dir / "tasks" / "1" / "heartbeat").exists()  # every node beats on its own
+
+
+def test_scontrol_requeue_is_refused_for_fray_jobs_so_the_attempt_runs_on(home, daemon, tmp_path, slurm_cluster):
+    run_id = submit(home, write(tmp_path, "serve.sh", SERVE))
+    first = wait_until(lambda: attempt(home, run_id, 1), timeout=30, what="attempt 1")
+    job_id = first["backend_ref"]["job_id"]
+    refused = slurm_cluster.run("scontrol", "requeue", job_id, check=False)
+    # --no-requeue: restarts are the shepherd's, never Slurm's.
+    assert refused.returncode != 0 and "disabled" in refused.stderr
+    assert slurm_cluster.job(job_id)["Restarts"] == "0" and job_state(slurm_cluster, job_id) == "RUNNING"
+    assert attempt(home, run_id, 1) is not None and len(meta_of(home, run_id)["attempts"]) == 1
+
+
+def lease(home: Home) -> dict:
+    return json.loads(home.daemon_lease.read_text())
+
+
+def stop_controller(cluster: SlurmCluster) -> None:
+    pid = int((cluster.root / "run" / "slurmctld.pid").read_text())
+    os.kill(pid, signal.SIGTERM)  # it saves its state; the jobs keep running on their nodes
+    wait_until(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
+               timeout=20, what="slurmctld to exit")
+
+
+def start_controller(cluster: SlurmCluster) -> None:
+    """Start slurmctld again on its saved state (cluster.sh start would begin afresh)."""
+    slurmctld = shutil.which("slurmctld", path=os.environ["PATH"] + ":/usr/sbin:/sbin")
+    assert slurmctld is not None
+    subprocess.run(["env", f"FRAY_SLURM_DIR={cluster.root}", f"SLURM_CONF={cluster.conf}", slurmctld, "-f",
+                    str(cluster.conf)], check=True, capture_output=True, timeout=30)
+    for node in cluster.nodes:
+        cluster.wait_node(lambda s: s.usable or s.base == "ALLOCATED" or s.base == "MIXED", node, timeout=30)
+
+
+OUTAGE_SEC = 30
+
+
+def test_the_daemon_rides_out_a_stopped_slurmctld_and_no_run_is_lost(home, daemon, tmp_path, slurm_cluster):
+    script = write(tmp_path, "serve.sh", SERVE)
+    run_ids = [submit(home, script) for _ in range(2)]
+    jobs = [wait_until(lambda: attempt(home, r, 1), timeout=30, what="attempt 1")["backend_ref"]["job_id"]
+            for r in run_ids]
+    stop_controller(slurm_cluster)
+    try:
+        down_at = time.time()
+        wait_until(lambda: lease(home)["last_cycle_at"] > down_at + OUTAGE_SEC, timeout=OUTAGE_SEC + 20,
+                   interval=0.5, what=f"the daemon to keep cycling for {OUTAGE_SEC}s without Slurm")
+        assert "Unable to contact slurm controller" in (lease(home)["last_error"] or "")
+        for run_id in run_ids:
+            assert attempt(home, run_id, 1) is not None and len(meta_of(home, run_id)["attempts"]) == 1
+    finally:
+        start_controller(slurm_cluster)
+    assert [job_state(slurm_cluster, job) for job in jobs] == ["RUNNING", "RUNNING"]
+    for run_id in run_ids:
+        runs.request(home, run_id, "stop")
+    for run_id in run_ids:
+        meta = wait_until(lambda: ended(home, run_id), timeout=30, what="the stop after the outage")
+        assert meta["end"]["status"] == "stopped_manual" and len(meta["attempts"]) == 1
+
+
+def test_fray_partitions_shows_the_gpus_and_the_order_a_run_would_try(home):
+    listing = json.loads(run_fray("partitions", "--json", home=home.root, check=True).stdout)
+    schema_validate("cli-partitions", listing)
+    gpus = {p["name"]: p["gpus"] for p in listing["partitions"]}
+    assert gpus["a100"] == [{"type": "a100", "per_node": 2, "nodes": 2, "vram_gb": 40.0}]
+    assert gpus["h100"] == [{"type": "h100", "per_node": 4, "nodes": 2, "vram_gb": 80.0}]
+    assert listing["order"] is None
+    ordered = json.loads(run_fray("partitions", "--json", "--gpus", "2", "--min-vram", "60G", home=home.root,
+                                  check=True).stdout)
+    schema_validate("cli-partitions", ordered)
+    assert ordered["order"]["chain"] == ["h100", "cpu"]  # every h100 node has them, half of cpu's
+    text = run_fray("partitions", "--gpus", "4", "--prefer", "max", home=home.root, check=True).stdout
+    assert "h100 x4 80 GB (2 nodes)" in text and "tries: h100 -> cpu" in text
 
 
 class CountingRunner:

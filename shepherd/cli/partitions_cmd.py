@@ -1,0 +1,91 @@
+"""`fray partitions`: the Slurm partitions, their nodes and GPUs, as fray's partition choice sees them.
+
+Partitions are the scheduler's facts, not fray state, so this reads them where
+`sinfo` does (one `sinfo` call, bounded), through the same parsers and GPU
+memory table the Slurm backend uses. With `--gpus N` (and `--min-vram`,
+`--max-vram`, `--prefer`, `--partitions`) it also shows the order a run with
+those directives would try them in.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+
+from shepherd import directives, partitions
+from shepherd.backends import commands
+from shepherd.cli import output, render
+from shepherd.errors import StateError
+
+SINFO_TIMEOUT_SEC = 30.0
+COLUMNS = (render.Column("PARTITION"), render.Column("AVAIL"), render.Column("NODES", ">"),
+           render.Column("STATES", shrinkable=True), render.Column("GPUS PER NODE", shrinkable=True, min_width=12))
+
+
+@click.command("partitions")
+@click.option("--gpus", metavar="N", help="Show the order a run with N GPUs per node would try the partitions in.")
+@click.option("--min-vram", metavar="GB", help="With --gpus: the least memory per GPU, like 40.")
+@click.option("--max-vram", metavar="GB", help="With --gpus: the most memory per GPU, like 48.")
+@click.option("--prefer", metavar="min|max", help="With --gpus: the least or the most GPU memory first (default min).")
+@click.option("--partitions", "named", metavar="P1,P2", help="Only these partitions, in this order.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-partitions.json).")
+def partitions_cmd(gpus: str | None, min_vram: str | None, max_vram: str | None, prefer: str | None,
+                   named: str | None, as_json: bool) -> None:
+    """The Slurm partitions with their nodes, states and GPUs (type, count, memory)."""
+    need = _need(gpus, min_vram, max_vram, prefer, named)
+    result = commands.run(["sinfo", "--noheader", "--Node", f"--format={partitions.SINFO_FORMAT}"], SINFO_TIMEOUT_SEC)
+    if not result.ok:
+        raise StateError(f"cannot list the Slurm partitions: {result.describe()}. "
+                         "Run this where `sinfo` works (a login node, with SLURM_CONF if the cluster needs it).")
+    found = partitions.summarize(partitions.parse_sinfo(result.stdout))
+    data: dict[str, Any] = {"generated_at": time.time(), "partitions": [p.to_dict() for p in found], "order": None}
+    if need is not None:
+        chosen = partitions.choose(found, need)
+        data["order"] = {
+            "gpus": need.gpus, "min_vram_gb": need.min_vram_gb, "max_vram_gb": need.max_vram_gb,
+            "prefer": need.prefer, "partitions": list(need.named),
+            "chain": list(chosen.chain) if chosen else [],
+            "reason": (chosen.reason or None) if chosen else "no GPUs and no --partitions: Slurm's default partition",
+        }
+    output.emit(data, as_json, render_partitions)
+
+
+def _need(gpus: str | None, min_vram: str | None, max_vram: str | None, prefer: str | None,
+          named: str | None) -> partitions.Need | None:
+    """The run these flags describe, parsed as the `#FRAY` directives of the same names are."""
+    raw = {"--gpus": gpus, "--min-vram": min_vram, "--max-vram": max_vram, "--prefer": prefer, "--partitions": named}
+    values = dict(directives.parse_flag_value(flag, text) for flag, text in raw.items() if text is not None)
+    if not values:
+        return None
+    return partitions.Need(gpus=values.get("gpus", 0), min_vram_gb=values.get("min_vram_gb"),
+                           max_vram_gb=values.get("max_vram_gb"), prefer=values.get("prefer", "min"),
+                           named=tuple(values.get("partitions", ())))
+
+
+def render_partitions(data: dict[str, Any]) -> list[str]:
+    rows = []
+    for p in data["partitions"]:
+        name = p["name"] + ("*" if p["default"] else "")
+        states = ", ".join(f"{count} {state}" for state, count in p["states"].items())
+        rows.append([name, p["available"], str(len(p["nodes"])), states, _gpus(p["gpus"]) or "-"])
+    if not rows:
+        return ["no partitions (sinfo listed none)"]
+    lines = render.table(COLUMNS, rows, render.terminal_width())
+    order = data["order"]
+    if order is not None:
+        asked = f"{order['gpus']} GPUs per node" + "".join(
+            f", {label} {order[key]:g} GB" for key, label in (("min_vram_gb", "at least"), ("max_vram_gb", "at most"))
+            if order[key] is not None)
+        tried = " -> ".join(order["chain"]) if order["chain"] else f"none: {order['reason']}"
+        lines += ["", f"A run asking for {asked} (prefer {order['prefer']}) tries: {tried}"]
+    return lines
+
+
+def _gpus(gpus: list[dict[str, Any]]) -> str:
+    parts = []
+    for gpu in gpus:
+        memory = f" {gpu['vram_gb']:g} GB" if gpu["vram_gb"] is not None else ""
+        parts.append(f"{gpu['type'] or 'gpu'} x{gpu['per_node']}{memory} ({gpu['nodes']} nodes)")
+    return "; ".join(parts)
