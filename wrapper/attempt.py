@@ -1,10 +1,14 @@
-"""One attempt after the first heartbeat: launch, watch, clean up, report.
+"""One attempt after the first heartbeat: probe, launch, watch, clean up, report.
 
 Steps 2 to 5 of the order described in `wrapper.main`:
 
-2. signal handlers, subreaper, launch, started.json;
-3. wait for the workload, or for a stop signal and then --stop-grace;
-4. kill whatever the workload left running, then final.json or failure.json;
+2. signal handlers, preflight probes (probe.json; a failed probe ends the
+   attempt here with 42, 43 or 44), subreaper, launch, started.json, the
+   health command;
+3. wait for the workload, or for a stop signal and then --stop-grace
+   (`wrapper.stopping`: a planned stop asks for a checkpoint first);
+4. stop the health command, kill whatever the workload left running, then
+   final.json or failure.json;
 5. stop the heartbeat and write exit.json, the very last act.
 
 A file that cannot be written (full disk, lost mount) is logged and skipped:
@@ -22,10 +26,14 @@ import time
 from typing import Any
 
 from wrapper import contract, outcome, procs, records, workload
+from wrapper.health import HealthCheck
 from wrapper.heartbeat import Heartbeat
 from wrapper.log import DiagnosticLog
 from wrapper.options import Options
+from wrapper.probes import preflight
+from wrapper.probes.base import ProbeContext
 from wrapper.signals import SignalRelay, Wakeup
+from wrapper.stopping import StopSequence
 from wrapper.tail import tail_lines
 
 STDERR_TAIL_LINES = 20
@@ -35,15 +43,18 @@ STATUS_AFTER_GROUP_GONE_SEC = 1.0  # the reaper thread records what it has just 
 class _Attempt:
     """The state of one attempt as the main thread drives it."""
 
-    def __init__(self, options: Options, log: DiagnosticLog, started_at: float) -> None:
+    def __init__(self, options: Options, log: DiagnosticLog, heartbeat: Heartbeat, started_at: float) -> None:
         self.options = options
         self.log = log
+        self.heartbeat = heartbeat
         self.stamp = outcome.AttemptStamp(options.run_id, options.attempt, socket.gethostname(), started_at)
         self.wakeup = Wakeup()
         self.relay = SignalRelay(self.wakeup)
         self.proc: subprocess.Popen[bytes] | None = None
         self.reaper: procs.Reaper | None = None
         self.launch_error: str | None = None
+        self.probe_failure: outcome.Outcome | None = None
+        self.health: HealthCheck | None = None
         self.end: outcome.WorkloadEnd | None = None
         self.received_signal: int | None = None
         self._cleaned = False
@@ -59,10 +70,38 @@ class _Attempt:
             self.log.write(f"cannot write {self.path(name)}: {exc}")
             return False
 
+    # -- preflight ---------------------------------------------------------
+
+    def preflight(self) -> None:
+        """Run the probes this attempt calls for; probe.json; remember a failure."""
+        options = self.options
+        selection = preflight.plan(options.gpus, options.tpu_devices, options.probes, options.skip_probes)
+        context = ProbeContext(
+            gpus=options.gpus,
+            tpu_devices=options.tpu_devices,
+            tpu_device_globs=options.tpu_device_globs,
+            home=options.home,
+            workdir=options.workdir,
+            min_free_disk_mb=options.min_free_disk_mb,
+            env=workload.workload_env(os.environ, options),  # the smoke test sees what the workload will
+        )
+        started_at = time.time()
+        entries, failure = preflight.run(
+            context, selection, options.probe_timeout, self.log.write, lambda: self.relay.stop_signum is not None
+        )
+        requested = {"gpus": options.gpus, "tpu_devices": options.tpu_devices,
+                     "probes": list(options.probes) if options.probes is not None else None,
+                     "skip_probes": list(options.skip_probes)}
+        self.write(contract.PROBE, preflight.document(self.stamp.host, started_at, time.time(), entries, failure, requested))
+        if failure is not None:
+            self.probe_failure = outcome.Outcome(failure.exit_code, failure.cause, failure.message)
+
     # -- launch ------------------------------------------------------------
 
     def launch(self) -> None:
         options = self.options
+        if self.probe_failure is not None:
+            return  # an unfit node: the workload would only waste its time here
         if not procs.become_subreaper() and sys.platform.startswith("linux"):
             self.log.write("cannot become a child subreaper: escaped grandchildren may outlive the attempt")
         try:
@@ -93,6 +132,12 @@ class _Attempt:
         self.relay.attach(self.proc.pid)  # the pid is the group id: start_new_session
         self.reaper = procs.Reaper(self.proc.pid, self.wakeup.notify).start()
         self.log.write(f"workload started, pid {self.proc.pid}")
+        if options.health_cmd is not None:
+            self.health = HealthCheck(
+                options.health_cmd, options.health_interval, options.health_retries,
+                attempt_dir=options.attempt_dir, env=env, cwd=cwd, heartbeat=self.heartbeat,
+                reaper=self.reaper, log=self.log.write,
+            ).start()
 
     # -- wait --------------------------------------------------------------
 
@@ -100,23 +145,24 @@ class _Attempt:
         """Until the workload exits, or until --stop-grace after a stop signal (then SIGKILL)."""
         if self.proc is None or self.reaper is None:
             return
-        kill_at: float | None = None
+        stop: StopSequence | None = None
         while not self.reaper.exited.is_set():
             now = time.monotonic()
-            if self.relay.stop_signum is not None and kill_at is None:
-                kill_at = now + self.options.stop_grace
+            if self.relay.stop_signum is not None and stop is None:
+                name = outcome.signal_name(self.relay.stop_signum)
                 self.log.write(
-                    f"received {outcome.signal_name(self.relay.stop_signum)}: forwarded to the workload, "
-                    f"which has {self.options.stop_grace:g}s (--stop-grace) to exit"
+                    f"received {name}: " + ("a planned stop" if self.relay.planned else "forwarded to the workload")
+                    + f", which has {self.options.stop_grace:g}s (--stop-grace) to exit"
                 )
-            if kill_at is not None and now >= kill_at:
+                stop = StopSequence(self.relay, self.options.stop_grace, self.path(contract.PROGRESS), self.log.write, now)
+            if stop is not None and stop.step(now):
                 self.log.write(f"the workload did not exit within {self.options.stop_grace:g}s: SIGKILL")
                 try:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
                 break
-            self.wakeup.wait(None if kill_at is None else kill_at - now)
+            self.wakeup.wait(None if stop is None else stop.next_wake(now))
         # Decided now: a stop that arrives after the workload has ended did not end it.
         self.received_signal = self.relay.stop_signum
 
@@ -127,6 +173,8 @@ class _Attempt:
         if self._cleaned:
             return
         self._cleaned = True
+        if self.health is not None:
+            self.health.stop()
         if self.proc is None or self.reaper is None:
             return
         reaper = self.reaper
@@ -154,6 +202,7 @@ class _Attempt:
         if self.proc is None:
             self.received_signal = self.relay.stop_signum
         result = outcome.decide(
+            probe_failure=self.probe_failure,
             launch_error=self.launch_error,
             end=self.end,
             received_signal=self.received_signal,
@@ -192,11 +241,12 @@ class _Attempt:
 
 def run_attempt(options: Options, log: DiagnosticLog, heartbeat: Heartbeat, started_at: float) -> int:
     """Everything after the first heartbeat; the wrapper's exit code. Stops `heartbeat` and closes `log`."""
-    attempt = _Attempt(options, log, started_at)
+    attempt = _Attempt(options, log, heartbeat, started_at)
     exit_code = contract.EXIT_WRAPPER_ERROR
     try:
         attempt.relay.install()
         log.write(f"run {options.run_id} attempt {options.attempt} on {attempt.stamp.host}, script {options.script}")
+        attempt.preflight()
         attempt.launch()
         attempt.write(contract.STARTED, attempt.started_record())
         attempt.wait()

@@ -15,7 +15,9 @@ WRAPPER_LOG = "wrapper.log"  # the wrapper's own diagnostics
 HEARTBEAT = "heartbeat"  # "<epoch_seconds>\n"
 STARTED = "started.json"  # host, pid, started_at: written once the wrapper is up
 PROGRESS = "progress.json"
-PROBE = "probe.json"
+PROBE = "probe.json"  # preflight probe results (wrapper.probes)
+HEALTH = "health.json"  # the --health-cmd checks so far (wrapper.health)
+HEALTH_OUTPUT = "health.out"  # what the last health check printed
 RESULT = "result.json"  # what the workload passed to report.final()
 FINAL = "final.json"  # run_once success marker
 FAILURE = "failure.json"  # on every nonzero exit
@@ -43,6 +45,7 @@ ENV_PARENT_JOB_ID = "FRAY_PARENT_JOB_ID"
 ENV_CLUSTER_SPEC = "FRAY_CLUSTER_SPEC"
 ENV_RESUME = "FRAY_RESUME"
 ENV_CHECKPOINT_DIR = "FRAY_CHECKPOINT_DIR"
+ENV_COMMANDS_DIR = "FRAY_COMMANDS_DIR"  # runs/<run_id>/commands: runtime commands (wrapper.commands)
 ENV_CLUSTER_SPEC_FRAY = "fray"  # the FRAY_CLUSTER_SPEC value for "the cluster behind FRAY_HOME"
 
 # Defaults of the wrapper's command line (`python -m wrapper run ...`).
@@ -62,3 +65,35 @@ CAUSE_NODE_FAULT = "node_fault"
 CAUSE_FOREIGN_GPU_PROCESSES = "foreign_gpu_processes"
 CAUSE_CUDA_FAILURE = "cuda_failure"
 CAUSE_LAUNCH_FAILED = "launch_failed"
+
+# Preflight probes (wrapper.probes), in the order they run: cheap and general first.
+PROBE_NODE = "node"  # FRAY_HOME writable, free disk
+PROBE_GPU = "gpu"  # nvidia-smi -L works and shows the GPUs asked for
+PROBE_MIG = "mig"  # CUDA_VISIBLE_DEVICES (GPU indices, GPU or MIG UUIDs) matches what nvidia-smi shows
+PROBE_TRESPASSERS = "trespassers"  # no foreign processes on our GPUs
+PROBE_CUDA = "cuda"  # allocate, run a kernel, synchronize (torch, cupy or numba)
+PROBE_TPU = "tpu"  # accelerator device files present and not held by another process
+PROBE_NAMES = (PROBE_NODE, PROBE_GPU, PROBE_MIG, PROBE_TRESPASSERS, PROBE_CUDA, PROBE_TPU)
+GPU_PROBES = (PROBE_GPU, PROBE_MIG, PROBE_TRESPASSERS, PROBE_CUDA)
+TPU_DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/[0-9]*")  # TPU v2-v4; v5e and later (VFIO)
+DEFAULT_PROBE_TIMEOUT_SEC = 120.0  # a CUDA smoke test imports torch: seconds on a cold shared filesystem
+DEFAULT_MIN_FREE_DISK_MB = 1024
+
+# The health command (#FRAY --health-cmd): this many failures in a row hold the heartbeat.
+DEFAULT_HEALTH_INTERVAL_SEC = 60.0
+DEFAULT_HEALTH_RETRIES = 3
+
+# Runtime commands (runs/<run_id>/commands/): one file per command and per receipt,
+# each with a single writer. <id>.json: the envelope (the CLI); <id>.delivered.json
+# and <id>.ack.json: the receipts (the workload, through wrapper.report).
+COMMAND_TYPES = ("tune", "pause", "resume", "terminate")
+COMMAND_SUFFIX = ".json"
+DELIVERED_SUFFIX = ".delivered.json"
+ACK_SUFFIX = ".ack.json"
+COMMAND_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # no dots: receipts add theirs
+
+# Signals. SIGUSR1 to the workload means "checkpoint now" (it keeps running).
+# SIGUSR2 to the wrapper is the shepherd's planned stop: "checkpoint, then stop"
+# (wrapper.attempt); SIGTERM/SIGINT are plain stops, forwarded at once.
+CHECKPOINT_SIGNAL = "SIGUSR1"
+PLANNED_STOP_SIGNAL = "SIGUSR2"

@@ -5,6 +5,10 @@ and of the nodes disagree. An attempt whose beat stops changing is
 unresponsive. The first beat is written synchronously by `start()`, before any
 other work, so that the time from submit to first heartbeat measures the
 scheduler and the node, not the wrapper.
+
+`hold()` stops the beats without stopping the wrapper: a failing health
+command (wrapper.health) uses it to make the shepherd see exactly what it sees
+for a hung node - a stale heartbeat - and act as it does for one.
 """
 
 from __future__ import annotations
@@ -33,6 +37,20 @@ class Heartbeat:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fray-heartbeat", daemon=True)
         self._failing = False
+        self._held: str | None = None  # why beats are held, or None
+
+    @property
+    def held(self) -> str | None:
+        return self._held
+
+    def hold(self, reason: str) -> None:
+        """Write no more beats until `release()`; the last one ages from now on."""
+        self._held = reason
+
+    def release(self) -> None:
+        """Beat again, starting now."""
+        self._held = None
+        self.beat()
 
     def beat(self) -> bool:
         """Write one heartbeat now; False (logged once per streak of failures) if it could not be written."""
@@ -55,7 +73,8 @@ class Heartbeat:
 
     def _run(self) -> None:
         while not self._stopping.wait(self.interval):
-            self.beat()
+            if self._held is None:
+                self.beat()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop beating; waits at most `timeout` for a write in progress (a hung filesystem must not hang the wrapper)."""

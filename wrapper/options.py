@@ -3,6 +3,10 @@
     python -m wrapper run --run-id RUN_ID --attempt N --attempt-dir DIR --script PATH
         [--home FRAY_HOME] [--job-name NAME] [--workdir DIR] [--checkpoint-dir DIR]
         [--namespace NS] [--heartbeat-interval SEC] [--stop-grace SEC]
+        [--commands-dir DIR]
+        [--gpus N] [--tpu-devices N] [--tpu-device-glob GLOB ...]
+        [--probes LIST] [--skip-probes LIST] [--probe-timeout SEC] [--min-free-disk MB]
+        [--health-cmd CMD] [--health-interval SEC] [--health-retries K]
         [-- SCRIPT_ARGS...]
 
 Everything after the first `--` goes to the script untouched. Paths are made
@@ -28,6 +32,8 @@ class Options:
     __slots__ = (
         "run_id", "attempt", "attempt_dir", "script", "script_args", "home", "job_name",
         "workdir", "checkpoint_dir", "namespace", "heartbeat_interval", "stop_grace",
+        "commands_dir", "gpus", "tpu_devices", "tpu_device_globs", "probes", "skip_probes",
+        "probe_timeout", "min_free_disk_mb", "health_cmd", "health_interval", "health_retries",
     )
 
     def __init__(
@@ -44,6 +50,17 @@ class Options:
         namespace: str | None = None,
         heartbeat_interval: float = contract.DEFAULT_HEARTBEAT_INTERVAL_SEC,
         stop_grace: float = contract.DEFAULT_STOP_GRACE_SEC,
+        commands_dir: str | None = None,
+        gpus: int = 0,
+        tpu_devices: int = 0,
+        tpu_device_globs: tuple[str, ...] = contract.TPU_DEVICE_GLOBS,
+        probes: tuple[str, ...] | None = None,
+        skip_probes: tuple[str, ...] = (),
+        probe_timeout: float = contract.DEFAULT_PROBE_TIMEOUT_SEC,
+        min_free_disk_mb: int = contract.DEFAULT_MIN_FREE_DISK_MB,
+        health_cmd: str | None = None,
+        health_interval: float = contract.DEFAULT_HEALTH_INTERVAL_SEC,
+        health_retries: int = contract.DEFAULT_HEALTH_RETRIES,
     ) -> None:
         self.run_id = run_id
         self.attempt = attempt
@@ -57,6 +74,17 @@ class Options:
         self.namespace = namespace
         self.heartbeat_interval = heartbeat_interval
         self.stop_grace = stop_grace
+        self.commands_dir = commands_dir
+        self.gpus = gpus
+        self.tpu_devices = tpu_devices
+        self.tpu_device_globs = tpu_device_globs
+        self.probes = probes  # None: chosen by what the run asked for
+        self.skip_probes = skip_probes
+        self.probe_timeout = probe_timeout
+        self.min_free_disk_mb = min_free_disk_mb
+        self.health_cmd = health_cmd
+        self.health_interval = health_interval
+        self.health_retries = health_retries
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -77,6 +105,33 @@ def _attempt_number(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"attempts are numbered from 1, not {number}")
     return number
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, not {value!r}") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {number}")
+        return number
+
+    return parse
+
+
+def _probe_names(value: str) -> tuple[str, ...]:
+    """`gpu,cuda` -> ("gpu", "cuda"); `none` -> (); unknown names are refused with the valid ones."""
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    if names == ("none",):
+        return ()
+    unknown = [n for n in names if n not in contract.PROBE_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown probe {', '.join(map(repr, unknown)) or repr(value)}; "
+            f"give a comma-separated list of {', '.join(contract.PROBE_NAMES)}, or none"
+        )
+    return names
 
 
 def _seconds(minimum_exclusive: bool) -> Callable[[str], float]:
@@ -128,6 +183,31 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SEC",
         help="seconds a workload told to stop has before it is killed (default: %(default)g)",
     )
+    run.add_argument("--commands-dir", type=_nonempty, metavar="DIR",
+                     help="the run's runtime commands, exported as FRAY_COMMANDS_DIR")
+    probes = run.add_argument_group("preflight probes (before the workload starts; a failure exits 42, 43 or 44)")
+    probes.add_argument("--gpus", type=_count(0), default=0, metavar="N", help="GPUs the run asked for (default: 0)")
+    probes.add_argument("--tpu-devices", type=_count(0), default=0, metavar="N",
+                        help="TPU device files expected on this host (default: 0, no TPU probe)")
+    probes.add_argument("--tpu-device-glob", action="append", type=_nonempty, metavar="GLOB",
+                        help=f"where TPU devices appear; repeatable (default: {' '.join(contract.TPU_DEVICE_GLOBS)})")
+    probes.add_argument("--probes", type=_probe_names, metavar="LIST",
+                        help=f"run exactly these probes ({','.join(contract.PROBE_NAMES)}, or none) "
+                        "instead of those the resources imply")
+    probes.add_argument("--skip-probes", type=_probe_names, default=(), metavar="LIST", help="never run these probes")
+    probes.add_argument("--probe-timeout", type=_seconds(minimum_exclusive=True),
+                        default=contract.DEFAULT_PROBE_TIMEOUT_SEC, metavar="SEC",
+                        help="each probe's deadline; a probe that misses it is a node fault (default: %(default)g)")
+    probes.add_argument("--min-free-disk", type=_count(0), default=contract.DEFAULT_MIN_FREE_DISK_MB, metavar="MB",
+                        help="free space FRAY_HOME and the temporary directory need (default: %(default)d)")
+    health = run.add_argument_group("health command (while the workload runs)")
+    health.add_argument("--health-cmd", type=_nonempty, metavar="CMD",
+                        help="a shell command that exits 0 while the workload is healthy")
+    health.add_argument("--health-interval", type=_seconds(minimum_exclusive=True),
+                        default=contract.DEFAULT_HEALTH_INTERVAL_SEC, metavar="SEC",
+                        help="seconds between health checks, and each check's deadline (default: %(default)g)")
+    health.add_argument("--health-retries", type=_count(1), default=contract.DEFAULT_HEALTH_RETRIES, metavar="K",
+                        help="failed checks in a row that stop the heartbeat (default: %(default)d)")
     return parser
 
 
@@ -160,4 +240,15 @@ def parse(argv: Sequence[str]) -> Options:
         namespace=ns.namespace,
         heartbeat_interval=ns.heartbeat_interval,
         stop_grace=ns.stop_grace,
+        commands_dir=_absolute(ns.commands_dir),
+        gpus=ns.gpus,
+        tpu_devices=ns.tpu_devices,
+        tpu_device_globs=tuple(ns.tpu_device_glob) if ns.tpu_device_glob else contract.TPU_DEVICE_GLOBS,
+        probes=ns.probes,
+        skip_probes=ns.skip_probes,
+        probe_timeout=ns.probe_timeout,
+        min_free_disk_mb=ns.min_free_disk,
+        health_cmd=ns.health_cmd,
+        health_interval=ns.health_interval,
+        health_retries=ns.health_retries,
     )

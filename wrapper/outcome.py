@@ -62,21 +62,30 @@ class Outcome:
 
 def decide(
     *,
+    probe_failure: Outcome | None = None,
     launch_error: str | None,
     end: WorkloadEnd | None,
     received_signal: int | None,
     script: str,
     stderr_path: str,
 ) -> Outcome:
-    """The wrapper's exit code and failure cause (see the table in DESIGN.md)."""
+    """The wrapper's exit code and failure cause (see the table in DESIGN.md).
+
+    A stop signal wins (the attempt was ended from outside), then a failed
+    preflight probe (the workload never started), then a launch error.
+    """
     if received_signal is not None:
         # A workload that was told to stop did not finish, whatever it exited with.
         name = signal_name(received_signal)
+        if name == contract.PLANNED_STOP_SIGNAL:
+            name += " (the shepherd's planned stop)"
         if end is None:
             what = "before the workload was started" if launch_error is None else "while the workload could not be started"
         else:
-            what = f"and forwarded it; the workload then {end.describe()}"
+            what = f"and passed the stop on; the workload then {end.describe()}"
         return Outcome(contract.EXIT_SIGNALLED_BASE + received_signal, contract.CAUSE_TERMINATED, f"the wrapper received {name} {what}")
+    if probe_failure is not None:
+        return probe_failure
     if launch_error is not None:
         return Outcome(contract.EXIT_WORKLOAD_FAILURE, contract.CAUSE_LAUNCH_FAILED, f"cannot launch {script}: {launch_error}")
     if end is None:

@@ -46,6 +46,18 @@ def _ppid_and_state(pid: str) -> tuple[int, str] | None:
     return int(fields[1]), fields[0].decode("ascii", errors="replace")
 
 
+def catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler for `signum` (the SigCgt mask of /proc/<pid>/status)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def descendants(root: int) -> list[int]:
     """Live (not zombie) descendants of `root`, from /proc; [] where there is no /proc."""
     children: dict[int, list[int]] = {}
@@ -81,13 +93,20 @@ class Reaper:
     A thread blocks in waitpid(-1) while the workload runs (orphans adopted as
     subreaper are reaped along the way); `reap_ready()` reaps without blocking
     during cleanup. Both may run at once; whichever reaps the workload records it.
+    Since waitpid(-1) takes every child, whoever else starts a child meanwhile
+    (the health command) learns its status from `wait_child()`, never from
+    Popen.wait(), which would find it gone and report 0.
     """
+
+    KEPT_STATUSES = 256  # of children nobody asked about (adopted orphans)
 
     def __init__(self, workload_pid: int, on_exit: Callable[[], None]) -> None:
         self.workload_pid = workload_pid
         self._on_exit = on_exit
         self._lock = threading.Lock()
+        self._reaped = threading.Condition(self._lock)
         self._status: int | None = None
+        self._others: dict[int, int] = {}  # pid -> wait status, children other than the workload
         self.exited = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fray-reaper", daemon=True)
 
@@ -103,6 +122,11 @@ class Reaper:
 
     def _collect(self, pid: int, status: int) -> None:
         if pid != self.workload_pid:
+            with self._lock:
+                self._others[pid] = status
+                while len(self._others) > self.KEPT_STATUSES:
+                    del self._others[next(iter(self._others))]
+                self._reaped.notify_all()
             return
         with self._lock:
             self._status = status
@@ -116,6 +140,25 @@ class Reaper:
             except ChildProcessError:
                 return  # no children left: reap_ready() got the workload
             self._collect(pid, status)
+
+    def wait_child(self, pid: int, timeout: float) -> int | None:
+        """The wait status of child `pid` (not the workload) once reaped; None if still running at `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._reaped:
+            while pid not in self._others:
+                if not self._thread.is_alive():
+                    # The thread stops with the workload; from then on reap it here.
+                    try:
+                        reaped, status = os.waitpid(pid, os.WNOHANG)
+                    except ChildProcessError:
+                        return self._others.pop(pid, None)
+                    if reaped:
+                        return status
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._reaped.wait(min(remaining, 0.05))
+            return self._others.pop(pid)
 
     def reap_ready(self) -> None:
         while True:

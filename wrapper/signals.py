@@ -3,7 +3,10 @@
 SIGTERM and SIGINT mean "stop": they are forwarded, the first one is
 remembered (the wrapper then exits 128 + signum), and the main thread is woken
 to start the --stop-grace countdown. SIGUSR1 asks the workload for a
-checkpoint and is only forwarded. Handlers do no more than a syscall or two;
+checkpoint and is only forwarded. SIGUSR2 is the shepherd's planned stop
+(contract.PLANNED_STOP_SIGNAL): remembered like a stop but not forwarded, since
+`wrapper.stopping` first asks for a checkpoint and only then sends SIGTERM.
+Handlers do no more than a syscall or two;
 the waiting happens in the main thread, woken through a pipe (setting a
 threading.Event from a handler can deadlock on the Event's own lock).
 """
@@ -17,6 +20,7 @@ from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 FORWARD_ONLY_SIGNALS = (signal.SIGUSR1,)
+PLANNED_STOP = signal.SIGUSR2
 
 
 class Wakeup:
@@ -56,25 +60,32 @@ class SignalRelay:
     def __init__(self, wakeup: Wakeup) -> None:
         self._wakeup = wakeup
         self.pgid: int | None = None
-        self.stop_signum: int | None = None  # the first SIGTERM/SIGINT received
+        self.stop_signum: int | None = None  # the first SIGTERM/SIGINT/SIGUSR2 received
 
     def install(self) -> None:
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._on_stop)
         for signum in FORWARD_ONLY_SIGNALS:
             signal.signal(signum, self._on_forward)
+        signal.signal(PLANNED_STOP, self._on_planned_stop)
+
+    @property
+    def planned(self) -> bool:
+        """Whether the stop is the shepherd's planned one (checkpoint first)."""
+        return self.stop_signum == PLANNED_STOP
 
     def attach(self, pgid: int) -> None:
         """From now on forward to `pgid`; passes on a stop that arrived while the workload was starting."""
         self.pgid = pgid
-        if self.stop_signum is not None:
-            self._forward(self.stop_signum)
+        if self.stop_signum in STOP_SIGNALS:
+            self.send(self.stop_signum)
 
     def detach(self) -> None:
         """Stop forwarding: once the group is gone its id may be reused by an unrelated process."""
         self.pgid = None
 
-    def _forward(self, signum: int) -> None:
+    def send(self, signum: int) -> None:
+        """Signal the workload's process group (nothing once it is detached)."""
         if self.pgid is None:
             return
         try:
@@ -85,8 +96,13 @@ class SignalRelay:
     def _on_stop(self, signum: int, frame: Any) -> None:
         if self.stop_signum is None:
             self.stop_signum = signum
-        self._forward(signum)
+        self.send(signum)
         self._wakeup.notify()
 
     def _on_forward(self, signum: int, frame: Any) -> None:
-        self._forward(signum)
+        self.send(signum)
+
+    def _on_planned_stop(self, signum: int, frame: Any) -> None:
+        if self.stop_signum is None:
+            self.stop_signum = signum
+        self._wakeup.notify()

@@ -95,12 +95,15 @@ def workload_env(base: Mapping[str, str], options: Options) -> dict[str, str]:
         env.setdefault(contract.ENV_CLUSTER_SPEC, contract.ENV_CLUSTER_SPEC_FRAY)
     if options.namespace is not None:
         env[contract.ENV_NAMESPACE] = options.namespace
-    if options.checkpoint_dir is not None:
-        env[contract.ENV_CHECKPOINT_DIR] = options.checkpoint_dir
-    else:
-        # A job launched from inside another fray job inherits that job's
-        # environment; it must not write into its parent's checkpoints.
-        env.pop(contract.ENV_CHECKPOINT_DIR, None)
+    # A job launched from inside another fray job inherits that job's
+    # environment; it must not write into its parent's checkpoints, nor
+    # answer its parent's commands.
+    for name, value in ((contract.ENV_CHECKPOINT_DIR, options.checkpoint_dir),
+                        (contract.ENV_COMMANDS_DIR, options.commands_dir)):
+        if value is not None:
+            env[name] = value
+        else:
+            env.pop(name, None)
     # So a Python workload's prints reach stdout.log as they happen.
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
