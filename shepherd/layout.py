@@ -74,6 +74,11 @@ class AttemptPaths:
         return self.dir / contract.EXIT
 
     @property
+    def call_result(self) -> Path:
+        """A launched callable's return value or exception (cloudpickle), for `wait` and `poll`."""
+        return self.dir / "call-result.pkl"
+
+    @property
     def slurm_script(self) -> Path:
         """The batch script the Slurm backend submitted for this attempt."""
         return self.dir / "sbatch.sh"
@@ -133,6 +138,20 @@ class RunPaths:
 
     def attempt(self, number: int) -> AttemptPaths:
         return AttemptPaths(self.attempts_dir / str(number))
+
+    @property
+    def job(self) -> Path:
+        """What a job launched through the cluster API runs: entrypoint kind, environment (schemas/job.json)."""
+        return self.dir / "job.json"
+
+    @property
+    def payload(self) -> Path:
+        """The cloudpickled callable and arguments of a job launched with Entrypoint.from_callable."""
+        return self.dir / "payload.pkl"
+
+    def entrypoint_script(self, suffix: str) -> Path:
+        """The user's script of a job launched with Entrypoint.from_script (the frozen script is the shim)."""
+        return self.dir / f"entrypoint{suffix}"
 
     def corrupt_files(self) -> list[Path]:
         """Files of this run that were moved aside as corrupt (`<name>.corrupt-<ts>`)."""
@@ -195,6 +214,40 @@ class Home:
     @property
     def namespaces_dir(self) -> Path:
         return self.root / "namespaces"
+
+    @property
+    def secret(self) -> Path:
+        """The shared secret (0600) an actor connection proves it can read before anything is unpickled."""
+        return self.root / "secret"
+
+    def actors_dir(self, namespace: str) -> Path:
+        return self.namespaces_dir / namespace / "actors"
+
+    def actor_dir(self, namespace: str, name: str) -> Path:
+        """namespaces/<ns>/actors/<name>/: one endpoint file per registered actor."""
+        return self.actors_dir(namespace) / name
+
+    def endpoint(self, namespace: str, name: str, actor_id: str) -> Path:
+        return self.actor_dir(namespace, name) / f"{actor_id}.json"
+
+    @property
+    def reservations_dir(self) -> Path:
+        return self.root / "reservations"
+
+    def reservation(self, reservation_id: str) -> Path:
+        return self.reservations_dir / f"{reservation_id}.json"
+
+    @property
+    def venvs_dir(self) -> Path:
+        """Virtual environments of EnvironmentConfig, one per hash of their requirements."""
+        return self.root / "venvs"
+
+    def venv(self, key: str) -> Path:
+        return self.venvs_dir / key
+
+    def venv_ready(self, key: str) -> Path:
+        """Written last, once the environment is complete (schemas/venv.json)."""
+        return self.venvs_dir / key / "fray-venv.json"
 
     def lock_file(self, name: str) -> Path:
         return self.locks_dir / f"{name}.lock"

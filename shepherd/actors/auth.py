@@ -1,0 +1,130 @@
+"""The shared secret and the handshake that proves a connection may read FRAY_HOME.
+
+Actor payloads are cloudpickle, and unpickling runs code, so a server must not
+unpickle a single byte from a peer that could not already run code as this
+user. The proof is the secret `$FRAY_HOME/secret` (32 random bytes, hex, 0600,
+created on first use): whoever can read it can read FRAY_HOME.
+
+Handshake (mutual, fixed-size, no pickle):
+
+    server -> client   MAGIC (8 bytes) + server nonce (32)
+    client -> server   client nonce (32) + HMAC-SHA256(secret, "client" + server nonce + client nonce)
+    server -> client   HMAC-SHA256(secret, "server" + client nonce + server nonce)
+
+The server checks the client's MAC with `hmac.compare_digest` and drops the
+connection (logging who it was) when it is wrong, late or short. The client
+checks the server's MAC too, so a process that took over a dead actor's port
+cannot feed it a pickle either. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import socket
+import stat
+from pathlib import Path
+
+from shepherd.errors import StateError
+
+MAGIC = b"FRAYACT1"
+NONCE_BYTES = 32
+MAC_BYTES = 32
+HANDSHAKE_TIMEOUT_SEC = 10.0
+
+
+class AuthError(ConnectionError):
+    """The peer could not prove it shares the secret (or spoke something else)."""
+
+
+def load_secret(path: Path, create: bool = True) -> bytes:
+    """The secret at `path`, created (0600, atomically) when absent; refused when others may read it."""
+    try:
+        return _read(path)
+    except FileNotFoundError:
+        if not create:
+            raise StateError(f"no actor secret at {path}; it is created when an actor server starts") from None
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, secrets.token_hex(32).encode() + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # create-if-absent: two first users agree on one secret
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)
+    return _read(path)
+
+
+def _read(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
+            raise StateError(f"the actor secret {path} must be yours and private (chmod 600 {path}); "
+                             "refusing to use it")
+        data = os.read(fd, 4096).strip()
+    finally:
+        os.close(fd)
+    if len(data) < 32:
+        raise StateError(f"the actor secret {path} is too short; delete it and it is made again")
+    return data
+
+
+def _mac(secret: bytes, label: bytes, first: bytes, second: bytes) -> bytes:
+    return hmac.new(secret, label + first + second, hashlib.sha256).digest()
+
+
+def recv_exact(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionError("the peer closed the connection during the handshake")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def server_handshake(sock: socket.socket, secret: bytes) -> None:
+    """Authenticate a client that just connected; AuthError (or OSError) when it cannot."""
+    previous = sock.gettimeout()
+    sock.settimeout(HANDSHAKE_TIMEOUT_SEC)
+    try:
+        server_nonce = secrets.token_bytes(NONCE_BYTES)
+        sock.sendall(MAGIC + server_nonce)
+        answer = recv_exact(sock, NONCE_BYTES + MAC_BYTES)
+        client_nonce, mac = answer[:NONCE_BYTES], answer[NONCE_BYTES:]
+        if not hmac.compare_digest(mac, _mac(secret, b"client", server_nonce, client_nonce)):
+            raise AuthError("the client's proof does not match the secret in FRAY_HOME")
+        sock.sendall(_mac(secret, b"server", client_nonce, server_nonce))
+    except socket.timeout:
+        raise AuthError("the client did not complete the handshake in time") from None
+    finally:
+        sock.settimeout(previous)
+
+
+def client_handshake(sock: socket.socket, secret: bytes, timeout: float = HANDSHAKE_TIMEOUT_SEC) -> None:
+    """Prove the secret to a server and check that it knows it too."""
+    previous = sock.gettimeout()
+    sock.settimeout(timeout)
+    try:
+        hello = recv_exact(sock, len(MAGIC) + NONCE_BYTES)
+        if hello[: len(MAGIC)] != MAGIC:
+            raise AuthError("the peer is not a fray actor server")
+        server_nonce = hello[len(MAGIC):]
+        client_nonce = secrets.token_bytes(NONCE_BYTES)
+        sock.sendall(client_nonce + _mac(secret, b"client", server_nonce, client_nonce))
+        proof = recv_exact(sock, MAC_BYTES)
+        if not hmac.compare_digest(proof, _mac(secret, b"server", client_nonce, server_nonce)):
+            raise AuthError("the server does not know this FRAY_HOME's secret")
+    except socket.timeout:
+        raise AuthError("the server did not complete the handshake in time") from None
+    finally:
+        sock.settimeout(previous)

@@ -1,0 +1,136 @@
+"""Endpoint files: namespaces/<ns>/actors/<name>/<actor_id>.json (schemas/endpoint.json).
+
+Each file is written once, by the ActorServer that registered the actor, and
+removed by it on unregister or shutdown, or by the daemon when the job behind
+it has ended or moved on to a later attempt. Several actors (from several jobs)
+may share a name: the folder holds one file per actor.
+
+Because a file never changes once written, `Directory` caches records by file
+name: a lookup costs one `scandir` of the name's folder plus a read of the
+files it has not seen yet.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from shepherd import store
+from shepherd.errors import CorruptFileError, UsageError
+from shepherd.layout import Home
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_name(value: str, what: str) -> str:
+    if not isinstance(value, str) or not NAME.match(value):
+        raise UsageError(f"{what} {value!r} is not valid: use 1-128 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit")
+    return value
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    actor_id: str
+    name: str
+    namespace: str
+    host: str
+    port: int
+    pid: int
+    node: str
+    run_id: str | None
+    attempt: int | None
+    registered_at: float
+    metadata: dict[str, Any]
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Endpoint":
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def write(home: Home, endpoint: Endpoint) -> Path:
+    path = home.endpoint(endpoint.namespace, endpoint.name, endpoint.actor_id)
+    store.make_dirs(path.parent)
+    store.create_json(path, endpoint.to_dict(), "endpoint")
+    return path
+
+
+def remove(home: Home, namespace: str, name: str, actor_id: str) -> bool:
+    try:
+        os.unlink(home.endpoint(namespace, name, actor_id))
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _actor_ids(folder: Path) -> list[str]:
+    try:
+        return [e.name[:-5] for e in os.scandir(folder) if e.name.endswith(".json") and not e.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+class Directory:
+    """Reads the endpoints registered under a name, remembering files already read."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self._known: dict[Path, Endpoint | None] = {}
+        self._lock = threading.Lock()
+
+    def lookup(self, namespace: str, name: str) -> list[Endpoint]:
+        """The endpoints under `name`, oldest registration first (unreadable files are skipped)."""
+        folder = self.home.actor_dir(namespace, name)
+        found: list[Endpoint] = []
+        seen: set[Path] = set()
+        for actor_id in _actor_ids(folder):
+            path = folder / f"{actor_id}.json"
+            seen.add(path)
+            with self._lock:
+                if path in self._known:
+                    record = self._known[path]
+                else:
+                    record = self._known[path] = _read(path)
+            if record is not None:
+                found.append(record)
+        with self._lock:
+            for path in [p for p in self._known if p.parent == folder and p not in seen]:
+                del self._known[path]
+        found.sort(key=lambda e: (e.registered_at, e.actor_id))
+        return found
+
+
+def _read(path: Path) -> Endpoint | None:
+    try:
+        raw = store.read_json(path, "endpoint")
+    except (CorruptFileError, OSError):
+        return None  # moved aside as corrupt, or gone meanwhile
+    return Endpoint.from_dict(raw) if raw is not None else None
+
+
+def scan(home: Home) -> Iterator[Endpoint]:
+    """Every endpoint in FRAY_HOME (for the daemon's clean-up and `fray actors list`)."""
+    try:
+        namespaces = sorted(e.name for e in os.scandir(home.namespaces_dir) if e.is_dir())
+    except FileNotFoundError:
+        return
+    for namespace in namespaces:
+        actors = home.actors_dir(namespace)
+        try:
+            names = sorted(e.name for e in os.scandir(actors) if e.is_dir())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name in names:
+            records = [r for r in (_read(actors / name / f"{i}.json") for i in _actor_ids(actors / name)) if r]
+            yield from sorted(records, key=lambda e: (e.registered_at, e.actor_id))

@@ -1,0 +1,81 @@
+"""Resolvers map an actor name to its endpoints; `lookup` wraps them in an ActorPool.
+
+    ClusterResolver(cluster)      the endpoint files of the cluster's namespace (every job that
+                                  registered the name); what jobs normally use
+    FixedResolver({"name": "host:port" | ["host:port", ...]})
+                                  fixed addresses, e.g. a server started by hand; the secret
+                                  still comes from FRAY_HOME (or the cluster given)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from shepherd.actors import endpoints
+
+if TYPE_CHECKING:
+    from shepherd.actors.pool import ActorPool
+
+
+@dataclass(frozen=True)
+class Target:
+    """One actor a pool can call: where it listens and what the server knows it by."""
+
+    address: str
+    actor: str  # an actor id (ClusterResolver) or a name (FixedResolver)
+    actor_id: str | None = None
+    run_id: str | None = None
+    metadata: Mapping[str, Any] | None = None
+
+    def __str__(self) -> str:
+        return f"{self.actor}@{self.address}"
+
+
+class ClusterResolver:
+    def __init__(self, cluster: Any = None, namespace: str | None = None) -> None:
+        if cluster is None:
+            from shepherd.cluster import current_cluster
+
+            cluster = current_cluster()
+        self.cluster = cluster
+        self.namespace = namespace or cluster.namespace
+        self._directory = endpoints.Directory(cluster.home)
+
+    def secret(self) -> bytes:
+        return self.cluster.secret()
+
+    def resolve(self, name: str) -> list[Target]:
+        return [Target(e.address, e.actor_id, e.actor_id, e.run_id, e.metadata)
+                for e in self._directory.lookup(self.namespace, name)]
+
+    def lookup(self, name: str) -> "ActorPool":
+        from shepherd.actors.pool import ActorPool
+
+        endpoints.check_name(name, "actor name")
+        return ActorPool(self, name)
+
+
+class FixedResolver:
+    def __init__(self, addresses: Mapping[str, str | Sequence[str]], cluster: Any = None,
+                 home: Any = None) -> None:
+        self._addresses = {name: [value] if isinstance(value, str) else list(value)
+                           for name, value in addresses.items()}
+        self._cluster = cluster
+        self._home = home
+
+    def secret(self) -> bytes:
+        if self._cluster is not None:
+            return self._cluster.secret()
+        from shepherd.actors import auth
+        from shepherd.layout import Home
+
+        return auth.load_secret(Home.resolve(self._home).secret)
+
+    def resolve(self, name: str) -> list[Target]:
+        return [Target(address, name) for address in self._addresses.get(name, [])]
+
+    def lookup(self, name: str) -> "ActorPool":
+        from shepherd.actors.pool import ActorPool
+
+        return ActorPool(self, name)

@@ -1,0 +1,55 @@
+"""The cluster API used inside jobs (private package; `shepherd` exports the public names).
+
+    api          the records: JobRequest, ResourceConfig, Entrypoint, EnvironmentConfig, ...
+    base         what every cluster shares: waiting, monitoring, the actor secret
+    local        LocalCluster: jobs as threads in this process (arguments still cloudpickled)
+    fray         FrayCluster: jobs as runs in FRAY_HOME that the daemon starts and watches
+    launching    writing a launched job's run folder (meta, shim, payload, job.json)
+    environment  virtual environments cached by the hash of their requirements
+    entry        what a launched job runs (`python -m shepherd.cluster.entry`)
+    payloads     cloudpickle files, unpickled only when private to this user inside FRAY_HOME
+
+`current_cluster()` reads FRAY_CLUSTER_SPEC: unset or `local` gives the
+process's LocalCluster (inside a LocalCluster job thread: that job's view of
+it); `fray` (what the wrapper sets inside a job) gives the FrayCluster of
+FRAY_HOME, whose jobs become children of the current run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from wrapper import contract
+
+_lock = threading.Lock()
+_clusters: dict[str, Any] = {}
+_job_view = threading.local()  # set in LocalCluster job threads: that job's cluster
+
+
+def current_cluster() -> Any:
+    """The cluster this code runs in (see the module docstring); one instance per process and spec."""
+    view = getattr(_job_view, "cluster", None)
+    if view is not None:
+        return view
+    spec = os.environ.get(contract.ENV_CLUSTER_SPEC, "").strip() or "local"
+    with _lock:
+        existing = _clusters.get(spec)
+        if existing is not None:
+            return existing
+        if spec == "local":
+            from shepherd.cluster.local import LocalCluster
+
+            cluster: Any = LocalCluster()
+        elif spec == contract.ENV_CLUSTER_SPEC_FRAY:
+            from shepherd.cluster.fray import FrayCluster
+
+            cluster = FrayCluster()
+        else:
+            from shepherd.errors import UsageError
+
+            raise UsageError(f"FRAY_CLUSTER_SPEC={spec!r} is not known: use 'local' (jobs as threads here) or "
+                             "'fray' (jobs as runs in FRAY_HOME)")
+        _clusters[spec] = cluster
+        return cluster

@@ -1,0 +1,78 @@
+"""Virtual environments for EnvironmentConfig, cached in FRAY_HOME by the hash of their requirements.
+
+`ensure(home, key, requirements)` returns the environment's Python, building
+it the first time: under the lock `locks/venv-<key>.lock`, in place at
+`venvs/<key>` (virtual environments are not relocatable), with `uv` when it is
+on PATH, else `python -m venv` and pip. The marker `fray-venv.json` is written
+last, so a folder without it is a build that died and is made again. Later
+attempts and runs asking for the same requirements reuse it at once.
+
+Environments see the base interpreter's packages (--system-site-packages), so
+fray itself and cloudpickle are importable inside them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from shepherd import store
+from shepherd.errors import CorruptFileError, StateError
+from shepherd.layout import Home
+
+BUILD_LOCK_TIMEOUT_SEC = 3600.0
+
+
+def python_of(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def ready(home: Home, key: str) -> bool:
+    try:
+        return store.read_json(home.venv_ready(key), "venv") is not None
+    except CorruptFileError:
+        return False
+
+
+def ensure(home: Home, key: str, requirements: list[str], log: "callable[[str], None]" = print) -> Path:  # type: ignore[valid-type]
+    """The Python of the environment `key`, built from `requirements` if it does not exist yet."""
+    venv = home.venv(key)
+    if ready(home, key):
+        return python_of(venv)
+    store.make_dirs(home.venvs_dir)
+    with store.lock(home, f"venv-{key}", timeout=BUILD_LOCK_TIMEOUT_SEC):
+        if ready(home, key):  # another job built it while this one waited
+            return python_of(venv)
+        if venv.exists():
+            log(f"fray: removing the unfinished environment {venv}")
+            shutil.rmtree(venv)
+        started = time.time()
+        installer = "uv" if shutil.which("uv") else "pip"
+        log(f"fray: building the environment {venv} with {installer}: {' '.join(requirements)}")
+        try:
+            if installer == "uv":
+                _run(["uv", "venv", "--quiet", "--system-site-packages", "--python", sys.executable, str(venv)])
+                _run(["uv", "pip", "install", "--quiet", "--python", str(python_of(venv)), *requirements])
+            else:
+                _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)])
+                # pip comes from the base interpreter (system site packages) and installs into the venv.
+                _run([str(python_of(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                      "--no-input", *requirements])
+        except BaseException:
+            shutil.rmtree(venv, ignore_errors=True)
+            raise
+        store.write_json(home.venv_ready(key), {
+            "key": key, "requirements": list(requirements), "python": sys.executable, "installer": installer,
+            "created_at": time.time(), "build_sec": round(time.time() - started, 3)}, "venv")
+        log(f"fray: environment {key} ready in {time.time() - started:.1f}s")
+    return python_of(venv)
+
+
+def _run(argv: list[str]) -> None:
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-20:])
+        raise StateError(f"building the environment failed: `{' '.join(argv)}` exited {proc.returncode}:\n{tail}")
