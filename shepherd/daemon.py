@@ -31,8 +31,6 @@ from typing import Any, Callable
 
 from shepherd import __version__, alerts, blacklist, policy, store
 from shepherd.config import load_config
-from shepherd import family
-from shepherd.daemon_family import CyclePlan, FamilyKeeper
 from shepherd.backends import load_backend
 from shepherd.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequest, Tracked
 from shepherd.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
@@ -40,6 +38,7 @@ from shepherd.layout import Home, RunPaths
 from shepherd.model import AttemptState, Control, Meta, Phase
 from shepherd.partition_policy import Candidates as PartitionCandidates
 from shepherd.policy import AttemptFiles, BackendView, Situation
+from shepherd.row_cache import StatKey, stat_key
 from shepherd.scheduler import Ledger, Request
 from shepherd.status import normalized_status
 
@@ -48,6 +47,9 @@ log = logging.getLogger("fray.daemon")
 # Files whose change should wake the daemon at once. meta.json is not among
 # them: the daemon writes it itself.
 WAKE_NAMES = frozenset({"control.json", "started.json", "exit.json"})
+# Between full scans, ended runs are looked at only when the watcher saw their
+# folder change; a full scan every so often is the level-triggered safety net.
+FULL_SCAN_EVERY_SEC = 30.0
 INVENTORY_EVERY_SEC = 60.0
 
 
@@ -57,6 +59,8 @@ class RunState:
     meta: Meta | None
     control: Control
     problem: str | None = None
+    meta_key: StatKey | None = None  # the stat of the files `meta` and `control` were read from
+    control_key: StatKey | None = None
 
 
 @dataclass
@@ -76,6 +80,10 @@ class Daemon:
         self.jitter = jitter
         self._backends: dict[str, Backend] = dict(backends or {})
         self._reader = store.CachedReader()
+        self._runs: dict[str, RunState] = {}
+        self._runs_root = str(home.runs_dir)
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
         self._seen_in_flight: set[AttemptKey] = set()
         self._reported_problems: set[str] = set()
         self.started_at = clock()
@@ -85,15 +93,14 @@ class Daemon:
         self._exclude: tuple[str, ...] = ()
         self._inventory_at = float("-inf")
         self._config = load_config(home)
-        self._family = FamilyKeeper(home)
-        self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
         self._alerter = alerts.Alerter.from_config(self._config)
 
     # -- one cycle -----------------------------------------------------------------
 
-    def cycle(self) -> CycleStats:
+    def cycle(self, full: bool = True) -> CycleStats:
+        """One reconcile pass. `full=False` trusts the file watcher for ended runs (see _load_runs)."""
         stats = CycleStats()
-        runs = self._load_runs(stats)
+        runs = self._load_runs(stats, full)
         active = [r for r in runs if r.meta is not None and self._needs_attention(r.meta, r.control)]
         stats.runs, stats.active = len(runs), len(active)
         views = self._snapshots(active, stats)
@@ -101,8 +108,6 @@ class Daemon:
         self._exclude = self._blacklisted_now() if active else ()
         cancels: dict[str, list[CancelTarget]] = {}
         now = self.clock()
-        # Children of ended parents, groups, reservations: decided for all runs at once (daemon_family).
-        self._cycle_plan = self._family.prepare(runs, active, ledgers, now)
         for run in active:
             try:
                 self._reconcile(run, views, ledgers, cancels, now, stats)
@@ -117,40 +122,64 @@ class Daemon:
             except (BackendError, OSError) as exc:
                 stats.errors.append(f"cancel on {name}: {exc}")
                 log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
-        try:
-            self._family.sweep_endpoints(runs)
-        except OSError as exc:
-            log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
         self.cycles += 1
         return stats
 
     def _needs_attention(self, meta: Meta, control: Control) -> bool:
         return meta.phase != Phase.ENDED.value or control.start_nonce > meta.applied.start_nonce
 
-    def _load_runs(self, stats: CycleStats) -> list[RunState]:
-        runs: list[RunState] = []
+    def _load_runs(self, stats: CycleStats, full: bool) -> list[RunState]:
+        """Every run, re-reading only the files whose stat changed since the last cycle.
+
+        An ended run changes only through its control.json (`fray control start`),
+        so unless `full`, one is looked at only when the watcher saw its folder change.
+        """
+        dirty = self._take_dirty()
+        index: dict[str, RunState] = {}
         for run_id in self.home.run_ids():
-            paths = self.home.run(run_id)
-            problem = None
-            try:
-                raw = self._reader.read(paths.meta, "meta")
-                meta = Meta.from_dict(raw) if raw is not None else None
-                if meta is None:
-                    problem = "meta.json is missing"
-            except CorruptFileError as exc:
-                meta, problem = None, str(exc)
-            try:
-                control = Control.from_dict(self._reader.read(paths.control, "control"))
-            except CorruptFileError as exc:
-                # The CLI rewrites control.json on the next request; until then act on no request.
-                control, problem = Control(), problem or str(exc)
-            if problem and run_id + problem not in self._reported_problems:
-                self._reported_problems.add(run_id + problem)
-                log.error("run %s: %s", run_id, problem)
-                stats.errors.append(f"{run_id}: {problem}")
-                self._event(paths, "error", problem)
-            runs.append(RunState(paths, meta, control, problem))
-        return runs
+            state = self._runs.get(run_id)
+            if (full or state is None or run_id in dirty or state.meta is None
+                    or state.meta.phase != Phase.ENDED.value):
+                state = self._refresh(run_id, state, stats)
+            index[run_id] = state
+        self._runs = index
+        return list(index.values())
+
+    def _refresh(self, run_id: str, state: RunState | None, stats: CycleStats) -> RunState:
+        folder = os.path.join(self._runs_root, run_id)
+        meta_key = stat_key(os.path.join(folder, "meta.json"))  # taken before reading: a later change shows
+        control_key = stat_key(os.path.join(folder, "control.json"))
+        if state is not None and state.problem is None and (meta_key, control_key) == (state.meta_key, state.control_key):
+            return state
+        paths = state.paths if state is not None else self.home.run(run_id)
+        problem = None
+        try:
+            raw = store.read_json(paths.meta, "meta")
+            meta = Meta.from_dict(raw) if raw is not None else None
+            if meta is None:
+                problem = "meta.json is missing"
+        except CorruptFileError as exc:
+            meta, problem = None, str(exc)
+        try:
+            control = Control.from_dict(store.read_json(paths.control, "control"))
+        except CorruptFileError as exc:
+            # The CLI rewrites control.json on the next request; until then act on no request.
+            control, problem = Control(), problem or str(exc)
+        if problem and run_id + problem not in self._reported_problems:
+            self._reported_problems.add(run_id + problem)
+            log.error("run %s: %s", run_id, problem)
+            stats.errors.append(f"{run_id}: {problem}")
+            self._event(paths, "error", problem)
+        return RunState(paths, meta, control, problem, meta_key, control_key)
+
+    def _take_dirty(self) -> set[str]:
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+        return dirty
+
+    def _mark_dirty(self, run_ids: set[str]) -> None:
+        with self._dirty_lock:
+            self._dirty |= run_ids
 
     def _snapshots(self, active: list[RunState], stats: CycleStats) -> dict[AttemptKey, BackendView]:
         tracked: dict[str, list[Tracked]] = {}
@@ -202,9 +231,9 @@ class Daemon:
                 if attempt.state != AttemptState.SUBMITTING.value and self.cycles == 0:
                     self._event(run.paths, "adopted", f"found attempt {attempt.number} {view.state} after a daemon restart",
                                 attempt.number)
-        control = family.effective_control(run.control, self._cycle_plan.orders.get(meta.run_id))
-        plan = policy.decide(Situation(meta, control, files, view, now, self.jitter(),
-                                       partitions=self._partition_candidates(meta)), self._cycle_plan.admit_for(meta))
+        ledger = ledgers.get(meta.spec.backend) or Ledger.unlimited()
+        plan = policy.decide(Situation(meta, run.control, files, view, now, self.jitter(),
+                                       partitions=self._partition_candidates(meta)), ledger.admit)
         self._commit(run.paths, meta, plan)
         for action in plan.actions:
             if isinstance(action, policy.Submit):
@@ -302,6 +331,9 @@ class Daemon:
         if after.to_dict() != before.to_dict():
             after.updated_at = plan.now
             store.write_json(paths.meta, after.to_dict(), "meta")
+            indexed = self._runs.get(paths.run_id)
+            if indexed is not None:  # what we wrote is what a re-read would give
+                indexed.meta, indexed.meta_key = after.copy(), stat_key(paths.meta)
         for event in plan.events:
             self._event(paths, event.kind, event.reason, event.attempt, event.data, at=plan.now)
 
@@ -387,15 +419,19 @@ class Daemon:
     def serve(self) -> None:
         """Cycle until `request_stop`, waking on the timer and on file changes."""
         stop, wake = self._stop, self._wake
-        watcher = threading.Thread(target=_watch_runs, args=(self.home.runs_dir, wake, stop),
+        watcher = threading.Thread(target=_watch_runs, args=(self.home.runs_dir, wake, stop, self._mark_dirty),
                                    name="fray-watch", daemon=True)
+        full_scan_at = float("-inf")
         watcher.start()
         self._backend("local")  # the embedded default: ready before the first run arrives
         while not stop.is_set():
             wake.clear()
             started = time.perf_counter()
             try:
-                stats = self.cycle()
+                full = not watcher.is_alive() or time.monotonic() - full_scan_at > FULL_SCAN_EVERY_SEC
+                stats = self.cycle(full)
+                if full:
+                    full_scan_at = time.monotonic()
                 error = "; ".join(stats.errors[-3:]) or None
             except Exception as exc:  # the loop survives anything; the next cycle retries
                 log.exception("cycle failed")
@@ -419,16 +455,19 @@ class Daemon:
             log.warning("could not write the lease: %s", exc)
 
 
-def _watch_runs(runs_dir: Path, wake: threading.Event, stop: threading.Event) -> None:
+def _watch_runs(runs_dir: Path, wake: threading.Event, stop: threading.Event,
+                on_change: Callable[[set[str]], None]) -> None:
     import watchfiles
 
     def relevant(change: Any, path: str) -> bool:
         p = Path(path)
         return p.name in WAKE_NAMES or p.parent == runs_dir
 
+    root = str(runs_dir) + os.sep
     try:
-        for _ in watchfiles.watch(runs_dir, watch_filter=relevant, stop_event=stop, debounce=100, step=10,
-                                  recursive=True, raise_interrupt=False, ignore_permission_denied=True):
+        for changes in watchfiles.watch(runs_dir, watch_filter=relevant, stop_event=stop, debounce=100, step=10,
+                                        recursive=True, raise_interrupt=False, ignore_permission_denied=True):
+            on_change({path[len(root):].split(os.sep, 1)[0] for _, path in changes if path.startswith(root)})
             wake.set()
     except Exception:  # the timer still drives the loop without file events
         log.exception("file watcher stopped; falling back to the poll timer")

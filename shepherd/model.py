@@ -15,6 +15,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _plain(value: Any) -> Any:
@@ -24,6 +25,8 @@ def _plain(value: Any) -> Any:
     the daemon converts every live run's meta several times a cycle.
     """
     kind = type(value)
+    if kind in _SCALARS:
+        return value
     if kind is dict:
         return {key: _plain(item) for key, item in value.items()}
     if kind is list:
@@ -173,9 +176,6 @@ class Applied:
     start_nonce: int = 0
 
 
-FAMILY_FIELDS = ("parent_run_id", "parent_attempt", "namespace", "group", "reservation")
-
-
 @dataclass
 class Meta:
     run_id: str
@@ -192,12 +192,6 @@ class Meta:
     applied: Applied = field(default_factory=Applied)
     end: End | None = None
     updated_at: float | None = None
-    # Jobs launched through the cluster API (all optional: `fray submit` runs have none).
-    parent_run_id: str | None = None
-    parent_attempt: int | None = None
-    namespace: str | None = None
-    group: dict[str, Any] | None = None  # {"id", "size", "index"}: launched all or nothing
-    reservation: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Meta":
@@ -217,19 +211,11 @@ class Meta:
             applied=Applied(**data["applied"]),
             end=End(**end) if end else None,
             updated_at=data.get("updated_at"),
-            parent_run_id=data.get("parent_run_id"),
-            parent_attempt=data.get("parent_attempt"),
-            namespace=data.get("namespace"),
-            group=data.get("group"),
-            reservation=data.get("reservation"),
         )
 
     def to_dict(self) -> dict[str, Any]:
         data = _plain(self)
         data["schema_version"] = SCHEMA_VERSION
-        for name in FAMILY_FIELDS:  # left out when unset, so runs without a family read as before
-            if data[name] is None:
-                del data[name]
         return data
 
     def copy(self) -> "Meta":
