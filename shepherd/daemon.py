@@ -31,6 +31,8 @@ from typing import Any, Callable
 
 from shepherd import __version__, alerts, blacklist, policy, store
 from shepherd.config import load_config
+from shepherd import family
+from shepherd.daemon_family import CyclePlan, FamilyKeeper
 from shepherd.backends import load_backend
 from shepherd.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequest, Tracked
 from shepherd.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
@@ -93,6 +95,8 @@ class Daemon:
         self._exclude: tuple[str, ...] = ()
         self._inventory_at = float("-inf")
         self._config = load_config(home)
+        self._family = FamilyKeeper(home)
+        self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
         self._alerter = alerts.Alerter.from_config(self._config)
 
     # -- one cycle -----------------------------------------------------------------
@@ -108,6 +112,8 @@ class Daemon:
         self._exclude = self._blacklisted_now() if active else ()
         cancels: dict[str, list[CancelTarget]] = {}
         now = self.clock()
+        # Children of ended parents, groups, reservations: decided for all runs at once (daemon_family).
+        self._cycle_plan = self._family.prepare(runs, active, ledgers, now)
         for run in active:
             try:
                 self._reconcile(run, views, ledgers, cancels, now, stats)
@@ -122,6 +128,10 @@ class Daemon:
             except (BackendError, OSError) as exc:
                 stats.errors.append(f"cancel on {name}: {exc}")
                 log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
+        try:
+            self._family.sweep_endpoints(runs)
+        except OSError as exc:
+            log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
         self.cycles += 1
         return stats
 
@@ -231,9 +241,9 @@ class Daemon:
                 if attempt.state != AttemptState.SUBMITTING.value and self.cycles == 0:
                     self._event(run.paths, "adopted", f"found attempt {attempt.number} {view.state} after a daemon restart",
                                 attempt.number)
-        ledger = ledgers.get(meta.spec.backend) or Ledger.unlimited()
-        plan = policy.decide(Situation(meta, run.control, files, view, now, self.jitter(),
-                                       partitions=self._partition_candidates(meta)), ledger.admit)
+        control = family.effective_control(run.control, self._cycle_plan.orders.get(meta.run_id))
+        plan = policy.decide(Situation(meta, control, files, view, now, self.jitter(),
+                                       partitions=self._partition_candidates(meta)), self._cycle_plan.admit_for(meta))
         self._commit(run.paths, meta, plan)
         for action in plan.actions:
             if isinstance(action, policy.Submit):

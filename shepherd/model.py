@@ -176,6 +176,9 @@ class Applied:
     start_nonce: int = 0
 
 
+FAMILY_FIELDS = ("parent_run_id", "parent_attempt", "namespace", "group", "reservation")
+
+
 @dataclass
 class Meta:
     run_id: str
@@ -192,6 +195,12 @@ class Meta:
     applied: Applied = field(default_factory=Applied)
     end: End | None = None
     updated_at: float | None = None
+    # Jobs launched through the cluster API (all optional: `fray submit` runs have none).
+    parent_run_id: str | None = None
+    parent_attempt: int | None = None
+    namespace: str | None = None
+    group: dict[str, Any] | None = None  # {"id", "size", "index"}: launched all or nothing
+    reservation: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Meta":
@@ -211,11 +220,19 @@ class Meta:
             applied=Applied(**data["applied"]),
             end=End(**end) if end else None,
             updated_at=data.get("updated_at"),
+            parent_run_id=data.get("parent_run_id"),
+            parent_attempt=data.get("parent_attempt"),
+            namespace=data.get("namespace"),
+            group=data.get("group"),
+            reservation=data.get("reservation"),
         )
 
     def to_dict(self) -> dict[str, Any]:
         data = _plain(self)
         data["schema_version"] = SCHEMA_VERSION
+        for name in FAMILY_FIELDS:  # left out when unset, so runs without a family read as before
+            if data[name] is None:
+                del data[name]
         return data
 
     def copy(self) -> "Meta":
