@@ -15,7 +15,7 @@ the big GPUs to the runs that need them) or largest first (`--prefer max`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from shepherd.partition_policy import Candidates
@@ -36,6 +36,7 @@ _VRAM_GB: tuple[tuple[str, float], ...] = (
 )
 _MODELS = tuple((re.compile(rf"(?<![a-z0-9]){pattern}(?![0-9])"), gb) for pattern, gb in _VRAM_GB)
 _SIZE_TOKEN = re.compile(r"(?<![a-z0-9])([0-9]{1,3})g(?:b)?(?![a-z0-9])")
+_GRES_COMMA = re.compile(r",(?![^(]*\))")
 _GRES_ITEM = re.compile(r"^(?P<name>[^:()]+)(?::(?P<type>[^:()]+))?(?::(?P<count>[0-9]+))?(?:\((?P<extra>[^)]*)\))?$")
 
 
@@ -135,20 +136,8 @@ def parse_gres(text: str) -> tuple[Gpu, ...]:
 
 
 def _split_gres(text: str) -> list[str]:
-    """Split on commas outside parentheses: `gpu:a:2(S:0,1),gpu:b:1` has two items."""
-    items, depth, current = [], 0, []
-    for char in text:
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        if char == "," and depth == 0:
-            items.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    items.append("".join(current))
-    return [item for item in items if item and item != "(null)"]
+    """Split on the commas outside parentheses: `gpu:a:2(S:0,1),gpu:b:1` has two items."""
+    return [item for item in _GRES_COMMA.split(text) if item and item != "(null)"]
 
 
 def vram_gb(gpu_type: str) -> float | None:
@@ -268,7 +257,7 @@ class NodeSummary:
     cpus: int
     mem_mb: int | None
     gpus: tuple[Gpu, ...]
-    partitions: tuple[str, ...] = field(default_factory=tuple)
+    partitions: tuple[str, ...]
 
 
 def nodes(rows: Iterable[NodeRow]) -> list[NodeSummary]:

@@ -257,6 +257,20 @@ def test_scontrol_requeue_is_refused_for_fray_jobs_so_the_attempt_runs_on(home, 
     assert attempt(home, run_id, 1) is not None and len(meta_of(home, run_id)["attempts"]) == 1
 
 
+def test_the_time_limit_warning_reaches_the_workload_as_sigusr1(home, daemon, tmp_path, slurm_cluster):
+    body = SERVE.replace("trap 'echo got SIGTERM; exit 0' TERM", "trap 'echo got SIGTERM; exit 0' TERM\n"
+                         "trap 'echo checkpoint now' USR1")
+    run_id = submit(home, write(tmp_path, "serve.sh", body))
+    job_id = wait_until(lambda: attempt(home, run_id, 1), timeout=30, what="attempt 1")["backend_ref"]["job_id"]
+    sbatch = home.run(run_id).attempt(1).slurm_script.read_text()
+    assert "exec " in sbatch  # the wrapper is the batch shell, so --signal=B:USR1@... reaches it
+    # What Slurm does --signal=B:USR1@120 before the limit (a real one is minutes away):
+    slurm_cluster.run("scancel", "--signal=USR1", "--batch", job_id)
+    stdout = home.run(run_id).attempt(1).stdout
+    wait_until(lambda: "checkpoint now" in stdout.read_text(), timeout=10, what="the workload's USR1 trap")
+    assert attempt(home, run_id, 1) is not None  # a warning, not a stop
+
+
 def lease(home: Home) -> dict:
     return json.loads(home.daemon_lease.read_text())
 

@@ -159,6 +159,9 @@ class SlurmBackend:
                 # A name submitted twice (never by fray, barring bugs) resolves to the first job.
                 queue.by_name.setdefault(row.name, row)
         self._queue = queue
+        # Submissions from before this listing are in it (or over): no longer "too new to tell".
+        self._submitted_at = {k: at for k, at in self._submitted_at.items() if at >= now}
+        self._ambiguous_at = {k: at for k, at in self._ambiguous_at.items() if at >= now}
         return queue
 
     def _finished(self, missing: list[tuple[Tracked, str | None]]) -> dict[AttemptKey, BackendView]:

@@ -53,7 +53,8 @@ FINAL_STATES: dict[str, tuple[str, str]] = {
     "REVOKED": (Cause.PREEMPTED.value, "revoked by a federated cluster"),
     "SPECIAL_EXIT": (Cause.LOST.value, "ended in SPECIAL_EXIT"),
 }
-# `sbatch` exit codes of the wrapper's Python when it could not even start there.
+# The batch script's exit status when the shell could not run the wrapper's Python
+# there (not found, not executable): the node's environment is at fault.
 _NOT_STARTED_EXITS = frozenset({126, 127})
 
 
