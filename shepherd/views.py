@@ -60,16 +60,37 @@ def run_row(home: Home, run_id: str, now: float) -> dict[str, Any]:
 
 
 def _row(paths: RunPaths, meta: Meta | None, control: Control, problem: str | None, now: float) -> dict[str, Any]:
+    heartbeat_at, progress = _attempt_inputs(paths, meta)  # ended rows are cached (row_cache): read once
+    return row_of(paths.run_id, meta, control.paused, problem, heartbeat_at, progress, now)
+
+
+def _attempt_inputs(paths: RunPaths, meta: Meta | None) -> tuple[float | None, dict[str, Any] | None]:
+    attempt = meta.in_flight if meta is not None else None
+    heartbeat_at = store.read_heartbeat(paths.attempt(attempt.number).heartbeat) if attempt else None
+    return heartbeat_at, _progress(paths, meta) if meta is not None else None
+
+
+def read_row_inputs(paths: RunPaths) -> tuple[Meta | None, bool, str | None, float | None, dict[str, Any] | None]:
+    """What a run's row is computed from: (meta, paused, problem, heartbeat time, progress).
+
+    `row_of(run_id, *inputs, now)` turns them into the row; a reader that keeps
+    them (the TUI) recomputes rows as time passes without reading again.
+    """
+    meta, control, problem = _load(paths)
+    return (meta, control.paused, problem, *_attempt_inputs(paths, meta))
+
+
+def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, heartbeat_at: float | None,
+           progress: dict[str, Any] | None, now: float) -> dict[str, Any]:
+    """A row from what was read (pure): the TUI keeps these inputs and recomputes rows as time passes."""
     if meta is None:
         st = normalized_status(None, None, now, problem)
-        return {"run_id": paths.run_id, "name": paths.run_id, "status": st.status.value, "icon": st.icon,
-                "reason": st.reason, "mode": None, "backend": None, "phase": None, "attempt": None, "node": None,
-                "created_at": None, "uptime_sec": None, "heartbeat_age_sec": None, "step": None, "loss": None,
-                "paused": control.paused}
+        return {"run_id": run_id, "name": run_id, "status": st.status.value, "icon": st.icon,
+                "reason": st.reason, "mode": None, "backend": None, "phase": None,
+                "attempt": None, "node": None, "created_at": None, "uptime_sec": None, "heartbeat_age_sec": None,
+                "step": None, "loss": None, "paused": paused}
     attempt = meta.in_flight
-    heartbeat_at = store.read_heartbeat(paths.attempt(attempt.number).heartbeat) if attempt else None
-    progress = _progress(paths, meta)  # ended rows are cached (row_cache), so this read happens once
-    st = normalized_status(meta, heartbeat_at, now, problem, progress)
+    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem, progress)
     current = meta.current
     started = attempt.started_at if attempt else None
     age = heartbeat_age(meta, heartbeat_at, now)
@@ -82,7 +103,8 @@ def _row(paths: RunPaths, meta: Meta | None, control: Control, problem: str | No
         "uptime_sec": round(now - started, 3) if started else None,
         "heartbeat_age_sec": round(age, 3) if age is not None else None,
         "step": (progress or {}).get("step"), "loss": (progress or {}).get("loss"),
-        "paused": control.paused,
+        "paused": paused,
+        "parent_run_id": meta.parent_run_id,
     }
 
 
@@ -151,3 +173,87 @@ def _safe(path: Any, schema: str) -> dict[str, Any] | None:
         return store.read_json(path, schema)
     except CorruptFileError:
         return None
+
+
+def queue_view(home: Home, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Runs waiting for an attempt to start, in the order they will be tried, each with why it waits.
+
+    First those already handed to a backend (its queue decides), then the queued
+    ones as the daemon admits them: oldest first, those backing off when their
+    delay is over, paused ones only after unpause. `rows` (from list_view or the
+    TUI) saves reading every run again; only the waiting runs' meta is read.
+    """
+    now = time.time()
+    rows = list_view(home, include_ended=False)["runs"] if rows is None else rows
+    waiting = []
+    for row in rows:
+        submitted = row["phase"] == "active" and row["status"] in WAITING_STATUSES
+        if row["phase"] != "queued" and not submitted:
+            continue
+        try:
+            raw = store.read_json(home.run(row["run_id"]).meta, "meta") or {}
+        except CorruptFileError:
+            raw = {}
+        next_at = raw.get("next_attempt_at")
+        if submitted:
+            why, rank = f"submitted, waiting for {row['backend']} to start it: {row['reason']}", 0
+        elif row["paused"]:
+            why, rank = "paused: no attempt starts until unpause", 3
+        elif next_at is not None and next_at > now:
+            why, rank = f"backing off after failures: next attempt in {next_at - now:.0f}s", 2
+        else:
+            why, rank = raw.get("wait_reason") or row["reason"], 1
+        order = (rank, next_at if rank == 2 else 0.0, row["created_at"] or 0.0, row["run_id"])
+        waiting.append((order, {"run_id": row["run_id"], "name": row["name"], "status": row["status"],
+                                "icon": row["icon"], "attempt": row["attempt"], "backend": row["backend"],
+                                "created_at": row["created_at"], "next_attempt_at": next_at, "reason": why}))
+    waiting.sort(key=lambda pair: pair[0])
+    queue = [{"position": position, **item} for position, (_, item) in enumerate(waiting, start=1)]
+    return {"generated_at": now, "queue": queue}
+
+
+WAITING_STATUSES = frozenset({Status.PENDING.value, Status.RESTARTING.value, Status.CRASH_LOOP.value})
+
+
+SCRIPT_SHOWN_BYTES = 256 * 1024
+
+
+def detail_view(home: Home, run_id: str) -> dict[str, Any]:
+    """What the TUI's run screen shows: status_view, plus each attempt's probe results, the
+    runtime commands not yet acknowledged, and the frozen script's text."""
+    data = status_view(home, run_id, events=50)
+    paths = home.run(run_id)
+    probes = []
+    for attempt in data["attempts"]:
+        probe = _safe(paths.attempt(attempt["number"]).probe, "probe")
+        if probe is not None:
+            probes.append({"attempt": attempt["number"], **probe})
+    data["probes"] = probes
+    if "commands" not in data:
+        data["commands"] = _commands(paths, time.time())
+    script = data["script"]
+    text = None
+    if script:
+        try:
+            with open(paths.script(script["frozen"]), "rb") as handle:
+                text = handle.read(SCRIPT_SHOWN_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            text = None
+    data["script_text"] = text
+    return data
+
+
+def _commands(paths: RunPaths, now: float) -> dict[str, Any] | None:
+    """Runtime commands not yet acknowledged (shepherd.commands), or None where this fray has none."""
+    try:
+        from shepherd import commands  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    summary = getattr(commands, "summary", None)
+    try:
+        return summary(paths, now) if summary else None
+    except (OSError, AttributeError, KeyError):
+        return None
+
+
+# -- families (the cluster API) ---------------------------------------------------------

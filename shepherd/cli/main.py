@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nodes": ("shepherd.cli.nodes_cmd:nodes", "The nodes runs can use; ban and unban them."),
     "partitions": ("shepherd.cli.partitions_cmd:partitions_cmd", "The Slurm partitions and their GPUs, as fray chooses them."),
     "audit": ("shepherd.cli.audit_cmd:audit_group", "Verify or show the log of every control action."),
+    "tui": ("shepherd.cli.tui_cmd:tui", "A live dashboard of runs in the terminal (Textual)."),
+    "web": ("shepherd.cli.tui_cmd:web", "Serve the dashboard to a browser, behind a token."),
 }
 
 

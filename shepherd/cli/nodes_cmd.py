@@ -1,4 +1,7 @@
-"""`fray nodes list|ban|unban`: the nodes the backends offer and the blacklist.
+"""`fray nodes [list|ban|unban]`: the nodes the backends offer and the blacklist.
+
+A bare `fray nodes` opens the dashboard's nodes screen when stdout is a
+terminal, and prints `list` otherwise (a pipe, a script).
 
 `list` merges the daemon's inventory (nodes.json; the CLI never asks a backend)
 with blacklist.json. `ban` and `unban` change the blacklist under its lock and
@@ -7,6 +10,7 @@ are audited; the daemon's next submission excludes what is banned.
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -22,9 +26,21 @@ from shepherd.layout import Home
 DEFAULT_BAN = "1d"
 
 
-@click.group("nodes")
-def nodes() -> None:
-    """The nodes runs can use, and the blacklist of those they must not."""
+@click.group("nodes", invoke_without_command=True)
+@click.pass_context
+def nodes(ctx: click.Context) -> None:
+    """The nodes runs can use, and the blacklist of those they must not.
+
+    Without a subcommand: the dashboard's nodes screen on a terminal, else `list`.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if render.terminal_width() is not None and sys.stdin.isatty():
+        from shepherd import tui
+
+        tui.run(home_of(ctx), start="nodes")
+    else:
+        ctx.invoke(list_nodes, as_json=False)
 
 
 @nodes.command("list")

@@ -1,0 +1,52 @@
+"""`fray tui` and `fray web`: the dashboard in this terminal, or served to a browser.
+
+Both import textual (and textual-serve) only when they run, never at import
+time: listing commands and `fray --help` stay light.
+"""
+
+from __future__ import annotations
+
+import click
+
+from shepherd.cli.main import home_of
+
+THEMES = click.Choice(["dark", "light", "ansi"])
+THEME_HELP = "Colours: dark or light (256 colours), or ansi (the terminal's own 8/16). Default: ansi on an " \
+             "8-colour terminal, else dark; $FRAY_TUI_THEME sets it too."
+
+
+@click.command("tui")
+@click.argument("run", required=False)
+@click.option("--screen", type=click.Choice(["runs", "queue", "nodes"]), default="runs", show_default=True,
+              help="The screen to open on.")
+@click.option("--theme", type=THEMES, help=THEME_HELP)
+@click.pass_context
+def tui(ctx: click.Context, run: str | None, screen: str, theme: str | None) -> None:
+    """A live dashboard of every run: status, details, logs, nodes, queue; act on runs from it.
+
+    RUN opens that run's details first (an id, a unique prefix of one, or a name).
+    Press ? inside for the keys.
+    """
+    from shepherd import runs, tui as dashboard
+
+    home = home_of(ctx)
+    run_id = runs.resolve(home, run) if run else None
+    dashboard.run(home, start=screen, run_id=run_id, theme=theme)
+
+
+@click.command("web")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="The port to serve on.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address to bind. Keep the default and reach it through an SSH tunnel.")
+@click.option("--token", metavar="TOKEN", help="The access token (default: a new random one, printed at start).")
+@click.option("--theme", type=THEMES, help=THEME_HELP)
+@click.pass_context
+def web(ctx: click.Context, port: int, host: str, token: str | None, theme: str | None) -> None:
+    """Serve the dashboard to a browser (textual-serve), protected by a token.
+
+    It binds 127.0.0.1 by default: from your laptop, tunnel to it with
+    `ssh -N -L 8000:127.0.0.1:8000 LOGIN_NODE`, then open the URL it prints.
+    """
+    from shepherd.tui import web as serving
+
+    serving.serve(home_of(ctx), host=host, port=port, token=token, theme=theme)

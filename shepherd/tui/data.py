@@ -1,0 +1,349 @@
+"""What the dashboard shows, kept current cheaply: rows of every run, recent events, file watching.
+
+`RunsModel.scan` reads only what changed since the last scan and returns a
+`Snapshot` saying which rows changed, so the table updates those rows in place.
+Rows are exactly `fray list`'s (views.row_of, views.read_row_inputs): ended runs
+come from the same stat-keyed row cache (row_cache), and for runs still going
+the model keeps the inputs of their row (meta, paused, heartbeat time,
+progress) and recomputes the row as time passes, re-reading a file only when
+its stat changed. A file that cannot be read makes its row error_unknown (the
+reason says which file), as in `fray list`; nothing here raises for bad state.
+
+`Watcher` runs watchfiles on FRAY_HOME in a thread and reports which runs
+(and which of daemon.json, blacklist.json, nodes.json) changed; the app falls
+back to a timer when it cannot watch (no inotify, too many files).
+
+No Textual import here: this is plain Python, tested and benchmarked alone.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import orjson
+
+from shepherd import store, views
+from shepherd.layout import Home
+from shepherd.model import Meta, Phase
+from shepherd.row_cache import RowCache, stat_key
+from shepherd.status import Status
+
+Row = dict[str, Any]
+EVENTS_KEPT = 200  # recent actions held for the dashboard's pane
+EVENTS_FIRST_RUNS = 200  # at start, events are read from live runs and this many newest runs
+RUN_FILES = frozenset({"meta.json", "control.json", "heartbeat", "progress.json", "events.jsonl", "ended.json",
+                       "started.json", "exit.json", "failure.json", "probe.json", "final.json"})
+
+
+@dataclass
+class Hint:
+    """What changed on disk since the last scan (from the watcher); `full` asks for a scan of everything."""
+
+    runs: set[str] = field(default_factory=set)
+    daemon: bool = False
+    blacklist: bool = False
+    nodes: bool = False
+    full: bool = False
+
+    def merge(self, other: "Hint") -> None:
+        self.runs |= other.runs
+        self.daemon |= other.daemon
+        self.blacklist |= other.blacklist
+        self.nodes |= other.nodes
+        self.full |= other.full
+
+    def __bool__(self) -> bool:
+        return bool(self.runs or self.daemon or self.blacklist or self.nodes or self.full)
+
+
+@dataclass
+class Snapshot:
+    """One scan's result: every row, which changed, counts per status, the daemon's health, recent events."""
+
+    rows: dict[str, Row]
+    changed: set[str]
+    removed: set[str]
+    counts: dict[str, int]
+    daemon: dict[str, Any]
+    events: list[dict[str, Any]]
+    generated_at: float
+    full: bool
+    hint: Hint
+    scan_ms: float = 0.0
+
+
+@dataclass
+class _Live:
+    """A run that has not ended: the inputs of its row and the stat keys they were read at."""
+
+    meta: Meta | None
+    paused: bool
+    problem: str | None
+    heartbeat_at: float | None
+    progress: dict[str, Any] | None
+    keys: tuple[Any, Any]  # (meta.json, control.json)
+    progress_key: Any = None
+
+    @property
+    def where(self) -> str | None:
+        """The partition of the latest attempt, else the backend (the dashboard's WHERE column)."""
+        if self.meta is None:
+            return None
+        current = self.meta.current
+        return getattr(current, "partition", None) or self.meta.spec.backend
+
+
+class RunsModel:
+    """Every run's row, updated by scans that read only what changed."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self.rows: dict[str, Row] = {}
+        self._live: dict[str, _Live] = {}
+        self._ended: dict[str, Any] = {}  # run id -> stat key of the meta.json its cached row came from
+        self._cache: RowCache | None = None
+        self.events = EventFeed(home)
+        self.scans = 0
+
+    # -- scanning ---------------------------------------------------------------------
+
+    def scan(self, now: float | None = None, hint: Hint | None = None) -> Snapshot:
+        """Bring the rows up to date: everything (hint None or full), else the runs in `hint`."""
+        started = time.perf_counter()
+        now = time.time() if now is None else now
+        full = hint is None or hint.full or self.scans == 0
+        if self._cache is None:
+            self._cache = RowCache.load(self.home)
+        changed: set[str] = set()
+        removed: set[str] = set()
+        if full:
+            ids = self.home.run_ids()
+            removed = set(self.rows) - set(ids)
+            check: Iterable[str] = ids
+        else:
+            assert hint is not None
+            check = []
+            for run_id in sorted(hint.runs):
+                if os.path.isdir(self.home.run(run_id).dir):
+                    check.append(run_id)
+                elif run_id in self.rows:
+                    removed.add(run_id)
+        for run_id in check:
+            if self._read(run_id, now):
+                changed.add(run_id)
+        for run_id in removed:
+            self.rows.pop(run_id, None)
+            self._live.pop(run_id, None)
+            self._ended.pop(run_id, None)
+        for run_id, live in self._live.items():
+            row = views.row_of(run_id, live.meta, live.paused, live.problem, live.heartbeat_at, live.progress, now)
+            row["where"] = live.where
+            if row != self.rows.get(run_id):
+                self.rows[run_id] = row
+                changed.add(run_id)
+        if full:
+            self._cache.save(set(self._ended))
+        self._poll_events(full, changed, hint)
+        counts = Counter(row["status"] for row in self.rows.values())
+        self.scans += 1
+        return Snapshot(rows=dict(self.rows), changed=changed, removed=removed,
+                        counts={s.value: counts.get(s.value, 0) for s in Status},
+                        daemon=views.daemon_view(self.home, now), events=self.events.latest(),
+                        generated_at=now, full=full, hint=hint or Hint(full=True),
+                        scan_ms=(time.perf_counter() - started) * 1000)
+
+    def _read(self, run_id: str, now: float) -> bool:
+        """Read what changed of one run; True when its row may have changed."""
+        meta_key = stat_key(self.home.meta_file(run_id))
+        if run_id in self._ended:
+            if self._ended[run_id] == meta_key and meta_key is not None:
+                return False
+            del self._ended[run_id]
+        paths = self.home.run(run_id)
+        live = self._live.get(run_id)
+        if live is not None:
+            keys = (meta_key, stat_key(paths.control))
+            if keys == live.keys:
+                return self._reread_attempt_files(live, run_id)
+        assert self._cache is not None
+        cached = self._cache.get(run_id, meta_key)
+        if cached is not None:
+            self._set_ended(run_id, meta_key, cached)
+            return True
+        meta, paused, problem, heartbeat_at, progress = views.read_row_inputs(paths)
+        if meta is not None and meta.phase == Phase.ENDED.value and problem is None:
+            row = views.row_of(run_id, meta, paused, problem, heartbeat_at, progress, now)
+            self._cache.put(run_id, meta_key, row)
+            self._set_ended(run_id, meta_key, row)
+            return True
+        # Keys taken after the read would miss a write between stat and read; before, they only cost a re-read.
+        self._live[run_id] = _Live(meta, paused, problem, heartbeat_at, progress,
+                                   (meta_key, stat_key(paths.control)), self._progress_key(run_id, meta))
+        return True
+
+    def _set_ended(self, run_id: str, key: Any, row: Row) -> None:
+        self._live.pop(run_id, None)
+        self._ended[run_id] = key
+        self.rows[run_id] = {**row, "where": row.get("backend")}
+
+    def _progress_key(self, run_id: str, meta: Meta | None) -> Any:
+        attempt = meta.current if meta is not None else None
+        return stat_key(self.home.run(run_id).attempt(attempt.number).progress) if attempt else None
+
+    def _reread_attempt_files(self, live: _Live, run_id: str) -> bool:
+        """meta and control are unchanged: only the in-flight attempt's heartbeat and progress may be new."""
+        meta = live.meta
+        attempt = meta.in_flight if meta is not None else None
+        if attempt is None:
+            return False
+        files = self.home.run(run_id).attempt(attempt.number)
+        heartbeat_at = store.read_heartbeat(files.heartbeat)
+        changed = heartbeat_at != live.heartbeat_at
+        live.heartbeat_at = heartbeat_at
+        key = stat_key(files.progress)
+        if key != live.progress_key:
+            live.progress_key = key
+            live.progress = views._progress(self.home.run(run_id), meta)  # type: ignore[arg-type]
+            changed = True
+        return changed
+
+    def live_ids(self) -> list[str]:
+        return list(self._live)
+
+    # -- events -----------------------------------------------------------------------
+
+    def _poll_events(self, full: bool, changed: set[str], hint: Hint | None) -> None:
+        if self.scans == 0:
+            newest = sorted(self.rows)[-EVENTS_FIRST_RUNS:]
+            targets = set(newest) | set(self._live)
+        elif full:
+            targets = set(self._live) | changed
+        else:
+            targets = set(hint.runs) if hint else set()
+        self.events.poll(sorted(targets), {run_id: self.rows[run_id]["name"] for run_id in targets
+                                           if run_id in self.rows})
+
+
+class EventFeed:
+    """The newest daemon events across runs (events.jsonl of each), read incrementally."""
+
+    def __init__(self, home: Home, keep: int = EVENTS_KEPT) -> None:
+        self.home = home
+        self.keep = keep
+        self._offsets: dict[str, int] = {}
+        self._events: list[dict[str, Any]] = []
+
+    def poll(self, run_ids: Iterable[str], names: dict[str, str]) -> int:
+        """Read the new complete lines of these runs' events.jsonl; returns how many events were added."""
+        added = 0
+        for run_id in run_ids:
+            path = self.home.run(run_id).events
+            offset = self._offsets.get(run_id, 0)
+            try:
+                with open(path, "rb") as handle:
+                    size = os.fstat(handle.fileno()).st_size
+                    if size < offset:  # replaced or truncated: read again
+                        offset = 0
+                    handle.seek(offset)
+                    data = handle.read()
+            except FileNotFoundError:
+                continue
+            end = data.rfind(b"\n") + 1  # a line still being written is read next time
+            self._offsets[run_id] = offset + end
+            for raw in data[:end].splitlines():
+                try:
+                    record = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(record, dict) or not isinstance(record.get("at"), (int, float)):
+                    continue
+                record["name"] = names.get(run_id, run_id)
+                self._events.append(record)
+                added += 1
+        if added:
+            self._events.sort(key=lambda e: e["at"], reverse=True)
+            del self._events[self.keep:]
+        return added
+
+    def latest(self) -> list[dict[str, Any]]:
+        return list(self._events)
+
+
+# -- watching files ------------------------------------------------------------------------
+
+
+def hint_of(home: Home, paths: Iterable[str]) -> Hint:
+    """Which runs and shared files a set of changed paths concerns."""
+    hint = Hint()
+    runs_dir = str(home.runs_dir) + os.sep
+    for path in paths:
+        if path.startswith(runs_dir):
+            run_id = path[len(runs_dir):].split(os.sep, 1)[0]
+            if run_id and not run_id.startswith("."):
+                hint.runs.add(run_id)
+            continue
+        name = os.path.basename(path)
+        if name == "daemon.json":
+            hint.daemon = True
+        elif name == "blacklist.json":
+            hint.blacklist = True
+        elif name == "nodes.json":
+            hint.nodes = True
+    return hint
+
+
+class Watcher:
+    """watchfiles on FRAY_HOME in a daemon thread, calling `on_change(Hint)` from that thread."""
+
+    def __init__(self, home: Home, on_change: Callable[[Hint], None], debounce_ms: int = 150) -> None:
+        self.home = home
+        self.on_change = on_change
+        self.debounce_ms = debounce_ms
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._runs_dir = str(home.runs_dir)
+        self._root = str(home.root)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> bool:
+        """Start watching; False when FRAY_HOME does not exist yet (the timer covers until it does)."""
+        if self.alive:
+            return True
+        if not os.path.isdir(self._root):
+            return False
+        self._thread = threading.Thread(target=self._run, name="fray-tui-watch", daemon=True)
+        self._thread.start()
+        return True
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _relevant(self, _change: Any, path: str) -> bool:
+        parent, name = os.path.split(path)
+        if parent == self._root:
+            return name in ("daemon.json", "blacklist.json", "nodes.json") or name == "runs"
+        if parent == self._runs_dir:
+            return not name.startswith(".")
+        return name in RUN_FILES
+
+    def _run(self) -> None:
+        try:
+            import watchfiles
+
+            for changes in watchfiles.watch(self._root, watch_filter=self._relevant, stop_event=self._stop,
+                                            debounce=self.debounce_ms, step=25, rust_timeout=1000,
+                                            raise_interrupt=False, ignore_permission_denied=True):
+                hint = hint_of(self.home, (path for _, path in changes))
+                if hint:
+                    self.on_change(hint)
+        except Exception as exc:  # inotify limits, a vanished FRAY_HOME: the timer takes over
+            self.error = f"{type(exc).__name__}: {exc}"

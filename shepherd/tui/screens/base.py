@@ -1,0 +1,142 @@
+"""What every screen shares: taking a refresh, and the actions on a run (r, s, p, t, b, e).
+
+The run actions write intent through shepherd.tui.actions (as the CLI does),
+ask first when they are destructive, then have the app make sure a daemon
+serves FRAY_HOME and refresh at once, so the change shows without waiting.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from textual.screen import Screen
+
+from shepherd.errors import FrayError
+from shepherd.tui import actions
+
+if TYPE_CHECKING:
+    from shepherd.tui.app import FrayApp
+    from shepherd.tui.data import Snapshot
+
+
+class FrayScreen(Screen):
+    """A full screen of the dashboard app."""
+
+    @property
+    def fray(self) -> "FrayApp":
+        return self.app  # type: ignore[return-value]
+
+    def on_snapshot(self, snapshot: "Snapshot") -> None:
+        """A refresh arrived (the app calls this on every screen in the stack)."""
+
+    def action_search(self) -> None:
+        self.notify("search works on the runs, queue, nodes and logs screens", severity="warning")
+
+
+class RunActions:
+    """r/s/p/t/b/e on the run a screen shows or has selected (`current_row`)."""
+
+    def current_row(self) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _row_or_warn(self) -> dict[str, Any] | None:
+        row = self.current_row()
+        if row is None:
+            self.notify("no run selected", severity="warning")  # type: ignore[attr-defined]
+        return row
+
+    def _do(self, work: Callable[[], actions.Outcome], daemon: bool = True) -> None:
+        """Write the intent now; report the outcome; then (as the CLI) make sure a daemon serves it; refresh."""
+        app: FrayApp = self.app  # type: ignore[attr-defined]
+        try:
+            outcome = work()
+        except FrayError as exc:
+            app.notify(str(exc), severity="error", timeout=8)
+            return
+        app.notify(outcome.message, timeout=6)
+        app.intent_written(daemon)
+
+    def _control(self, key: str) -> None:
+        row = self._row_or_warn()
+        if row is None:
+            return
+        if row.get("phase") is None:
+            self.notify(f"run {row['run_id']} cannot be changed: {row['reason']}", severity="error")  # type: ignore[attr-defined]
+            return
+        if key == "s" and row.get("phase") == "ended":
+            self.notify(f"{row['name']} has already ended ({row['status']}); r starts it again",  # type: ignore[attr-defined]
+                        severity="warning")
+            return
+        op = actions.op_for(key, row)
+        home = self.app.home  # type: ignore[attr-defined]
+        run = lambda: actions.control(home, row["run_id"], op)  # noqa: E731
+        if op in actions.DESTRUCTIVE:
+            self._confirm(actions.describe(op, row), op.capitalize(), run)
+        else:
+            self._do(run)
+
+    def _confirm(self, question: str, yes: str, run: Callable[[], actions.Outcome], daemon: bool = True) -> None:
+        from shepherd.tui.screens.dialogs import ConfirmScreen
+
+        def answered(ok: bool | None) -> None:
+            if ok:
+                self._do(run, daemon)
+
+        self.app.push_screen(ConfirmScreen(question, yes), answered)  # type: ignore[attr-defined]
+
+    def action_restart(self) -> None:
+        self._control("r")
+
+    def action_stop(self) -> None:
+        self._control("s")
+
+    def action_pause(self) -> None:
+        self._control("p")
+
+    def action_logs(self) -> None:
+        row = self._row_or_warn()
+        if row is not None:
+            from shepherd.tui.screens.logs import LogsScreen
+
+            self.app.push_screen(LogsScreen(row["run_id"]))  # type: ignore[attr-defined]
+
+    def action_details(self) -> None:
+        row = self._row_or_warn()
+        if row is not None:
+            from shepherd.tui.screens.detail import DetailScreen
+
+            self.app.push_screen(DetailScreen(row["run_id"]))  # type: ignore[attr-defined]
+
+    def action_blacklist(self) -> None:
+        row = self._row_or_warn()
+        if row is None:
+            return
+        from shepherd.tui.screens.dialogs import BanScreen
+
+        home = self.app.home  # type: ignore[attr-defined]
+        try:
+            node = actions.node_of(home, row["run_id"]) or ""
+        except FrayError:
+            node = ""
+        title = (f"Blacklist the node of {row['name']}" + (f" ({node})" if node else " (it has run on none yet)") +
+                 ": new attempts avoid it; a run on it now restarts elsewhere.")
+
+        def chosen(result: tuple[str, str, str] | None) -> None:
+            if result:
+                target, ttl, reason = result
+                self._do(lambda: actions.ban_run_node(home, row["run_id"], target, ttl, reason))
+
+        self.app.push_screen(BanScreen(title, node, actions.DEFAULT_TTL, f"bad for run {row['run_id']}"),  # type: ignore[attr-defined]
+                             chosen)
+
+    def action_edit_config(self) -> None:
+        row = self._row_or_warn()
+        if row is None:
+            return
+        if row.get("phase") in ("ended", None):
+            self.notify(f"{row['name']} is not live ({row['status']}); settings change only on a live run",  # type: ignore[attr-defined]
+                        severity="warning")
+            return
+        from shepherd.tui.screens.config import ConfigScreen
+
+        self.app.push_screen(ConfigScreen(row["run_id"]))  # type: ignore[attr-defined]

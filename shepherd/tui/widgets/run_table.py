@@ -1,0 +1,408 @@
+"""The runs table: a virtual, line-rendered view of thousands of rows that updates in place.
+
+Only the lines on screen are rendered, so 10,000 runs cost what 40 do. A
+refresh hands in the rows that changed (`apply`); the table re-sorts and
+re-filters its index (a list of run ids), keeps the cursor on the same run, and
+repaints only the lines whose content changed, so nothing flickers. Columns
+drop out by priority when the terminal is narrow (80 columns keeps the icon,
+name, status, node, attempt, ages, step and reason) and the reason takes the
+room a wide terminal gives.
+
+Cells are formatted by the CLI's own helpers (shepherd.cli.render), so the
+table reads like `fray list`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from shepherd.cli import render
+from shepherd.status import Status
+
+Row = dict[str, Any]
+GAP = 1
+STATUS_ORDER = {status.value: index for index, status in enumerate(
+    [Status.ERROR_UNKNOWN, Status.FAILED, Status.CRASH_LOOP, Status.UNRESPONSIVE, Status.RUNNING_DEGRADED,
+     Status.RESTARTING, Status.PENDING, Status.HEALTHY_RUNNING, Status.STOPPED_MANUAL, Status.ENDED_EXPIRED,
+     Status.COMPLETED_SUCCESS])}
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    width: int  # natural width (the name column grows to its longest value, up to max_width)
+    priority: int  # 0 always shown; higher numbers drop out first on narrow terminals
+    align: str = "<"
+    min_width: int = 0
+    max_width: int = 0
+    flex: bool = False  # takes the width that is left
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("icon", "", 1, 0),
+    Column("name", "NAME", 12, 0, min_width=12, max_width=28),
+    Column("mode", "MODE", 10, 6),
+    Column("status", "STATUS", 17, 0),
+    Column("node", "NODE", 10, 1, min_width=8, max_width=20),
+    Column("attempt", "#", 3, 1, ">"),
+    Column("uptime", "UPTIME", 6, 2, ">"),
+    Column("heartbeat", "BEAT", 6, 2, ">"),
+    Column("step", "STEP", 7, 3, ">"),
+    Column("loss", "LOSS", 7, 4, ">"),
+    Column("where", "WHERE", 8, 5, max_width=14),
+    Column("reason", "REASON", 16, 1, min_width=16, flex=True),
+)
+REASON_WANTS = 30  # columns of lower priority give way until the reason has this much room
+SORTS = ("created", "name", "status", "node", "attempt", "uptime", "heartbeat", "step", "loss", "mode", "where")
+
+
+def cells_of(row: Row) -> dict[str, str]:
+    """The text of each cell of a row (as `fray list` writes it)."""
+    status = row["status"]
+    if row.get("paused") and row.get("phase") != "ended":
+        status += " (paused)"
+    return {
+        "icon": row["icon"], "name": row["name"], "mode": row.get("mode") or render.MISSING, "status": status,
+        "node": row.get("node") or render.MISSING, "attempt": render.number(row.get("attempt")),
+        "uptime": render.duration(row.get("uptime_sec")), "heartbeat": render.duration(row.get("heartbeat_age_sec")),
+        "step": render.number(row.get("step")), "loss": render.number(row.get("loss")),
+        "where": row.get("where") or row.get("backend") or render.MISSING,
+        "reason": (row.get("reason") or "").replace("\n", " "),
+    }
+
+
+def _sort_key(name: str) -> Callable[[Row], Any]:
+    def missing_last(value: Any) -> tuple[int, Any]:
+        return (1, 0) if value is None else (0, value)
+
+    if name == "created":
+        return lambda r: (r.get("created_at") or 0.0, r["run_id"])
+    if name == "status":
+        return lambda r: (STATUS_ORDER.get(r["status"], 99), r["run_id"])
+    if name == "name":
+        return lambda r: (r["name"].lower(), r["run_id"])
+    field = {"uptime": "uptime_sec", "heartbeat": "heartbeat_age_sec"}.get(name, name)
+    return lambda r: (missing_last(r.get(field)), r["run_id"])
+
+
+def layout(columns: tuple[Column, ...], width: int, name_width: int) -> list[tuple[Column, int]]:
+    """The columns that fit in `width`, with their widths, in display order.
+
+    Columns are taken by priority while their minimum widths fit; then the
+    reason gets room up to REASON_WANTS (dropping the least important columns
+    if it must), the name and node grow to their natural width, and the reason
+    takes whatever is left.
+    """
+    natural = {c.key: c.width for c in columns}
+    natural["name"] = max(12, min(name_width, 28))
+    minimum = {c.key: c.min_width or natural[c.key] for c in columns}
+    chosen: list[Column] = []
+    for column in sorted(columns, key=lambda c: c.priority):
+        need = sum(minimum[c.key] for c in chosen) + minimum[column.key] + GAP * len(chosen)
+        if need <= width or column.priority == 0:
+            chosen.append(column)
+
+    def spare_of(picked: list[Column]) -> int:
+        return width - sum(minimum[c.key] for c in picked) - GAP * (len(picked) - 1)
+
+    flex = next((c for c in chosen if c.flex), None)
+    while flex is not None and minimum[flex.key] + spare_of(chosen) < REASON_WANTS:
+        droppable = [c for c in chosen if c.priority >= 4]
+        if not droppable:
+            break
+        chosen.remove(max(droppable, key=lambda c: (c.priority, columns.index(c))))
+    ordered = [c for c in columns if c in chosen]
+    widths = {c.key: minimum[c.key] for c in ordered}
+    spare = spare_of(ordered)
+    if flex is not None and spare > 0:
+        grow = min(spare, REASON_WANTS - widths[flex.key])
+        if grow > 0:
+            widths[flex.key] += grow
+            spare -= grow
+    for column in sorted(ordered, key=lambda c: c.key != "node"):  # node names matter for `b`: they grow first
+        if spare <= 0:
+            break
+        if not column.flex and widths[column.key] < natural[column.key]:
+            grow = min(spare, natural[column.key] - widths[column.key])
+            widths[column.key] += grow
+            spare -= grow
+    if flex is not None and spare > 0:
+        widths[flex.key] += spare
+    return [(c, widths[c.key]) for c in ordered]
+
+
+def fit(text: str, width: int, align: str) -> str:
+    text = render.truncate(text, width)
+    return text.rjust(width) if align == ">" else text.ljust(width)
+
+
+class RunTable(ScrollView, can_focus=True):
+    """Every run, one per line, sorted and filtered, with a cursor that follows its run."""
+
+    BINDINGS = [
+        Binding("j,down", "cursor_down", "Down", show=False),
+        Binding("k,up", "cursor_up", "Up", show=False),
+        Binding("g,home", "top", "Top", show=False),
+        Binding("G,end", "bottom", "Bottom", show=False),
+        Binding("ctrl+d,pagedown", "page_down", "Page down", show=False),
+        Binding("ctrl+u,pageup", "page_up", "Page up", show=False),
+        Binding("enter", "select", "Details"),
+        Binding("o", "cycle_sort", "Sort", show=False),
+        Binding("O", "reverse_sort", "Reverse", show=False),
+    ]
+    DEFAULT_CSS = """
+    RunTable { height: 1fr; overflow-x: hidden; scrollbar-size-vertical: 1; }
+    RunTable > .run-table--header { text-style: bold; }
+    RunTable > .run-table--cursor { background: $primary 40%; }
+    RunTable:focus > .run-table--cursor { background: $primary 70%; }
+    """
+    COMPONENT_CLASSES = {"run-table--header", "run-table--cursor"}
+
+    class Highlighted(Message):
+        def __init__(self, run_id: str | None) -> None:
+            super().__init__()
+            self.run_id = run_id
+
+    class Selected(Message):
+        def __init__(self, run_id: str) -> None:
+            super().__init__()
+            self.run_id = run_id
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.rows: dict[str, Row] = {}
+        self.order: list[str] = []  # the run ids shown, in order
+        self._index: dict[str, int] = {}
+        self._cells: dict[str, dict[str, str]] = {}
+        self._haystack: dict[str, str] = {}
+        self.cursor = 0
+        self.cursor_id: str | None = None
+        self.sort_by = "created"
+        self.sort_reverse = True  # newest first, as `fray list`
+        self.filter_text = ""
+        self._name_width = 12
+        self._layout: list[tuple[Column, int]] = []
+        self._layout_for: tuple[int, int] = (-1, -1)
+        self.palette: dict[str, str] = {}
+
+    # -- data -------------------------------------------------------------------------
+
+    def apply(self, rows: dict[str, Row], changed: set[str], removed: set[str]) -> None:
+        """Take a refresh: update the changed rows in place and repaint only what moved or changed."""
+        for run_id in removed:
+            self.rows.pop(run_id, None)
+            self._cells.pop(run_id, None)
+            self._haystack.pop(run_id, None)
+        for run_id in changed:
+            row = rows.get(run_id)
+            if row is None:
+                continue
+            self.rows[run_id] = row
+            self._cells[run_id] = cells_of(row)
+            self._haystack.pop(run_id, None)
+            self._name_width = max(self._name_width, len(row["name"]))
+        before = self.order
+        self._rebuild()
+        if self.order != before:
+            self.refresh()
+            return
+        top = int(self.scroll_offset.y)
+        visible = range(top, top + max(0, self.size.height - 1))
+        for position in visible:
+            if position < len(self.order) and self.order[position] in changed:
+                self.refresh_line(position + 1)
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text
+        self._rebuild()
+        self.refresh()
+
+    def sort(self, by: str, reverse: bool | None = None) -> None:
+        if by not in SORTS:
+            raise ValueError(f"cannot sort by {by!r}; one of {', '.join(SORTS)}")
+        if reverse is None:
+            reverse = not self.sort_reverse if by == self.sort_by else by in ("created", "uptime", "heartbeat", "step")
+        self.sort_by, self.sort_reverse = by, reverse
+        self._rebuild()
+        self.refresh()
+
+    def _matches(self, run_id: str, words: list[str]) -> bool:
+        hay = self._haystack.get(run_id)
+        if hay is None:
+            cells = self._cells[run_id]
+            hay = " ".join((run_id, cells["name"], cells["status"], cells["node"], cells["mode"], cells["where"],
+                            cells["reason"])).lower()
+            self._haystack[run_id] = hay
+        return all(word in hay for word in words)
+
+    def _rebuild(self) -> None:
+        words = self.filter_text.lower().split()
+        ids = [run_id for run_id in self.rows if not words or self._matches(run_id, words)]
+        key = _sort_key(self.sort_by)
+        rows = self.rows
+        ids.sort(key=lambda run_id: key(rows[run_id]), reverse=self.sort_reverse)
+        self.order = ids
+        self._index = {run_id: i for i, run_id in enumerate(ids)}
+        self.virtual_size = Size(self.size.width, len(ids) + 1)
+        if self.cursor_id in self._index:
+            self.cursor = self._index[self.cursor_id]
+        else:
+            self.cursor = max(0, min(self.cursor, len(ids) - 1))
+            self._set_cursor_id()
+
+    def _set_cursor_id(self) -> None:
+        new = self.order[self.cursor] if self.order else None
+        if new != self.cursor_id:
+            self.cursor_id = new
+            self.post_message(self.Highlighted(new))
+
+    @property
+    def selected(self) -> Row | None:
+        return self.rows.get(self.cursor_id) if self.cursor_id else None
+
+    def visible_lines(self) -> list[str]:
+        """The text of the header and the rows on screen (what a person reads; tests use it)."""
+        height = max(1, self.size.height)
+        return [self._plain_line(y) for y in range(height)]
+
+    # -- moving -----------------------------------------------------------------------
+
+    def move_to(self, position: int) -> None:
+        if not self.order:
+            return
+        old = self.cursor
+        self.cursor = max(0, min(position, len(self.order) - 1))
+        self._set_cursor_id()
+        self.refresh_line(old + 1)
+        self.refresh_line(self.cursor + 1)
+        self._scroll_to_cursor()
+
+    def move_to_run(self, run_id: str) -> bool:
+        if run_id not in self._index:
+            return False
+        self.move_to(self._index[run_id])
+        return True
+
+    def _scroll_to_cursor(self) -> None:
+        page = max(1, self.size.height - 1)
+        top = int(self.scroll_offset.y)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + page:
+            self.scroll_to(y=self.cursor - page + 1, animate=False)
+
+    def action_cursor_down(self) -> None:
+        self.move_to(self.cursor + 1)
+
+    def action_cursor_up(self) -> None:
+        self.move_to(self.cursor - 1)
+
+    def action_top(self) -> None:
+        self.move_to(0)
+
+    def action_bottom(self) -> None:
+        self.move_to(len(self.order) - 1)
+
+    def action_page_down(self) -> None:
+        self.move_to(self.cursor + max(1, self.size.height - 2))
+
+    def action_page_up(self) -> None:
+        self.move_to(self.cursor - max(1, self.size.height - 2))
+
+    def action_select(self) -> None:
+        if self.cursor_id:
+            self.post_message(self.Selected(self.cursor_id))
+
+    def action_cycle_sort(self) -> None:
+        self.sort(SORTS[(SORTS.index(self.sort_by) + 1) % len(SORTS)])
+
+    def action_reverse_sort(self) -> None:
+        self.sort(self.sort_by, not self.sort_reverse)
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y == 0:
+            x = 0
+            for column, width in self._columns():
+                if x <= event.x < x + width + GAP:
+                    key = {"icon": "status", "reason": "status"}.get(column.key, column.key)
+                    self.sort(key)
+                    return
+                x += width + GAP
+            return
+        position = int(self.scroll_offset.y) + event.y - 1
+        if 0 <= position < len(self.order):
+            self.move_to(position)
+            if event.chain >= 2:
+                self.action_select()
+
+    def on_resize(self, _: events.Resize) -> None:
+        self.virtual_size = Size(self.size.width, len(self.order) + 1)
+        self._scroll_to_cursor()
+
+    # -- rendering --------------------------------------------------------------------
+
+    def _columns(self) -> list[tuple[Column, int]]:
+        width = self.scrollable_content_region.width
+        if self._layout_for != (width, self._name_width):
+            self._layout = layout(COLUMNS, max(20, width), self._name_width)
+            self._layout_for = (width, self._name_width)
+        return self._layout
+
+    def _header_text(self, column: Column) -> str:
+        if column.key == self.sort_by:
+            return column.title + ("▼" if self.sort_reverse else "▲")
+        return column.title
+
+    def _plain_line(self, y: int) -> str:
+        columns = self._columns()
+        if y == 0:
+            return (" " * GAP).join(fit(self._header_text(c), w, c.align) for c, w in columns).rstrip()
+        position = int(self.scroll_offset.y) + y - 1
+        if position >= len(self.order):
+            return ""
+        cells = self._cells[self.order[position]]
+        return (" " * GAP).join(fit(cells[c.key], w, c.align) for c, w in columns).rstrip()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        columns = self._columns()
+        base = self.rich_style
+        if y == 0:
+            style = base + self.get_component_rich_style("run-table--header")
+            text = (" " * GAP).join(fit(self._header_text(c), w, c.align) for c, w in columns)
+            return Strip([Segment(fit(text, width, "<"), style)], width)
+        position = int(self.scroll_offset.y) + y - 1
+        if position >= len(self.order):
+            return Strip.blank(width, base)
+        run_id = self.order[position]
+        cells = self._cells[run_id]
+        row = self.rows[run_id]
+        line_style = base
+        if position == self.cursor:
+            line_style = base + self.get_component_rich_style("run-table--cursor")
+        status_style = Style.parse(self.palette.get(row["status"], "")) if self.palette else Style()
+        segments: list[Segment] = []
+        used = 0
+        for index, (column, w) in enumerate(columns):
+            if index:
+                segments.append(Segment(" " * GAP, line_style))
+                used += GAP
+            style = line_style
+            if column.key in ("icon", "status"):
+                style = line_style + status_style
+            segments.append(Segment(fit(cells[column.key], w, column.align), style))
+            used += w
+        if used < width:
+            segments.append(Segment(" " * (width - used), line_style))
+        return Strip(segments, width).crop(0, width)

@@ -1,0 +1,107 @@
+"""The dashboard's header: runs per status, the daemon's health, and a banner when it is down."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+from shepherd.cli import render
+from shepherd.status import ICONS, Status
+
+ENDED = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED.value, Status.STOPPED_MANUAL.value,
+                   Status.FAILED.value, Status.ERROR_UNKNOWN.value})
+
+
+def counts_text(counts: dict[str, int], daemon: dict[str, Any], palette: Any, shown: int | None = None) -> Text:
+    """`1,204 runs: 3 ● healthy_running, 1 ✗ failed · daemon running (pid 7 on login1, last cycle 0.4s ago)`."""
+    total = sum(counts.values())
+    text = Text()
+    text.append(f"{total:,} run{'s' if total != 1 else ''}", style="bold")
+    if shown is not None and shown != total:
+        text.append(f" ({shown:,} shown)")
+    parts = [(status, count) for status, count in counts.items() if count]
+    if parts:
+        text.append(": ")
+    for index, (status, count) in enumerate(parts):
+        if index:
+            text.append("  ")
+        text.append(f"{count} {ICONS[Status(status)]} {status}", style=palette.status.get(status, ""))
+    text.append("  ·  daemon ")
+    text.append(daemon["state"], style=palette.daemon.get(daemon["state"], "") if daemon["state"] == "running" else
+                palette.status.get("failed", "bold"))
+    text.append(f" ({daemon['detail']})", style="dim")
+    return text
+
+
+def banner_text(counts: dict[str, int], daemon: dict[str, Any]) -> str | None:
+    """The warning shown across the top when runs are not being watched; None when all is well."""
+    state = daemon["state"]
+    waiting = sum(count for status, count in counts.items() if status not in ENDED)
+    if state == "stale":
+        return (f"⚠ DAEMON STALE: {daemon['detail']}. Runs are not being watched. See daemon.log in FRAY_HOME, "
+                "or restart it: fray daemon stop; fray daemon start")
+    if state == "stopped":
+        runs = f"{render.plural(waiting, 'active run')} {'is' if waiting == 1 else 'are'} not making progress" \
+            if waiting else "nothing watches new runs"
+        return f"⚠ DAEMON STOPPED: {runs}. Start it: fray daemon start (any fray submit/control also starts it)"
+    return None
+
+
+class StatusBar(Static):
+    """One line: counts per status and the daemon's health."""
+
+    DEFAULT_CSS = "StatusBar { height: auto; max-height: 3; padding: 0 1; background: $panel; }"
+
+
+class DaemonBanner(Static):
+    """A red (stopped) or yellow (stale) banner; hidden while the daemon runs."""
+
+    DEFAULT_CSS = """
+    DaemonBanner { height: auto; padding: 0 1; display: none; text-style: bold; }
+    DaemonBanner.-stopped { display: block; background: $error; color: $text; }
+    DaemonBanner.-stale { display: block; background: $warning; color: $text; }
+    """
+
+    def show(self, counts: dict[str, int], daemon: dict[str, Any]) -> None:
+        text = banner_text(counts, daemon)
+        self.set_class(text is not None and daemon["state"] == "stopped", "-stopped")
+        self.set_class(text is not None and daemon["state"] == "stale", "-stale")
+        if text is not None:
+            self.update(text)
+
+
+def event_line(event: dict[str, Any], now: float, palette: Any) -> Text:
+    """`14:03:27  train-gpt  #2 submitted  attempt 2 submitted to local`."""
+    kind = event.get("kind", "?")
+    style = {"error": palette.bad, "ended": "bold", "attempt_ended": palette.status.get("restarting", ""),
+             "submitted": palette.status.get("pending", ""), "started": palette.good}.get(kind, "")
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(render.timestamp(event.get("at"), now), style="dim")
+    text.append("  ")
+    text.append(str(event.get("name", event.get("run_id", "?")))[:32], style="bold")
+    attempt = event.get("attempt")
+    text.append(f"  #{attempt}" if attempt else "")
+    text.append(f"  {kind}", style=style)
+    text.append(f"  {str(event.get('reason', '')).replace(chr(10), ' ')}")
+    return text
+
+
+class EventsPane(Static):
+    """Recent actions: the daemon's events across runs, newest first."""
+
+    DEFAULT_CSS = """
+    EventsPane { height: 7; border-top: solid $panel; padding: 0 1; }
+    """
+
+    def show(self, events: list[dict[str, Any]], now: float, palette: Any) -> None:
+        lines = max(1, self.size.height - 1) if self.size.height else 6
+        text = Text("Recent actions (newest first)\n", style="bold")
+        if not events:
+            text.append("no events yet: the daemon records what it decides here", style="dim")
+        for index, event in enumerate(events[:lines]):
+            if index:
+                text.append("\n")
+            text.append_text(event_line(event, now, palette))
+        self.update(text)
