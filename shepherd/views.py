@@ -104,7 +104,6 @@ def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, he
         "heartbeat_age_sec": round(age, 3) if age is not None else None,
         "step": (progress or {}).get("step"), "loss": (progress or {}).get("loss"),
         "paused": paused,
-        "parent_run_id": meta.parent_run_id,
     }
 
 
