@@ -164,7 +164,7 @@ def stale_endpoint(run_id: str | None, attempt: int | None, meta: Meta | None, r
 
 
 def tree(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
-    """(depth, row) with every run under its parent: roots in the given order, children oldest first.
+    """(depth, row) with every run under its parent: roots in the given order, children in launch order.
 
     A child whose parent is not among the rows (filtered out, or deleted) is shown as a root.
     """
@@ -185,7 +185,7 @@ def tree(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
             return
         seen.add(row["run_id"])
         ordered.append((depth, row))
-        for child in sorted(children.get(row["run_id"], []), key=lambda r: r["run_id"]):
+        for child in sorted(children.get(row["run_id"], []), key=lambda r: (r.get("created_at") or 0, r["run_id"])):
             visit(child, depth + 1)
 
     for root in roots:

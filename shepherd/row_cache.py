@@ -19,7 +19,7 @@ import orjson
 from shepherd import store
 from shepherd.layout import Home
 
-VERSION = 1
+VERSION = 2  # 2: rows carry parent_run_id (cluster API families)
 StatKey = list[int]
 
 

@@ -104,6 +104,7 @@ def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, he
         "heartbeat_age_sec": round(age, 3) if age is not None else None,
         "step": (progress or {}).get("step"), "loss": (progress or {}).get("loss"),
         "paused": paused,
+        "parent_run_id": meta.parent_run_id,
     }
 
 
@@ -256,3 +257,31 @@ def _commands(paths: RunPaths, now: float) -> dict[str, Any] | None:
 
 
 # -- families (the cluster API) ---------------------------------------------------------
+
+
+# -- families (the cluster API) ---------------------------------------------------------
+
+
+def _summary(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in ("run_id", "name", "status", "icon", "reason")}
+
+
+def family_view(home: Home, meta: Meta | None) -> dict[str, Any] | None:
+    """A run's family for `fray status`: namespace, parent, children, group, reservation (None: it has none).
+
+    Children are found among `list_view`'s rows (ended ones come from the row cache).
+    """
+    if meta is None:
+        return None
+    rows = list_view(home)["runs"]
+    children = sorted((_summary(r) for r in rows if r.get("parent_run_id") == meta.run_id), key=lambda r: r["run_id"])
+    parent = None
+    if meta.parent_run_id:
+        found = next((r for r in rows if r["run_id"] == meta.parent_run_id), None)
+        parent = _summary(found) if found else {"run_id": meta.parent_run_id, "name": meta.parent_run_id,
+                                                "status": "error_unknown", "icon": "✗", "reason": "no such run"}
+    if parent is None and not children and not meta.namespace and not meta.group and not meta.reservation:
+        return None
+    return {"namespace": meta.namespace or (meta.run_id if children else None), "parent": parent,
+            "parent_attempt": meta.parent_attempt, "children": children, "group": meta.group,
+            "reservation": meta.reservation}

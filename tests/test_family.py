@@ -158,7 +158,8 @@ def test_endpoints_of_ended_runs_and_earlier_attempts_are_stale():
 
 
 def test_tree_puts_children_under_parents_oldest_first():
-    rows = [{"run_id": "3-c2", "parent_run_id": "1-p"}, {"run_id": "2-c1", "parent_run_id": "1-p"},
+    rows = [{"run_id": "3-c2", "parent_run_id": "1-p", "created_at": 3.0},
+            {"run_id": "2-c1", "parent_run_id": "1-p", "created_at": 2.0},
             {"run_id": "4-g", "parent_run_id": "2-c1"}, {"run_id": "1-p", "parent_run_id": None},
             {"run_id": "5-orphan", "parent_run_id": "0-gone"}]
     assert [(d, r["run_id"]) for d, r in family.tree(rows)] == [(0, "1-p"), (1, "2-c1"), (2, "4-g"), (1, "3-c2"),

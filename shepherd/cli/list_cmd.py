@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from shepherd import views
+from shepherd import family, views
 from shepherd.cli import output, render
 from shepherd.cli.main import home_of
 from shepherd.status import Status
@@ -38,12 +38,16 @@ ENDED_STATUSES = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED
 @click.command("list")
 @click.option("--active", is_flag=True, help="Only runs that have not ended.")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N", help="Show at most N runs (the newest).")
+@click.option("--tree", is_flag=True, help="Show jobs launched through the cluster API under their parent.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-list.json).")
 @click.pass_context
-def list_runs(ctx: click.Context, active: bool, limit: int | None, as_json: bool) -> None:
+def list_runs(ctx: click.Context, active: bool, limit: int | None, tree: bool, as_json: bool) -> None:
     """Every run with its status, newest first, and the daemon's health."""
     data = views.list_view(home_of(ctx), include_ended=not active, limit=limit)
     data["active_only"] = active
+    if tree:
+        data["tree"] = True
+        data["runs"] = [{**row, "depth": depth} for depth, row in family.tree(data["runs"])]
     output.emit(data, as_json, render_list)
 
 
@@ -101,7 +105,7 @@ def row_cells(row: dict[str, Any]) -> list[Any]:
     status = row["status"] + (" (paused)" if row["paused"] and row["phase"] != "ended" else "")
     return [
         (row["icon"], colour),
-        row["name"],
+        ("  " * (row["depth"] - 1) + "└ " if row.get("depth") else "") + row["name"],
         row["run_id"],
         (status, colour),
         render.number(row["attempt"]),

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "control": ("shepherd.cli.control_cmd:control", "Stop, start, restart, pause or unpause a run."),
     "daemon": ("shepherd.cli.daemon_cmd:daemon", "Start, stop or inspect the daemon that serves FRAY_HOME."),
     "nodes": ("shepherd.cli.nodes_cmd:nodes", "The nodes runs can use; ban and unban them."),
+    "actors": ("shepherd.cli.actors_cmd:actors", "The actors jobs registered, by namespace and name."),
     "partitions": ("shepherd.cli.partitions_cmd:partitions_cmd", "The Slurm partitions and their GPUs, as fray chooses them."),
     "audit": ("shepherd.cli.audit_cmd:audit_group", "Verify or show the log of every control action."),
     "tui": ("shepherd.cli.tui_cmd:tui", "A live dashboard of runs in the terminal (Textual)."),

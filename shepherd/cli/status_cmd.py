@@ -48,6 +48,7 @@ def status(ctx: click.Context, run: str, as_json: bool) -> None:
     if data["spec"] is None:
         raise UsageError(f"run {run_id} cannot be shown: {data['run']['reason']}")
     data["next"] = [f"{fray_prefix(home)} logs {run_id}"]
+    data["family"] = views.family_view(home, runs.read_meta(home, run_id))
     output.emit(data, as_json, render_status)
 
 
@@ -81,6 +82,7 @@ def render_status(data: dict[str, Any]) -> list[str]:
         facts.append(("ended", render.timestamp(data["end"]["at"], now)))
     lines += render.key_values(facts)
 
+    lines += family_lines(data.get("family"))
     lines += ["", render.heading("Attempts")]
     if data["attempts"]:
         cells = [attempt_cells(a, now) for a in data["attempts"]]
@@ -115,6 +117,31 @@ def render_status(data: dict[str, Any]) -> list[str]:
     daemon = data["daemon"]
     lines += ["", f"daemon: {render.style(daemon['state'], **render.DAEMON_COLOURS.get(daemon['state'], {}))}"
                   f" ({daemon['detail']})", f"logs:   {data['next'][0]}"]
+    return lines
+
+
+def family_lines(family: dict[str, Any] | None) -> list[str]:
+    """Parent, children and namespace of a run launched through the cluster API (or that launched some)."""
+    if not family:
+        return []
+    lines = ["", render.heading("Family")]
+    facts = []
+    if family["namespace"]:
+        facts.append(("namespace", family["namespace"]))
+    parent = family["parent"]
+    if parent:
+        facts.append(("parent", f"{render.status_label(parent['status'])}  {parent['name']}  ({parent['run_id']}, "
+                                f"attempt {family['parent_attempt'] or '?'})"))
+    if family["group"]:
+        group = family["group"]
+        facts.append(("group", f"{group['id']}: member {group['index'] + 1} of {group['size']}"))
+    if family["reservation"]:
+        facts.append(("reservation", family["reservation"]))
+    lines += render.key_values(facts)
+    children = family["children"]
+    if children:
+        lines.append(f"  children ({len(children)}):")
+        lines += [f"    {render.status_label(c['status'])}  {c['name']}  ({c['run_id']})" for c in children]
     return lines
 
 

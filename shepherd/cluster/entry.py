@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         argv_ = workload.launch_argv(script, workload.read_first_line(script), job["script_args"], python=sys.executable)
         sys.stdout.flush()
         os.execvp(argv_[0], argv_)
+    # Like `python -m` in the launcher's directory (the job's workdir): its modules are importable.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     attempt_dir = Path(os.environ.get(contract.ENV_ATTEMPT_DIR) or run.attempt(int(os.environ[contract.ENV_ATTEMPT])).dir)
     result_path = attempt_dir / "call-result.pkl"
     try:

@@ -1,0 +1,326 @@
+"""FrayCluster end to end: a real daemon, the local backend, real wrappers, sockets and files.
+
+Jobs launched from inside a fray job become its children; jobs launched from
+the test process (outside any job) are top-level runs in a namespace of their
+own. Every test waits on files and states with `wait_until`, never on sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import run_fray, schema_validate, wait_until
+from shepherd import (ClusterResolver, EnvironmentConfig, Entrypoint, FrayCluster, JobGroupConfig, JobRequest,
+                      JobStatus, ReservationConfig, ResourceConfig, WorkerPool, runs)
+from shepherd.actors import endpoints
+from shepherd.layout import Home
+
+pytestmark = pytest.mark.slow
+
+# The jobs cannot import this test module, so its functions travel by value (as a user's would from a
+# module that only exists on the launching machine).
+import cloudpickle  # noqa: E402
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture
+def daemon(home):
+    """A daemon whose local backend offers 32 CPUs: parents waiting for their children hold theirs."""
+    from shepherd import store
+
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 32}}))
+    proc = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_until(lambda: home.daemon_lease.exists() and json.loads(home.daemon_lease.read_text())["pid"] == proc.pid,
+               what="the daemon's lease")
+    yield proc
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def meta_of(home: Home, run_id: str) -> dict:
+    return json.loads(home.run(run_id).meta.read_text())
+
+
+def children_of(home: Home, run_id: str) -> list[str]:
+    return [i for i in home.run_ids() if meta_of(home, i).get("parent_run_id") == run_id]
+
+
+def ended(home: Home, run_id: str) -> dict | None:
+    meta = meta_of(home, run_id)
+    return meta if meta["phase"] == "ended" else None
+
+
+def submit(home: Home, path: Path) -> str:
+    return runs.create_run(home, runs.SubmitOptions(script=path, overrides={}, workdir=str(path.parent))).run_id
+
+
+PARENT = '''
+import os, sys
+from shepherd import current_cluster, JobRequest, Entrypoint, ResourceConfig
+
+def square(x):
+    return x * x, os.environ["FRAY_NAMESPACE"], os.environ["FRAY_PARENT_JOB_ID"]
+
+def grandchild():
+    from shepherd import current_cluster
+    c = current_cluster()
+    return c.wait(c.launch(JobRequest("leaf", Entrypoint.from_callable(os.getpid))), raise_on_failure=True).result > 0
+
+def fails():
+    raise RuntimeError("child failed on purpose")
+
+cluster = current_cluster()
+ids = [cluster.launch(JobRequest(f"sq-{i}", Entrypoint.from_callable(square, (i,)))) for i in range(2)]
+ids.append(cluster.launch(JobRequest("nested", Entrypoint.from_callable(grandchild))))
+infos = cluster.wait(ids, raise_on_failure=True, timeout=60)
+print("results", [i.result for i in infos], flush=True)
+bad = cluster.launch(JobRequest("bad", Entrypoint.from_callable(fails)))
+try:
+    cluster.wait(bad, raise_on_failure=True, timeout=60)
+except Exception as exc:
+    print("caught", type(exc).__name__, "child failed on purpose" in str(exc), "in fails" in str(exc), flush=True)
+print("namespace", cluster.namespace == os.environ["FRAY_RUN_ID"], flush=True)
+'''
+
+
+def test_a_job_launches_children_that_inherit_its_namespace_and_show_as_a_family(home, daemon, tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    parent = submit(home, script)
+    meta = wait_until(lambda: ended(home, parent), timeout=60, what="the parent to end")
+    out = home.run(parent).attempt(1).stdout.read_text()
+    assert meta["end"]["status"] == "completed_success", out + home.run(parent).attempt(1).stderr.read_text()
+    assert f"results [(0, '{parent}', '{parent}'), (1, '{parent}', '{parent}'), True]" in out
+    assert "caught JobFailed True True" in out and "namespace True" in out
+    kids = children_of(home, parent)
+    assert len(kids) == 4
+    for kid in kids:
+        child = meta_of(home, kid)
+        schema_validate("meta", child)
+        schema_validate("job", json.loads(home.run(kid).job.read_text()))
+        assert child["parent_attempt"] == 1 and child["namespace"] == parent and child["spec"]["backend"] == "local"
+    nested = next(k for k in kids if meta_of(home, k)["name"] == "nested")
+    assert len(children_of(home, nested)) == 1  # the grandchild
+    listing = json.loads(run_fray("list", "--tree", "--json", home=home.root, check=True).stdout)
+    schema_validate("cli-list", listing)
+    assert [(r["depth"], r["name"]) for r in listing["runs"]][:2] == [(0, "parent"), (1, "sq-0")]
+    assert (2, "leaf") in [(r["depth"], r["name"]) for r in listing["runs"]]
+    assert "└ sq-0" in run_fray("list", "--tree", home=home.root, check=True).stdout
+    status = json.loads(run_fray("status", parent, "--json", home=home.root, check=True).stdout)
+    schema_validate("cli-status", status)
+    assert sorted(c["name"] for c in status["family"]["children"]) == ["bad", "nested", "sq-0", "sq-1"]
+    child_status = run_fray("status", nested, home=home.root, check=True).stdout
+    assert "Family" in child_status and parent in child_status and "leaf" in child_status
+
+
+STOPPABLE = '''
+import os, time
+from shepherd import current_cluster, JobRequest, Entrypoint
+
+cluster = current_cluster()
+child = cluster.launch(JobRequest("sleeper", Entrypoint.from_callable(time.sleep, (600,))))
+print("launched", child, flush=True)
+time.sleep(600)
+'''
+
+
+def test_stopping_a_parent_stops_its_children(home, daemon, tmp_path):
+    script = tmp_path / "stoppable.py"
+    script.write_text(STOPPABLE)
+    parent = submit(home, script)
+    child = wait_until(lambda: children_of(home, parent), timeout=30, what="the child")[0]
+    wait_until(lambda: meta_of(home, child)["attempts"] and meta_of(home, child)["attempts"][0]["state"] == "running",
+               timeout=30, what="the child to run")
+    FrayCluster(home.root).terminate(parent)  # what `fray control stop` does: control.json, audited
+    assert wait_until(lambda: ended(home, parent), timeout=30, what="the parent to stop")["end"]["status"] \
+        == "stopped_manual"
+    child_meta = wait_until(lambda: ended(home, child), timeout=30, what="the child to stop")
+    assert child_meta["end"]["status"] == "stopped_manual"
+    reasons = [json.loads(line)["reason"] for line in home.run(child).events.read_text().splitlines()]
+    assert any(f"parent run {parent}" in r for r in reasons), reasons
+    assert not json.loads(home.run(child).control.read_text())["stop_requested"]  # decided by the daemon, not written
+
+
+def test_a_group_starts_all_together_or_not_at_all(home, daemon):
+    cluster = FrayCluster(home.root, namespace="groups")
+    ok = JobRequest("member", Entrypoint.from_callable(os.getpid))
+    impossible = JobRequest("giant", Entrypoint.from_callable(os.getpid), resources=ResourceConfig(cpus=100_000))
+    doomed = cluster.launch_group(JobGroupConfig("doomed", [ok, impossible, ok]))
+    infos = cluster.wait(doomed, timeout=30)
+    assert [i.status for i in infos] == [JobStatus.STOPPED] * 3
+    assert all("can never start" in i.reason or "can never start" in str(meta_of(home, i.job_id)) for i in infos)
+    assert all(meta_of(home, i)["attempts"] == [] for i in doomed)  # not one member started
+    gang = cluster.launch_group(JobGroupConfig.replicas("gang", ok, 3))
+    pids = [i.result for i in cluster.wait(gang, raise_on_failure=True, timeout=30)]
+    assert len(set(pids)) == 3
+    assert [meta_of(home, i)["group"]["index"] for i in gang] == [0, 1, 2]
+
+
+def wait_for_file(path: str) -> str:
+    import time
+
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    return "released"
+
+
+def test_reservations_hold_their_min_and_cap_their_jobs_at_max(home, tmp_path):
+    from shepherd import store
+
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 4}}))
+    proc = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], start_new_session=True)
+    try:
+        cluster = FrayCluster(home.root, namespace="reserved")
+        reservation = cluster.create_reservation(ReservationConfig("pool", min=ResourceConfig(cpus=2),
+                                                                   max=ResourceConfig(cpus=2), ttl_sec=120))
+        schema_validate("reservation", json.loads(home.reservation(reservation).read_text()))
+        outsider = cluster.launch(JobRequest("outsider", Entrypoint.from_callable(os.getpid),
+                                             resources=ResourceConfig(cpus=3)))
+        wait_until(lambda: "2 of 4 free" in (meta_of(home, outsider)["wait_reason"] or ""), timeout=15,
+                   what="the outsider to wait for the CPUs the reservation holds")
+        release = tmp_path / "release"
+        inside = [cluster.launch(JobRequest(f"in-{i}", Entrypoint.from_callable(wait_for_file, (str(release),)),
+                                            reservation=reservation)) for i in range(3)]
+        wait_until(lambda: sum(cluster.poll(i).status is JobStatus.RUNNING for i in inside) == 2, timeout=20,
+                   what="two jobs of the reservation to run")
+        waiting = next(i for i in inside if cluster.poll(i).status is JobStatus.PENDING)
+        assert "at its max" in meta_of(home, waiting)["wait_reason"]
+        assert cluster.get_reservation(reservation).used.cpus == 2
+        release.touch()
+        assert [i.result for i in cluster.wait(inside, raise_on_failure=True, timeout=30)] == ["released"] * 3
+        assert cluster.poll(outsider).status is JobStatus.PENDING  # min is still held
+        cluster.release_reservation(reservation)
+        assert cluster.wait(outsider, raise_on_failure=True, timeout=30).status is JobStatus.SUCCEEDED
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+def serve_counter() -> None:
+    """An actor job: counts calls and says which attempt answered."""
+    import threading
+
+    from shepherd import ActorServer, current_cluster
+
+    class Counter:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def hello(self, ctx):
+            self.calls += 1
+            return int(os.environ["FRAY_ATTEMPT"]), os.getpid(), ctx.job_id, ctx.namespace
+
+    server = ActorServer(current_cluster())
+    server.register("counter", Counter(), {"kind": "test"})
+    server.serve_background()
+    threading.Event().wait()
+
+
+def test_an_actor_job_that_dies_is_restarted_and_callers_follow_it(home, daemon):
+    cluster = FrayCluster(home.root, namespace="actors")
+    job = cluster.launch(JobRequest("counter", Entrypoint.from_callable(serve_counter), max_retries_failure=2))
+    pool = ClusterResolver(cluster).lookup("counter")
+    pool.wait_for_size(1, timeout=30)
+    attempt, pid, job_id, namespace = pool.call().hello()
+    assert (attempt, job_id, namespace) == (1, job, "actors")
+    listing = json.loads(run_fray("actors", "list", "--json", home=home.root, check=True).stdout)
+    schema_validate("cli-actors", listing)
+    assert [(e["name"], e["run_id"], e["run_status"]) for e in listing["endpoints"]] == \
+        [("counter", job, "healthy_running")]
+    assert "counter" in run_fray("actors", "list", home=home.root, check=True).stdout
+    os.killpg(pid, signal.SIGKILL)  # the job dies; the daemon restarts it
+    assert pool.call(timeout=60).hello()[0] == 2  # the same call, answered by the new attempt
+    found = wait_until(lambda: (e := list(endpoints.scan(home))) and len(e) == 1 and e, timeout=15,
+                       what="the daemon to remove attempt 1's endpoint")
+    assert found[0].attempt == 2
+    cluster.terminate(job)
+    wait_until(lambda: not list(endpoints.scan(home)), timeout=30, what="the ended job's endpoint to go")
+
+
+def pid_then_wait(marker: str) -> int:
+    import time
+
+    with open(marker, "a") as handle:
+        handle.write(f"{os.getpid()}\n")
+    time.sleep(2.0)
+    return os.getpid()
+
+
+def test_a_task_on_a_worker_that_dies_runs_on_another(home, daemon, tmp_path):
+    cluster = FrayCluster(home.root, namespace="workers")
+    marker = tmp_path / "pids"
+    with WorkerPool(cluster, num_workers=2, name="shards") as pool:
+        assert pool.wait_for_workers(timeout=30) == 2
+        assert sorted(pool.map(abs, [-1, -2, -3])) == [1, 2, 3]
+        future = pool.submit(pid_then_wait, str(marker))
+        first = int(wait_until(lambda: marker.exists() and marker.read_text().split(), timeout=20,
+                               what="the task to start")[0])
+        os.killpg(first, signal.SIGKILL)
+        survivor = future.result(timeout=30)
+        assert survivor != first
+        assert marker.read_text().split() == [str(first), str(survivor)]
+    wait_until(lambda: all(ended(home, j) for j in pool.job_ids), timeout=30, what="the worker jobs to end")
+
+
+def make_wheel(folder: Path) -> Path:
+    """A tiny pure-Python wheel, so installing it needs no network and no build backend."""
+    wheel = folder / "fraytiny-0.1-py3-none-any.whl"
+    files = {"fraytiny/__init__.py": "VALUE = 42\n",
+             "fraytiny-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: fraytiny\nVersion: 0.1\n",
+             "fraytiny-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{name},,\n" for name in files) + "fraytiny-0.1.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+        archive.writestr("fraytiny-0.1.dist-info/RECORD", record)
+    return wheel
+
+
+def uses_package() -> tuple[int, str, str]:
+    import sys
+
+    import fraytiny
+
+    return fraytiny.VALUE, sys.prefix, os.environ["GREETING"]
+
+
+def test_an_environment_is_built_once_per_requirements_hash_and_reused(home, daemon, tmp_path):
+    wheel = make_wheel(tmp_path)
+    env = EnvironmentConfig(env_vars={"GREETING": "hi"}, pip_packages=[str(wheel)])
+    cluster = FrayCluster(home.root, namespace="envs")
+    first = cluster.wait(cluster.launch(JobRequest("env-1", Entrypoint.from_callable(uses_package),
+                                                   environment=env)), raise_on_failure=True, timeout=120)
+    value, prefix, greeting = first.result
+    assert (value, greeting) == (42, "hi") and prefix == str(home.venv(env.key()))
+    ready = json.loads(home.venv_ready(env.key()).read_text())
+    schema_validate("venv", ready)
+    second = cluster.wait(cluster.launch(JobRequest("env-2", Entrypoint.from_callable(uses_package),
+                                                    environment=env)), raise_on_failure=True, timeout=60)
+    assert second.result == first.result
+    assert json.loads(home.venv_ready(env.key()).read_text()) == ready  # reused, not rebuilt
+    logs = [home.run(i.job_id).attempt(1).stderr.read_text() for i in (first, second)]
+    assert "building the environment" in logs[0] and "building the environment" not in logs[1]
+    script = tmp_path / "script_job.py"
+    script.write_text(textwrap.dedent('''
+        import fraytiny, sys
+        print("script sees", fraytiny.VALUE, sys.argv[1])
+    '''))
+    third = cluster.launch(JobRequest("env-3", Entrypoint.from_script(script, ["arg"]), environment=env))
+    cluster.wait(third, raise_on_failure=True, timeout=60)
+    assert "script sees 42 arg" in home.run(third).attempt(1).stdout.read_text()
