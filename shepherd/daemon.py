@@ -244,6 +244,18 @@ class Daemon:
         control = family.effective_control(run.control, self._cycle_plan.orders.get(meta.run_id))
         plan = policy.decide(Situation(meta, control, files, view, now, self.jitter(),
                                        partitions=self._partition_candidates(meta)), self._cycle_plan.admit_for(meta))
+        # Records first, then meta.json, then what reaches the backend: a daemon killed
+        # between two steps leaves either a decision the next one makes again (records
+        # are idempotent) or an intent it finds recorded (`submitting`), never an ended
+        # run without its ended.json or a fault without its blacklist entry.
+        for action in plan.actions:
+            if isinstance(action, policy.Finish):
+                self._finish(run.paths, plan.meta, action)
+            elif isinstance(action, policy.Reactivate):
+                if run.paths.ended.exists():
+                    os.replace(run.paths.ended, run.paths.ended_archive(int(now)))
+            elif isinstance(action, policy.SuspectNode):
+                self._suspect(run.paths, action, meta.current.number if meta.current else None, now)
         self._commit(run.paths, meta, plan)
         for action in plan.actions:
             if isinstance(action, policy.Submit):
@@ -253,13 +265,6 @@ class Daemon:
                 cancels.setdefault(meta.spec.backend, []).append(CancelTarget(
                     AttemptKey(meta.run_id, action.attempt), attempt.backend_ref if attempt else None,
                     force=action.force, workload_pid=started.get("workload_pid")))
-            elif isinstance(action, policy.Finish):
-                self._finish(run.paths, plan.meta, action)
-            elif isinstance(action, policy.Reactivate):
-                if run.paths.ended.exists():
-                    os.replace(run.paths.ended, run.paths.ended_archive(int(now)))
-            elif isinstance(action, policy.SuspectNode):
-                self._suspect(run.paths, action, meta.current.number if meta.current else None, now)
         if self._alerter.rules:
             self._alert(plan.meta, files, now)
 
@@ -321,9 +326,10 @@ class Daemon:
             return
         except (BackendError, OSError) as exc:
             plan = policy.record_submit_failure(meta, attempt.number, str(exc), self.clock(), self.jitter())
+            for action in plan.actions:
+                if isinstance(action, policy.Finish):
+                    self._finish(paths, plan.meta, action)
             self._commit(paths, meta, plan)
-            if any(isinstance(a, policy.Finish) for a in plan.actions):
-                self._finish(paths, plan.meta, next(a for a in plan.actions if isinstance(a, policy.Finish)))
             return
         self._seen_in_flight.add(key)
         before = Meta.from_dict(meta.to_dict())
