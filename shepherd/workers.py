@@ -31,6 +31,7 @@ from shepherd.cluster.api import Entrypoint, EnvironmentConfig, JobRequest, Reso
 
 WATCH_SEC = 0.2
 MAX_TASK_TRIES = 5
+STOP_WAIT_SEC = 5.0
 
 
 class _Executor:
@@ -140,7 +141,11 @@ class WorkerPool:
                 future.result(5.0)
             except Exception:
                 pass
-        self.cluster.terminate(self.job_ids)
+        try:  # stopped workers return on their own; stop what has not within a few seconds
+            self.cluster.wait(self.job_ids, timeout=STOP_WAIT_SEC)
+        except TimeoutError:
+            pass
+        self.cluster.terminate([j for j in self.job_ids if not self.cluster.poll(j).finished])
 
     def __enter__(self) -> "WorkerPool":
         return self

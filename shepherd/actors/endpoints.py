@@ -76,39 +76,46 @@ def remove(home: Home, namespace: str, name: str, actor_id: str) -> bool:
 
 def _actor_ids(folder: Path) -> list[str]:
     try:
-        return [e.name[:-5] for e in os.scandir(folder) if e.name.endswith(".json") and not e.name.startswith(".")]
+        return [n[:-5] for n in os.listdir(folder) if n.endswith(".json") and not n.startswith(".")]
     except (FileNotFoundError, NotADirectoryError):
         return []
 
 
 class Directory:
-    """Reads the endpoints registered under a name, remembering files already read."""
+    """Reads the endpoints registered under a name, remembering files already read.
+
+    Per folder it keeps the records by actor id and the sorted answer: while the
+    folder lists the same files, a lookup is one `listdir` and a set comparison.
+    """
 
     def __init__(self, home: Home) -> None:
         self.home = home
-        self._known: dict[Path, Endpoint | None] = {}
+        self._known: dict[Path, dict[str, Endpoint | None]] = {}
+        self._answers: dict[Path, tuple[frozenset[str], tuple[Endpoint, ...]]] = {}
         self._lock = threading.Lock()
 
-    def lookup(self, namespace: str, name: str) -> list[Endpoint]:
+    def lookup(self, namespace: str, name: str) -> tuple[Endpoint, ...]:
         """The endpoints under `name`, oldest registration first (unreadable files are skipped)."""
         folder = self.home.actor_dir(namespace, name)
-        found: list[Endpoint] = []
-        seen: set[Path] = set()
-        for actor_id in _actor_ids(folder):
-            path = folder / f"{actor_id}.json"
-            seen.add(path)
-            with self._lock:
-                if path in self._known:
-                    record = self._known[path]
-                else:
-                    record = self._known[path] = _read(path)
-            if record is not None:
-                found.append(record)
+        try:
+            listing = frozenset(os.listdir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            listing = frozenset()
         with self._lock:
-            for path in [p for p in self._known if p.parent == folder and p not in seen]:
-                del self._known[path]
-        found.sort(key=lambda e: (e.registered_at, e.actor_id))
-        return found
+            answer = self._answers.get(folder)
+            if answer is not None and answer[0] == listing:
+                return answer[1]
+            known = self._known.setdefault(folder, {})
+        ids = {n[:-5] for n in listing if n.endswith(".json") and not n.startswith(".")}
+        fresh = {i: _read(folder / f"{i}.json") for i in ids if i not in known}
+        with self._lock:
+            known.update(fresh)
+            for gone in [i for i in known if i not in ids]:
+                del known[gone]
+            records = tuple(sorted((r for r in known.values() if r is not None),
+                                   key=lambda e: (e.registered_at, e.actor_id)))
+            self._answers[folder] = (listing, records)
+        return records
 
 
 def _read(path: Path) -> Endpoint | None:

@@ -41,13 +41,19 @@ class ClusterResolver:
         self.cluster = cluster
         self.namespace = namespace or cluster.namespace
         self._directory = endpoints.Directory(cluster.home)
+        self._targets: dict[str, tuple[tuple[endpoints.Endpoint, ...], list[Target]]] = {}
 
     def secret(self) -> bytes:
         return self.cluster.secret()
 
     def resolve(self, name: str) -> list[Target]:
-        return [Target(e.address, e.actor_id, e.actor_id, e.run_id, e.metadata)
-                for e in self._directory.lookup(self.namespace, name)]
+        records = self._directory.lookup(self.namespace, name)
+        cached = self._targets.get(name)
+        if cached is not None and cached[0] is records:
+            return list(cached[1])
+        targets = [Target(e.address, e.actor_id, e.actor_id, e.run_id, e.metadata) for e in records]
+        self._targets[name] = (records, targets)
+        return list(targets)
 
     def lookup(self, name: str) -> "ActorPool":
         from shepherd.actors.pool import ActorPool

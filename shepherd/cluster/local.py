@@ -17,6 +17,7 @@ Reservations cap what their jobs use together (`max`), waiting when full.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import secrets
@@ -74,6 +75,8 @@ class LocalCluster(ClusterBase):
             owns = home is None
             root = Path(tempfile.mkdtemp(prefix="fray-local-")) if owns else Path(home).expanduser().resolve()
             root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if owns:
+                atexit.register(shutil.rmtree, root, True)
             _state = _State(Home(root), owns)
         self._state = _state
         self.home = _state.home
