@@ -14,7 +14,7 @@ from shepherd.tui.screens.detail import DetailScreen
 from shepherd.tui.screens.dialogs import BanScreen, ConfirmScreen, HelpScreen
 from shepherd.tui.screens.logs import LogsScreen
 from shepherd.tui.screens.new_run import NewRunScreen
-from tests.tui_support import dashboard, make_runs, run, screen_text, until
+from tests.tui_support import dashboard, go_to, make_runs, run, screen_text, until
 
 
 def control_of(home, run_id):
@@ -25,17 +25,6 @@ def audit_actions(home):
     if not home.audit.exists():
         return []
     return [json.loads(line)["action"] for line in home.audit.read_text().splitlines()]
-
-
-async def go_to(app, pilot, name):
-    """Move the cursor to the run called `name` with j/k, as a person would."""
-    table = app.screen.query_one("#runs")
-    target = next(i for i, run_id in enumerate(table.order) if table.rows[run_id]["name"] == name)
-    key = "j" if target > table.cursor else "k"
-    for _ in range(abs(target - table.cursor)):
-        await pilot.press(key)
-    assert table.selected["name"] == name
-    return table.selected
 
 
 def test_dashboard_shows_runs_counts_daemon_banner_and_recent_actions(home, tmp_path):

@@ -147,5 +147,16 @@ async def until(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0,
         await pilot.pause(0.05)
 
 
+async def go_to(app, pilot, name):
+    """Move the cursor to the run called `name` with j/k, as a person would."""
+    table = app.screen.query_one("#runs")
+    target = next(i for i, run_id in enumerate(table.order) if table.rows[run_id]["name"] == name)
+    key = "j" if target > table.cursor else "k"
+    for _ in range(abs(target - table.cursor)):
+        await pilot.press(key)
+    assert table.selected["name"] == name
+    return table.selected
+
+
 def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)

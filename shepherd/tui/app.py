@@ -142,9 +142,9 @@ class FrayApp(App):
         finally:
             self._refreshing = False
 
-    async def refresh_now(self, full: bool = True) -> Snapshot | None:
-        """Scan and apply right away (the `R` key; tests await it)."""
-        return await self._scan(Hint(full=full))
+    async def refresh_now(self, full: bool = True, runs: set[str] | None = None) -> Snapshot | None:
+        """Scan and apply right away: everything, or the time-dependent columns and `runs` (R; tests)."""
+        return await self._scan(Hint(full=full, runs=set(runs or ())))
 
     async def _scan(self, hint: Hint) -> Snapshot | None:
         async with self._scan_lock:

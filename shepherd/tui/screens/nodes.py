@@ -20,6 +20,7 @@ from shepherd.cli import render
 from shepherd.tui import actions
 from shepherd.tui.data import Snapshot
 from shepherd.tui.screens.base import FrayScreen, RunActions
+from shepherd.tui.widgets.key_table import KeyTable
 
 COLUMNS = (("name", "NODE"), ("backend", "BACKEND"), ("state", "STATE"), ("cpus", "CPUS"), ("mem", "MEM"),
            ("gpus", "GPUS"), ("partitions", "PARTITIONS"), ("blacklist", "BLACKLIST"))
@@ -62,7 +63,7 @@ class NodesScreen(RunActions, FrayScreen):
     def compose(self) -> ComposeResult:
         yield Static("", id="summary")
         yield Input(placeholder="filter nodes", id="filter")
-        table: DataTable[Any] = DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Any] = KeyTable(id="nodes", cursor_type="row", zebra_stripes=True)
         for key, title in COLUMNS:
             table.add_column(title, key=key)
         yield table
@@ -100,7 +101,7 @@ class NodesScreen(RunActions, FrayScreen):
             if name in present:
                 for key, value in cells.items():
                     if str(table.get_cell(name, key)) != str(value):
-                        table.update_cell(name, key, value)
+                        table.update_cell(name, key, value, update_width=True)
             else:
                 table.add_row(*(cells[key] for key, _ in COLUMNS), key=name)
         banned = sum(1 for node in self.view["nodes"] if node.get("blacklist"))

@@ -19,6 +19,7 @@ from shepherd import views
 from shepherd.cli import render
 from shepherd.tui.data import Snapshot
 from shepherd.tui.screens.base import FrayScreen, RunActions
+from shepherd.tui.widgets.key_table import KeyTable
 
 COLUMNS = (("position", "#"), ("icon", ""), ("name", "NAME"), ("status", "STATUS"), ("attempt", "ATT"),
            ("backend", "ON"), ("age", "WAITING"), ("reason", "WHY IT WAITS"))
@@ -52,7 +53,7 @@ class QueueScreen(RunActions, FrayScreen):
     def compose(self) -> ComposeResult:
         yield Static("", id="summary")
         yield Input(placeholder="filter the queue", id="filter")
-        table: DataTable[Any] = DataTable(id="queue", cursor_type="row")
+        table: DataTable[Any] = KeyTable(id="queue", cursor_type="row")
         for key, title in COLUMNS:
             table.add_column(title, key=key)
         yield table
@@ -88,7 +89,7 @@ class QueueScreen(RunActions, FrayScreen):
             for item in shown:
                 for key, value in self._cells(item, now, palette).items():
                     if str(table.get_cell(item["run_id"], key)) != str(value):
-                        table.update_cell(item["run_id"], key, value)
+                        table.update_cell(item["run_id"], key, value, update_width=True)
         waiting = len(self.queue)
         self.query_one("#summary", Static).update(
             f"{waiting} run{'s' if waiting != 1 else ''} waiting, in the order they will be tried"

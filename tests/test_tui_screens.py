@@ -1,0 +1,324 @@
+"""The dashboard's other screens with the pilot: run detail, logs, nodes, queue, edit config.
+
+Each key of each screen is pressed as a person would, and the test reads what
+the screen shows and what was written to disk (control.json, blacklist.json).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from rich.text import Text
+
+from shepherd import runs, store
+from shepherd.model import Control, Meta
+from shepherd.tui.screens.config import ConfigScreen
+from shepherd.tui.screens.detail import DetailScreen
+from shepherd.tui.screens.dialogs import BanScreen, ConfirmScreen
+from shepherd.tui.screens.logs import LogsScreen
+from shepherd.tui.screens.nodes import NodesScreen
+from shepherd.tui.screens.queue import QueueScreen
+from tests.tui_support import dashboard, make_runs, run, screen_text, until
+
+
+def control_of(home, run_id):
+    return json.loads(home.run(run_id).control.read_text())
+
+
+# ---------------------------------------------------------------- run detail
+
+
+def test_detail_shows_meta_attempts_failures_probes_events_and_the_script(home, tmp_path):
+    ids = make_runs(home, tmp_path / "scripts")
+
+    async def scenario():
+        async with dashboard(home, size=(140, 80), run_id=ids["failed"]) as (app, pilot):
+            assert isinstance(app.screen, DetailScreen)
+            text = screen_text(app)
+            assert "failed" in text and "flaky-job" in text and "2 workload failures (max_retries 1)" in text
+            assert "Attempts" in text and "workload_failure" in text and "gpu-node-3" in text
+            assert "Failure records (2)" in text and "ValueError: loss is nan" in text
+            assert "#SBATCH --time=4:00:00" in text and "#FRAY --gpus 1" in text
+        async with dashboard(home, size=(140, 80), run_id=ids["healthy"]) as (app, pilot):
+            text = screen_text(app)
+            assert "Probe results" in text and "ECC clean" in text
+            assert "step 12000, loss 1.234" in text
+            assert "attempt 1 started on gpu-node-7" in text  # events
+            assert "Runtime commands" in text
+            # the script: #SBATCH lines green, #FRAY lines purple (the palette's colours)
+            script = app.screen.query_one("#script").content
+            spans = {str(script.renderables[1])[s.start:s.end].strip(): str(s.style)
+                     for s in script.renderables[1].spans}
+            palette = app.palette
+            assert spans["#SBATCH --time=4:00:00"] == palette.sbatch
+            assert spans["#FRAY --gpus 1"] == palette.fray
+            assert isinstance(script.renderables[1], Text)
+
+    run(scenario())
+
+
+def test_detail_keys_r_s_p_t_b_e_and_backspace(home, tmp_path):
+    ids = make_runs(home, tmp_path / "scripts")
+    run_id = ids["healthy"]
+
+    async def scenario():
+        async with dashboard(home, run_id=run_id) as (app, pilot):
+            await pilot.press("r")
+            assert isinstance(app.screen, ConfirmScreen) and "Restart train-gpt" in screen_text(app)
+            await pilot.press("y")
+            assert control_of(home, run_id)["restart_nonce"] == 1
+            await pilot.press("p", "y")
+            assert control_of(home, run_id)["paused"] is True
+            await pilot.press("s", "y")
+            assert control_of(home, run_id)["stop_requested"] is True
+            await pilot.press("t")
+            assert isinstance(app.screen, LogsScreen)
+            await pilot.press("escape")
+            await pilot.press("b")
+            assert isinstance(app.screen, BanScreen) and app.screen.query_one("#node").value == "gpu-node-7"
+            await pilot.press("escape")
+            await pilot.press("e")
+            assert isinstance(app.screen, ConfigScreen)
+            await pilot.press("escape")
+            assert isinstance(app.screen, DetailScreen)
+            await pilot.press("backspace")
+            assert not isinstance(app.screen, DetailScreen)
+            assert len(app.ensure_daemon.calls) == 3
+
+    run(scenario())
+
+
+def test_detail_follows_the_run_as_it_changes(home, tmp_path):
+    ids = make_runs(home, tmp_path / "scripts")
+    run_id = ids["healthy"]
+
+    async def scenario():
+        async with dashboard(home, run_id=run_id) as (app, pilot):
+            paths = home.run(run_id)
+            store.write_json(paths.attempt(1).progress, {"updated_at": time.time(), "step": 13500, "loss": 0.9},
+                             "progress")
+            await app.refresh_now(full=False)
+            assert "step 13500, loss 0.9" in screen_text(app)
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------- logs
+
+
+def test_logs_tail_follow_streams_search_and_position(home, tmp_path):
+    ids = make_runs(home, tmp_path / "scripts")
+    files = home.run(ids["healthy"]).attempt(1)
+
+    async def scenario():
+        async with dashboard(home, size=(120, 30)) as (app, pilot):
+            app.push_screen(LogsScreen(ids["healthy"]))
+            await until(pilot, lambda: "step 299 loss 1.701" in screen_text(app), what="the tail")
+            text = screen_text(app)
+            assert "attempt 1 of 1" in text and "stdout" in text and "FOLLOWING" in text
+            assert "above" in text and "bottom" in text and "300 lines" in text
+            # following: new lines appear as they are written
+            with open(files.stdout, "a") as handle:
+                handle.write("step 300 loss 1.700\n")
+            await until(pilot, lambda: "step 300 loss 1.700" in screen_text(app), what="a followed line")
+            # space stops following: new lines wait, the view stays
+            await pilot.press("space")
+            assert "paused (space follows)" in screen_text(app)
+            with open(files.stdout, "a") as handle:
+                handle.write("step 301 loss 1.699\n")
+            await pilot.pause(0.6)
+            assert "step 301" not in screen_text(app)
+            await pilot.press("space")
+            await until(pilot, lambda: "step 301 loss 1.699" in screen_text(app), what="lines after follow resumes")
+            # o/e switch streams
+            await pilot.press("e")
+            await until(pilot, lambda: "dataloader is slow" in screen_text(app), what="stderr")
+            assert "stderr" in screen_text(app).splitlines()[0]
+            await pilot.press("o")
+            await until(pilot, lambda: "step 301" in screen_text(app), what="stdout again")
+            # / searches: the view goes to the match, the readout counts them
+            await pilot.press("slash", *"step 150 ", "enter")
+            text = screen_text(app)
+            assert "step 150 loss 1.850" in text and "search 'step 150 ': 1/1" in text
+            assert "↓" in text and "↑" in text  # somewhere in the middle: lines above and below
+            await pilot.press("slash")
+            app.screen.query_one("#search").value = "loss 1.9"
+            await pilot.press("enter")
+            assert "search 'loss 1.9': 100/100" in screen_text(app)
+            view = app.screen.log_view
+            last = view.match_index
+            await pilot.press("n")
+            assert view.match_index == (last + 1) % len(view.matches)
+            await pilot.press("N")
+            assert view.match_index == last
+            await pilot.press("g")
+            assert "top" in screen_text(app)
+
+    run(scenario())
+
+
+def test_logs_move_between_attempts_and_follow_a_new_one(home, tmp_path):
+    ids = make_runs(home, tmp_path / "scripts")
+    run_id = ids["failed"]
+    for n in (1, 2):
+        home.run(run_id).attempt(n).stdout.write_text(f"output of attempt {n}\n")
+
+    async def scenario():
+        async with dashboard(home) as (app, pilot):
+            app.push_screen(LogsScreen(run_id))
+            await until(pilot, lambda: "output of attempt 2" in screen_text(app), what="the latest attempt")
+            await pilot.press("left_square_bracket")
+            await until(pilot, lambda: "output of attempt 1" in screen_text(app), what="attempt 1")
+            assert "attempt 1 of 2" in screen_text(app)
+            await pilot.press("right_square_bracket")
+            await until(pilot, lambda: "attempt 2 of 2" in screen_text(app), what="attempt 2")
+
+    run(scenario())
+
+
+def test_logs_of_a_run_without_attempts_say_so(home, tmp_path):
+    ids = make_runs(home, tmp_path / "scripts")
+
+    async def scenario():
+        async with dashboard(home) as (app, pilot):
+            app.push_screen(LogsScreen(ids["pending"]))
+            await until(pilot, lambda: "no attempt yet" in screen_text(app), what="the note")
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------- nodes
+
+
+def test_nodes_show_gpus_and_ban_and_unban_with_ttl_and_reason(home, tmp_path):
+    make_runs(home, tmp_path / "scripts")
+
+    async def scenario():
+        async with dashboard(home, start="nodes") as (app, pilot):
+            assert isinstance(app.screen, NodesScreen)
+            text = screen_text(app)
+            assert "gpu-node-7" in text and "8 x H100" in text and "8 x A100" in text and "512G" in text
+            assert "2 nodes, 0 blacklisted" in text
+            await pilot.press("b")
+            assert isinstance(app.screen, BanScreen)
+            assert app.screen.query_one("#node").value == "gpu-node-7"  # the selected node
+            app.screen.query_one("#node").value = "gpu-node-3"
+            app.screen.query_one("#ttl").value = "6h"
+            app.screen.query_one("#reason").value = "flaky NVLink"
+            await pilot.press("enter")
+            assert isinstance(app.screen, ConfirmScreen) and "Ban gpu-node-3 (6h)" in screen_text(app)
+            await pilot.press("y")
+            entry = json.loads(home.blacklist.read_text())["nodes"]["gpu-node-3"]
+            assert entry["reason"] == "flaky NVLink" and 21500 < entry["expires_at"] - entry["added_at"] <= 21600
+            await until(pilot, lambda: "banned 5h59m left, 1x: flaky NVLink" in screen_text(app)
+                        or "banned 6h00m left, 1x: flaky NVLink" in screen_text(app), what="the ban shown")
+            assert app.ensure_daemon.calls == []  # as `fray nodes ban`: no daemon needed
+            await pilot.press("j")  # gpu-node-3 is the second row
+            await pilot.press("u")
+            assert "Unban gpu-node-3" in screen_text(app)
+            await pilot.press("y")
+            assert json.loads(home.blacklist.read_text())["nodes"] == {}
+            await until(pilot, lambda: "0 blacklisted" in screen_text(app), what="the unban shown")
+            await pilot.press("slash", *"H100")
+            table = app.screen.query_one("#nodes")
+            assert [key.value for key in table.rows] == ["gpu-node-7"]
+
+    run(scenario())
+
+
+def test_a_never_ending_ban_from_the_nodes_screen(home, tmp_path):
+    make_runs(home, tmp_path / "scripts")
+
+    async def scenario():
+        async with dashboard(home, start="nodes") as (app, pilot):
+            await pilot.press("b")
+            app.screen.query_one("#ttl").value = "never"
+            await pilot.press("enter", "y")
+            assert json.loads(home.blacklist.read_text())["nodes"]["gpu-node-7"]["expires_at"] is None
+            await until(pilot, lambda: "banned until unbanned" in screen_text(app), what="the ban")
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------- queue
+
+
+def test_queue_lists_waiting_runs_in_the_order_they_will_be_tried(home, tmp_path):
+    script = tmp_path / "q.py"
+    script.write_text("print(1)\n")
+    now = time.time()
+
+    def new(name, at):
+        return runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, name=name), now=at).run_id
+
+    old = new("old-ready", now - 300)
+    paused = new("paused-one", now - 400)
+    control = Control(paused=True, updated_at=now)
+    store.write_json(home.run(paused).control, control.to_dict(), "control")
+    backing = new("backing-off", now - 500)
+    meta = runs.read_meta(home, backing)
+    store.write_json(home.run(backing).meta, Meta.from_dict({**meta.to_dict(), "next_attempt_at": now + 600}).to_dict(),
+                     "meta")
+    young = new("young-ready", now - 10)
+
+    async def scenario():
+        async with dashboard(home) as (app, pilot):
+            await pilot.press("2")
+            assert isinstance(app.screen, QueueScreen)
+            table = app.screen.query_one("#queue")
+            assert [key.value for key in table.rows] == [old, young, backing, paused]
+            text = screen_text(app)
+            assert "4 runs waiting" in text and "backing off after failures: next attempt in" in text
+            assert "paused: no attempt starts until unpause" in text and "waiting for the daemon" in text
+            await pilot.press("enter")
+            assert isinstance(app.screen, DetailScreen) and app.screen.run_id == old
+            await pilot.press("escape")
+            await pilot.press("j", "j", "j", "p")  # the paused one: p unpauses it at once
+            assert control_of(home, paused)["paused"] is False
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------- edit config
+
+
+def test_edit_config_validates_then_writes_the_safe_settings(home, tmp_path):
+    ids = make_runs(home, tmp_path / "scripts")
+    run_id = ids["healthy"]
+
+    async def scenario():
+        async with dashboard(home, size=(120, 50), run_id=run_id) as (app, pilot):
+            await pilot.press("e")
+            await until(pilot, lambda: isinstance(app.screen, ConfigScreen) and app.screen.fields, what="the form")
+            form = app.screen
+            assert {s.field for s in form.fields} >= {"max_retries", "heartbeat_timeout_sec", "keep_alive_sec"}
+            assert "cpus" not in {s.field for s in form.fields}  # resources cannot change on a live run
+            assert form.query_one("#field-heartbeat_timeout_sec").value == "10m"
+            form.query_one("#field-max_retries").value = "lots"
+            await pilot.press("ctrl+s")
+            assert "--max-retries" in screen_text(app) and "nothing was saved" in screen_text(app)
+            assert control_of(home, run_id)["overrides"] == {}
+            form.query_one("#field-max_retries").value = "7"
+            form.query_one("#field-heartbeat_timeout_sec").value = "5s"  # not longer than the 10s interval
+            await pilot.press("ctrl+s")
+            assert "--heartbeat-timeout" in screen_text(app)
+            assert control_of(home, run_id)["overrides"] == {}
+            form.query_one("#field-heartbeat_timeout_sec").value = "15m"
+            await pilot.press("ctrl+s")
+            assert not isinstance(app.screen, ConfigScreen)
+            assert control_of(home, run_id)["overrides"] == {"max_retries": 7, "heartbeat_timeout_sec": 900.0}
+            assert app.ensure_daemon.calls == [home]
+
+    run(scenario())
+
+
+def test_edit_config_is_refused_on_an_ended_run(home, tmp_path):
+    ids = make_runs(home, tmp_path / "scripts")
+
+    async def scenario():
+        async with dashboard(home, run_id=ids["done"]) as (app, pilot):
+            await pilot.press("e")
+            assert not isinstance(app.screen, ConfigScreen)
+
+    run(scenario())
