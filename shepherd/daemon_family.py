@@ -66,10 +66,11 @@ class FamilyKeeper:
                                   meta.reservation)
 
         groups: dict[str, list[tuple[Meta, Control]]] = {}
-        for run in active:
+        for run in runs:  # ended members too: one that ended before the start breaks its group
             meta = run.meta
             if meta is not None and meta.group and meta.run_id not in orders:
                 groups.setdefault(meta.group["id"], []).append((meta, run.control))
+        groups = {g: found for g, found in groups.items() if any(m.phase != "ended" for m, _ in found)}
         plan = family.plan_groups(groups, now, admit_meta, admitter.snapshot, admitter.restore) if groups \
             else family.GroupPlan()
         for run_id, why in plan.stop.items():

@@ -9,7 +9,8 @@
   `effective_control`). Nothing is written to the child's control.json, whose
   only writers are the CLI and TUI; the decision is recomputed every cycle from
   the metas (level-triggered, so a daemon restart loses nothing), and the
-  policy's events in the child's events.jsonl record why it stopped.
+  policy's events in the child's events.jsonl record why it stopped. (So a
+  child of an ended parent that a person starts again is stopped again.)
 - `plan_groups`: all-or-nothing admission of a job group's first start.
 - `stale_endpoint`: whether an actor endpoint file outlived its job's attempt.
 - `tree`: runs ordered as families for `fray list --tree`.
@@ -95,7 +96,8 @@ def plan_groups(members: Mapping[str, list[tuple[Meta, Control]]], now: float,
     """Admit each group whose members have never started all at once, or none of them.
 
     `members` maps a group id to the metas (with controls) of its members found
-    this cycle; `admit` reserves one member's resources, and `snapshot`/`restore`
+    this cycle, ended ones included (a member that ended before the start stops
+    the others); `admit` reserves one member's resources, and `snapshot`/`restore`
     undo a trial that did not fit whole.
     """
     plan = GroupPlan()
@@ -104,7 +106,13 @@ def plan_groups(members: Mapping[str, list[tuple[Meta, Control]]], now: float,
         if any(m.attempts for m in metas):
             continue  # started once already: members restart on their own
         size = metas[0].group["size"] if metas[0].group else len(metas)
-        ids = [m.run_id for m in metas]
+        ids = [m.run_id for m in metas if m.phase != Phase.ENDED.value]
+        gone = next((m for m in metas if m.phase == Phase.ENDED.value), None)
+        if gone is not None:
+            index = gone.group["index"] if gone.group else 0
+            for run_id in ids:
+                plan.stop[run_id] = f"member {index} of group {group_id} ({gone.name}) ended before the group started"
+            continue
         if len(metas) < size:
             for run_id in ids:
                 plan.waiting[run_id] = f"waiting for all {size} members of group {group_id} ({len(metas)} so far)"

@@ -31,7 +31,7 @@ from shepherd.cluster.api import Entrypoint, EnvironmentConfig, JobRequest, Reso
 
 WATCH_SEC = 0.2
 MAX_TASK_TRIES = 5
-STOP_WAIT_SEC = 5.0
+STOP_WAIT_SEC = 2.0
 
 
 class _Executor:

@@ -81,7 +81,9 @@ def test_children_inherit_the_namespace_and_record_their_parent(cluster, tmp_pat
 
 def launch_and_block(release: Path, launched: Path):
     child = current_cluster().launch(job("blocked-child", wait_for_file, release))
-    launched.write_text(child)
+    partial = launched.with_suffix(".tmp")
+    partial.write_text(child)
+    partial.replace(launched)  # whole or not at all: the test reads it as soon as it appears
     wait_for_file(release)
 
 
@@ -139,3 +141,37 @@ def test_current_cluster_outside_a_job_is_the_process_local_cluster(monkeypatch)
     monkeypatch.setenv("FRAY_CLUSTER_SPEC", "yarn")
     with pytest.raises(Exception, match="not known"):
         current_cluster()
+
+
+def test_a_payload_is_unpickled_only_when_private_and_inside_fray_home(tmp_path):
+    from shepherd.cluster import payloads
+    from shepherd.errors import StateError
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    inside = home / "payload.pkl"
+    payloads.dump(inside, (len, ("abc",), {}))
+    fn, args, _ = payloads.load(inside, home)
+    assert fn(*args) == 3
+    inside.chmod(0o644)
+    with pytest.raises(StateError, match="others may read"):
+        payloads.load(inside, home)
+    outside = tmp_path / "elsewhere.pkl"
+    payloads.dump(outside, 1)
+    with pytest.raises(StateError, match="not inside FRAY_HOME"):
+        payloads.load(outside, home)
+    (home / "link.pkl").symlink_to(outside)
+    with pytest.raises(StateError, match="not inside FRAY_HOME"):
+        payloads.load(home / "link.pkl", home)
+
+
+def test_actor_context_from_environment_describes_the_job_it_runs_in(cluster):
+    from shepherd import ActorContext
+
+    def describe():
+        ctx = ActorContext.from_environment()
+        return ctx.job_id, ctx.namespace, ctx.cluster.job_id
+
+    job_id = cluster.launch(job("ctx", describe))
+    assert cluster.wait(job_id, raise_on_failure=True, timeout=10).result == (job_id, "local", job_id)
+    assert [i.job_id for i in cluster.list_jobs()] == [job_id]

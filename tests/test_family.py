@@ -112,6 +112,15 @@ def test_a_group_with_a_member_that_can_never_start_is_stopped_whole():
     assert len(plan.stop) == 2 and "can never start" in next(iter(plan.stop.values()))
 
 
+def test_a_member_that_ended_before_the_start_stops_the_rest_of_its_group():
+    groups = _group(3, cpus=[1, 1, 1])
+    members = groups["g-1"]
+    members[1][0].phase = "ended"
+    plan = _plan(groups, _ledger_admitter(8))
+    assert sorted(plan.stop) == sorted([members[0][0].run_id, members[2][0].run_id])
+    assert "ended before the group started" in plan.stop[members[0][0].run_id]
+
+
 def test_a_group_waits_until_all_its_members_are_written():
     plan = _plan(_group(3, cpus=[1, 1, 1], present=2), _ledger_admitter(8))
     assert not plan.granted and "all 3 members" in next(iter(plan.waiting.values()))
