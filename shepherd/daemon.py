@@ -337,7 +337,7 @@ class Daemon:
         attempt.backend_ref = ref
         done = policy.Plan(meta, self.clock())
         done.log("submitted", f"attempt {attempt.number} submitted to {backend.name}", attempt.number,
-                 ref={k: v for k, v in ref.items() if isinstance(v, (str, int))})
+                 ref={k: v for k, v in ref.items() if isinstance(v, (str, int))}, exclude=list(request.exclude_nodes))
         self._commit(paths, before, done)
         stats.submitted += 1
 

@@ -260,7 +260,9 @@ def _stop(plan: Plan, attempt: Attempt, cause: str, why: str) -> None:
 def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
     meta, files, view, now = plan.meta, s.files, s.backend, s.now
     if attempt.state == AttemptState.SUBMITTING.value:
-        if view.state in ("pending", "running"):
+        # The wrapper's own records prove the backend had it, even once it is gone again (a
+        # daemon killed right after submitting; the attempt finished before the next one looked).
+        if view.state in ("pending", "running") or files.started is not None or files.exit is not None:
             attempt.state = AttemptState.SUBMITTED.value
             attempt.backend_ref = view.ref or attempt.backend_ref
             plan.log("adopted", "found the attempt a previous daemon was submitting", attempt.number)
@@ -275,6 +277,8 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         # sbatch --exclude speak Slurm's names), also for an attempt that ends before it was seen running.
         attempt.node = view.node
     if files.exit is not None:
+        if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
+            attempt.node = (files.started or files.exit).get("host")
         cause, detail = classify_exit(files.exit, files.final, files.failure, attempt)
         _attempt_ended(plan, attempt, cause, files.exit["exit_code"], detail, s.jitter,
                        ended_at=files.exit.get("ended_at"))

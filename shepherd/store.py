@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,15 +108,19 @@ def read_json(path: Path, schema: str) -> Any | None:
     JSON, or violates the schema.
     """
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in a file's place must not hang the reader
     except FileNotFoundError:
         return None
     except PermissionError as exc:
         raise StateError(f"cannot read {path}: {exc.strerror}. Check its permissions.") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise CorruptFileError(path, f"{what} where a file belongs", quarantine(path, info.st_ino))
     with os.fdopen(fd, "rb") as handle:
-        identity = os.fstat(fd).st_ino
         data = handle.read()
-    return _parse(path, data, schema, identity)
+    return _parse(path, data, schema, info.st_ino)
 
 
 def _parse(path: Path, data: bytes, schema: str, identity: int) -> Any:
@@ -152,13 +157,21 @@ def quarantine(path: Path, identity: int | None = None) -> Path | None:
 
 
 def append_jsonl(path: Path, record: dict[str, Any], schema: str) -> None:
-    """Append one validated line. A single O_APPEND write, so lines never interleave."""
+    """Append one validated line. A single O_APPEND write, so lines never interleave.
+
+    A last line left without its newline (a crash mid-write, a corrupt file) stays
+    a line of its own: the new record starts on the next line, readable.
+    """
     problems = validation.errors(schema, record)
     if problems:
         raise ValueError(f"refusing to append to {path} a line that violates {schema!r}: {'; '.join(problems)}")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE)
     try:
-        os.write(fd, orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line  # after a cut-off last line, start a new one rather than be glued to it
+        os.write(fd, line)
     finally:
         os.close(fd)
 

@@ -35,11 +35,15 @@ def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Cont
     if meta is not None and meta.phase == "ended" and not with_control:
         return meta, Control(), problem
     try:
-        control = Control.from_dict(store.read_json(paths.control, "control"))
+        raw_control = store.read_json(paths.control, "control")
     except CorruptFileError as exc:
-        control = Control()
+        raw_control = None
         problem = problem or f"control.json was corrupt ({exc.problem}); moved aside, requests ignored until the next one"
-    return meta, control, problem
+    if raw_control is None and not problem:  # another reader (the daemon) may have moved it aside
+        aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith("control.json"))
+        if aside:
+            problem = f"control.json was corrupt and moved aside ({aside}); requests ignored until the next one"
+    return meta, Control.from_dict(raw_control), problem
 
 
 def _progress(paths: RunPaths, meta: Meta) -> dict[str, Any] | None:

@@ -96,6 +96,13 @@ def decide(
         )
     if end.exit_code == 0:
         return Outcome(contract.EXIT_OK, None, f"the workload ({script}) exited with code 0")
+    if end.exit_code == contract.EXIT_NODE_FAULT:
+        # A workload that checks its node itself (its own probe) blames the node with the probes' code.
+        return Outcome(
+            contract.EXIT_NODE_FAULT,
+            contract.CAUSE_NODE_FAULT,
+            f"the workload ({script}) exited {end.exit_code}: it reports a node fault; see {stderr_path}",
+        )
     cause = contract.CAUSE_WORKLOAD_SIGNALLED if end.signal is not None else contract.CAUSE_WORKLOAD_FAILURE
     return Outcome(
         contract.EXIT_WORKLOAD_FAILURE,
