@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 
 from shepherd.errors import DirectiveError, UsageError
 from shepherd.model import PARTITION_FALLBACK_DEFAULTS, Mode, RunSpec
+from wrapper import contract
 
 _DEFAULT = RunSpec()
 # Missed beats tolerated before a run counts as stalled when the user sets only the
@@ -177,6 +178,34 @@ def _parse_name(text: str) -> str:
     if any(unicodedata.category(c) == "Cc" for c in text):
         raise ValueError("expected a name without control characters (tabs, newlines, ...)")
     return text
+
+
+def _parse_probes(text: str) -> list[str]:
+    """`gpu,cuda` as a list of preflight probes; `none` as none."""
+    names = [name.strip() for name in text.split(",")]
+    if names == ["none"]:
+        return []
+    form = f"probe names separated by commas ({','.join(contract.PROBE_NAMES)}), or none"
+    if not all(names):
+        raise ValueError(f"expected {form}")
+    for name in names:
+        if name not in contract.PROBE_NAMES:
+            guess = _closest(name, contract.PROBE_NAMES)
+            raise ValueError(f"unknown probe {name!r}; {f'did you mean {guess}? ' if guess else ''}expected {form}")
+    if len(set(names)) != len(names):
+        raise ValueError("each probe may be named once")
+    return names
+
+
+def _parse_health_cmd(text: str) -> str:
+    command = text.strip()
+    if not command:
+        raise ValueError("expected a shell command, like 'curl -sf localhost:8000/health'")
+    if command.startswith("-"):
+        raise ValueError("a health command cannot start with '-'")
+    if "\0" in command or "\n" in command:
+        raise ValueError("expected a one-line shell command")
+    return command
 
 
 def _parse_env(text: str) -> dict[str, str]:
@@ -345,6 +374,43 @@ OPTIONS: tuple[DirectiveOption, ...] = (
         "--clean-exit-ok", "clean_exit_ok", "",
         "treat exit code 0 as success, even in indefinite mode before keep-alive ends",
         _parse_bool, is_flag=True,
+    ),
+    DirectiveOption(
+        "--probes", "probes", "LIST",
+        f"run exactly these preflight probes ({','.join(contract.PROBE_NAMES)}, or none)"
+        " (default: node, plus gpu,mig,trespassers,cuda with --gpus)",
+        _parse_probes,
+    ),
+    DirectiveOption(
+        "--skip-probes", "skip_probes", "LIST", "never run these preflight probes, like trespassers", _parse_probes,
+    ),
+    DirectiveOption(
+        "--probe-timeout", "probe_timeout_sec", "DURATION",
+        f"each preflight probe's deadline; a hung probe is a node fault"
+        f" (default {format_duration(_DEFAULT.probe_timeout_sec)})",
+        _duration(positive=True),
+    ),
+    DirectiveOption(
+        "--min-free-disk", "min_free_disk_mb", "SIZE",
+        f"free space the node probe requires on FRAY_HOME and /tmp (default {_DEFAULT.min_free_disk_mb}M)",
+        parse_memory_mb,
+    ),
+    DirectiveOption(
+        "--health-cmd", "health_cmd", "CMD",
+        "a shell command run while the workload runs, exiting 0 while healthy;"
+        " --health-retries failures in a row count as a heartbeat stall",
+        _parse_health_cmd,
+    ),
+    DirectiveOption(
+        "--health-interval", "health_interval_sec", "DURATION",
+        f"time between health checks, and each check's deadline"
+        f" (default {format_duration(_DEFAULT.health_interval_sec)})",
+        _duration(positive=True),
+    ),
+    DirectiveOption(
+        "--health-retries", "health_retries", "N",
+        f"health checks failed in a row that count as a stall (default {_DEFAULT.health_retries})",
+        _count(minimum=1, example="3"),
     ),
 )
 
@@ -585,5 +651,12 @@ def check_spec(spec: RunSpec) -> None:
         problems.append("--min-vram and --max-vram choose among GPUs; add --gpus N")
     if spec.gpus and spec.backend == "tpu":
         problems.append(f"--gpus {spec.gpus} cannot be met on --backend tpu (TPU VMs have no GPUs); drop --gpus")
+    both = sorted(set(spec.probes or ()) & set(spec.skip_probes))
+    if both:
+        problems.append(f"--probes and --skip-probes both name {', '.join(both)}; keep each probe in one")
+    if spec.health_cmd is None and (
+        spec.health_interval_sec != _DEFAULT.health_interval_sec or spec.health_retries != _DEFAULT.health_retries
+    ):
+        problems.append("--health-interval and --health-retries apply to a health command; add --health-cmd CMD")
     if problems:
         raise UsageError("these settings do not work together:\n  - " + "\n  - ".join(problems))

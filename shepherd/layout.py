@@ -7,6 +7,7 @@ run's folder, `AttemptPaths` one attempt's folder (names from wrapper.contract).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +75,10 @@ class AttemptPaths:
         return self.dir / contract.EXIT
 
     @property
+    def health(self) -> Path:
+        return self.dir / contract.HEALTH
+
+    @property
     def call_result(self) -> Path:
         """A launched callable's return value or exception (cloudpickle), for `wait` and `poll`."""
         return self.dir / "call-result.pkl"
@@ -128,6 +133,28 @@ class RunPaths:
     @property
     def checkpoints_dir(self) -> Path:
         return self.dir / "checkpoints"
+
+    def command(self, command_id: str) -> Path:
+        """A runtime command's envelope (written once, by the CLI)."""
+        return self.commands_dir / f"{command_id}{contract.COMMAND_SUFFIX}"
+
+    def command_delivered(self, command_id: str) -> Path:
+        """Its delivery receipt (written once, by the workload through wrapper.report)."""
+        return self.commands_dir / f"{command_id}{contract.DELIVERED_SUFFIX}"
+
+    def command_ack(self, command_id: str) -> Path:
+        """Its acknowledgement (written once, by the workload through wrapper.report)."""
+        return self.commands_dir / f"{command_id}{contract.ACK_SUFFIX}"
+
+    def command_ids(self) -> list[str]:
+        """Every runtime command's id (receipts and temp files are not commands)."""
+        pattern = re.compile(contract.COMMAND_ID_PATTERN)
+        try:
+            names = os.listdir(self.commands_dir)
+        except FileNotFoundError:
+            return []
+        suffix = contract.COMMAND_SUFFIX
+        return sorted(n[: -len(suffix)] for n in names if n.endswith(suffix) and pattern.fullmatch(n[: -len(suffix)]))
 
     def ended_archive(self, stamp: int) -> Path:
         """Where a reactivated run's previous ended.json is kept."""

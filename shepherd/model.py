@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from wrapper import contract
+
 SCHEMA_VERSION = 1
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -118,6 +120,14 @@ class RunSpec:
     sbatch: list[str] = field(default_factory=list)
     args: list[str] = field(default_factory=list)
     workdir: str = "."
+    # Preflight probes and the health command (wrapper.probes, wrapper.health).
+    probes: list[str] | None = None  # exactly these; None: chosen by the resources asked for
+    skip_probes: list[str] = field(default_factory=list)
+    probe_timeout_sec: float = contract.DEFAULT_PROBE_TIMEOUT_SEC
+    min_free_disk_mb: int = contract.DEFAULT_MIN_FREE_DISK_MB
+    health_cmd: str | None = None
+    health_interval_sec: float = contract.DEFAULT_HEALTH_INTERVAL_SEC
+    health_retries: int = contract.DEFAULT_HEALTH_RETRIES
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunSpec":

@@ -169,7 +169,35 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
         "corrupt_files": [str(p) for p in paths.corrupt_files()],
         "dir": str(paths.dir),
         "daemon": daemon_view(home, now),
+        "commands": commands_view(paths, now),
     }
+
+
+def commands_view(paths: RunPaths, now: float) -> dict[str, Any]:
+    """The run's runtime commands: those not acknowledged yet (oldest first, with their age), and how many were.
+
+    Each command is its envelope plus the receipts the workload wrote
+    (wrapper.commands); a corrupt file is moved aside and listed with the run's
+    corrupt files, not shown here.
+    """
+    waiting: list[dict[str, Any]] = []
+    acknowledged = 0
+    for command_id in paths.command_ids():
+        if paths.command_ack(command_id).exists():
+            acknowledged += 1
+            continue
+        envelope = _safe(paths.command(command_id), "command")
+        if envelope is None:
+            continue
+        delivered = _safe(paths.command_delivered(command_id), "command-delivered")
+        waiting.append({
+            **envelope,
+            "age_sec": round(max(0.0, now - envelope["issued_at"]), 3),
+            "delivered_at": delivered["delivered_at"] if delivered else None,
+            "delivered_attempt": delivered["attempt"] if delivered else None,
+        })
+    waiting.sort(key=lambda c: (c["issued_at"], c["id"]))
+    return {"unacknowledged": waiting, "acknowledged": acknowledged}
 
 
 def _safe(path: Any, schema: str) -> dict[str, Any] | None:

@@ -139,7 +139,8 @@ def test_a_frozen_wrapper_is_a_heartbeat_stall_and_is_killed_and_replaced(home, 
     kinds = [e["kind"] for e in events(home, run_id)]
     assert kinds.count("cancel") == 2  # the polite stop, then the kill after the grace period
     node = meta["attempts"][0]["node"]
-    banned = json.loads(home.blacklist.read_text())
+    # The daemon writes meta.json, then the blacklist: wait for the second.
+    banned = wait_until(lambda: home.blacklist.exists() and json.loads(home.blacklist.read_text()), what="the blacklist")
     schema_validate("blacklist", banned)
     assert banned["nodes"][node]["source_run"] == run_id
     assert banned["nodes"][node]["reason"].startswith("heartbeat_stall")

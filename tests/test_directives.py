@@ -106,6 +106,14 @@ EVERY_OPTION = [
     ("--clean-exit-ok", "clean_exit_ok", True),
     ("--progress-timeout 10m", "progress_timeout_sec", 600.0),
     ("--restart-on-progress-stall", "restart_on_progress_stall", True),
+    ("--probes gpu,cuda", "probes", ["gpu", "cuda"]),
+    ("--probes none", "probes", []),
+    ("--skip-probes trespassers", "skip_probes", ["trespassers"]),
+    ("--probe-timeout 30s", "probe_timeout_sec", 30.0),
+    ("--min-free-disk 10G", "min_free_disk_mb", 10240),
+    ("--health-cmd 'curl -sf localhost:8000/health'", "health_cmd", "curl -sf localhost:8000/health"),
+    ("--health-interval 1m", "health_interval_sec", 60.0),
+    ("--health-retries 5", "health_retries", 5),
 ]
 
 
@@ -377,8 +385,8 @@ def test_more_typos(typo: str, meant: str) -> None:
 
 
 def test_unknown_option_without_a_close_match_lists_all() -> None:
-    problem = error_of(script("--frobnicate")).problem
-    assert problem.startswith("unknown option --frobnicate; valid options: --name, --mode,")
+    problem = error_of(script("--xyzzy")).problem
+    assert problem.startswith("unknown option --xyzzy; valid options: --name, --mode,")
     assert "--clean-exit-ok" in problem
 
 

@@ -169,3 +169,25 @@ def test_node_probe_checks_home_and_free_disk(tmp_path: Path) -> None:
     assert bad.status == FAILED and "FRAY_HOME is not usable" in bad.detail
     full = node.basics(ProbeContext(home=str(tmp_path), min_free_disk_mb=10**9), time.monotonic() + 10)
     assert full.status == FAILED and "less than --min-free-disk 1000000000 MB" in full.detail
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "cause", "valid"),
+    [(42, "node_fault", True), (43, "foreign_gpu_processes", True), (44, "cuda_failure", True),
+     (50, "launch_failed", True), (143, "terminated", True), (43, "node_fault", False), (50, "cuda_failure", False),
+     (42, "terminated", False), (0, "workload_failure", False)],
+)
+def test_failure_json_ties_each_exit_code_to_its_causes(exit_code: int, cause: str, valid: bool) -> None:
+    import jsonschema
+
+    from conftest import schema_validate
+    from shepherd import validation
+
+    document = {"run_id": "r", "attempt": 1, "exit_code": exit_code, "cause": cause, "message": "m", "host": "h",
+                "started_at": 1.0, "ended_at": 2.0}
+    assert (validation.errors("failure", document) == []) is valid
+    if valid:
+        schema_validate("failure", document)
+    else:
+        with pytest.raises(jsonschema.ValidationError):
+            schema_validate("failure", document)

@@ -134,3 +134,22 @@ def test_a_workload_that_prints_100000_lines_and_exits_at_once_loses_none(wrappe
     out = (attempt / contract.STDOUT).read_text().splitlines()
     assert len(out) == 100000 and out[0] == "1" and out[-1] == "100000"
     assert len((attempt / contract.STDERR).read_text().splitlines()) == 50000
+
+
+def test_a_checkpoint_request_never_kills_a_workload_that_does_not_handle_it(wrapper) -> None:
+    # Slurm's --signal=B:USR1 reaches the wrapper before a time limit; bash's default for SIGUSR1 is to die.
+    body = """
+    trap 'echo SIGTERM >> "$FRAY_ATTEMPT_DIR/events"; exit 0' TERM
+    touch "$FRAY_ATTEMPT_DIR/ready"
+    while true; do sleep 0.05; done
+    """
+    proc, attempt = wrapper(body, "serve.sh")
+    wait_until(lambda: (attempt / "ready").exists(), what="the workload")
+    proc.send_signal(signal.SIGUSR1)
+    log = attempt / contract.WRAPPER_LOG
+    wait_until(lambda: "no process of the workload catches it; not passed on" in log.read_text(), what="the request")
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 128 + signal.SIGTERM
+    assert (attempt / "events").read_text().split() == ["SIGTERM"]
+    assert exit_record(attempt)["workload_exit_code"] == 0

@@ -33,7 +33,7 @@ from wrapper.options import Options
 from wrapper.probes import preflight
 from wrapper.probes.base import ProbeContext
 from wrapper.signals import SignalRelay, Wakeup
-from wrapper.stopping import StopSequence
+from wrapper.stopping import StopSequence, request_checkpoint
 from wrapper.tail import tail_lines
 
 STDERR_TAIL_LINES = 20
@@ -148,6 +148,10 @@ class _Attempt:
         stop: StopSequence | None = None
         while not self.reaper.exited.is_set():
             now = time.monotonic()
+            if self.relay.take_checkpoint_request():
+                asked = request_checkpoint()
+                self.log.write(f"received SIGUSR1: passed on to pids {asked}" if asked
+                               else "received SIGUSR1: no process of the workload catches it; not passed on")
             if self.relay.stop_signum is not None and stop is None:
                 name = outcome.signal_name(self.relay.stop_signum)
                 self.log.write(

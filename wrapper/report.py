@@ -1,20 +1,29 @@
-"""What a workload tells fray from inside a job: progress, its result, where to checkpoint.
+"""What a workload tells fray from inside a job, and hears from it: progress, its result,
+where to checkpoint, runtime commands.
 
     from wrapper import report
 
     if report.resuming():
         state = load(report.checkpoint_dir())
     report.progress(step=100, loss=0.31, samples_per_sec=812.0)
+    for command in report.commands():      # tune, pause, resume, terminate (wrapper.commands)
+        if command.type == "tune":
+            optimizer.lr = command.payload.get("learning_rate", optimizer.lr)
+        command.ack(applied=True)
     report.final(accuracy=0.93)
 
 The files land in the attempt folder ($FRAY_ATTEMPT_DIR): progress.json
 (schemas/progress.json) and result.json, which the wrapper copies into
-final.json when the workload exits 0. Outside a fray job every call is a no-op
-returning None, so the same script runs standalone. Shell workloads use the
-command line twin:
+final.json when the workload exits 0; command receipts land next to the
+commands ($FRAY_COMMANDS_DIR). Outside a fray job every call is a no-op
+returning None (commands() yields nothing), so the same script runs
+standalone. SIGUSR1 means "checkpoint now" (fray sends it before a planned
+stop). Shell workloads use the command line twin:
 
     python -m wrapper.report progress --step 10 --loss 0.3
     python -m wrapper.report final --json '{"acc": 0.9}'
+    python -m wrapper.report commands          # unacknowledged commands, one JSON line each
+    python -m wrapper.report ack ID --json '{"applied": true}'
 """
 
 from __future__ import annotations
@@ -27,11 +36,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence, SupportsFloat, SupportsIndex
+from typing import Any, Iterator, Sequence, SupportsFloat, SupportsIndex
 
-from wrapper import contract, records
+from wrapper import commands as _commands, contract, records
+from wrapper.commands import Command
 
 _lock = threading.Lock()  # progress() reads, checks, then writes: one thread at a time
+_seen_commands: set[str] = set()  # each command is yielded once per process
 
 
 def attempt_dir() -> Path | None:
@@ -44,6 +55,44 @@ def checkpoint_dir() -> Path | None:
     """Where to write checkpoints that the next attempt resumes from, or None when the run has none."""
     value = os.environ.get(contract.ENV_CHECKPOINT_DIR)
     return Path(value) if value else None
+
+
+def commands_dir() -> Path | None:
+    """The run's runtime commands folder, or None outside a fray job."""
+    value = os.environ.get(contract.ENV_COMMANDS_DIR)
+    return Path(value) if value else None
+
+
+def commands() -> Iterator[Command]:
+    """The runtime commands not yet acknowledged, oldest first, each once per process.
+
+    Yielding a command stamps its delivery; call `command.ack(**result)` once
+    it is acted on. One not acknowledged is yielded again to the next process
+    that asks (the next attempt, after a crash). Cheap enough to call every step.
+    """
+    folder = commands_dir()
+    if folder is None:
+        return
+    for command in _commands.pending(str(folder)):
+        if command.id in _seen_commands:
+            continue
+        _seen_commands.add(command.id)
+        try:
+            command.mark_delivered()
+        except OSError as exc:
+            print(f"fray report: delivery of {command.id} not recorded: {exc}", file=sys.stderr)
+        yield command
+
+
+def ack(command_id: str, **result: Any) -> bool | None:
+    """Acknowledge the command `command_id` (for when only its id is at hand); None outside a fray job."""
+    folder = commands_dir()
+    if folder is None:
+        return None
+    for command in _commands.pending(str(folder)):
+        if command.id == command_id:
+            return command.ack(**result)
+    raise ValueError(f"no unacknowledged command {command_id!r} in {folder}")
 
 
 def resuming() -> bool:
@@ -195,25 +244,37 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m wrapper.report progress|final ...`: 0 on success (or outside a job), 1 when refused, 2 on bad arguments."""
+    """`python -m wrapper.report progress|final|commands|ack ...`: 0 on success (or outside a job), 1 when refused, 2 on bad arguments."""
     import argparse  # here, not at the top: workloads import this module for progress()
 
     parser = argparse.ArgumentParser(prog="python -m wrapper.report", description="Report to fray from inside a job.")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    p = commands.add_parser("progress", help="replace progress.json", description="Replace progress.json.")
+    subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    p = subcommands.add_parser("progress", help="replace progress.json", description="Replace progress.json.")
     p.add_argument("--step", type=int, help="a counter that must not decrease")
     p.add_argument("--loss", type=float)
     p.add_argument("--samples-per-sec", type=float)
     p.add_argument("--checkpoint-version", type=int, help="a counter that must not decrease")
     p.add_argument("--extra", type=_json_object, default={}, metavar="JSON", help="a JSON object of other values")
-    f = commands.add_parser("final", help="record the result", description="Record the run's result (result.json).")
+    f = subcommands.add_parser("final", help="record the result", description="Record the run's result (result.json).")
     f.add_argument("--json", type=_json_object, default={}, metavar="JSON", help="the result, a JSON object")
+    subcommands.add_parser("commands", help="print unacknowledged runtime commands",
+                           description="Print each unacknowledged runtime command as one JSON line, oldest first, "
+                           "and stamp its delivery.")
+    a = subcommands.add_parser("ack", help="acknowledge a runtime command", description="Acknowledge a runtime command.")
+    a.add_argument("id", help="the command's id")
+    a.add_argument("--json", type=_json_object, default={}, metavar="JSON", help="what was done, a JSON object")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         if args.command == "progress":
             _progress(args.step, args.loss, args.samples_per_sec, args.checkpoint_version, args.extra)
-        else:
+        elif args.command == "final":
             final(**args.json)
+        elif args.command == "commands":
+            for command in commands():
+                print(json.dumps({"id": command.id, "type": command.type, "issued_at": command.issued_at,
+                                  "actor": command.actor, "payload": command.payload}), flush=True)
+        else:
+            ack(args.id, **args.json)
     except (TypeError, ValueError, OSError) as exc:
         print(f"fray report: {exc}", file=sys.stderr)
         return 1

@@ -3,7 +3,8 @@
 SIGTERM and SIGINT mean "stop": they are forwarded, the first one is
 remembered (the wrapper then exits 128 + signum), and the main thread is woken
 to start the --stop-grace countdown. SIGUSR1 asks the workload for a
-checkpoint and is only forwarded. SIGUSR2 is the shepherd's planned stop
+checkpoint: the main thread passes it on to the processes that catch it
+(`wrapper.stopping.request_checkpoint`), never to the whole group. SIGUSR2 is the shepherd's planned stop
 (contract.PLANNED_STOP_SIGNAL): remembered like a stop but not forwarded, since
 `wrapper.stopping` first asks for a checkpoint and only then sends SIGTERM.
 Handlers do no more than a syscall or two;
@@ -19,7 +20,7 @@ import signal
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-FORWARD_ONLY_SIGNALS = (signal.SIGUSR1,)
+CHECKPOINT = signal.SIGUSR1
 PLANNED_STOP = signal.SIGUSR2
 
 
@@ -61,12 +62,12 @@ class SignalRelay:
         self._wakeup = wakeup
         self.pgid: int | None = None
         self.stop_signum: int | None = None  # the first SIGTERM/SIGINT/SIGUSR2 received
+        self.checkpoint_requested = False  # a SIGUSR1 not yet passed on
 
     def install(self) -> None:
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._on_stop)
-        for signum in FORWARD_ONLY_SIGNALS:
-            signal.signal(signum, self._on_forward)
+        signal.signal(CHECKPOINT, self._on_checkpoint)
         signal.signal(PLANNED_STOP, self._on_planned_stop)
 
     @property
@@ -99,8 +100,14 @@ class SignalRelay:
         self.send(signum)
         self._wakeup.notify()
 
-    def _on_forward(self, signum: int, frame: Any) -> None:
-        self.send(signum)
+    def take_checkpoint_request(self) -> bool:
+        """Whether a SIGUSR1 arrived since the last call."""
+        requested, self.checkpoint_requested = self.checkpoint_requested, False
+        return requested
+
+    def _on_checkpoint(self, signum: int, frame: Any) -> None:
+        self.checkpoint_requested = True
+        self._wakeup.notify()
 
     def _on_planned_stop(self, signum: int, frame: Any) -> None:
         if self.stop_signum is None:

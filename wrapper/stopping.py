@@ -15,6 +15,8 @@ work first:
 3. SIGTERM to the whole group, and SIGKILL when the grace is over.
 
 When no process catches SIGUSR1, SIGTERM goes at once, with the whole grace.
+A SIGUSR1 the wrapper receives from outside (Slurm's `--signal=B:USR1@...`
+before a time limit) is passed on the same way, by `request_checkpoint`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,21 @@ from wrapper.signals import SignalRelay
 
 CHECKPOINT_SHARE = 0.5  # of the grace, for the checkpoint before SIGTERM
 POLL_SEC = 0.1  # how often progress.json is read while waiting for the checkpoint
+
+
+def request_checkpoint() -> list[int]:
+    """SIGUSR1 to each process of the workload that catches it; their pids.
+
+    Not to the whole group: SIGUSR1's default action is to terminate, and a
+    checkpoint request must not kill a shell script that never asked for one.
+    """
+    asked = [pid for pid in procs.descendants(os.getpid()) if procs.catches(pid, signal.SIGUSR1)]
+    for pid in asked:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return asked
 
 
 def checkpoint_version(progress_path: str) -> int | None:
@@ -53,17 +70,12 @@ class StopSequence:
         self.version_before: int | None = None
         if not relay.planned:
             return
-        asked = [pid for pid in procs.descendants(os.getpid()) if procs.catches(pid, signal.SIGUSR1)]
+        self.version_before = checkpoint_version(progress_path)
+        asked = request_checkpoint()
         if not asked:
             self.log(f"planned stop: no process of the workload catches SIGUSR1; SIGTERM now, {grace:g}s to exit")
             relay.send(signal.SIGTERM)
             return
-        self.version_before = checkpoint_version(progress_path)
-        for pid in asked:
-            try:
-                os.kill(pid, signal.SIGUSR1)
-            except (ProcessLookupError, PermissionError):
-                pass
         self.term_at = now + grace * CHECKPOINT_SHARE
         self.log(
             f"planned stop: SIGUSR1 (checkpoint now) to pids {asked}; SIGTERM once a newer checkpoint_version is "

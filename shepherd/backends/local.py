@@ -4,7 +4,9 @@ Each attempt is `python -m wrapper run ...` in a session of its own, detached,
 so it outlives the daemon. It is found again by scanning /proc for a wrapper
 command line carrying this FRAY_HOME, the run id and the attempt number: a
 reused pid has another command line, so it never passes for ours. Admission by
-CPUs, memory and GPUs is `scheduler.Ledger` over `capacity()`.
+CPUs, memory and GPUs is `scheduler.Ledger` over `capacity()`. A graceful
+cancel is the wrapper's planned stop (SIGUSR2: the workload is asked for a
+checkpoint with SIGUSR1, then sent SIGTERM); a forced one kills the group.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from shepherd import store
+from shepherd.backends import wrapper_args
 from shepherd.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from shepherd.errors import BackendError
 from shepherd.layout import Home
 from shepherd.policy import BackendView
 from shepherd.scheduler import Capacity
+from wrapper import contract, procs
 
 PROC = Path("/proc")
 
@@ -63,6 +67,7 @@ class LocalBackend:
             "--checkpoint-dir", str(request.checkpoint_dir),
             "--heartbeat-interval", repr(spec.heartbeat_interval_sec),
             "--stop-grace", repr(spec.stop_grace_sec),
+            *wrapper_args.probe_and_health(spec, self.home.run(request.key.run_id).commands_dir),
             "--", *spec.args,
         ]
         env = {**os.environ, **spec.env}
@@ -103,7 +108,7 @@ class LocalBackend:
                 if target.force:
                     _signal_group(pid, signal.SIGKILL)
                 else:
-                    _signal(pid, signal.SIGTERM)
+                    _signal(pid, _planned_stop_signal(pid))
             if target.force and target.workload_pid and _belongs_to(target.workload_pid, target.key):
                 _signal_group(target.workload_pid, signal.SIGKILL)
 
@@ -172,6 +177,15 @@ def _belongs_to(pid: int, key: AttemptKey) -> bool:
     except OSError:
         return False
     return f"FRAY_RUN_ID={key.run_id}".encode() in environ and f"FRAY_ATTEMPT={key.attempt}".encode() in environ
+
+
+def _planned_stop_signal(pid: int) -> signal.Signals:
+    """SIGUSR2, the planned stop (checkpoint, then SIGTERM), to a wrapper that handles it; else SIGTERM.
+
+    A wrapper started before an upgrade may not know SIGUSR2, and would die of it without cleaning up.
+    """
+    planned = signal.Signals[contract.PLANNED_STOP_SIGNAL]
+    return planned if procs.catches(pid, planned) else signal.SIGTERM
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

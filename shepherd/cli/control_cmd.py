@@ -4,6 +4,14 @@ stop|start|restart|pause|unpause change what the daemon does with the run;
 config-set changes safe settings of a live run; blacklist-add|blacklist-remove
 ban or unban the node a run is on (and move the run off it).
 
+tune|terminate|resume, and pause --in-process, are runtime commands to the
+workload itself (shepherd.commands): written under runs/<id>/commands/, read
+by the workload with `report.commands()`, acknowledged by it. The two pauses
+differ in who pauses: plain `pause` is fray's (the attempt checkpoints and is
+released; `unpause` starts a new one), `pause --in-process` asks the running
+workload to pause itself and keep its allocation (`resume` continues it).
+"pause" kept its first meaning so scripts written against it keep working.
+
 The request goes into the run's control.json (runs.request, which also audits
 it); the daemon acts on it, so one is started if none serves FRAY_HOME. The
 output says what was asked and what the daemon will do about it.
@@ -15,7 +23,7 @@ from typing import Any
 
 import click
 
-from shepherd import blacklist, directives, lease, runs
+from shepherd import blacklist, commands, directives, lease, runs
 from shepherd.cli import output, render
 from shepherd.cli.main import fray_prefix, home_of
 from shepherd.errors import UsageError
@@ -32,10 +40,22 @@ HELP = {
 
 @click.group("control")
 def control() -> None:
-    """Ask the daemon to stop, start, restart, pause or unpause a run.
+    """Ask the daemon to stop, start, restart, pause or unpause a run, or
+    send its workload a runtime command: tune, pause --in-process, resume, terminate.
 
     RUN is a run id, a unique prefix of one, or a run name.
     """
+
+
+def _request(ctx: click.Context, run: str, op: str, as_json: bool) -> None:
+    home = home_of(ctx)
+    run_id = runs.resolve(home, run)
+    control_record = runs.request(home, run_id, op)
+    meta = runs.read_meta(home, run_id)
+    lease.ensure_running(home)
+    data = {"run_id": run_id, "name": meta.name, "op": op, "control": control_record.to_dict(),
+            "effect": effect(op, meta), "next": f"{fray_prefix(home)} status {run_id}"}
+    output.emit(data, as_json, render_control)
 
 
 def _make(op: str) -> click.Command:
@@ -45,20 +65,118 @@ def _make(op: str) -> click.Command:
     @click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-control.json).")
     @click.pass_context
     def command(ctx: click.Context, run: str, as_json: bool) -> None:
-        home = home_of(ctx)
-        run_id = runs.resolve(home, run)
-        control_record = runs.request(home, run_id, op)
-        meta = runs.read_meta(home, run_id)
-        lease.ensure_running(home)
-        data = {"run_id": run_id, "name": meta.name, "op": op, "control": control_record.to_dict(),
-                "effect": effect(op, meta), "next": f"{fray_prefix(home)} status {run_id}"}
-        output.emit(data, as_json, render_control)
+        _request(ctx, run, op, as_json)
 
     return command
 
 
 for _op in runs.CONTROL_OPS:
-    control.add_command(_make(_op))
+    if _op != "pause":  # pause also sends the runtime command: below
+        control.add_command(_make(_op))
+
+
+# -- runtime commands to the workload (shepherd.commands) ------------------------
+
+COMMAND_ID = click.option("--id", "command_id", metavar="ID",
+                          help="The command's id (default: a new one); sending the same id again changes nothing.")
+COMMAND_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-command.json).")
+REASON = click.option("--reason", metavar="TEXT", help="Why, for the workload and the audit log (at most 256 characters).")
+
+
+def _send(ctx: click.Context, run: str, op: str, payload: dict[str, Any], command_id: str | None, as_json: bool,
+          found: list[str] | None = None) -> None:
+    home = home_of(ctx)
+    run_id = runs.resolve(home, run)
+    envelope, created = commands.issue(home, run_id, op, payload, command_id, found=found)
+    meta = runs.read_meta(home, run_id)
+    if not created:
+        what = f"command {envelope['id']} was sent already (same id, same command): nothing new written"
+    elif meta.in_flight is not None:
+        what = (f"command {envelope['id']} written; attempt {meta.in_flight.number}'s workload reads it with "
+                "report.commands() and acknowledges it")
+    else:
+        what = f"command {envelope['id']} written; no attempt runs now, the next one reads it"
+    data = {"run_id": run_id, "name": meta.name, "op": op, "command": envelope, "created": created, "effect": what,
+            "next": f"{fray_prefix(home)} status {run_id}"}
+    output.emit(data, as_json, render_control)
+
+
+@control.command("pause", short_help=HELP["pause"])
+@click.argument("run")
+@click.option("--in-process", is_flag=True,
+              help="Ask the running workload to pause itself instead (a runtime command): it keeps its allocation "
+                   "and carries on after `fray control resume RUN`.")
+@REASON
+@COMMAND_ID
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON (schemas/cli-control.json; with --in-process schemas/cli-command.json).")
+@click.pass_context
+def pause(ctx: click.Context, run: str, in_process: bool, reason: str | None, command_id: str | None,
+          as_json: bool) -> None:
+    """Stop RUN's attempt and start none until unpause (fray's pause: the
+    attempt is asked to checkpoint, then released).
+
+    With --in-process, send the workload a pause command instead: the attempt
+    keeps running and holding its allocation; the workload pauses itself until
+    `fray control resume RUN`. RUN is a run id, a unique prefix of one, or a run name.
+    """
+    if not in_process:
+        if reason is not None or command_id is not None:
+            raise UsageError("--reason and --id belong to `pause --in-process` (a runtime command); "
+                             "plain `fray control pause RUN` takes neither")
+        _request(ctx, run, "pause", as_json)
+        return
+    _send(ctx, run, "pause", {"reason": reason} if reason is not None else {}, command_id, as_json)
+
+
+@control.command("resume")
+@click.argument("run")
+@REASON
+@COMMAND_ID
+@COMMAND_JSON
+@click.pass_context
+def resume(ctx: click.Context, run: str, reason: str | None, command_id: str | None, as_json: bool) -> None:
+    """Ask RUN's workload, paused with `pause --in-process`, to carry on.
+
+    A run fray paused (plain `fray control pause`) has no workload running:
+    `fray control unpause RUN` resumes that one.
+    """
+    home = home_of(ctx)
+    run_id = runs.resolve(home, run)
+    if runs.read_control(home, run_id).paused:
+        raise UsageError(f"run {run_id} is paused by fray (`fray control pause`), so no workload runs to resume; "
+                         f"`{fray_prefix(home)} control unpause {run_id}` starts it again")
+    _send(ctx, run_id, "resume", {"reason": reason} if reason is not None else {}, command_id, as_json)
+
+
+@control.command("tune")
+@click.argument("run")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="learning_rate (0 < v <= 1), entropy_coef (0 <= v <= 0.1), clip_epsilon (0.05 <= v <= 0.3) "
+                   "- at least one - and notes (text); repeatable.")
+@COMMAND_ID
+@COMMAND_JSON
+@click.pass_context
+def tune(ctx: click.Context, run: str, settings: tuple[str, ...], command_id: str | None, as_json: bool) -> None:
+    """Ask RUN's workload to change hyperparameters as it runs, e.g. `--set learning_rate=1e-4`."""
+    payload, found = commands.parse_settings(list(settings))
+    _send(ctx, run, "tune", payload, command_id, as_json, found)
+
+
+@control.command("terminate")
+@click.argument("run")
+@click.option("--reason", metavar="TEXT", help="Why (required, at most 256 characters).")
+@click.option("--final-checkpoint", is_flag=True, help="Ask the workload to save a checkpoint before it exits.")
+@COMMAND_ID
+@COMMAND_JSON
+@click.pass_context
+def terminate(ctx: click.Context, run: str, reason: str | None, final_checkpoint: bool, command_id: str | None,
+              as_json: bool) -> None:
+    """Ask RUN's workload to finish on its own terms (it decides how; `fray control stop` is fray's stop)."""
+    payload: dict[str, Any] = {} if reason is None else {"reason": reason}
+    if final_checkpoint:
+        payload["final_checkpoint"] = True
+    _send(ctx, run, "terminate", payload, command_id, as_json)
 
 
 @control.command("config-set")

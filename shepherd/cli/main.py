@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("shepherd.cli.list_cmd:list_runs", "Every run with its status, newest first."),
     "status": ("shepherd.cli.status_cmd:status", "One run in full: status, attempts, failures, events."),
     "logs": ("shepherd.cli.logs_cmd:logs", "Print (or follow) a run's output."),
-    "control": ("shepherd.cli.control_cmd:control", "Stop, start, restart, pause or unpause a run."),
+    "control": ("shepherd.cli.control_cmd:control", "Stop, restart, pause a run; tune, pause or terminate its workload."),
     "daemon": ("shepherd.cli.daemon_cmd:daemon", "Start, stop or inspect the daemon that serves FRAY_HOME."),
     "nodes": ("shepherd.cli.nodes_cmd:nodes", "The nodes runs can use; ban and unban them."),
     "actors": ("shepherd.cli.actors_cmd:actors", "The actors jobs registered, by namespace and name."),

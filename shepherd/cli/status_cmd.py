@@ -7,6 +7,7 @@ the reason, and `fray list` already shows that.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -29,6 +30,8 @@ ATTEMPT_COLUMNS = (
 )
 EVENT_COLUMNS = (render.Column("TIME"), render.Column("KIND"), render.Column("#", ">"),
                  render.Column("REASON", shrinkable=True, min_width=12))
+COMMAND_COLUMNS = (render.Column("ID"), render.Column("TYPE"), render.Column("AGE", ">"), render.Column("DELIVERED"),
+                   render.Column("PAYLOAD", shrinkable=True, min_width=12))
 GOOD_CAUSES = frozenset({"success"})
 NEUTRAL_CAUSES = frozenset({"stopped", "restarted", "paused", "expired"})
 
@@ -100,6 +103,8 @@ def render_status(data: dict[str, Any]) -> list[str]:
             lines.append("  stderr (last lines):")
             lines += render.indent_block(tail, "    ")
 
+    lines += command_lines(data.get("commands"), now, width)
+
     if data["events"]:
         lines += ["", render.heading(f"Recent events ({len(data['events'])})")]
         cells = [[render.timestamp(e["at"], now), e["kind"], render.number(e.get("attempt")), e["reason"]]
@@ -142,6 +147,21 @@ def family_lines(family: dict[str, Any] | None) -> list[str]:
     if children:
         lines.append(f"  children ({len(children)}):")
         lines += [f"    {render.status_label(c['status'])}  {c['name']}  ({c['run_id']})" for c in children]
+    return lines
+
+
+def command_lines(commands: dict[str, Any] | None, now: float, width: int | None) -> list[str]:
+    """The runtime commands the workload has not acknowledged yet, with their age."""
+    if not commands or not (commands["unacknowledged"] or commands["acknowledged"]):
+        return []
+    waiting = commands["unacknowledged"]
+    lines = ["", render.heading(f"Runtime commands ({len(waiting)} not acknowledged, "
+                                f"{commands['acknowledged']} acknowledged)")]
+    cells = [[c["id"], c["type"], render.duration(c["age_sec"]),
+              f"{render.timestamp(c['delivered_at'], now)} (attempt {c['delivered_attempt']})" if c["delivered_at"]
+              else "not yet", json.dumps(c["payload"], separators=(",", ":"))] for c in waiting]
+    if cells:
+        lines += render.indent_block(render.table(COMMAND_COLUMNS, cells, width=width and width - 2), "  ")
     return lines
 
 
