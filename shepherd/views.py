@@ -261,8 +261,6 @@ def detail_view(home: Home, run_id: str) -> dict[str, Any]:
         if probe is not None:
             probes.append({"attempt": attempt["number"], **probe})
     data["probes"] = probes
-    if "commands" not in data:
-        data["commands"] = _commands(paths, time.time())
     script = data["script"]
     text = None
     if script:
@@ -273,19 +271,6 @@ def detail_view(home: Home, run_id: str) -> dict[str, Any]:
             text = None
     data["script_text"] = text
     return data
-
-
-def _commands(paths: RunPaths, now: float) -> dict[str, Any] | None:
-    """Runtime commands not yet acknowledged (shepherd.commands), or None where this fray has none."""
-    try:
-        from shepherd import commands  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    summary = getattr(commands, "summary", None)
-    try:
-        return summary(paths, now) if summary else None
-    except (OSError, AttributeError, KeyError):
-        return None
 
 
 # -- families (the cluster API) ---------------------------------------------------------
