@@ -52,7 +52,7 @@ class FamilyKeeper:
     def prepare(self, runs: Iterable[Any], active: Iterable[Any], ledgers: dict[str, Ledger], now: float) -> CyclePlan:
         """`runs`: every RunState of the cycle; `active`: those the policy looks at."""
         runs, active = list(runs), list(active)
-        metas = {r.paths.run_id: r.meta for r in runs}
+        metas = _metas(runs)
         orders = family.stop_orders(metas, metas.keys())
         active_metas = [r.meta for r in active if r.meta is not None]
         held = reservations.live(self._reservations(), now)
@@ -68,7 +68,7 @@ class FamilyKeeper:
         groups: dict[str, list[tuple[Meta, Control]]] = {}
         for run in runs:  # ended members too: one that ended before the start breaks its group
             meta = run.meta
-            if meta is not None and meta.group and meta.run_id not in orders:
+            if meta is not None and meta.group is not None and meta.run_id not in orders:
                 groups.setdefault(meta.group["id"], []).append((meta, run.control))
         groups = {g: found for g, found in groups.items() if any(m.phase != "ended" for m, _ in found)}
         plan = family.plan_groups(groups, now, admit_meta, admitter.snapshot, admitter.restore) if groups \
@@ -103,12 +103,14 @@ class FamilyKeeper:
                 found.append(record)
         return found
 
-    def sweep_endpoints(self, runs: Iterable[Any], force: bool = False) -> int:
+    def sweep_endpoints(self, runs: list[Any], force: bool = False) -> int:
         """Remove stale endpoint files; how many were removed."""
         if not force and time.monotonic() - self._swept_at < ENDPOINT_SWEEP_SEC:
             return 0
         self._swept_at = time.monotonic()
-        metas = {r.paths.run_id: r.meta for r in runs}
+        if not self.home.namespaces_dir.exists():
+            return 0
+        metas = _metas(runs)
         removed = 0
         seen: set[Path] = set()
         for path in _endpoint_files(self.home):
@@ -135,6 +137,11 @@ class FamilyKeeper:
         for path in [p for p in self._endpoint_cache if p not in seen]:
             del self._endpoint_cache[path]
         return removed
+
+
+def _metas(runs: list[Any]) -> dict[str, Meta | None]:
+    """run id -> meta (None: unreadable) of every run folder (the meta's own id avoids a Path.name each)."""
+    return {(r.meta.run_id if r.meta is not None else r.paths.run_id): r.meta for r in runs}
 
 
 def _endpoint_files(home: Home) -> Iterable[Path]:

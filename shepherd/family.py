@@ -26,6 +26,7 @@ from shepherd.model import AttemptState, Control, Meta, Phase
 from shepherd.scheduler import Admission
 
 STOPPER = "fray"
+_ENDED = Phase.ENDED.value  # (enum attribute lookups add up over 10,000 runs a cycle)
 
 
 def stop_orders(metas: Mapping[str, Meta | None], present: Iterable[str]) -> dict[str, str]:
@@ -34,11 +35,13 @@ def stop_orders(metas: Mapping[str, Meta | None], present: Iterable[str]) -> dic
     `metas` holds every run the daemon read (None: unreadable this cycle, so
     nothing is decided from it); `present` every run folder that exists.
     """
-    exists = set(present)
     orders: dict[str, str] = {}
+    exists: set[str] | None = None
     for run_id, meta in metas.items():
-        if meta is None or meta.phase == Phase.ENDED.value or not meta.parent_run_id:
+        if meta is None or not meta.parent_run_id or meta.phase == _ENDED:
             continue
+        if exists is None:
+            exists = set(present)
         why = _parent_says_stop(meta, metas, exists)
         if why:
             orders[run_id] = why
