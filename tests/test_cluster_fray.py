@@ -114,6 +114,11 @@ def test_a_job_launches_children_that_inherit_its_namespace_and_show_as_a_family
         schema_validate("meta", child)
         schema_validate("job", json.loads(home.run(kid).job.read_text()))
         assert child["parent_attempt"] == 1 and child["namespace"] == parent and child["spec"]["backend"] == "local"
+    records = {meta_of(home, k)["name"]: json.loads(home.run(k).attempt(1).call_record.read_text()) for k in kids}
+    for record in records.values():
+        schema_validate("call-result", record)
+    assert records["sq-1"]["outcome"] == "returned" and records["sq-1"]["value_file"] == "call-result.pkl"
+    assert records["bad"]["outcome"] == "raised" and "in fails" in records["bad"]["traceback"]
     nested = next(k for k in kids if meta_of(home, k)["name"] == "nested")
     assert len(children_of(home, nested)) == 1  # the grandchild
     listing = json.loads(run_fray("list", "--tree", "--json", home=home.root, check=True).stdout)

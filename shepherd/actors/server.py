@@ -229,7 +229,13 @@ class ActorServer:
         with self._idle:
             self._inflight += 1
         if actor.pool is not None:
-            actor.pool.submit(self._run_and_reply, conn, send_lock, call_id, actor, method, args, kwargs, False)
+            try:
+                actor.pool.submit(self._run_and_reply, conn, send_lock, call_id, actor, method, args, kwargs, False)
+            except RuntimeError:  # unregistered meanwhile: its pool takes no more calls
+                with self._idle:
+                    self._inflight -= 1
+                self._reply(conn, send_lock, call_id, False, _failure(ActorNotFound(
+                    f"actor {actor.name!r} was unregistered from {self.address}")))
         else:
             self._run_and_reply(conn, send_lock, call_id, actor, method, args, kwargs, True)
 

@@ -7,8 +7,9 @@ run from FRAY_HOME and FRAY_RUN_ID, reads job.json, and:
    (`environment.ensure`) and re-executes itself under that environment's Python;
 2. for a callable: unpickles payload.pkl (only after `payloads.load` has checked
    that it is a private file of this user inside FRAY_HOME), calls it, and writes
-   the return value, or the exception with its traceback text, to the attempt's
-   call-result.pkl for `wait` and `poll`; a raised exception exits 1;
+   the return value to the attempt's call-result.pkl, then call-result.json
+   (schemas/call-result.json: returned or raised, with the traceback text) for
+   `wait` and `poll`; a raised exception exits 1;
 3. for a script: replaces itself with the script's interpreter (same pid, so the
    wrapper's signals reach it).
 """
@@ -17,10 +18,15 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wrapper import contract, workload
+
+if TYPE_CHECKING:
+    from shepherd.layout import AttemptPaths
 
 SHIM = """\
 # Written by fray's cluster API: runs the job described by job.json in this folder.
@@ -62,8 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     # Like `python -m` in the launcher's directory (the job's workdir): its modules are importable.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    attempt_dir = Path(os.environ.get(contract.ENV_ATTEMPT_DIR) or run.attempt(int(os.environ[contract.ENV_ATTEMPT])).dir)
-    result_path = attempt_dir / "call-result.pkl"
+    attempt = home.run(run_id).attempt(int(os.environ.get(contract.ENV_ATTEMPT) or 1))
     try:
         fn, args, kwargs = payloads.load(run.payload, home.root)
         value = fn(*args, **kwargs)
@@ -72,26 +77,27 @@ def main(argv: list[str] | None = None) -> int:
             raise
         text = traceback.format_exc()
         sys.stderr.write(text)
-        payloads.dump(result_path, ("error", _picklable(exc), f"{type(exc).__module__}.{type(exc).__qualname__}",
-                                    str(exc), text))
+        _record(attempt, "raised", exc, str(exc), text)
         return 1
     try:
-        payloads.dump(result_path, ("ok", value))
+        payloads.dump(attempt.call_value, value)
     except Exception as exc:
         text = f"the job's return value could not be pickled: {exc!r}\n"
         sys.stderr.write(text)
-        payloads.dump(result_path, ("error", None, "TypeError", str(exc), text))
+        _record(attempt, "raised", exc, f"the return value could not be pickled: {exc}", text)
         return 1
+    _record(attempt, "returned", value, "", None)
     return 0
 
 
-def _picklable(exc: BaseException) -> BaseException | None:
-    try:
-        payloads_dumps = __import__("shepherd.cluster.payloads", fromlist=["dumps"]).dumps
-        payloads_dumps(exc)
-        return exc
-    except Exception:
-        return None
+def _record(attempt: "AttemptPaths", outcome: str, subject: object, message: str, text: str | None) -> None:
+    from shepherd import store
+
+    kind = type(subject)
+    store.write_json(attempt.call_record, {
+        "outcome": outcome, "type": f"{kind.__module__}.{kind.__qualname__}", "message": message,
+        "traceback": text, "value_file": attempt.call_value.name if outcome == "returned" else None,
+        "finished_at": time.time()}, "call-result")
 
 
 if __name__ == "__main__":

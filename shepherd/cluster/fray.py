@@ -111,21 +111,19 @@ class FrayCluster(ClusterBase):
             status, reason = JobStatus.PENDING, meta.wait_reason or "waiting to start"
         result = error = None
         if status.finished and attempt is not None:
-            outcome = self._call_result(job_id, attempt.number)
-            if outcome is not None and outcome[0] == "ok" and status is JobStatus.SUCCEEDED:
-                result = outcome[1]
-            elif outcome is not None and outcome[0] == "error":
-                error = outcome[4]
+            files = self.home.run(job_id).attempt(attempt.number)
+            try:
+                record = store.read_json(files.call_record, "call-result")
+            except CorruptFileError:
+                record = None
+            if record is not None and record["outcome"] == "returned" and status is JobStatus.SUCCEEDED:
+                result = payloads.load(files.call_value, self.home.root)
+            elif record is not None and record["outcome"] == "raised":
+                error = record["traceback"] or f"{record['type']}: {record['message']}"
             elif status is JobStatus.FAILED:
                 error = self._stderr_tail(job_id, attempt.number)
         return JobInfo(meta.run_id, meta.name, status, reason, meta.parent_run_id, meta.namespace, result, error,
                        len(meta.attempts))
-
-    def _call_result(self, job_id: str, attempt: int) -> Any:
-        path = self.home.run(job_id).attempt(attempt).call_result
-        if not path.exists():
-            return None
-        return payloads.load(path, self.home.root)
 
     def _stderr_tail(self, job_id: str, attempt: int, lines: int = 20) -> str | None:
         try:
