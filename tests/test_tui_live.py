@@ -379,3 +379,11 @@ def test_fray_web_serves_the_dashboard_to_a_browser_behind_a_token(home, tmp_pat
             driver.close()
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=15)
+
+
+def test_the_readme_shows_the_committed_screenshots():
+    readme = (REPO / "README.md").read_text()
+    for name in ("dashboard", "detail", "logs"):
+        svg = REPO / "tests" / "screenshots" / f"{name}.svg"
+        assert svg.read_text().lstrip().startswith("<svg") and "train" in svg.read_text()
+        assert f"(tests/screenshots/{name}.svg)" in readme

@@ -113,7 +113,7 @@ class DetailScreen(RunActions, FrayScreen):
         self.query_one("#commands", Static).update(self._commands(data, now))
         self.query_one("#events", Static).update(self._events(data, now))
         script = data["script"] or {}
-        heading = Text(f"Script ({script.get('source', '?')}, frozen as {script.get('frozen', '?')})\n", style="bold")
+        heading = Text(f"Script ({script.get('source', '?')}, frozen as {script.get('frozen', '?')})", style="bold")
         self.query_one("#script", Static).update(Group(heading, script_text(data.get("script_text"), palette)))
 
     def _facts(self, data: dict[str, Any], now: float) -> Any:

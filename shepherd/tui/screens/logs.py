@@ -64,6 +64,11 @@ class LogsScreen(FrayScreen):
         yield Footer()
 
     def on_mount(self) -> None:
+        from rich.style import Style
+
+        palette = self.fray.palette
+        self.log_view.match_style = Style.parse(palette.match)
+        self.log_view.current_style = Style.parse(palette.current_match)
         self.load()
         self.query_one("#log").focus()
         self.set_interval(POLL_SEC, self.poll, name="logs-follow")
@@ -155,9 +160,8 @@ class LogsScreen(FrayScreen):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         count = self.log_view.set_search(event.value)
-        if not event.value:
-            event.input.remove_class("-open")
-        elif not count:
+        event.input.remove_class("-open")  # the term stays in the readout below; n/N step through it
+        if event.value and not count:
             self.notify(f"no line has {event.value!r}", severity="warning")
         self.log_view.focus()
         self._status()

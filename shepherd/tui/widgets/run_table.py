@@ -96,16 +96,17 @@ def _sort_key(name: str) -> Callable[[Row], Any]:
     return lambda r: (missing_last(r.get(field)), r["run_id"])
 
 
-def layout(columns: tuple[Column, ...], width: int, name_width: int) -> list[tuple[Column, int]]:
+def layout(columns: tuple[Column, ...], width: int, name_width: int, node_width: int = 10) -> list[tuple[Column, int]]:
     """The columns that fit in `width`, with their widths, in display order.
 
     Columns are taken by priority while their minimum widths fit; then the
-    reason gets room up to REASON_WANTS (dropping the least important columns
-    if it must), the name and node grow to their natural width, and the reason
-    takes whatever is left.
+    least important columns give way until the reason has REASON_WANTS and the
+    name and node their natural width (their longest value, capped); the
+    reason takes whatever is left.
     """
     natural = {c.key: c.width for c in columns}
     natural["name"] = max(12, min(name_width, 28))
+    natural["node"] = max(8, min(node_width, 20))
     minimum = {c.key: c.min_width or natural[c.key] for c in columns}
     chosen: list[Column] = []
     for column in sorted(columns, key=lambda c: c.priority):
@@ -117,7 +118,13 @@ def layout(columns: tuple[Column, ...], width: int, name_width: int) -> list[tup
         return width - sum(minimum[c.key] for c in picked) - GAP * (len(picked) - 1)
 
     flex = next((c for c in chosen if c.flex), None)
-    while flex is not None and minimum[flex.key] + spare_of(chosen) < REASON_WANTS:
+
+    def wanted(picked: list[Column]) -> int:
+        keys = {c.key for c in picked}
+        extra = sum(natural[k] - minimum[k] for k in ("name", "node") if k in keys)
+        return extra + (REASON_WANTS - minimum[flex.key] if flex is not None else 0)
+
+    while flex is not None and spare_of(chosen) < wanted(chosen):
         droppable = [c for c in chosen if c.priority >= 4]
         if not droppable:
             break
@@ -184,47 +191,76 @@ class RunTable(ScrollView, can_focus=True):
         self.rows: dict[str, Row] = {}
         self.order: list[str] = []  # the run ids shown, in order
         self._index: dict[str, int] = {}
-        self._cells: dict[str, dict[str, str]] = {}
+        self._cells: dict[str, dict[str, str]] = {}  # formatted when first drawn
         self._haystack: dict[str, str] = {}
+        self._keys: dict[str, Any] = {}  # run id -> sort key under the current sort
+        self._match: dict[str, bool] = {}  # run id -> whether it passes the current filter
+        self._words: list[str] = []
+        self._key_of = _sort_key("created")
         self.cursor = 0
         self.cursor_id: str | None = None
         self.sort_by = "created"
         self.sort_reverse = True  # newest first, as `fray list`
         self.filter_text = ""
         self._name_width = 12
+        self._node_width = 8
         self._layout: list[tuple[Column, int]] = []
-        self._layout_for: tuple[int, int] = (-1, -1)
+        self._layout_for: tuple[int, int, int] = (-1, -1, -1)
         self.palette: dict[str, str] = {}
 
     # -- data -------------------------------------------------------------------------
 
     def apply(self, rows: dict[str, Row], changed: set[str], removed: set[str]) -> None:
-        """Take a refresh: update the changed rows in place and repaint only what moved or changed."""
+        """Take a refresh: update the changed rows in place and repaint only what moved or changed.
+
+        The order (filter + sort) is rebuilt only when rows came or went, or a changed row's
+        sort key or filter match changed; cells are formatted when drawn, so a refresh that
+        touches 1,000 rows costs dictionary updates, not formatting.
+        """
+        reorder = bool(removed)
         for run_id in removed:
             self.rows.pop(run_id, None)
             self._cells.pop(run_id, None)
             self._haystack.pop(run_id, None)
+            self._keys.pop(run_id, None)
+            self._match.pop(run_id, None)
+        key = self._key_of
+        words = self._words
         for run_id in changed:
             row = rows.get(run_id)
             if row is None:
                 continue
             self.rows[run_id] = row
-            self._cells[run_id] = cells_of(row)
+            self._cells.pop(run_id, None)
             self._haystack.pop(run_id, None)
-            self._name_width = max(self._name_width, len(row["name"]))
-        before = self.order
-        self._rebuild()
-        if self.order != before:
+            new_key = key(row)
+            if self._keys.get(run_id) != new_key:
+                self._keys[run_id] = new_key
+                reorder = True
+            if words:
+                match = self._matches(run_id, words)
+                if self._match.get(run_id) != match:
+                    self._match[run_id] = match
+                    reorder = True
+            if len(row["name"]) > self._name_width and row.get("phase") is not None:  # unreadable: the id
+                self._name_width = len(row["name"])
+            if len(row.get("node") or "") > self._node_width:
+                self._node_width = len(row["node"])
+        if reorder:
+            self._rebuild()
             self.refresh()
             return
         top = int(self.scroll_offset.y)
-        visible = range(top, top + max(0, self.size.height - 1))
-        for position in visible:
-            if position < len(self.order) and self.order[position] in changed:
+        for position in range(top, min(len(self.order), top + max(0, self.size.height - 1))):
+            if self.order[position] in changed:
                 self.refresh_line(position + 1)
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text
+        words = text.lower().split()
+        if words != self._words:
+            self._words = words
+            self._match = {run_id: self._matches(run_id, words) for run_id in self.rows} if words else {}
         self._rebuild()
         self.refresh()
 
@@ -234,24 +270,28 @@ class RunTable(ScrollView, can_focus=True):
         if reverse is None:
             reverse = not self.sort_reverse if by == self.sort_by else by in ("created", "uptime", "heartbeat", "step")
         self.sort_by, self.sort_reverse = by, reverse
+        self._key_of = _sort_key(by)
+        self._keys = {run_id: self._key_of(row) for run_id, row in self.rows.items()}
         self._rebuild()
         self.refresh()
 
     def _matches(self, run_id: str, words: list[str]) -> bool:
         hay = self._haystack.get(run_id)
         if hay is None:
-            cells = self._cells[run_id]
-            hay = " ".join((run_id, cells["name"], cells["status"], cells["node"], cells["mode"], cells["where"],
-                            cells["reason"])).lower()
+            row = self.rows[run_id]
+            hay = " ".join(str(v) for v in (run_id, row["name"], row["status"], row.get("node"), row.get("mode"),
+                                            row.get("where") or row.get("backend"), row.get("reason"),
+                                            "paused" if row.get("paused") else "")).lower()
             self._haystack[run_id] = hay
         return all(word in hay for word in words)
 
     def _rebuild(self) -> None:
-        words = self.filter_text.lower().split()
-        ids = [run_id for run_id in self.rows if not words or self._matches(run_id, words)]
-        key = _sort_key(self.sort_by)
-        rows = self.rows
-        ids.sort(key=lambda run_id: key(rows[run_id]), reverse=self.sort_reverse)
+        if self._words:
+            match = self._match
+            ids = [run_id for run_id in self.rows if match.get(run_id)]
+        else:
+            ids = list(self.rows)
+        ids.sort(key=self._keys.__getitem__, reverse=self.sort_reverse)
         self.order = ids
         self._index = {run_id: i for i, run_id in enumerate(ids)}
         self.virtual_size = Size(self.size.width, len(ids) + 1)
@@ -260,6 +300,12 @@ class RunTable(ScrollView, can_focus=True):
         else:
             self.cursor = max(0, min(self.cursor, len(ids) - 1))
             self._set_cursor_id()
+
+    def _cells_of(self, run_id: str) -> dict[str, str]:
+        cells = self._cells.get(run_id)
+        if cells is None:
+            cells = self._cells[run_id] = cells_of(self.rows[run_id])
+        return cells
 
     def _set_cursor_id(self) -> None:
         new = self.order[self.cursor] if self.order else None
@@ -354,9 +400,9 @@ class RunTable(ScrollView, can_focus=True):
 
     def _columns(self) -> list[tuple[Column, int]]:
         width = self.scrollable_content_region.width
-        if self._layout_for != (width, self._name_width):
-            self._layout = layout(COLUMNS, max(20, width), self._name_width)
-            self._layout_for = (width, self._name_width)
+        if self._layout_for != (width, self._name_width, self._node_width):
+            self._layout = layout(COLUMNS, max(20, width), self._name_width, self._node_width)
+            self._layout_for = (width, self._name_width, self._node_width)
         return self._layout
 
     def _header_text(self, column: Column) -> str:
@@ -371,7 +417,7 @@ class RunTable(ScrollView, can_focus=True):
         position = int(self.scroll_offset.y) + y - 1
         if position >= len(self.order):
             return ""
-        cells = self._cells[self.order[position]]
+        cells = self._cells_of(self.order[position])
         return (" " * GAP).join(fit(cells[c.key], w, c.align) for c, w in columns).rstrip()
 
     def render_line(self, y: int) -> Strip:
@@ -386,7 +432,7 @@ class RunTable(ScrollView, can_focus=True):
         if position >= len(self.order):
             return Strip.blank(width, base)
         run_id = self.order[position]
-        cells = self._cells[run_id]
+        cells = self._cells_of(run_id)
         row = self.rows[run_id]
         line_style = base
         if position == self.cursor:
