@@ -79,8 +79,13 @@ class AttemptPaths:
         return self.dir / contract.HEALTH
 
     @property
-    def call_result(self) -> Path:
-        """A launched callable's return value or exception (cloudpickle), for `wait` and `poll`."""
+    def call_record(self) -> Path:
+        """How a launched callable ended: returned or raised, with the traceback text (schemas/call-result.json)."""
+        return self.dir / "call-result.json"
+
+    @property
+    def call_value(self) -> Path:
+        """A launched callable's return value (cloudpickle), for `wait` and `poll`."""
         return self.dir / "call-result.pkl"
 
     @property
