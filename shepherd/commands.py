@@ -65,7 +65,7 @@ def problems(command_type: str, payload: dict[str, Any]) -> list[str]:
     """Every way `payload` is not a valid `command_type` command, each naming its field."""
     if command_type not in FIELDS:
         return [f"type: {command_type!r} is not one of {', '.join(contract.COMMAND_TYPES)}"]
-    found = []
+    found: list[str | None] = []
     for name in payload:
         if name not in FIELDS[command_type]:
             guess = difflib.get_close_matches(name, FIELDS[command_type], n=1)

@@ -63,7 +63,8 @@ class Command:
 
     def mark_delivered(self) -> bool:
         """Stamp <id>.delivered.json unless an earlier reader did; True if this call did."""
-        return records.create_json(self.path(contract.DELIVERED_SUFFIX), {**_receipt(self.id), "delivered_at": time.time()})
+        receipt = {**_receipt(self.id), "delivered_at": time.time()}
+        return records.create_json(self.path(contract.DELIVERED_SUFFIX), receipt)
 
     def ack(self, **result: Any) -> bool:
         """Say the command was acted on (`result`: anything JSON, e.g. applied=True); False if already acknowledged."""
@@ -91,7 +92,8 @@ def _envelope(path: str) -> dict[str, Any] | None:
         or not isinstance(document.get("issued_at"), (int, float))
         or document.get("id") != os.path.basename(path)[: -len(contract.COMMAND_SUFFIX)]
     ):
-        print(f"fray report: ignoring the command {path}: not a command envelope (schemas/command.json)", file=sys.stderr)
+        print(f"fray report: ignoring the command {path}: not a command envelope (schemas/command.json)",
+              file=sys.stderr)
         return None
     return document
 

@@ -94,6 +94,5 @@ COMMAND_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # no dots: receipts ad
 
 # Signals. SIGUSR1 to the workload means "checkpoint now" (it keeps running).
 # SIGUSR2 to the wrapper is the shepherd's planned stop: "checkpoint, then stop"
-# (wrapper.attempt); SIGTERM/SIGINT are plain stops, forwarded at once.
-CHECKPOINT_SIGNAL = "SIGUSR1"
+# (wrapper.stopping); SIGTERM/SIGINT are plain stops, forwarded at once.
 PLANNED_STOP_SIGNAL = "SIGUSR2"

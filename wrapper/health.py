@@ -73,7 +73,8 @@ class HealthCheck:
         self._thread = threading.Thread(target=self._run, name="fray-health", daemon=True)
 
     def start(self) -> "HealthCheck":
-        self.log(f"health command every {self.interval:g}s, {self.retries} failures in a row hold the heartbeat: {self.command}")
+        self.log(f"health command every {self.interval:g}s, {self.retries} failures in a row hold the heartbeat: "
+                 f"{self.command}")
         self._thread.start()
         return self
 
@@ -122,7 +123,9 @@ class HealthCheck:
         return self._result(started_at, started, exit_code, timed_out, tail_lines(self.output_path, OUTPUT_TAIL_LINES))
 
     @staticmethod
-    def _result(started_at: float, started: float, exit_code: int | None, timed_out: bool, tail: list[str]) -> dict[str, Any]:
+    def _result(
+        started_at: float, started: float, exit_code: int | None, timed_out: bool, tail: list[str]
+    ) -> dict[str, Any]:
         return {"started_at": started_at, "seconds": round(time.monotonic() - started, 3), "exit_code": exit_code,
                 "timed_out": timed_out, "output_tail": tail}
 
@@ -142,7 +145,7 @@ class HealthCheck:
             if self.failures_in_a_row >= self.retries and self.held_since is None:
                 self.held_since = time.time()
                 reason = f"{self.failures_in_a_row} health checks failed in a row"
-                self.heartbeat.hold(reason)
+                self.heartbeat.hold()
                 self.log(f"{reason}: holding the heartbeat, so the shepherd treats this attempt as stalled "
                          "(stops it, suspects the node, starts another)")
         self._write(last)

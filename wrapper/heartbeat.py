@@ -37,19 +37,15 @@ class Heartbeat:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fray-heartbeat", daemon=True)
         self._failing = False
-        self._held: str | None = None  # why beats are held, or None
+        self._held = False
 
-    @property
-    def held(self) -> str | None:
-        return self._held
-
-    def hold(self, reason: str) -> None:
+    def hold(self) -> None:
         """Write no more beats until `release()`; the last one ages from now on."""
-        self._held = reason
+        self._held = True
 
     def release(self) -> None:
         """Beat again, starting now."""
-        self._held = None
+        self._held = False
         self.beat()
 
     def beat(self) -> bool:
@@ -73,7 +69,7 @@ class Heartbeat:
 
     def _run(self) -> None:
         while not self._stopping.wait(self.interval):
-            if self._held is None:
+            if not self._held:
                 self.beat()
 
     def stop(self, timeout: float = 5.0) -> None:

@@ -33,7 +33,7 @@ def smoke_test(ctx: ProbeContext, deadline: float) -> Finding:
         tail = (result.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
         return Finding(FAILED, f"the CUDA smoke test died (exit code {result.exit_code}): {tail[:300]}",
                        {"exit_code": result.exit_code})
-    status = {"passed": PASSED, "failed": FAILED, "skipped": SKIPPED}.get(verdict.get("status"), FAILED)
+    status = {"passed": PASSED, "failed": FAILED, "skipped": SKIPPED}.get(str(verdict.get("status")), FAILED)
     data = {"framework": verdict.get("framework"), "devices": verdict.get("devices")}
     return Finding(status, str(verdict.get("detail", "")), data)
 

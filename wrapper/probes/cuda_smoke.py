@@ -101,7 +101,8 @@ def main() -> dict[str, Any]:
             unusable.append(str(exc))
             continue
         except Exception as exc:  # noqa: BLE001 - any error from the framework is the verdict
-            return {"status": "failed", "framework": name, "devices": None, "detail": f"{name}: {type(exc).__name__}: {exc}"}
+            detail = f"{name}: {type(exc).__name__}: {exc}"
+            return {"status": "failed", "framework": name, "devices": None, "detail": detail}
         if devices == 0:
             return {"status": "failed", "framework": name, "devices": 0, "detail": f"{name} sees no CUDA device"}
         return {"status": "passed", "framework": name, "devices": devices,

@@ -46,7 +46,8 @@ def visibility(ctx: ProbeContext, deadline: float) -> Finding:
     if listing.device_count < wanted:
         return Finding(
             FAILED,
-            f"nvidia-smi -L shows {_plural(listing.device_count, 'GPU device')}; the run asked for {ctx.gpus or 'some'}",
+            f"nvidia-smi -L shows {_plural(listing.device_count, 'GPU device')}; "
+            f"the run asked for {ctx.gpus or 'some'}",
             data,
         )
     return Finding(PASSED, f"nvidia-smi -L shows {_plural(listing.device_count, 'GPU device')}", data)
@@ -71,7 +72,8 @@ def mig_match(ctx: ProbeContext, deadline: float) -> Finding:
     if seen.problems:
         return Finding(FAILED, "; ".join(seen.problems), data)
     shown = "unset: every GPU" if declared is None else repr(declared)
-    return Finding(PASSED, f"CUDA_VISIBLE_DEVICES {shown} matches nvidia-smi ({_plural(len(seen.devices), 'device')})", data)
+    matched = f"CUDA_VISIBLE_DEVICES {shown} matches nvidia-smi ({_plural(len(seen.devices), 'device')})"
+    return Finding(PASSED, matched, data)
 
 
 def trespassers(ctx: ProbeContext, deadline: float) -> Finding:

@@ -137,7 +137,10 @@ class Visibility:
     problems: list[str] = field(default_factory=list)
 
 
-def _by_prefix(entry: str, candidates: dict[str, tuple[Gpu, MigDevice | None]]) -> list[tuple[Gpu, MigDevice | None]]:
+Device = tuple[Gpu, "MigDevice | None"]  # a GPU used whole, or one of its MIG devices
+
+
+def _by_prefix(entry: str, candidates: dict[str, Device]) -> list[Device]:
     # CUDA accepts any unique prefix of a UUID ("GPU-5e7f1c3a").
     exact = candidates.get(entry)
     if exact is not None:
@@ -161,19 +164,16 @@ def visible_devices(cuda_visible_devices: str | None, listing: GpuList) -> Visib
             else:
                 seen.devices.append(VisibleDevice(str(gpu.index), gpu))
         return seen
-    by_index = {gpu.index: gpu for gpu in listing.gpus}
-    gpu_uuids = {gpu.uuid: (gpu, None) for gpu in listing.gpus}
-    mig_uuids: dict[str, tuple[Gpu, MigDevice | None]] = {}
-    for gpu in listing.gpus:
-        for mig in gpu.migs:
-            mig_uuids[mig.uuid] = (gpu, mig)
+    by_index: dict[str, list[Device]] = {str(gpu.index): [(gpu, None)] for gpu in listing.gpus}
+    gpu_uuids: dict[str, Device] = {gpu.uuid: (gpu, None) for gpu in listing.gpus}
+    mig_uuids: dict[str, Device] = {mig.uuid: (gpu, mig) for gpu in listing.gpus for mig in gpu.migs}
     used: set[tuple[str, str | None]] = set()
     for entry in (e.strip() for e in cuda_visible_devices.split(",")):
         if not entry:
             continue
+        matches: list[Device]
         if entry.isdigit():
-            gpu = by_index.get(int(entry))
-            matches = [(gpu, None)] if gpu else []
+            matches = by_index.get(str(int(entry)), [])
             if not matches:
                 seen.problems.append(
                     f"CUDA_VISIBLE_DEVICES entry {entry!r}: nvidia-smi shows no GPU {entry} "

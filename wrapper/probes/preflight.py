@@ -52,7 +52,9 @@ JOIN_MARGIN_SEC = 2.0  # beyond the deadline, for a command's own kill-on-timeou
 STOP_POLL_SEC = 0.1  # how often a running probe checks for a stop signal
 
 
-def plan(gpus: int, tpu_devices: int, probes: Sequence[str] | None, skip: Sequence[str]) -> list[tuple[str, str | None]]:
+def plan(
+    gpus: int, tpu_devices: int, probes: Sequence[str] | None, skip: Sequence[str]
+) -> list[tuple[str, str | None]]:
     """Every probe in running order, with None (run it) or why it does not run."""
     chosen: list[tuple[str, str | None]] = []
     for name in contract.PROBE_NAMES:
@@ -137,7 +139,8 @@ def run(
         if finding.status in (FAILED, TIMEOUT):
             hung = finding.status == TIMEOUT
             code = contract.EXIT_NODE_FAULT if hung else FAILURE_EXITS[name]
-            failure = Failure(code, CAUSES[code], f"preflight probe {name} {'hung' if hung else 'failed'}: {finding.detail}")
+            what = f"preflight probe {name} {'hung' if hung else 'failed'}: {finding.detail}"
+            failure = Failure(code, CAUSES[code], what)
             failed_probe = name
     return entries, failure
 

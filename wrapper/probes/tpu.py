@@ -78,7 +78,8 @@ def accelerators(ctx: ProbeContext, deadline: float) -> Finding:
     if len(files) < wanted:
         return Finding(
             FAILED,
-            f"{len(files)} accelerator device file(s) match {', '.join(ctx.tpu_device_globs)}; expected {ctx.tpu_devices or 'some'}",
+            f"{len(files)} accelerator device file(s) match {', '.join(ctx.tpu_device_globs)}; "
+            f"expected {ctx.tpu_devices or 'some'}",
             data,
         )
     held, unreadable = holders(files, {os.getpid(), *procs.descendants(os.getpid())})
@@ -93,7 +94,8 @@ def accelerators(ctx: ProbeContext, deadline: float) -> Finding:
     jax = _last_json(result.stdout)
     data["jax"] = jax if jax is not None else {"error": result.describe()}
     if jax is not None and jax.get("importable") and not jax.get("devices"):
-        return Finding(FAILED, f"{len(files)} device file(s) present but JAX sees no TPU: {jax.get('detail', '')}", data)
+        detail = f"{len(files)} device file(s) present but JAX sees no TPU: {jax.get('detail', '')}"
+        return Finding(FAILED, detail, data)
     seen = f"; JAX sees {jax['devices']} TPU devices" if jax and jax.get("importable") else ""
     return Finding(PASSED, f"{len(files)} accelerator device file(s), none held by another process{seen}", data)
 
