@@ -191,14 +191,13 @@ class WorkerPool:
                 connection = client.connect(target.address, secret)
                 outcome = connection.submit(target.actor, "run", (task.fn, task.args, task.kwargs), {})
                 value = outcome.result()
-            except ActorConnectionError as exc:
+            except (ActorConnectionError, client.ActorNotFound) as exc:
+                if client.is_remote(exc) and not isinstance(exc, client.ActorNotFound):
+                    task.future.set_exception(exc)  # the task itself raised it
+                    continue
                 self._requeue(task, exc)
                 self._actors._mark_dead(target)
                 return  # this worker is gone; a restarted one gets a dispatcher of its own
-            except client.ActorNotFound as exc:
-                self._requeue(task, exc)
-                self._actors._mark_dead(target)
-                return
             except BaseException as exc:  # the task raised: its future says so
                 task.future.set_exception(exc)
                 continue

@@ -204,3 +204,19 @@ def test_a_worker_pool_runs_tasks_on_worker_jobs(cluster):
 def test_no_actor_anywhere_is_a_connection_error_after_the_timeout(cluster):
     with pytest.raises(ActorConnectionError, match="no actor named 'ghost'"):
         ClusterResolver(cluster).lookup("ghost").call(timeout=0.2).anything()
+
+
+class Relay:
+    def relay(self, ctx: ActorContext) -> str:
+        return ctx.resolver.lookup("missing").call(timeout=0.2).anything()
+
+
+def test_a_connection_error_raised_inside_an_actor_is_its_failure_not_a_reason_to_retry(cluster):
+    server = ActorServer(cluster)
+    server.register("relay", Relay())
+    server.serve_background()
+    pool = ClusterResolver(cluster).lookup("relay")
+    with pytest.raises(ActorConnectionError, match="no actor named 'missing'") as caught:
+        pool.call(timeout=10).relay()
+    assert caught.value.remote_traceback and pool.size == 1  # the relay was not marked dead
+    server.shutdown(grace=0)

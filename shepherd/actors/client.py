@@ -48,6 +48,11 @@ class RemoteActorError(Exception):
         self.type_name = type_name
 
 
+def is_remote(exc: BaseException) -> bool:
+    """Whether `exc` was raised inside an actor (rather than by the connection to it)."""
+    return getattr(exc, "remote_traceback", None) is not None
+
+
 def rebuild_exception(failure: tuple[bytes | None, str, str, str]) -> BaseException:
     """The remote exception (or a RemoteActorError), with the remote traceback text as its cause."""
     pickled, type_name, message, text = failure

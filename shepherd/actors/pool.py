@@ -131,13 +131,12 @@ class ActorPool:
                 future = client.connect(target.address, self._secret_bytes()).submit(target.actor, method, args, kwargs)
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 return future.result(remaining)
-            except ActorConnectionError as exc:
-                last = exc
+            except (ActorConnectionError, client.ActorNotFound) as exc:
+                if client.is_remote(exc) and not isinstance(exc, client.ActorNotFound):
+                    raise  # the actor itself raised it (e.g. calling another actor): not ours to retry
+                last = exc  # connection lost, or unregistered at that server meanwhile: resolve again
                 self._mark_dead(target)
                 time.sleep(RETRY_PAUSE_SEC)
-            except client.ActorNotFound as exc:
-                last = exc  # unregistered at that server meanwhile: resolve again
-                self._mark_dead(target)
 
     def _submit(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> ActorFuture:
         deadline = None if timeout is None else time.monotonic() + timeout
