@@ -276,9 +276,6 @@ def detail_view(home: Home, run_id: str) -> dict[str, Any]:
 # -- families (the cluster API) ---------------------------------------------------------
 
 
-# -- families (the cluster API) ---------------------------------------------------------
-
-
 def _summary(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in ("run_id", "name", "status", "icon", "reason")}
 
