@@ -37,9 +37,22 @@ while true; do sleep 0.1; done
 """
 
 
+FAKES = Path(__file__).resolve().parent / "fakes"
+
+
 @pytest.fixture(autouse=True)
-def slurm_home(slurm_cluster: SlurmCluster, home: Home):
-    """A FRAY_HOME set up for the fast test cluster; its Slurm jobs are cancelled afterwards."""
+def slurm_home(slurm_cluster: SlurmCluster, home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A FRAY_HOME set up for the fast test cluster; its Slurm jobs are cancelled afterwards.
+
+    The test cluster's GPUs are GRES entries over /dev/null, so the jobs' GPU
+    probes ask the fake nvidia-smi (tests/fakes) for four H100s; the daemon's
+    environment, and with it every job's (sbatch --export=ALL), carries it.
+    """
+    scenario = tmp_path / "gpus.json"
+    scenario.write_text(json.dumps({"gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-fake-{i}"}
+                                             for i in range(4)]}))
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_SCENARIO", str(scenario))
     store.ensure_home(home)
     home.config.write_text(json.dumps({"slurm": FAST}))
     yield home
@@ -150,6 +163,8 @@ def test_gpu_runs_land_on_the_partition_their_memory_needs(home, daemon, tmp_pat
         where, node, gpus = home.run(run_id).attempt(1).stdout.read_text().split()
         assert where == partition and node in nodes
         assert len(gpus.removeprefix("gpus=").split(",")) == meta["spec"]["gpus"]
+        probe = json.loads(home.run(run_id).attempt(1).probe.read_text())  # the node was probed before the workload
+        assert probe["ok"] and {p["name"]: p["status"] for p in probe["probes"]}["gpu"] == "passed"
 
 
 def test_partition_fallback_moves_on_and_resubmits_at_once(home, daemon, tmp_path):

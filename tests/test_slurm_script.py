@@ -11,6 +11,7 @@ import pytest
 
 from shepherd.backends.base import AttemptKey, SubmitRequest
 from shepherd.backends.slurm_script import BatchJob, batch_script, node_count, sbatch_argv, sbatch_options
+from shepherd.layout import Home
 from shepherd.model import RunSpec
 
 HOSTILE = "fray home's; $dir \\ \"q\"\nnewline"
@@ -97,14 +98,16 @@ def run_script(tmp_path: Path, text: str) -> list[str]:
 def test_every_value_reaches_the_wrapper_intact_through_bash(tmp_path: Path) -> None:
     args = ["two words", "$HOME", "it's", "back\\slash", "--", "%j", "line\nbreak", ""]
     spec = RunSpec(backend="slurm", args=args, env={"WEIRD": "a b $c \"d\" \\e `x`"}, workdir=HOSTILE,
-                   heartbeat_interval_sec=0.5, stop_grace_sec=2.0)
+                   heartbeat_interval_sec=0.5, stop_grace_sec=2.0, gpus=2, health_cmd="nvidia-smi -q | grep -q 'ECC'; $X")
     batch = job(tmp_path, spec)
     printed = run_script(tmp_path, batch_script(batch))
     r = batch.request
     assert printed == ["-m", "wrapper", "run", "--home", str(r.home), "--run-id", r.key.run_id, "--attempt", "3",
                        "--attempt-dir", str(r.attempt_dir), "--script", str(r.script), "--job-name", "it's $name",
                        "--workdir", HOSTILE, "--checkpoint-dir", str(r.checkpoint_dir), "--heartbeat-interval", "0.5",
-                       "--stop-grace", "2.0", "--", *args,
+                       "--stop-grace", "2.0", "--commands-dir", str(Home(r.home).run(r.key.run_id).commands_dir),
+                       "--gpus", "2", "--health-cmd", "nvidia-smi -q | grep -q 'ECC'; $X", "--health-interval",
+                       repr(spec.health_interval_sec), "--health-retries", str(spec.health_retries), "--", *args,
                        "ENV:a b $c \"d\" \\e `x`", "ENV:0", "ENV:1"]
 
 

@@ -25,8 +25,10 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from shepherd.backends import wrapper_args
 from shepherd.backends.base import SubmitRequest
 from shepherd.backends.slurm_parse import job_name
+from shepherd.layout import Home
 
 ENV_TASK_INDEX = "FRAY_TASK_INDEX"
 ENV_NUM_TASKS = "FRAY_NUM_TASKS"
@@ -168,6 +170,7 @@ def _wrapper_command(job: BatchJob, attempt_dir: str) -> str:
         "--checkpoint-dir", q(str(request.checkpoint_dir)),
         "--heartbeat-interval", q(repr(spec.heartbeat_interval_sec)),
         "--stop-grace", q(repr(spec.stop_grace_sec)),
+        *(q(arg) for arg in wrapper_args.probe_and_health(spec, Home(request.home).run(request.key.run_id).commands_dir)),
         "--", *(q(arg) for arg in spec.args),
     ]
     return " ".join(argv)
