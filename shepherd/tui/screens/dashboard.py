@@ -91,7 +91,7 @@ class DashboardScreen(RunActions, FrayScreen):
         text = counts_text(snapshot.counts, snapshot.daemon, self.fray.palette, shown)
         if self.table.filter_text:
             text.append(f"  ·  filter: {self.table.filter_text}", style="bold")
-        self.query_one("#status", StatusBar).update(text)
+        self.query_one("#status", StatusBar).show(text)
         self.query_one("#banner", DaemonBanner).show(snapshot.counts, snapshot.daemon)
 
     # -- keys ---------------------------------------------------------------------------

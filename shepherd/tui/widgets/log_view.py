@@ -17,6 +17,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from shepherd.tui.widgets.run_table import set_virtual_size
+
 MAX_LINES = 100_000  # older lines are dropped past this many
 CONTROL = {i: "?" for i in range(32) if i != 9}
 
@@ -91,7 +93,7 @@ class LogView(ScrollView, can_focus=True):
         return line.expandtabs(4).translate(CONTROL)
 
     def _resize(self) -> None:
-        self.virtual_size = Size(self._longest, len(self.lines))
+        set_virtual_size(self, Size(self._longest, len(self.lines)))
 
     # -- search -----------------------------------------------------------------------
 
@@ -174,7 +176,7 @@ class LogView(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         x, top = int(self.scroll_offset.x), int(self.scroll_offset.y)
         index = top + y
-        base = self.rich_style
+        base = self._base_style()
         if index >= len(self.lines):
             return Strip.blank(width, base)
         line = self.lines[index][x:x + width]
@@ -197,6 +199,16 @@ class LogView(ScrollView, can_focus=True):
         if used < width:
             segments.append(Segment(" " * (width - used), base))
         return Strip(segments, width).crop(0, width)
+
+    def _base_style(self) -> Style:
+        key = (self.has_focus, self.app.theme)
+        if getattr(self, "_base_for", None) != key:
+            self._base_for, self._base = key, self.rich_style
+        return self._base
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._base_for = None
 
     def _match_set(self) -> set[int]:
         cached = getattr(self, "_match_cache", None)

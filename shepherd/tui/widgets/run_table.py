@@ -149,6 +149,22 @@ def layout(columns: tuple[Column, ...], width: int, name_width: int, node_width:
     return [(c, widths[c.key]) for c in ordered]
 
 
+def set_virtual_size(widget: ScrollView, size: Size) -> None:
+    """Set a scroll view's virtual size, laying the screen out again only when its scrollbars
+    appear or go (otherwise a filter keystroke or a new log line would re-lay the whole screen)."""
+    if size == widget.virtual_size:
+        return
+    width, height = widget.container_size
+    old = widget.virtual_size
+    same_bars = (size.height > height) == (old.height > height) and (size.width > width) == (old.width > width)
+    if widget.is_mounted and height and same_bars:
+        widget.set_reactive(ScrollView.virtual_size, size)
+        widget._scroll_update(size)  # Textual's own no-layout path (Widget._size_updated)
+        widget.refresh()
+    else:
+        widget.virtual_size = size
+
+
 def fit(text: str, width: int, align: str) -> str:
     text = render.truncate(text, width)
     return text.rjust(width) if align == ">" else text.ljust(width)
@@ -194,7 +210,8 @@ class RunTable(ScrollView, can_focus=True):
         self._cells: dict[str, dict[str, str]] = {}  # formatted when first drawn
         self._haystack: dict[str, str] = {}
         self._keys: dict[str, Any] = {}  # run id -> sort key under the current sort
-        self._match: dict[str, bool] = {}  # run id -> whether it passes the current filter
+        self._matched: set[str] = set()  # the run ids that pass the current filter
+        self._sorted: list[str] | None = None  # every run id in the current sort order
         self._words: list[str] = []
         self._key_of = _sort_key("created")
         self.cursor = 0
@@ -207,6 +224,8 @@ class RunTable(ScrollView, can_focus=True):
         self._layout: list[tuple[Column, int]] = []
         self._layout_for: tuple[int, int, int] = (-1, -1, -1)
         self.palette: dict[str, str] = {}
+        self._style_cache: dict[Any, tuple[Style, Style, Style]] = {}
+        self._parsed: dict[str, Style] = {}
 
     # -- data -------------------------------------------------------------------------
 
@@ -217,13 +236,14 @@ class RunTable(ScrollView, can_focus=True):
         sort key or filter match changed; cells are formatted when drawn, so a refresh that
         touches 1,000 rows costs dictionary updates, not formatting.
         """
-        reorder = bool(removed)
+        resort = bool(removed)
+        refilter = False
         for run_id in removed:
             self.rows.pop(run_id, None)
             self._cells.pop(run_id, None)
             self._haystack.pop(run_id, None)
             self._keys.pop(run_id, None)
-            self._match.pop(run_id, None)
+            self._matched.discard(run_id)
         key = self._key_of
         words = self._words
         for run_id in changed:
@@ -236,17 +256,19 @@ class RunTable(ScrollView, can_focus=True):
             new_key = key(row)
             if self._keys.get(run_id) != new_key:
                 self._keys[run_id] = new_key
-                reorder = True
+                resort = True
             if words:
                 match = self._matches(run_id, words)
-                if self._match.get(run_id) != match:
-                    self._match[run_id] = match
-                    reorder = True
+                if match != (run_id in self._matched):
+                    (self._matched.add if match else self._matched.discard)(run_id)
+                    refilter = True
             if len(row["name"]) > self._name_width and row.get("phase") is not None:  # unreadable: the id
                 self._name_width = len(row["name"])
             if len(row.get("node") or "") > self._node_width:
                 self._node_width = len(row["node"])
-        if reorder:
+        if resort:
+            self._sorted = None
+        if resort or refilter:
             self._rebuild()
             self.refresh()
             return
@@ -256,11 +278,18 @@ class RunTable(ScrollView, can_focus=True):
                 self.refresh_line(position + 1)
 
     def set_filter(self, text: str) -> None:
+        """Narrow the rows to those with every word of `text`; typing more searches only what matched."""
         self.filter_text = text
         words = text.lower().split()
         if words != self._words:
-            self._words = words
-            self._match = {run_id: self._matches(run_id, words) for run_id in self.rows} if words else {}
+            old = self._words
+            narrower = bool(old) and len(words) >= len(old) and all(o in w for o, w in zip(old, words))
+            candidates = self._matched if narrower else self.rows.keys()
+            hay = self._hay
+            matched = set(candidates)
+            for word in words:
+                matched = {run_id for run_id in matched if word in hay(run_id)}
+            self._words, self._matched = words, matched if words else set()
         self._rebuild()
         self.refresh()
 
@@ -272,10 +301,12 @@ class RunTable(ScrollView, can_focus=True):
         self.sort_by, self.sort_reverse = by, reverse
         self._key_of = _sort_key(by)
         self._keys = {run_id: self._key_of(row) for run_id, row in self.rows.items()}
+        self._sorted = None
         self._rebuild()
         self.refresh()
 
-    def _matches(self, run_id: str, words: list[str]) -> bool:
+    def _hay(self, run_id: str) -> str:
+        """The lower-cased text a filter searches: id, name, status, node, mode, where, reason."""
         hay = self._haystack.get(run_id)
         if hay is None:
             row = self.rows[run_id]
@@ -283,18 +314,24 @@ class RunTable(ScrollView, can_focus=True):
                                             row.get("where") or row.get("backend"), row.get("reason"),
                                             "paused" if row.get("paused") else "")).lower()
             self._haystack[run_id] = hay
+        return hay
+
+    def _matches(self, run_id: str, words: list[str]) -> bool:
+        hay = self._hay(run_id)
         return all(word in hay for word in words)
 
     def _rebuild(self) -> None:
+        """The order shown: every row sorted (kept until a sort key changes), then filtered."""
+        if self._sorted is None:
+            self._sorted = sorted(self.rows, key=self._keys.__getitem__, reverse=self.sort_reverse)
         if self._words:
-            match = self._match
-            ids = [run_id for run_id in self.rows if match.get(run_id)]
+            matched = self._matched
+            ids = [run_id for run_id in self._sorted if run_id in matched]
         else:
-            ids = list(self.rows)
-        ids.sort(key=self._keys.__getitem__, reverse=self.sort_reverse)
+            ids = self._sorted
         self.order = ids
         self._index = {run_id: i for i, run_id in enumerate(ids)}
-        self.virtual_size = Size(self.size.width, len(ids) + 1)
+        set_virtual_size(self, Size(self.size.width, len(ids) + 1))
         if self.cursor_id in self._index:
             self.cursor = self._index[self.cursor_id]
         else:
@@ -393,7 +430,7 @@ class RunTable(ScrollView, can_focus=True):
                 self.action_select()
 
     def on_resize(self, _: events.Resize) -> None:
-        self.virtual_size = Size(self.size.width, len(self.order) + 1)
+        set_virtual_size(self, Size(self.size.width, len(self.order) + 1))
         self._scroll_to_cursor()
 
     # -- rendering --------------------------------------------------------------------
@@ -420,33 +457,49 @@ class RunTable(ScrollView, can_focus=True):
         cells = self._cells_of(self.order[position])
         return (" " * GAP).join(fit(cells[c.key], w, c.align) for c, w in columns).rstrip()
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._style_cache.clear()
+
+    def _styles(self) -> tuple[Style, Style, Style]:
+        """(base, header, cursor) styles, computed once per theme and focus state, not per line."""
+        key = (self.has_focus, self.app.theme)
+        styles = self._style_cache.get(key)
+        if styles is None:
+            base = self.rich_style
+            styles = (base, base + self.get_component_rich_style("run-table--header"),
+                      base + self.get_component_rich_style("run-table--cursor"))
+            self._style_cache[key] = styles
+        return styles
+
+    def _status_style(self, status: str) -> Style:
+        style = self._parsed.get(status)
+        if style is None:
+            style = self._parsed[status] = Style.parse(self.palette.get(status, "")) if self.palette else Style()
+        return style
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         columns = self._columns()
-        base = self.rich_style
+        base, header, cursor = self._styles()
         if y == 0:
-            style = base + self.get_component_rich_style("run-table--header")
             text = (" " * GAP).join(fit(self._header_text(c), w, c.align) for c, w in columns)
-            return Strip([Segment(fit(text, width, "<"), style)], width)
+            return Strip([Segment(fit(text, width, "<"), header)], width)
         position = int(self.scroll_offset.y) + y - 1
         if position >= len(self.order):
             return Strip.blank(width, base)
         run_id = self.order[position]
         cells = self._cells_of(run_id)
-        row = self.rows[run_id]
-        line_style = base
-        if position == self.cursor:
-            line_style = base + self.get_component_rich_style("run-table--cursor")
-        status_style = Style.parse(self.palette.get(row["status"], "")) if self.palette else Style()
+        line_style = cursor if position == self.cursor else base
+        coloured = line_style + self._status_style(self.rows[run_id]["status"])
         segments: list[Segment] = []
         used = 0
+        gap = Segment(" " * GAP, line_style)
         for index, (column, w) in enumerate(columns):
             if index:
-                segments.append(Segment(" " * GAP, line_style))
+                segments.append(gap)
                 used += GAP
-            style = line_style
-            if column.key in ("icon", "status"):
-                style = line_style + status_style
+            style = coloured if column.key in ("icon", "status") else line_style
             segments.append(Segment(fit(cells[column.key], w, column.align), style))
             used += w
         if used < width:

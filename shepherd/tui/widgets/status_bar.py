@@ -50,9 +50,19 @@ def banner_text(counts: dict[str, int], daemon: dict[str, Any]) -> str | None:
 
 
 class StatusBar(Static):
-    """One line: counts per status and the daemon's health."""
+    """Counts per status and the daemon's health: one line, two on a narrow terminal."""
 
-    DEFAULT_CSS = "StatusBar { height: auto; max-height: 3; padding: 0 1; background: $panel; }"
+    DEFAULT_CSS = "StatusBar { height: 1; padding: 0 1; background: $panel; }"
+    _lines = 1
+
+    def show(self, text: Text) -> None:
+        """Repaint in place; lay the screen out again only when the number of lines changes."""
+        width = max(1, self.size.width - 2) if self.size.width else 80
+        lines = min(3, max(1, -(-text.cell_len // width)))
+        if lines != self._lines:
+            self._lines = lines
+            self.styles.height = lines
+        self.update(text, layout=False)
 
 
 class DaemonBanner(Static):
@@ -63,12 +73,14 @@ class DaemonBanner(Static):
     DaemonBanner.-stopped { display: block; background: $error; color: $text; }
     DaemonBanner.-stale { display: block; background: $warning; color: $text; }
     """
+    _shown: str | None = None
 
     def show(self, counts: dict[str, int], daemon: dict[str, Any]) -> None:
         text = banner_text(counts, daemon)
         self.set_class(text is not None and daemon["state"] == "stopped", "-stopped")
         self.set_class(text is not None and daemon["state"] == "stale", "-stale")
-        if text is not None:
+        if text is not None and text != self._shown:
+            self._shown = text
             self.update(text)
 
 
@@ -104,4 +116,4 @@ class EventsPane(Static):
             if index:
                 text.append("\n")
             text.append_text(event_line(event, now, palette))
-        self.update(text)
+        self.update(text, layout=False)  # a fixed height: repaint, no layout
