@@ -232,18 +232,21 @@ class Daemon:
         attempt = meta.in_flight
         files = AttemptFiles()
         view = BackendView("unknown")
+        first_sight = False
         if attempt is not None:
             key = AttemptKey(meta.run_id, attempt.number)
             view = views.get(key, BackendView("unknown"))
             files = self._attempt_files(run.paths, attempt.number)
-            if key not in self._seen_in_flight:
+            first_sight = key not in self._seen_in_flight
+            if first_sight:
                 self._seen_in_flight.add(key)
                 if attempt.state != AttemptState.SUBMITTING.value and self.cycles == 0:
                     self._event(run.paths, "adopted", f"found attempt {attempt.number} {view.state} after a daemon restart",
                                 attempt.number)
         control = family.effective_control(run.control, self._cycle_plan.orders.get(meta.run_id))
         plan = policy.decide(Situation(meta, control, files, view, now, self.jitter(),
-                                       partitions=self._partition_candidates(meta)), self._cycle_plan.admit_for(meta))
+                                       partitions=self._partition_candidates(meta), first_sight=first_sight),
+                             self._cycle_plan.admit_for(meta))
         # Records first, then meta.json, then what reaches the backend: a daemon killed
         # between two steps leaves either a decision the next one makes again (records
         # are idempotent) or an intent it finds recorded (`submitting`), never an ended

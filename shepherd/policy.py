@@ -77,6 +77,7 @@ class Situation:
     now: float
     jitter: float = 0.5  # uniform in [0, 1), drawn by the daemon
     partitions: partition_policy.Candidates | None = None  # the backend's partitions for this run, best first
+    first_sight: bool = False  # this daemon has not seen the in-flight attempt before (a previous one started it)
 
 
 @dataclass(frozen=True)
@@ -301,7 +302,12 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         plan.log("started", f"running on {attempt.node}", attempt.number)
     if attempt.state == AttemptState.STOPPING.value:
         waited = now - (attempt.stop_requested_at or now)
-        if waited > meta.spec.stop_grace_sec + STOP_MARGIN_SEC:
+        if s.first_sight and waited <= meta.spec.stop_grace_sec + STOP_MARGIN_SEC:
+            # The daemon that decided the stop may have died before asking: ask again,
+            # so a graceful stop does not turn into a kill after a crash.
+            plan.actions.append(Cancel(attempt.number))
+            plan.log("cancel", "asking again for the stop a previous daemon decided", attempt.number)
+        elif waited > meta.spec.stop_grace_sec + STOP_MARGIN_SEC:
             plan.actions.append(Cancel(attempt.number, force=True))
             if attempt.detail != FORCED_DETAIL:
                 attempt.detail = FORCED_DETAIL

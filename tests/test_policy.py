@@ -270,3 +270,12 @@ def test_config_set_changes_only_the_safe_settings_of_a_live_run():
     assert plan.meta.spec.cpus == 1  # not a safe override: ignored
     assert [e.reason for e in plan.events] == ["settings changed by ana: max_retries=9"]
     assert step(plan.meta, T0 + 2, control=control).events == []  # applied once
+
+
+def test_a_new_daemon_asks_again_for_a_stop_its_predecessor_decided():
+    meta = running(make_meta(stop_grace_sec=10), T0)
+    stopping = step(meta, T0 + 1, control=Control(stop_requested=True)).meta  # then the daemon died
+    again = decide(Situation(stopping, Control(stop_requested=True), AttemptFiles(), BackendView("running"), T0 + 3,
+                             first_sight=True), always)
+    assert again.actions == [policy.Cancel(1)]  # polite, not a kill
+    assert step(stopping, T0 + 4, control=Control(stop_requested=True)).actions == []  # once is enough
