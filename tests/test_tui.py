@@ -274,6 +274,14 @@ def test_slash_filters_as_you_type_and_escape_clears(home, tmp_path):
             assert len(table.order) == 5
             await pilot.press("slash", *"gpu-node-3 fail")  # words of several columns
             assert [table.rows[i]["name"] for i in table.order] == ["flaky-job"]
+            assert "/gpu-node-3 fail" in screen_text(app)
+            await pilot.press("escape", "slash", *"qgG1?")  # while typing, keys are text, not commands
+            assert table.filter_text == "qgG1?" and app.is_running and app.screen is not None
+            assert "(0 shown)" in screen_text(app)
+            await pilot.press("backspace", "backspace", "backspace", "backspace", "backspace", "enter")
+            assert len(table.order) == 5 and not table.typing_filter
+            await pilot.press("j")  # and after Enter, keys are commands again
+            assert table.cursor == 1
 
     run(scenario())
 

@@ -235,7 +235,7 @@ def test_fray_tui_in_tmux(home, tmp_path):
         _tmux("send-keys", "-t", name, "Escape", socket_name=name)
         wait_until(lambda: "Recent actions" in screen(), what="back on the dashboard")
         _tmux("send-keys", "-t", name, "/", socket_name=name)
-        wait_until(lambda: "filter: words" in screen(), what="the filter box")
+        wait_until(lambda: "words that must all appear" in screen(), what="the filter prompt")
         _tmux("send-keys", "-t", name, "-l", "flaky", socket_name=name)
         wait_until(lambda: "(1 shown)" in screen(), what="the filter")
         _tmux("send-keys", "-t", name, "Escape", socket_name=name)  # clears the filter

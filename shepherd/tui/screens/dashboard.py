@@ -1,8 +1,10 @@
 """The dashboard: every run with its status, counts per status, the daemon's health, recent actions.
 
-The table is `RunTable` (virtual, updated in place); `/` opens a filter that
+The table is `RunTable` (virtual, updated in place); `/` starts a filter that
 narrows it as you type (every word must appear in the run's id, name, status,
-node, mode, backend or reason); Enter keeps the filter, Esc clears it.
+node, mode, backend or reason); Enter keeps the filter, Esc clears it. The
+filter is typed into the table itself and echoed on a one-line prompt, so a
+keystroke repaints the table without laying the screen out again.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Input
+from rich.text import Text
+from textual.widgets import Footer, Static
 
 from shepherd.tui.data import Snapshot
 from shepherd.tui.screens.base import FrayScreen, RunActions
@@ -33,7 +36,7 @@ class DashboardScreen(RunActions, FrayScreen):
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
     DEFAULT_CSS = """
-    DashboardScreen #filter { display: none; height: 3; }
+    DashboardScreen #filter { display: none; height: 1; padding: 0 1; background: $boost; }
     DashboardScreen #filter.-open { display: block; }
     """
 
@@ -44,7 +47,7 @@ class DashboardScreen(RunActions, FrayScreen):
     def compose(self) -> ComposeResult:
         yield StatusBar("reading runs…", id="status")
         yield DaemonBanner(id="banner")
-        yield Input(placeholder="filter: words that must all appear (Enter keeps it, Esc clears)", id="filter")
+        yield Static("", id="filter")
         yield RunTable(id="runs")
         yield EventsPane(id="events")
         yield Footer()
@@ -102,29 +105,29 @@ class DashboardScreen(RunActions, FrayScreen):
         self.app.push_screen(DetailScreen(event.run_id))
 
     def action_search(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.add_class("-open")
-        box.focus()
+        self.table.focus()
+        self.table.start_filter()
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "filter":
-            self.table.set_filter(event.value)
-            self._header()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "filter":
-            if not event.value:
-                event.input.remove_class("-open")
-            self.table.focus()
+    def on_run_table_filter_changed(self, event: RunTable.FilterChanged) -> None:
+        prompt = self.query_one("#filter", Static)
+        prompt.set_class(event.typing or bool(event.text), "-open")
+        line = Text()
+        line.append("/", style="bold")
+        line.append(event.text)
+        if event.typing:
+            line.append("▏", style="blink")
+            line.append("  words that must all appear; Enter keeps the filter, Esc clears it", style="dim")
+        else:
+            line.append("  (/ edits it, Esc clears it)", style="dim")
+        prompt.update(line, layout=False)
+        self._header()
 
     def action_clear_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        if box.value or box.has_class("-open"):
-            box.value = ""
-            box.remove_class("-open")
+        if self.table.filter_text or self.query_one("#filter").has_class("-open"):
             self.table.set_filter("")
+            self.table.typing_filter = False
+            self.on_run_table_filter_changed(RunTable.FilterChanged("", False))
             self.table.focus()
-            self._header()
         else:
             self.app.action_back()  # type: ignore[attr-defined]
 

@@ -202,6 +202,14 @@ class RunTable(ScrollView, can_focus=True):
             super().__init__()
             self.run_id = run_id
 
+    class FilterChanged(Message):
+        """The filter text changed, or typing it began (`typing`) or ended."""
+
+        def __init__(self, text: str, typing: bool) -> None:
+            super().__init__()
+            self.text = text
+            self.typing = typing
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rows: dict[str, Row] = {}
@@ -219,6 +227,7 @@ class RunTable(ScrollView, can_focus=True):
         self.sort_by = "created"
         self.sort_reverse = True  # newest first, as `fray list`
         self.filter_text = ""
+        self.typing_filter = False  # `/` was pressed: printable keys edit the filter until Enter or Esc
         self._name_width = 12
         self._node_width = 8
         self._layout: list[tuple[Column, int]] = []
@@ -284,12 +293,14 @@ class RunTable(ScrollView, can_focus=True):
         if words != self._words:
             old = self._words
             narrower = bool(old) and len(words) >= len(old) and all(o in w for o, w in zip(old, words))
-            candidates = self._matched if narrower else self.rows.keys()
-            hay = self._hay
-            matched = set(candidates)
+            hays = self._haystacks()
+            if narrower:
+                pool = {run_id: hays[run_id] for run_id in self._matched}
+            else:
+                pool = hays
             for word in words:
-                matched = {run_id for run_id in matched if word in hay(run_id)}
-            self._words, self._matched = words, matched if words else set()
+                pool = {run_id: hay for run_id, hay in pool.items() if word in hay}
+            self._words, self._matched = words, set(pool) if words else set()
         self._rebuild()
         self.refresh()
 
@@ -315,6 +326,14 @@ class RunTable(ScrollView, can_focus=True):
                                             "paused" if row.get("paused") else "")).lower()
             self._haystack[run_id] = hay
         return hay
+
+    def _haystacks(self) -> dict[str, str]:
+        """Every row's filter text (built once, then only for rows that changed)."""
+        if len(self._haystack) != len(self.rows):
+            for run_id in self.rows:
+                if run_id not in self._haystack:
+                    self._hay(run_id)
+        return self._haystack
 
     def _matches(self, run_id: str, words: list[str]) -> bool:
         hay = self._hay(run_id)
@@ -412,6 +431,38 @@ class RunTable(ScrollView, can_focus=True):
 
     def action_reverse_sort(self) -> None:
         self.sort(self.sort_by, not self.sort_reverse)
+
+    def start_filter(self) -> None:
+        """`/`: keys now edit the filter (it narrows as you type); Enter keeps it, Esc clears it."""
+        self.typing_filter = True
+        self.post_message(self.FilterChanged(self.filter_text, True))
+
+    def on_key(self, event: events.Key) -> None:
+        """While typing a filter, keys are text: handled here, before any binding sees them.
+
+        No Input widget: editing a line of text in place repaints the table, while an
+        Input would lay the whole screen out again on every keystroke.
+        """
+        if not self.typing_filter:
+            return
+        event.stop()
+        event.prevent_default()
+        text = self.filter_text
+        if event.key == "enter":
+            self.typing_filter = False
+        elif event.key == "escape":
+            self.typing_filter, text = False, ""
+        elif event.key in ("backspace", "ctrl+h"):
+            text = text[:-1]
+        elif event.key == "ctrl+u":
+            text = ""
+        elif event.is_printable and event.character:
+            text += event.character
+        else:
+            return
+        if text != self.filter_text:
+            self.set_filter(text)
+        self.post_message(self.FilterChanged(text, self.typing_filter))
 
     def on_click(self, event: events.Click) -> None:
         if event.y == 0:
