@@ -139,7 +139,8 @@ def test_a_crash_loop_backs_off_longer_each_time_and_shows_as_crash_loop(home, d
     for streak, delay in enumerate(delays, start=1):
         ceiling = min(2.0, 0.2 * 2 ** (streak - 1))
         assert ceiling / 2 <= delay <= ceiling, (streak, delays)
-    assert delays == sorted(delays) and delays[-1] >= 5 * delays[0]
+    # The ceilings grow; two draws under overlapping ranges (1.6 and the 2 s cap) need not.
+    assert delays[-1] >= 5 * delays[0]
     # ...and the daemon really waited that long before the next attempt.
     for before, after, delay in zip(attempts, attempts[1:], delays):
         assert after["submitted_at"] - before["ended_at"] >= delay
