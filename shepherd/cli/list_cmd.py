@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from shepherd import family, views
+from shepherd import views
 from shepherd.cli import output, render
 from shepherd.cli.main import home_of
 from shepherd.status import Status
@@ -47,6 +47,8 @@ def list_runs(ctx: click.Context, active: bool, limit: int | None, tree: bool, a
     data["active_only"] = active
     if tree:
         data["tree"] = True
+        from shepherd import family  # only --tree needs it: `fray list` stays lean
+
         data["runs"] = [{**row, "depth": depth} for depth, row in family.tree(data["runs"])]
     output.emit(data, as_json, render_list)
 
