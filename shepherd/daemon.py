@@ -347,7 +347,7 @@ class Daemon:
     def _commit(self, paths: RunPaths, before: Meta, plan: policy.Plan) -> None:
         """Write meta.json if the plan changed it, then log the plan's events."""
         after = plan.meta
-        if after.to_dict() != before.to_dict():
+        if after != before:  # dataclass equality: no dicts built for the common case of no change
             after.updated_at = plan.now
             store.write_json(paths.meta, after.to_dict(), "meta")
             indexed = self._runs.get(paths.run_id)

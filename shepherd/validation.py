@@ -84,16 +84,18 @@ def errors(name: str, document: Any) -> list[str]:
 
 # -- the fast path: the schema turned into straight-line Python, booleans only ------
 
+# Exact types, as orjson produces them (and bool is not an int here). A value of
+# a subclass fails this fast path and is judged by the explaining validator.
 _TYPE_TESTS = {
-    "object": "isinstance({v}, dict)",
-    "array": "isinstance({v}, list)",
-    "string": "isinstance({v}, str)",
-    "boolean": "isinstance({v}, bool)",
+    "object": "type({v}) is dict",
+    "array": "type({v}) is list",
+    "string": "type({v}) is str",
+    "boolean": "({v} is True or {v} is False)",
     "null": "{v} is None",
-    "integer": "(isinstance({v}, int) and not isinstance({v}, bool))",
-    "number": "(isinstance({v}, (int, float)) and not isinstance({v}, bool))",
+    "integer": "type({v}) is int",
+    "number": "type({v}) in _NUM",
 }
-_NUMBER = "(isinstance({v}, (int, float)) and not isinstance({v}, bool))"
+_NUMBER = "type({v}) in _NUM"
 _BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
 _LENGTHS = {"minLength": ("str", ">="), "maxLength": ("str", "<="), "minItems": ("list", ">="), "maxItems": ("list", "<=")}
 
@@ -104,7 +106,7 @@ class _FastCompiler:
     def __init__(self) -> None:
         self.sources: list[str] = []
         self.names: dict[str, str] = {}  # resolved $ref key -> function name
-        self.consts: dict[str, Any] = {"_MISSING": object(), "_enum_ok": _enum_ok}
+        self.consts: dict[str, Any] = {"_MISSING": object(), "_enum_ok": _enum_ok, "_NUM": frozenset({int, float})}
         self.counter = 0
 
     def build(self, schema: dict[str, Any]) -> Callable[[Any], bool]:
@@ -145,20 +147,20 @@ class _FastCompiler:
             elif keyword in ("enum", "const"):
                 values = list(arg) if keyword == "enum" else [arg]
                 if all(isinstance(a, str) for a in values):
-                    out.append(f"{pad}if not (isinstance({v}, str) and {v} in {self._const(frozenset(values))}): return False")
+                    out.append(f"{pad}if not (type({v}) is str and {v} in {self._const(frozenset(values))}): return False")
                 else:
                     out.append(f"{pad}if not _enum_ok({v}, {self._const(values)}): return False")
             elif keyword in _BOUNDS:
                 out.append(f"{pad}if {_NUMBER.format(v=v)} and not ({v} {_BOUNDS[keyword]} {arg!r}): return False")
             elif keyword in _LENGTHS:
                 kind, op = _LENGTHS[keyword]
-                out.append(f"{pad}if isinstance({v}, {kind}) and not (len({v}) {op} {arg!r}): return False")
+                out.append(f"{pad}if type({v}) is {kind} and not (len({v}) {op} {arg!r}): return False")
             elif keyword == "pattern":
                 regex = self._const(re.compile(arg))
-                out.append(f"{pad}if isinstance({v}, str) and not {regex}.search({v}): return False")
+                out.append(f"{pad}if type({v}) is str and not {regex}.search({v}): return False")
             elif keyword == "items":
                 item = self._fresh("_x")
-                out.append(f"{pad}if isinstance({v}, list):")
+                out.append(f"{pad}if type({v}) is list:")
                 out.append(f"{pad}    for {item} in {v}:")
                 out.extend(self._body(arg, item, depth + 2, root) or [f"{pad}        pass"])
             elif keyword == "anyOf":
@@ -175,7 +177,7 @@ class _FastCompiler:
     def _properties(self, schema: dict[str, Any], v: str, depth: int, root: dict[str, Any]) -> list[str]:
         pad = "    " * depth
         props: dict[str, Any] = schema.get("properties", {})
-        out = [f"{pad}if isinstance({v}, dict):"]
+        out = [f"{pad}if type({v}) is dict:"]
         required = schema.get("required", [])
         if required:
             out.append(f"{pad}    if not ({' and '.join(f'{key!r} in {v}' for key in required)}): return False")
