@@ -279,7 +279,7 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         attempt.node = view.node
     if files.exit is not None:
         if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
-            attempt.node = (files.started or files.exit).get("host")
+            attempt.node = _recorded_node(files)
         cause, detail = classify_exit(files.exit, files.final, files.failure, attempt)
         _attempt_ended(plan, attempt, cause, files.exit["exit_code"], detail, s.jitter,
                        ended_at=files.exit.get("ended_at"))
@@ -298,7 +298,7 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
     if attempt.state == AttemptState.SUBMITTED.value and files.started is not None:
         attempt.state = AttemptState.RUNNING.value
         attempt.started_at = files.started["started_at"]
-        attempt.node = view.node or files.started["host"]  # the scheduler's node name, where it has one
+        attempt.node = view.node or _recorded_node(files)  # the scheduler's node name, where it has one
         plan.log("started", f"running on {attempt.node}", attempt.number)
     if attempt.state == AttemptState.STOPPING.value:
         waited = now - (attempt.stop_requested_at or now)
@@ -317,6 +317,12 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         _stop(plan, attempt, Cause.EXPIRED.value, f"keep-alive of {meta.spec.keep_alive_sec:.0f}s has passed")
         return
     _check_stall(plan, attempt, files, view, now)
+
+
+def _recorded_node(files: AttemptFiles) -> str | None:
+    """Where the wrapper says it ran: the scheduler's node name when it knew one, else its hostname."""
+    record = files.started or files.exit or {}
+    return record.get("node") or record.get("host")
 
 
 def _check_stall(plan: Plan, attempt: Attempt, files: AttemptFiles, view: BackendView, now: float) -> None:

@@ -152,6 +152,26 @@ def test_a_failing_run_is_retried_until_it_succeeds(home, daemon, tmp_path):
     assert meta["attempts"][0]["backend_ref"]["job_id"] != meta["attempts"][1]["backend_ref"]["job_id"]
 
 
+def test_exit_42_on_a_node_blacklists_it_and_the_next_attempt_is_excluded_from_it(home, daemon, tmp_path,
+                                                                                 slurm_cluster):
+    body = HEADER + ('if [ "$FRAY_ATTEMPT" = 1 ]; then echo "ECC errors on $SLURMD_NODENAME" >&2; exit 42; fi\n'
+                     'echo "fine on $SLURMD_NODENAME"\n')
+    run_id = submit(home, write(tmp_path, "ecc.sh", body))
+    meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end on another node")
+    assert meta["end"]["status"] == "completed_success"
+    first, second = meta["attempts"]
+    assert first["cause"] == "node_fault" and "ECC errors" in first["detail"]
+    assert meta["counters"] == {**meta["counters"], "node_failures": 1, "workload_failures": 0}
+    banned = json.loads(home.blacklist.read_text())["nodes"]
+    assert banned[first["node"]]["source_run"] == run_id
+    submitted = [e for e in events(home, run_id) if e["kind"] == "submitted"]
+    assert submitted[1]["data"]["exclude"] == [first["node"]]
+    shown = slurm_cluster.run("scontrol", "show", "job", second["backend_ref"]["job_id"]).stdout
+    assert f"ExcNodeList={first['node']}" in shown  # Slurm itself was told to keep off the node
+    assert second["node"] != first["node"]
+    assert home.run(run_id).attempt(2).stdout.read_text().strip() == f"fine on {second['node']}"
+
+
 def test_gpu_runs_land_on_the_partition_their_memory_needs(home, daemon, tmp_path, slurm_cluster):
     body = HEADER + 'echo "$SLURM_JOB_PARTITION $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES"\n'
     big = submit(home, write(tmp_path, "big.sh", body), gpus=2, min_vram_gb=60.0)

@@ -47,7 +47,10 @@ class _Attempt:
         self.options = options
         self.log = log
         self.heartbeat = heartbeat
-        self.stamp = outcome.AttemptStamp(options.run_id, options.attempt, socket.gethostname(), started_at)
+        host = socket.gethostname()
+        # SLURMD_NODENAME is Slurm's name for this node: what squeue shows and --exclude takes.
+        self.stamp = outcome.AttemptStamp(options.run_id, options.attempt, host, started_at,
+                                          os.environ.get("SLURMD_NODENAME") or host)
         self.wakeup = Wakeup()
         self.relay = SignalRelay(self.wakeup)
         self.proc: subprocess.Popen[bytes] | None = None

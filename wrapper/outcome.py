@@ -32,6 +32,7 @@ class AttemptStamp:
     attempt: int
     host: str
     started_at: float
+    node: str = ""  # the node as the scheduler names it (Slurm's may differ from the hostname)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ def started_record(stamp: AttemptStamp, pid: int, workload_pid: int | None, pyth
         "run_id": stamp.run_id,
         "attempt": stamp.attempt,
         "host": stamp.host,
+        "node": stamp.node or stamp.host,
         "pid": pid,
         "workload_pid": workload_pid,
         "started_at": stamp.started_at,
