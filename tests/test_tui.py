@@ -68,7 +68,7 @@ def test_moving_keys_j_k_g_G_and_pages(home, tmp_path):
             assert table.selected["name"] == "job-58"
             await pilot.press("G")
             assert table.selected["name"] == "job-00"
-            assert "job-00" in screen_text(app)  # scrolled into view
+            await until(pilot, lambda: "job-00" in screen_text(app), what="the screen")  # scrolled into view
             await pilot.press("g")
             assert table.selected["name"] == "job-59"
             await pilot.press("ctrl+d")
@@ -76,7 +76,7 @@ def test_moving_keys_j_k_g_G_and_pages(home, tmp_path):
             assert page >= 5 and table.selected["name"] == f"job-{59 - page:02d}"
             await pilot.press("ctrl+d")
             assert table.cursor == 2 * page
-            assert f"job-{59 - 2 * page:02d}" in screen_text(app)
+            await until(pilot, lambda: f"job-{59 - 2 * page:02d}" in screen_text(app), what="the screen")
             await pilot.press("ctrl+u")
             assert table.cursor == page
             await pilot.press("down", "up", "up")
@@ -92,8 +92,8 @@ def test_enter_opens_details_escape_and_backspace_go_back(home, tmp_path):
         async with dashboard(home) as (app, pilot):
             await go_to(app, pilot, "flaky-job")
             await pilot.press("enter")
-            assert isinstance(app.screen, DetailScreen)
-            assert "flaky-job" in screen_text(app) and "the workload exited with status 1" in screen_text(app)
+            await until(pilot, lambda: isinstance(app.screen, DetailScreen), what="the DetailScreen")
+            await until(pilot, lambda: "flaky-job" in screen_text(app) and "the workload exited with status 1" in screen_text(app), what="the screen")
             await pilot.press("escape")
             assert not isinstance(app.screen, DetailScreen)
             await pilot.press("enter")
@@ -110,13 +110,13 @@ def test_restart_asks_first_then_writes_control_json(home, tmp_path):
         async with dashboard(home) as (app, pilot):
             await go_to(app, pilot, "train-gpt")
             await pilot.press("r")
-            assert isinstance(app.screen, ConfirmScreen)
-            assert "Restart train-gpt" in screen_text(app)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the ConfirmScreen")
+            await until(pilot, lambda: "Restart train-gpt" in screen_text(app), what="the screen")
             await pilot.press("n")  # no: nothing is written
-            assert control_of(home, ids["healthy"])["restart_nonce"] == 0
+            await until(pilot, lambda: control_of(home, ids["healthy"])["restart_nonce"] == 0, what="control.json")
             await pilot.press("r")
             await pilot.press("y")
-            assert control_of(home, ids["healthy"])["restart_nonce"] == 1
+            await until(pilot, lambda: control_of(home, ids["healthy"])["restart_nonce"] == 1, what="control.json")
             assert app.ensure_daemon.calls == [home]  # as `fray control restart`, the daemon is made to run
             assert "control.restart" in audit_actions(home)
 
@@ -130,13 +130,13 @@ def test_stop_asks_first_and_refuses_an_ended_run(home, tmp_path):
         async with dashboard(home) as (app, pilot):
             await go_to(app, pilot, "train-gpt")
             await pilot.press("s")
-            assert "Stop train-gpt" in screen_text(app)
+            await until(pilot, lambda: "Stop train-gpt" in screen_text(app), what="the screen")
             await pilot.press("y")
-            assert control_of(home, ids["healthy"])["stop_requested"] is True
+            await until(pilot, lambda: control_of(home, ids["healthy"])["stop_requested"] is True, what="control.json")
             await go_to(app, pilot, "hello")
             await pilot.press("s")
             assert not isinstance(app.screen, ConfirmScreen)  # nothing to stop: a warning, no question
-            assert control_of(home, ids["done"])["stop_requested"] is False
+            await until(pilot, lambda: control_of(home, ids["done"])["stop_requested"] is False, what="control.json")
 
     run(scenario())
 
@@ -148,14 +148,14 @@ def test_pause_asks_first_and_p_again_unpauses(home, tmp_path):
         async with dashboard(home) as (app, pilot):
             await go_to(app, pilot, "eval-sweep")
             await pilot.press("p")
-            assert "Pause eval-sweep" in screen_text(app)
+            await until(pilot, lambda: "Pause eval-sweep" in screen_text(app), what="the screen")
             await pilot.press("y")
-            assert control_of(home, ids["pending"])["paused"] is True
+            await until(pilot, lambda: control_of(home, ids["pending"])["paused"] is True, what="control.json")
             await app.refresh_now()
-            assert "pending (paused)" in screen_text(app)
+            await until(pilot, lambda: "pending (paused)" in screen_text(app), what="the screen")
             await pilot.press("p")  # unpausing is not destructive: no question
             assert not isinstance(app.screen, ConfirmScreen)
-            assert control_of(home, ids["pending"])["paused"] is False
+            await until(pilot, lambda: control_of(home, ids["pending"])["paused"] is False, what="control.json")
 
     run(scenario())
 
@@ -167,9 +167,9 @@ def test_r_on_an_ended_run_starts_it_again(home, tmp_path):
         async with dashboard(home) as (app, pilot):
             await go_to(app, pilot, "flaky-job")
             await pilot.press("r")
-            assert "Start flaky-job" in screen_text(app)
+            await until(pilot, lambda: "Start flaky-job" in screen_text(app), what="the screen")
             await pilot.press("y")
-            assert control_of(home, ids["failed"])["start_nonce"] == 1
+            await until(pilot, lambda: control_of(home, ids["failed"])["start_nonce"] == 1, what="control.json")
 
     run(scenario())
 
@@ -181,7 +181,7 @@ def test_t_opens_the_logs_of_the_selected_run(home, tmp_path):
         async with dashboard(home) as (app, pilot):
             await go_to(app, pilot, "train-gpt")
             await pilot.press("t")
-            assert isinstance(app.screen, LogsScreen)
+            await until(pilot, lambda: isinstance(app.screen, LogsScreen), what="the LogsScreen")
             await until(pilot, lambda: "step 299 loss 1.701" in screen_text(app), what="the log's last line")
 
     run(scenario())
@@ -194,16 +194,17 @@ def test_b_blacklists_the_runs_node_and_moves_the_run(home, tmp_path):
         async with dashboard(home) as (app, pilot):
             await go_to(app, pilot, "train-gpt")
             await pilot.press("b")
-            assert isinstance(app.screen, BanScreen)
+            await until(pilot, lambda: isinstance(app.screen, BanScreen), what="the BanScreen")
             assert app.screen.query_one("#node").value == "gpu-node-7"
             app.screen.query_one("#ttl").value = "2h"
             app.screen.query_one("#reason").value = "ECC errors"
             await pilot.press("enter")
+            await until(pilot, home.blacklist.exists, what="blacklist.json")
             listed = json.loads(home.blacklist.read_text())["nodes"]
             assert listed["gpu-node-7"]["reason"] == "ECC errors"
             assert listed["gpu-node-7"]["source_run"] == ids["healthy"]
             assert 7100 < listed["gpu-node-7"]["expires_at"] - listed["gpu-node-7"]["added_at"] <= 7200
-            assert control_of(home, ids["healthy"])["restart_nonce"] == 1  # it was on that node: it moves
+            await until(pilot, lambda: control_of(home, ids["healthy"])["restart_nonce"] == 1, what="control.json")  # it was on that node: it moves
             assert "nodes.ban" in audit_actions(home)
 
     run(scenario())
@@ -218,8 +219,8 @@ def test_a_bad_ttl_is_refused_in_the_ban_form(home, tmp_path):
             await pilot.press("b")
             app.screen.query_one("#ttl").value = "5x"
             await pilot.press("enter")
-            assert isinstance(app.screen, BanScreen)
-            assert "--ttl 5x" in screen_text(app)
+            await until(pilot, lambda: isinstance(app.screen, BanScreen), what="the BanScreen")
+            await until(pilot, lambda: "--ttl 5x" in screen_text(app), what="the screen")
             await pilot.press("escape")
             assert not home.blacklist.exists()
 
@@ -237,16 +238,18 @@ def test_n_checks_the_script_then_submits_a_new_run(home, tmp_path):
         async with dashboard(home) as (app, pilot):
             before = set(home.run_ids())
             await pilot.press("n")
-            assert isinstance(app.screen, NewRunScreen)
+            await until(pilot, lambda: isinstance(app.screen, NewRunScreen), what="the NewRunScreen")
             app.screen.query_one("#script").value = str(bad)
             await pilot.press("enter")
-            assert "--gpus" in screen_text(app) and app.screen.query_one("#submit").disabled
+            await until(pilot, lambda: "--gpus" in screen_text(app), what="the directive error")
+            assert app.screen.query_one("#submit").disabled
             await pilot.press("ctrl+s")
             assert set(home.run_ids()) == before  # nothing written for a bad script
             app.screen.query_one("#script").value = str(good)
             await pilot.press("enter")
-            assert "name: fresh-run" in screen_text(app) and "2 CPUs" in screen_text(app)
+            await until(pilot, lambda: "name: fresh-run" in screen_text(app) and "2 CPUs" in screen_text(app), what="the screen")
             await pilot.press("ctrl+s")
+            await until(pilot, lambda: set(home.run_ids()) - before, what="the new run")
             created = set(home.run_ids()) - before
             assert len(created) == 1
             run_id = created.pop()
@@ -274,10 +277,10 @@ def test_slash_filters_as_you_type_and_escape_clears(home, tmp_path):
             assert len(table.order) == 5
             await pilot.press("slash", *"gpu-node-3 fail")  # words of several columns
             assert [table.rows[i]["name"] for i in table.order] == ["flaky-job"]
-            assert "/gpu-node-3 fail" in screen_text(app)
+            await until(pilot, lambda: "/gpu-node-3 fail" in screen_text(app), what="the screen")
             await pilot.press("escape", "slash", *"qgG1?")  # while typing, keys are text, not commands
             assert table.filter_text == "qgG1?" and app.is_running and app.screen is not None
-            assert "(0 shown)" in screen_text(app)
+            await until(pilot, lambda: "(0 shown)" in screen_text(app), what="the screen")
             await pilot.press("backspace", "backspace", "backspace", "backspace", "backspace", "enter")
             assert len(table.order) == 5 and not table.typing_filter
             await pilot.press("j")  # and after Enter, keys are commands again
@@ -297,7 +300,7 @@ def test_sorting_by_column_keeps_the_cursor_on_its_run(home, tmp_path):
             names = [table.rows[i]["name"] for i in table.order]
             assert names == sorted(names, key=str.lower)
             assert table.selected["name"] == "hello"
-            assert "NAME▲" in screen_text(app)
+            await until(pilot, lambda: "NAME▲" in screen_text(app), what="the screen")
             await pilot.press("O")
             assert [table.rows[i]["name"] for i in table.order] == names[::-1]
 
@@ -310,7 +313,7 @@ def test_question_mark_shows_help_and_escape_closes_it(home, tmp_path):
     async def scenario():
         async with dashboard(home) as (app, pilot):
             await pilot.press("question_mark")
-            assert isinstance(app.screen, HelpScreen)
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the HelpScreen")
             text = screen_text(app)
             assert "Ctrl+u/Ctrl+d" in text and "blacklist" in text and "follow" in text
             await pilot.press("escape")
@@ -331,7 +334,7 @@ def test_capital_r_refreshes_now(home, tmp_path):
             assert "late-arrival" not in screen_text(app)
             await pilot.press("R")
             await until(pilot, lambda: "late-arrival" in screen_text(app), what="the new run after R")
-            assert "6 runs" in screen_text(app)
+            await until(pilot, lambda: "6 runs" in screen_text(app), what="the screen")
 
     run(scenario())
 
@@ -357,9 +360,9 @@ def test_screens_switch_with_digits(home, tmp_path):
 
         async with dashboard(home) as (app, pilot):
             await pilot.press("3")
-            assert isinstance(app.screen, NodesScreen)
+            await until(pilot, lambda: isinstance(app.screen, NodesScreen), what="the NodesScreen")
             await pilot.press("2")
-            assert isinstance(app.screen, QueueScreen)
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), what="the QueueScreen")
             await pilot.press("1")
             assert app.screen.query_one("#runs") is not None
 

@@ -28,7 +28,6 @@ import urllib.request
 import pytest
 
 from shepherd import runs, store
-from shepherd.layout import Home
 from shepherd.tui import theme as themes
 from shepherd.tui.data import Hint, RunsModel, hint_of
 from tests.conftest import REPO, wait_until

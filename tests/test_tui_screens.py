@@ -34,7 +34,7 @@ def test_detail_shows_meta_attempts_failures_probes_events_and_the_script(home, 
 
     async def scenario():
         async with dashboard(home, size=(140, 80), run_id=ids["failed"]) as (app, pilot):
-            assert isinstance(app.screen, DetailScreen)
+            await until(pilot, lambda: isinstance(app.screen, DetailScreen), what="the DetailScreen")
             text = screen_text(app)
             assert "failed" in text and "flaky-job" in text and "2 workload failures (max_retries 1)" in text
             assert "Attempts" in text and "workload_failure" in text and "gpu-node-3" in text
@@ -65,23 +65,29 @@ def test_detail_keys_r_s_p_t_b_e_and_backspace(home, tmp_path):
     async def scenario():
         async with dashboard(home, run_id=run_id) as (app, pilot):
             await pilot.press("r")
-            assert isinstance(app.screen, ConfirmScreen) and "Restart train-gpt" in screen_text(app)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the ConfirmScreen")
+            await until(pilot, lambda: "Restart train-gpt" in screen_text(app), what="the screen")
             await pilot.press("y")
-            assert control_of(home, run_id)["restart_nonce"] == 1
-            await pilot.press("p", "y")
-            assert control_of(home, run_id)["paused"] is True
-            await pilot.press("s", "y")
-            assert control_of(home, run_id)["stop_requested"] is True
+            await until(pilot, lambda: control_of(home, run_id)["restart_nonce"] == 1, what="control.json")
+            await pilot.press("p")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
+            await pilot.press("y")
+            await until(pilot, lambda: control_of(home, run_id)["paused"] is True, what="control.json")
+            await pilot.press("s")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
+            await pilot.press("y")
+            await until(pilot, lambda: control_of(home, run_id)["stop_requested"] is True, what="control.json")
             await pilot.press("t")
-            assert isinstance(app.screen, LogsScreen)
+            await until(pilot, lambda: isinstance(app.screen, LogsScreen), what="the LogsScreen")
             await pilot.press("escape")
             await pilot.press("b")
-            assert isinstance(app.screen, BanScreen) and app.screen.query_one("#node").value == "gpu-node-7"
+            await until(pilot, lambda: isinstance(app.screen, BanScreen), what="the BanScreen")
+            assert app.screen.query_one("#node").value == "gpu-node-7"
             await pilot.press("escape")
             await pilot.press("e")
-            assert isinstance(app.screen, ConfigScreen)
+            await until(pilot, lambda: isinstance(app.screen, ConfigScreen), what="the ConfigScreen")
             await pilot.press("escape")
-            assert isinstance(app.screen, DetailScreen)
+            await until(pilot, lambda: isinstance(app.screen, DetailScreen), what="the DetailScreen")
             await pilot.press("backspace")
             assert not isinstance(app.screen, DetailScreen)
             assert len(app.ensure_daemon.calls) == 3
@@ -99,7 +105,7 @@ def test_detail_follows_the_run_as_it_changes(home, tmp_path):
             store.write_json(paths.attempt(1).progress, {"updated_at": time.time(), "step": 13500, "loss": 0.9},
                              "progress")
             await app.refresh_now(full=False)
-            assert "step 13500, loss 0.9" in screen_text(app)
+            await until(pilot, lambda: "step 13500, loss 0.9" in screen_text(app), what="the screen")
 
     run(scenario())
 
@@ -115,16 +121,17 @@ def test_logs_tail_follow_streams_search_and_position(home, tmp_path):
         async with dashboard(home, size=(120, 30)) as (app, pilot):
             app.push_screen(LogsScreen(ids["healthy"]))
             await until(pilot, lambda: "step 299 loss 1.701" in screen_text(app), what="the tail")
+            await until(pilot, lambda: "above" in screen_text(app) and "bottom" in screen_text(app),
+                        what="the position readout")
             text = screen_text(app)
-            assert "attempt 1 of 1" in text and "stdout" in text and "FOLLOWING" in text
-            assert "above" in text and "bottom" in text and "300 lines" in text
+            assert "attempt 1 of 1" in text and "stdout" in text and "FOLLOWING" in text and "300 lines" in text
             # following: new lines appear as they are written
             with open(files.stdout, "a") as handle:
                 handle.write("step 300 loss 1.700\n")
             await until(pilot, lambda: "step 300 loss 1.700" in screen_text(app), what="a followed line")
             # space stops following: new lines wait, the view stays
             await pilot.press("space")
-            assert "paused (space follows)" in screen_text(app)
+            await until(pilot, lambda: "paused (space follows)" in screen_text(app), what="the screen")
             with open(files.stdout, "a") as handle:
                 handle.write("step 301 loss 1.699\n")
             await pilot.pause(0.6)
@@ -138,14 +145,18 @@ def test_logs_tail_follow_streams_search_and_position(home, tmp_path):
             await pilot.press("o")
             await until(pilot, lambda: "step 301" in screen_text(app), what="stdout again")
             # / searches: the view goes to the match, the readout counts them
-            await pilot.press("slash", *"step 150 ", "enter")
+            await pilot.press("slash")
+            await until(pilot, lambda: app.screen.query_one("#search").has_focus, what="the search box")
+            await pilot.press(*"step 150 ", "enter")
+            await until(pilot, lambda: "search 'step 150 ': 1/1" in screen_text(app), what="the search readout")
             text = screen_text(app)
-            assert "step 150 loss 1.850" in text and "search 'step 150 ': 1/1" in text
+            assert "step 150 loss 1.850" in text
             assert "↓" in text and "↑" in text  # somewhere in the middle: lines above and below
             await pilot.press("slash")
+            await until(pilot, lambda: app.screen.query_one("#search").has_focus, what="the search box")
             app.screen.query_one("#search").value = "loss 1.9"
             await pilot.press("enter")
-            assert "search 'loss 1.9': 100/100" in screen_text(app)
+            await until(pilot, lambda: "search 'loss 1.9': 100/100" in screen_text(app), what="the screen")
             view = app.screen.log_view
             last = view.match_index
             await pilot.press("n")
@@ -153,7 +164,7 @@ def test_logs_tail_follow_streams_search_and_position(home, tmp_path):
             await pilot.press("N")
             assert view.match_index == last
             await pilot.press("g")
-            assert "top" in screen_text(app)
+            await until(pilot, lambda: "top" in screen_text(app), what="the screen")
 
     run(scenario())
 
@@ -170,7 +181,7 @@ def test_logs_move_between_attempts_and_follow_a_new_one(home, tmp_path):
             await until(pilot, lambda: "output of attempt 2" in screen_text(app), what="the latest attempt")
             await pilot.press("left_square_bracket")
             await until(pilot, lambda: "output of attempt 1" in screen_text(app), what="attempt 1")
-            assert "attempt 1 of 2" in screen_text(app)
+            await until(pilot, lambda: "attempt 1 of 2" in screen_text(app), what="the screen")
             await pilot.press("right_square_bracket")
             await until(pilot, lambda: "attempt 2 of 2" in screen_text(app), what="attempt 2")
 
@@ -196,19 +207,21 @@ def test_nodes_show_gpus_and_ban_and_unban_with_ttl_and_reason(home, tmp_path):
 
     async def scenario():
         async with dashboard(home, start="nodes") as (app, pilot):
-            assert isinstance(app.screen, NodesScreen)
+            await until(pilot, lambda: isinstance(app.screen, NodesScreen), what="the NodesScreen")
             text = screen_text(app)
             assert "gpu-node-7" in text and "8 x H100" in text and "8 x A100" in text and "512G" in text
             assert "2 nodes, 0 blacklisted" in text
             await pilot.press("b")
-            assert isinstance(app.screen, BanScreen)
+            await until(pilot, lambda: isinstance(app.screen, BanScreen), what="the BanScreen")
             assert app.screen.query_one("#node").value == "gpu-node-7"  # the selected node
             app.screen.query_one("#node").value = "gpu-node-3"
             app.screen.query_one("#ttl").value = "6h"
             app.screen.query_one("#reason").value = "flaky NVLink"
             await pilot.press("enter")
-            assert isinstance(app.screen, ConfirmScreen) and "Ban gpu-node-3 (6h)" in screen_text(app)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the ConfirmScreen")
+            await until(pilot, lambda: "Ban gpu-node-3 (6h)" in screen_text(app), what="the screen")
             await pilot.press("y")
+            await until(pilot, home.blacklist.exists, what="blacklist.json")
             entry = json.loads(home.blacklist.read_text())["nodes"]["gpu-node-3"]
             assert entry["reason"] == "flaky NVLink" and 21500 < entry["expires_at"] - entry["added_at"] <= 21600
             await until(pilot, lambda: "banned 5h59m left, 1x: flaky NVLink" in screen_text(app)
@@ -216,11 +229,14 @@ def test_nodes_show_gpus_and_ban_and_unban_with_ttl_and_reason(home, tmp_path):
             assert app.ensure_daemon.calls == []  # as `fray nodes ban`: no daemon needed
             await pilot.press("j")  # gpu-node-3 is the second row
             await pilot.press("u")
-            assert "Unban gpu-node-3" in screen_text(app)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
+            await until(pilot, lambda: "Unban gpu-node-3" in screen_text(app), what="the screen")
             await pilot.press("y")
-            assert json.loads(home.blacklist.read_text())["nodes"] == {}
+            await until(pilot, lambda: json.loads(home.blacklist.read_text())["nodes"] == {}, what="the unban")
             await until(pilot, lambda: "0 blacklisted" in screen_text(app), what="the unban shown")
-            await pilot.press("slash", *"H100")
+            await pilot.press("slash")
+            await until(pilot, lambda: app.screen.query_one("#filter").has_focus, what="the filter box")
+            await pilot.press(*"H100")
             table = app.screen.query_one("#nodes")
             assert [key.value for key in table.rows] == ["gpu-node-7"]
 
@@ -234,7 +250,10 @@ def test_a_never_ending_ban_from_the_nodes_screen(home, tmp_path):
         async with dashboard(home, start="nodes") as (app, pilot):
             await pilot.press("b")
             app.screen.query_one("#ttl").value = "never"
-            await pilot.press("enter", "y")
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
+            await pilot.press("y")
+            await until(pilot, home.blacklist.exists, what="blacklist.json")
             assert json.loads(home.blacklist.read_text())["nodes"]["gpu-node-7"]["expires_at"] is None
             await until(pilot, lambda: "banned until unbanned" in screen_text(app), what="the ban")
 
@@ -265,17 +284,18 @@ def test_queue_lists_waiting_runs_in_the_order_they_will_be_tried(home, tmp_path
     async def scenario():
         async with dashboard(home) as (app, pilot):
             await pilot.press("2")
-            assert isinstance(app.screen, QueueScreen)
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), what="the QueueScreen")
             table = app.screen.query_one("#queue")
             assert [key.value for key in table.rows] == [old, young, backing, paused]
             text = screen_text(app)
             assert "4 runs waiting" in text and "backing off after failures: next attempt in" in text
             assert "paused: no attempt starts until unpause" in text and "waiting for the daemon" in text
             await pilot.press("enter")
-            assert isinstance(app.screen, DetailScreen) and app.screen.run_id == old
+            await until(pilot, lambda: isinstance(app.screen, DetailScreen), what="the DetailScreen")
+            assert app.screen.run_id == old
             await pilot.press("escape")
             await pilot.press("j", "j", "j", "p")  # the paused one: p unpauses it at once
-            assert control_of(home, paused)["paused"] is False
+            await until(pilot, lambda: control_of(home, paused)["paused"] is False, what="control.json")
 
     run(scenario())
 
@@ -297,17 +317,17 @@ def test_edit_config_validates_then_writes_the_safe_settings(home, tmp_path):
             assert form.query_one("#field-heartbeat_timeout_sec").value == "10m"
             form.query_one("#field-max_retries").value = "lots"
             await pilot.press("ctrl+s")
-            assert "--max-retries" in screen_text(app) and "nothing was saved" in screen_text(app)
-            assert control_of(home, run_id)["overrides"] == {}
+            await until(pilot, lambda: "--max-retries" in screen_text(app) and "nothing was saved" in screen_text(app), what="the screen")
+            await until(pilot, lambda: control_of(home, run_id)["overrides"] == {}, what="control.json")
             form.query_one("#field-max_retries").value = "7"
             form.query_one("#field-heartbeat_timeout_sec").value = "5s"  # not longer than the 10s interval
             await pilot.press("ctrl+s")
-            assert "--heartbeat-timeout" in screen_text(app)
-            assert control_of(home, run_id)["overrides"] == {}
+            await until(pilot, lambda: "--heartbeat-timeout" in screen_text(app), what="the screen")
+            await until(pilot, lambda: control_of(home, run_id)["overrides"] == {}, what="control.json")
             form.query_one("#field-heartbeat_timeout_sec").value = "15m"
             await pilot.press("ctrl+s")
             assert not isinstance(app.screen, ConfigScreen)
-            assert control_of(home, run_id)["overrides"] == {"max_retries": 7, "heartbeat_timeout_sec": 900.0}
+            await until(pilot, lambda: control_of(home, run_id)["overrides"] == {"max_retries": 7, "heartbeat_timeout_sec": 900.0}, what="control.json")
             assert app.ensure_daemon.calls == [home]
 
     run(scenario())

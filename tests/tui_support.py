@@ -143,7 +143,7 @@ async def until(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0,
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; the screen:\n{screen_text(pilot.app)}")
         await pilot.pause(0.05)
 
 

@@ -4,8 +4,9 @@ Live data: a watchfiles thread (data.Watcher) reports which runs changed and
 the app scans just those (data.RunsModel, in a worker thread so the screen
 never waits on the disk); a one-second timer recomputes the time-dependent
 columns (uptime, heartbeat age, status thresholds) and falls back to full scans
-(every 2 s without a watcher, every 30 s with one), so a missed event costs
-seconds, not correctness. Each scan is handed to every screen in the stack
+(every 2 s without a watcher, every 30 s with one, and at most once per ten
+durations of the last full scan), so a missed event costs seconds, not
+correctness. Each scan is handed to every screen in the stack
 (`on_snapshot`); the dashboard updates the rows that changed, in place. A scan
 that fails (a permission problem, a bug) is reported on screen and retried; it
 never ends the app.
@@ -34,6 +35,7 @@ from shepherd.tui.data import Hint, RunsModel, Snapshot, Watcher
 
 FULL_SCAN_WITH_WATCHER_SEC = 30.0
 FULL_SCAN_WITHOUT_WATCHER_SEC = 2.0
+FULL_SCAN_SHARE = 10  # a full scan runs at most every 10x its own duration
 SCREENS = ("runs", "queue", "nodes")
 
 
@@ -77,6 +79,7 @@ class FrayApp(App):
         self._refreshing = False
         self._scan_lock = asyncio.Lock()
         self._last_full = 0.0
+        self._full_scan_sec = 0.0
         self.scans_applied = 0
 
     # -- start and stop -------------------------------------------------------------------
@@ -121,6 +124,7 @@ class FrayApp(App):
         if self.use_watcher and not watching:
             self._start_watcher()  # FRAY_HOME may exist now
         every = FULL_SCAN_WITH_WATCHER_SEC if watching else FULL_SCAN_WITHOUT_WATCHER_SEC
+        every = max(every, FULL_SCAN_SHARE * self._full_scan_sec)  # thousands of runs: at most 10% of a CPU
         self.request_refresh(None if now - self._last_full >= every else Hint(), tick=True)
 
     def request_refresh(self, hint: Hint | None, tick: bool = False) -> None:
@@ -160,6 +164,7 @@ class FrayApp(App):
             self.scan_error = None
             if full:
                 self._last_full = time.monotonic()
+                self._full_scan_sec = snapshot.scan_ms / 1000
             self._apply(snapshot)
             return snapshot
 

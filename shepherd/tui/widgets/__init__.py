@@ -1,1 +1,1 @@
-"""Widgets of the dashboard: the virtual runs table, the status header, the log view, the script view."""
+"""Widgets of the dashboard: the virtual runs table (and its columns), the log view, the header, the script view."""
