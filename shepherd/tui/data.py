@@ -164,17 +164,18 @@ class RunsModel:
             if self._ended[run_id] == meta_key and meta_key is not None:
                 return False
             del self._ended[run_id]
-        paths = self.home.run(run_id)
         live = self._live.get(run_id)
+        assert self._cache is not None
+        if live is None:  # an ended run's row, as `fray list` cached it: a stat, no Path objects, no parse
+            cached = self._cache.get(run_id, meta_key)
+            if cached is not None:
+                self._set_ended(run_id, meta_key, cached)
+                return True
+        paths = self.home.run(run_id)
         if live is not None:
             keys = (meta_key, stat_key(paths.control))
             if keys == live.keys:
                 return self._reread_attempt_files(live, run_id)
-        assert self._cache is not None
-        cached = self._cache.get(run_id, meta_key)
-        if cached is not None:
-            self._set_ended(run_id, meta_key, cached)
-            return True
         meta, paused, problem, heartbeat_at, progress = views.read_row_inputs(paths)
         if meta is not None and meta.phase == Phase.ENDED.value and problem is None:
             row = views.row_of(run_id, meta, paused, problem, heartbeat_at, progress, now)

@@ -76,6 +76,7 @@ class RunTable(ScrollView, can_focus=True):
         self._matched: set[str] = set()  # the run ids that pass the current filter
         self._sorted: list[str] | None = None  # every run id in the current sort order
         self._words: list[str] = []
+        self._filter_memo: dict[tuple[str, ...], set[str]] = {}  # recent filters' matches, while no row changes
         self._key_of = sort_key("created")
         self.cursor = 0
         self.cursor_id: str | None = None
@@ -102,6 +103,8 @@ class RunTable(ScrollView, can_focus=True):
         """
         resort = bool(removed)
         refilter = False
+        if changed or removed:
+            self._filter_memo.clear()  # rows changed: what a filter matched may have too
         for run_id in removed:
             self.rows.pop(run_id, None)
             self._cells.pop(run_id, None)
@@ -148,14 +151,20 @@ class RunTable(ScrollView, can_focus=True):
         if words != self._words:
             old = self._words
             narrower = bool(old) and len(words) >= len(old) and all(o in w for o, w in zip(old, words))
-            hays = self._haystacks()
-            if narrower:
-                pool = {run_id: hays[run_id] for run_id in self._matched}
+            remembered = self._filter_memo.get(tuple(words))
+            if remembered is not None:  # erasing back to a filter typed a moment ago
+                matched = remembered
             else:
-                pool = hays
-            for word in words:
-                pool = {run_id: hay for run_id, hay in pool.items() if word in hay}
-            self._words, self._matched = words, set(pool) if words else set()
+                hays = self._haystacks()
+                pool = {run_id: hays[run_id] for run_id in self._matched} if narrower else hays
+                for word in words:
+                    pool = {run_id: hay for run_id, hay in pool.items() if word in hay}
+                matched = set(pool) if words else set()
+                if words:
+                    if len(self._filter_memo) >= 32:
+                        self._filter_memo.clear()
+                    self._filter_memo[tuple(words)] = matched
+            self._words, self._matched = words, matched
         self._rebuild()
         self.refresh()
 
