@@ -8,9 +8,6 @@ The lock (locks/daemon.lock) says whether a daemon lives; its lease
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -81,6 +78,8 @@ def ensure_running(home: Home) -> dict[str, Any]:
     lease = read_lease(home)
     if is_locked(home) and lease is not None and not lease.get("stopping"):
         return lease
+    import subprocess  # only starting a daemon needs it: `fray list` reads the lease without it
+
     spawned_at = time.time()
     log_fd = os.open(home.daemon_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
     try:
@@ -103,6 +102,9 @@ def stop(home: Home, timeout: float = 15.0) -> dict[str, Any] | None:
     lease = read_lease(home)
     if not is_locked(home) or lease is None:
         return None
+    import signal
+    import socket
+
     if lease["host"] != socket.gethostname():
         raise StateError(f"the daemon runs on {lease['host']} (pid {lease['pid']}); stop it from there")
     try:

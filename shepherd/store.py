@@ -10,7 +10,6 @@ on and never silently overwritten. Shared files are written under a filelock.
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 import time
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ def dumps(document: Any) -> bytes:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(3).hex()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -86,7 +85,7 @@ def create_json(path: Path, document: Any, schema: str) -> bool:
     problems = validation.errors(schema, document)
     if problems:
         raise ValueError(f"refusing to write {path} that violates schema {schema!r}: {'; '.join(problems)}")
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(3).hex()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     with os.fdopen(fd, "wb") as handle:
         handle.write(dumps(document))
@@ -149,7 +148,7 @@ def quarantine(path: Path, identity: int | None = None) -> Path | None:
         if identity is not None and os.stat(path).st_ino != identity:
             return None
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        target = path.with_name(f"{path.name}.corrupt-{stamp}-{secrets.token_hex(2)}")
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{os.urandom(2).hex()}")
         os.replace(path, target)
         return target
     except FileNotFoundError:
