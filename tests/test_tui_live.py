@@ -44,8 +44,12 @@ def test_scans_read_only_what_changed_and_report_it(home, tmp_path):
     assert set(first.rows) == set(ids.values()) and first.changed == set(ids.values())
     assert first.rows[ids["corrupt"]]["status"] == "error_unknown"
     assert first.rows[ids["healthy"]]["where"] == "local"
-    again = model.scan(hint=Hint())  # a tick: only time-dependent columns may change
+    again = model.scan(hint=Hint())  # nothing read: only time-dependent columns may change
     assert again.changed <= {ids["healthy"]}
+    beat = time.time() + 5  # a compute node's heartbeat, over NFS: no file event, the tick reads it
+    home.run(ids["healthy"]).attempt(1).heartbeat.write_text(f"{beat}\n")
+    ticked = model.scan(now=beat, hint=Hint(beats=True))
+    assert ids["healthy"] in ticked.changed and ticked.rows[ids["healthy"]]["heartbeat_age_sec"] == 0.0
     files = home.run(ids["healthy"]).attempt(1)
     store.write_json(files.progress, {"updated_at": time.time(), "step": 12345, "loss": 0.5}, "progress")
     moved = model.scan(hint=Hint(runs={ids["healthy"]}))

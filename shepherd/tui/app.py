@@ -2,11 +2,12 @@
 
 Live data: a watchfiles thread (data.Watcher) reports which runs changed and
 the app scans just those (data.RunsModel, in a worker thread so the screen
-never waits on the disk); a one-second timer recomputes the time-dependent
-columns (uptime, heartbeat age, status thresholds) and falls back to full scans
-(every 2 s without a watcher, every 30 s with one, and at most once per ten
-durations of the last full scan), so a missed event costs seconds, not
-correctness. Each scan is handed to every screen in the stack
+never waits on the disk); a one-second timer re-reads the live runs'
+heartbeats and progress (written by compute nodes, unseen by inotify over
+NFS), recomputes the time-dependent columns (uptime, heartbeat age, status
+thresholds), and falls back to full scans (every 2 s without a watcher, every
+30 s with one, and at most once per ten durations of the last full scan), so
+a missed event costs seconds, not correctness. Each scan is handed to every screen in the stack
 (`on_snapshot`); the dashboard updates the rows that changed, in place. A scan
 that fails (a permission problem, a bug) is reported on screen and retried; it
 never ends the app.
@@ -125,7 +126,8 @@ class FrayApp(App):
             self._start_watcher()  # FRAY_HOME may exist now
         every = FULL_SCAN_WITH_WATCHER_SEC if watching else FULL_SCAN_WITHOUT_WATCHER_SEC
         every = max(every, FULL_SCAN_SHARE * self._full_scan_sec)  # thousands of runs: at most 10% of a CPU
-        self.request_refresh(None if now - self._last_full >= every else Hint(), tick=True)
+        focus = getattr(self.screen, "focus_runs", lambda: None)()
+        self.request_refresh(None if now - self._last_full >= every else Hint(beats=True, focus=focus), tick=True)
 
     def request_refresh(self, hint: Hint | None, tick: bool = False) -> None:
         """Scan soon: `hint` None means everything; scans never overlap, requests in between merge."""
@@ -147,8 +149,9 @@ class FrayApp(App):
             self._refreshing = False
 
     async def refresh_now(self, full: bool = True, runs: set[str] | None = None) -> Snapshot | None:
-        """Scan and apply right away: everything, or the time-dependent columns and `runs` (R; tests)."""
-        return await self._scan(Hint(full=full, runs=set(runs or ())))
+        """Scan and apply right away: everything (R), or what a timer tick reads plus `runs` (tests)."""
+        focus = None if full else getattr(self.screen, "focus_runs", lambda: None)()
+        return await self._scan(Hint(full=full, runs=set(runs or ()), beats=not full, focus=focus))
 
     async def _scan(self, hint: Hint) -> Snapshot | None:
         async with self._scan_lock:

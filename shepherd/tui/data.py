@@ -11,7 +11,10 @@ reason says which file), as in `fray list`; nothing here raises for bad state.
 
 `Watcher` runs watchfiles on FRAY_HOME in a thread and reports which runs
 (and which of daemon.json, blacklist.json, nodes.json) changed; the app falls
-back to a timer when it cannot watch (no inotify, too many files).
+back to a timer when it cannot watch (no inotify, too many files). Heartbeats
+and progress are written by compute nodes, often over NFS where no file event
+reaches the login node, so every timer tick re-reads those of the live runs
+(`Hint.beats`: a small read and a stat per running run).
 
 No Textual import here: this is plain Python, tested and benchmarked alone.
 """
@@ -27,7 +30,7 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
-from shepherd import store, views
+from shepherd import views
 from shepherd.layout import Home
 from shepherd.model import Meta, Phase
 from shepherd.row_cache import RowCache, stat_key
@@ -36,6 +39,8 @@ from shepherd.status import Status
 Row = dict[str, Any]
 EVENTS_KEPT = 200  # recent actions held for the dashboard's pane
 EVENTS_FIRST_RUNS = 200  # at start, events are read from live runs and this many newest runs
+FOCUS_ABOVE = 200  # with more live runs than this, ticks recompute the rows on screen first
+RECOMPUTE_ALL_EVERY = 5  # ... and every row of a live run every this many ticks
 RUN_FILES = frozenset({"meta.json", "control.json", "heartbeat", "progress.json", "events.jsonl", "ended.json",
                        "started.json", "exit.json", "failure.json", "probe.json", "final.json"})
 
@@ -49,6 +54,12 @@ class Hint:
     blacklist: bool = False
     nodes: bool = False
     full: bool = False
+    # Re-read every live run's heartbeat and progress (the timer asks each tick): compute nodes
+    # write them, often over NFS, where no file event reaches the login node.
+    beats: bool = False
+    # The runs on screen: with many live runs, a tick recomputes only these (and those whose
+    # files changed) and all of them every RECOMPUTE_ALL_EVERY ticks. None: all, always.
+    focus: set[str] | None = None
 
     def merge(self, other: "Hint") -> None:
         self.runs |= other.runs
@@ -56,9 +67,11 @@ class Hint:
         self.blacklist |= other.blacklist
         self.nodes |= other.nodes
         self.full |= other.full
+        self.beats |= other.beats
+        self.focus = other.focus if other.focus is not None else self.focus
 
     def __bool__(self) -> bool:
-        return bool(self.runs or self.daemon or self.blacklist or self.nodes or self.full)
+        return bool(self.runs or self.daemon or self.blacklist or self.nodes or self.full or self.beats)
 
 
 @dataclass
@@ -88,6 +101,7 @@ class _Live:
     progress: dict[str, Any] | None
     keys: tuple[Any, Any]  # (meta.json, control.json)
     progress_key: Any = None
+    beat_files: tuple[str, str] | None = None  # (heartbeat, progress.json) of the attempt in flight, as strings
 
     @property
     def where(self) -> str | None:
@@ -136,11 +150,22 @@ class RunsModel:
         for run_id in check:
             if self._read(run_id, now):
                 changed.add(run_id)
+        if not full and hint is not None and hint.beats:
+            for run_id, live in self._live.items():
+                if run_id not in hint.runs and self._reread_attempt_files(live, run_id):
+                    changed.add(run_id)
         for run_id in removed:
             self.rows.pop(run_id, None)
             self._live.pop(run_id, None)
             self._ended.pop(run_id, None)
-        for run_id, live in self._live.items():
+        recompute: Iterable[str] = self._live
+        if (not full and hint is not None and hint.focus is not None and len(self._live) > FOCUS_ABOVE
+                and self.scans % RECOMPUTE_ALL_EVERY):
+            # Ages and uptimes move every second for every running run, but only those on screen
+            # show it; the rest (and the counts) catch up every few ticks, or when their files change.
+            recompute = [run_id for run_id in hint.focus | changed if run_id in self._live]
+        for run_id in recompute:
+            live = self._live[run_id]
             row = views.row_of(run_id, live.meta, live.paused, live.problem, live.heartbeat_at, live.progress, now)
             row["where"] = live.where
             if row != self.rows.get(run_id):
@@ -197,16 +222,23 @@ class RunsModel:
         return stat_key(self.home.run(run_id).attempt(attempt.number).progress) if attempt else None
 
     def _reread_attempt_files(self, live: _Live, run_id: str) -> bool:
-        """meta and control are unchanged: only the in-flight attempt's heartbeat and progress may be new."""
+        """meta and control are unchanged: only the in-flight attempt's heartbeat and progress may be new.
+
+        Every tick does this for every running run, so the paths are kept as strings
+        (no Path objects) and the heartbeat is one open and one read.
+        """
         meta = live.meta
         attempt = meta.in_flight if meta is not None else None
         if attempt is None:
             return False
-        files = self.home.run(run_id).attempt(attempt.number)
-        heartbeat_at = store.read_heartbeat(files.heartbeat)
+        if live.beat_files is None:
+            files = self.home.run(run_id).attempt(attempt.number)
+            live.beat_files = (os.fspath(files.heartbeat), os.fspath(files.progress))
+        heartbeat, progress = live.beat_files
+        heartbeat_at = _read_heartbeat(heartbeat)
         changed = heartbeat_at != live.heartbeat_at
         live.heartbeat_at = heartbeat_at
-        key = stat_key(files.progress)
+        key = stat_key(progress)
         if key != live.progress_key:
             live.progress_key = key
             live.progress = views._progress(self.home.run(run_id), meta)  # type: ignore[arg-type]
@@ -228,6 +260,15 @@ class RunsModel:
             targets = set(hint.runs) if hint else set()
         self.events.poll(sorted(targets), {run_id: self.rows[run_id]["name"] for run_id in targets
                                            if run_id in self.rows})
+
+
+def _read_heartbeat(path: str) -> float | None:
+    """store.read_heartbeat for a path kept as a string (the same format: "<epoch>\\n")."""
+    try:
+        with open(path, "rb") as handle:
+            return float(handle.read(64).split(b"\n", 1)[0])
+    except (OSError, ValueError):
+        return None
 
 
 class EventFeed:

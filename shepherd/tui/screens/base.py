@@ -29,6 +29,11 @@ class FrayScreen(Screen):
     def on_snapshot(self, snapshot: "Snapshot") -> None:
         """A refresh arrived (the app calls this on every screen in the stack)."""
 
+    def focus_runs(self) -> set[str] | None:
+        """The runs this screen shows, whose time-dependent columns each tick must bring up to date
+        (None: every run)."""
+        return None
+
     def action_search(self) -> None:
         self.notify("search works on the runs, queue, nodes and logs screens", severity="warning")
 

@@ -61,6 +61,7 @@ class DashboardScreen(RunActions, FrayScreen):
 
     def on_mount(self) -> None:
         self.table.palette = self.fray.palette.status
+        self.table.filter_listener = self._show_filter  # same frame as the table: no second repaint
         self.query_one("#runs").focus()
         if self.fray.snapshot is not None:
             self.on_snapshot(self.fray.snapshot, first=True)
@@ -71,6 +72,9 @@ class DashboardScreen(RunActions, FrayScreen):
 
     def current_row(self) -> dict[str, Any] | None:
         return self.table.selected
+
+    def focus_runs(self) -> set[str] | None:
+        return self.table.visible_ids()
 
     # -- refresh ------------------------------------------------------------------------
 
@@ -108,13 +112,13 @@ class DashboardScreen(RunActions, FrayScreen):
         self.table.focus()
         self.table.start_filter()
 
-    def on_run_table_filter_changed(self, event: RunTable.FilterChanged) -> None:
+    def _show_filter(self, text: str, typing: bool) -> None:
         prompt = self.query_one("#filter", Static)
-        prompt.set_class(event.typing or bool(event.text), "-open")
+        prompt.set_class(typing or bool(text), "-open")
         line = Text()
         line.append("/", style="bold")
-        line.append(event.text)
-        if event.typing:
+        line.append(text)
+        if typing:
             line.append("▏", style="blink")
             line.append("  words that must all appear; Enter keeps the filter, Esc clears it", style="dim")
         else:
@@ -126,7 +130,7 @@ class DashboardScreen(RunActions, FrayScreen):
         if self.table.filter_text or self.query_one("#filter").has_class("-open"):
             self.table.set_filter("")
             self.table.typing_filter = False
-            self.on_run_table_filter_changed(RunTable.FilterChanged("", False))
+            self._show_filter("", False)
             self.table.focus()
         else:
             self.app.action_back()  # type: ignore[attr-defined]

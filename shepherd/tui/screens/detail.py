@@ -71,6 +71,9 @@ class DetailScreen(RunActions, FrayScreen):
     def current_row(self) -> dict[str, Any] | None:
         return self.data["run"] if self.data else None
 
+    def focus_runs(self) -> set[str] | None:
+        return {self.run_id}
+
     def action_back(self) -> None:
         self.app.action_back()  # type: ignore[attr-defined]
 

@@ -10,7 +10,7 @@ table itself (see `on_key`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rich.segment import Segment
 from rich.style import Style
@@ -84,6 +84,8 @@ class RunTable(ScrollView, can_focus=True):
         self.sort_reverse = True  # newest first, as `fray list`
         self.filter_text = ""
         self.typing_filter = False  # `/` was pressed: printable keys edit the filter until Enter or Esc
+        # Called at once (same frame as the table's repaint) when the filter changes; else a FilterChanged message.
+        self.filter_listener: Callable[[str, bool], None] | None = None
         self._name_width = 12
         self._node_width = 8
         self._layout: list[tuple[Column, int]] = []
@@ -237,6 +239,11 @@ class RunTable(ScrollView, can_focus=True):
     def selected(self) -> Row | None:
         return self.rows.get(self.cursor_id) if self.cursor_id else None
 
+    def visible_ids(self) -> set[str]:
+        """The runs on screen now."""
+        top = int(self.scroll_offset.y)
+        return set(self.order[top:top + max(1, self.size.height - 1)])
+
     def visible_lines(self) -> list[str]:
         """The text of the header and the rows on screen (what a person reads; tests use it)."""
         height = max(1, self.size.height)
@@ -299,7 +306,7 @@ class RunTable(ScrollView, can_focus=True):
     def start_filter(self) -> None:
         """`/`: keys now edit the filter (it narrows as you type); Enter keeps it, Esc clears it."""
         self.typing_filter = True
-        self.post_message(self.FilterChanged(self.filter_text, True))
+        self._filter_changed(self.filter_text, True)
 
     def on_key(self, event: events.Key) -> None:
         """While typing a filter, keys are text: handled here, before any binding sees them.
@@ -326,7 +333,13 @@ class RunTable(ScrollView, can_focus=True):
             return
         if text != self.filter_text:
             self.set_filter(text)
-        self.post_message(self.FilterChanged(text, self.typing_filter))
+        self._filter_changed(text, self.typing_filter)
+
+    def _filter_changed(self, text: str, typing: bool) -> None:
+        if self.filter_listener is not None:
+            self.filter_listener(text, typing)
+        else:
+            self.post_message(self.FilterChanged(text, typing))
 
     def on_click(self, event: events.Click) -> None:
         if event.y == 0:
