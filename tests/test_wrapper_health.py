@@ -33,9 +33,19 @@ def attempt(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     yield proc, folder
+    stop_everything(proc, folder)
+
+
+def stop_everything(proc: subprocess.Popen[bytes], folder: Path) -> None:
+    """After a failed test: a wrapper killed with SIGKILL cannot clean up, so kill its workload's group too."""
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+    try:
+        workload = json.loads((folder / contract.STARTED).read_text())["workload_pid"]
+        os.killpg(workload, signal.SIGKILL)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # never started, or already gone
 
 
 def health(folder: Path) -> dict:
@@ -102,6 +112,4 @@ def test_a_hanging_health_check_is_killed_and_counts_as_failed(tmp_path: Path) -
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 128 + signal.SIGTERM
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_everything(proc, folder)
