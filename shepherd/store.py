@@ -19,11 +19,12 @@ from typing import Any, Iterator
 import orjson
 
 from shepherd import validation
+from wrapper import records
 from shepherd.errors import CorruptFileError, StateError
 from shepherd.layout import Home
 
-DIR_MODE = 0o700
-FILE_MODE = 0o600
+DIR_MODE = records.DIR_MODE
+FILE_MODE = records.FILE_MODE
 
 
 def ensure_home(home: Home) -> None:
@@ -52,20 +53,8 @@ def dumps(document: Any) -> bytes:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(3).hex()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Temp file, fsync, os.replace: the wrapper's writer, so both sides write files one way."""
+    records.write_bytes(path, data)
 
 
 def write_json(path: Path, document: Any, schema: str) -> None:
@@ -85,19 +74,7 @@ def create_json(path: Path, document: Any, schema: str) -> bool:
     problems = validation.errors(schema, document)
     if problems:
         raise ValueError(f"refusing to write {path} that violates schema {schema!r}: {'; '.join(problems)}")
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(3).hex()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(dumps(document))
-        handle.flush()
-        os.fsync(handle.fileno())
-    try:
-        os.link(tmp, path)  # atomic create-if-absent, unlike os.replace
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(tmp)
+    return records.create_bytes(path, dumps(document))
 
 
 def read_json(path: Path, schema: str) -> Any | None:

@@ -57,13 +57,17 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 def create_json(path: str | os.PathLike[str], document: object) -> bool:
-    """Write `path` only if it does not exist yet (a write-once file); True if this call wrote it.
+    """Write `path` only if it does not exist yet (a write-once file); True if this call wrote it."""
+    return create_bytes(path, dumps(document).encode("utf-8"))
+
+
+def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
+    """Write `path` only if it does not exist yet; True if this call wrote it.
 
     The temp file is linked into place (link(2) fails on an existing name,
     where os.replace would overwrite), so of two racing writers one wins whole.
     """
     path = os.fspath(path)
-    data = dumps(document).encode("utf-8")
     folder, name = os.path.split(path)
     tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
