@@ -1,4 +1,5 @@
-"""What every screen shares: taking a refresh, and the actions on a run (r, s, p, t, b, e).
+"""What every screen shares: taking a refresh, the actions on a run (r, s, p, t, b, e),
+and the `/` filter box of the list screens.
 
 The run actions write intent through shepherd.tui.actions (as the CLI does),
 ask first when they are destructive, then have the app make sure a daemon
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from textual.screen import Screen
+from textual.widgets import Input
 
 from shepherd.errors import FrayError
 from shepherd.tui import actions
@@ -36,6 +38,43 @@ class FrayScreen(Screen):
 
     def action_search(self) -> None:
         self.notify("search works on the runs, queue, nodes and logs screens", severity="warning")
+
+
+class FilterBox:
+    """A list screen's `/` filter: the Input #filter over the table #TABLE_ID; `refilter` redraws it."""
+
+    TABLE_ID: str
+    filter_text: str
+
+    def refilter(self) -> None:
+        raise NotImplementedError
+
+    def action_search(self) -> None:
+        box = self.query_one("#filter", Input)  # type: ignore[attr-defined]
+        box.add_class("-open")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self.refilter()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if not event.value:
+            event.input.remove_class("-open")
+        self.query_one(f"#{self.TABLE_ID}").focus()  # type: ignore[attr-defined]
+
+    def action_escape(self) -> None:
+        """Esc clears and closes an open filter first; only then goes back."""
+        box = self.query_one("#filter", Input)  # type: ignore[attr-defined]
+        if box.value or box.has_class("-open"):
+            box.value = ""
+            box.remove_class("-open")
+            self.query_one(f"#{self.TABLE_ID}").focus()  # type: ignore[attr-defined]
+        else:
+            self.action_back()
+
+    def action_back(self) -> None:
+        self.app.action_back()  # type: ignore[attr-defined]
 
 
 class RunActions:

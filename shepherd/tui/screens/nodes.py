@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from shepherd.cli import render
 from shepherd.tui import actions
 from shepherd.tui.data import Snapshot
-from shepherd.tui.screens.base import FrayScreen, RunActions
+from shepherd.tui.screens.base import FilterBox, FrayScreen, RunActions
 from shepherd.tui.widgets.key_table import KeyTable
 
 COLUMNS = (("name", "NODE"), ("backend", "BACKEND"), ("state", "STATE"), ("cpus", "CPUS"), ("mem", "MEM"),
@@ -40,7 +40,8 @@ def node_cells(node: dict[str, Any], now: float, palette: Any) -> dict[str, Any]
             "partitions": ",".join(node.get("partitions") or []) or "-", "blacklist": banned}
 
 
-class NodesScreen(RunActions, FrayScreen):
+class NodesScreen(FilterBox, RunActions, FrayScreen):
+    TABLE_ID = "nodes"
     BINDINGS = [
         Binding("b", "ban", "Ban"),
         Binding("u", "unban", "Unban"),
@@ -148,28 +149,5 @@ class NodesScreen(RunActions, FrayScreen):
         home = self.fray.home
         self._confirm(f"Unban {node}? Runs may use it again.", "Unban", lambda: actions.unban(home, node), daemon=False)
 
-    def action_search(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.add_class("-open")
-        box.focus()
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        self.filter_text = event.value
+    def refilter(self) -> None:
         self._fill()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if not event.value:
-            event.input.remove_class("-open")
-        self.query_one("#nodes").focus()
-
-    def action_escape(self) -> None:
-        box = self.query_one("#filter", Input)
-        if box.value or box.has_class("-open"):
-            box.value = ""
-            box.remove_class("-open")
-            self.query_one("#nodes").focus()
-        else:
-            self.action_back()
-
-    def action_back(self) -> None:
-        self.app.action_back()  # type: ignore[attr-defined]

@@ -18,14 +18,15 @@ from textual.widgets import DataTable, Footer, Input, Static
 from shepherd import views
 from shepherd.cli import render
 from shepherd.tui.data import Snapshot
-from shepherd.tui.screens.base import FrayScreen, RunActions
+from shepherd.tui.screens.base import FilterBox, FrayScreen, RunActions
 from shepherd.tui.widgets.key_table import KeyTable
 
 COLUMNS = (("position", "#"), ("icon", ""), ("name", "NAME"), ("status", "STATUS"), ("attempt", "ATT"),
            ("backend", "ON"), ("age", "WAITING"), ("reason", "WHY IT WAITS"))
 
 
-class QueueScreen(RunActions, FrayScreen):
+class QueueScreen(FilterBox, RunActions, FrayScreen):
+    TABLE_ID = "queue"
     BINDINGS = [
         Binding("enter", "details", "Details"),
         Binding("r", "restart", "Restart"),
@@ -114,29 +115,6 @@ class QueueScreen(RunActions, FrayScreen):
     def on_data_table_row_selected(self, _: DataTable.RowSelected) -> None:
         self.action_details()
 
-    def action_search(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.add_class("-open")
-        box.focus()
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        self.filter_text = event.value
+    def refilter(self) -> None:
         if self.fray.snapshot is not None:
             self._fill(self.fray.snapshot.generated_at)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if not event.value:
-            event.input.remove_class("-open")
-        self.query_one("#queue").focus()
-
-    def action_escape(self) -> None:
-        box = self.query_one("#filter", Input)
-        if box.value or box.has_class("-open"):
-            box.value = ""
-            box.remove_class("-open")
-            self.query_one("#queue").focus()
-        else:
-            self.action_back()
-
-    def action_back(self) -> None:
-        self.app.action_back()  # type: ignore[attr-defined]
