@@ -95,19 +95,30 @@ def run_fray(*args: str, home: Path | None = None, timeout: float = 60, check: b
     return proc
 
 
-@pytest.fixture
-def daemon(home) -> Iterator[subprocess.Popen[bytes]]:
-    """A real daemon serving `home`, stopped (and its leftovers killed) afterwards."""
+def start_daemon(home, wait: bool = True) -> subprocess.Popen[bytes]:
+    """A real `python -m shepherd.daemon` for `home`; with `wait`, once its lease names it."""
     from shepherd import store
 
     store.ensure_home(home)
     proc = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_until(lambda: home.daemon_lease.exists() and json.loads(home.daemon_lease.read_text())["pid"] == proc.pid,
-               what="the daemon's lease")
-    yield proc
+    if wait:
+        wait_until(lambda: home.daemon_lease.exists() and json.loads(home.daemon_lease.read_text())["pid"] == proc.pid,
+                   what="the daemon's lease")
+    return proc
+
+
+def stop_daemon(proc: subprocess.Popen[bytes]) -> None:
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture
+def daemon(home) -> Iterator[subprocess.Popen[bytes]]:
+    """A real daemon serving `home`, stopped (and its leftovers killed) afterwards."""
+    proc = start_daemon(home)
+    yield proc
+    stop_daemon(proc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from conftest import schema_validate, wait_until
+from conftest import schema_validate, start_daemon, stop_daemon, wait_until
 from shepherd import runs, store
 from shepherd.alerts import Alerter, Rule
 
@@ -35,7 +35,6 @@ def test_a_flapping_run_is_coalesced_and_the_next_alert_says_how_many_were_held_
 
 
 def test_the_daemon_runs_the_hook_with_the_status_json_on_stdin(home, tmp_path):
-    import subprocess
 
     received = tmp_path / "alerts.jsonl"
     hook = tmp_path / "hook.py"
@@ -43,7 +42,7 @@ def test_the_daemon_runs_the_hook_with_the_status_json_on_stdin(home, tmp_path):
     store.ensure_home(home)
     home.config.write_text(json.dumps({"alerts": [
         {"command": [sys.executable, str(hook)], "on": ["completed_success", "failed"], "timeout_sec": 10}]}))
-    daemon = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], start_new_session=True)
+    daemon = start_daemon(home, wait=False)
     try:
         ok = tmp_path / "ok.sh"
         ok.write_text("#!/bin/bash\necho fine\n")
@@ -59,5 +58,4 @@ def test_the_daemon_runs_the_hook_with_the_status_json_on_stdin(home, tmp_path):
         assert {d["run_id"]: d["status"] for d in documents} == ids
         assert all(d["run"]["status"] == d["status"] for d in documents)
     finally:
-        daemon.terminate()
-        daemon.wait(timeout=10)
+        stop_daemon(daemon)

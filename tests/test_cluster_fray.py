@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import zipfile
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_fray, schema_validate, wait_until
+from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
 from shepherd import (ClusterResolver, EnvironmentConfig, Entrypoint, FrayCluster, JobGroupConfig, JobRequest,
                       JobStatus, ReservationConfig, ResourceConfig, WorkerPool, runs)
 from shepherd.actors import endpoints
@@ -40,16 +39,9 @@ def daemon(home):
 
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 32}}))
-    proc = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_until(lambda: home.daemon_lease.exists() and json.loads(home.daemon_lease.read_text())["pid"] == proc.pid,
-               what="the daemon's lease")
+    proc = start_daemon(home)
     yield proc
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_daemon(proc)
 
 
 def meta_of(home: Home, run_id: str) -> dict:
@@ -190,7 +182,7 @@ def test_reservations_hold_their_min_and_cap_their_jobs_at_max(home, tmp_path):
 
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 4}}))
-    proc = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], start_new_session=True)
+    proc = start_daemon(home, wait=False)
     try:
         cluster = FrayCluster(home.root, namespace="reserved")
         reservation = cluster.create_reservation(ReservationConfig("pool", min=ResourceConfig(cpus=2),
@@ -214,8 +206,7 @@ def test_reservations_hold_their_min_and_cap_their_jobs_at_max(home, tmp_path):
         cluster.release_reservation(reservation)
         assert cluster.wait(outsider, raise_on_failure=True, timeout=30).status is JobStatus.SUCCEEDED
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
+        stop_daemon(proc)
 
 
 def serve_counter() -> None:

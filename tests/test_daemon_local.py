@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, schema_validate, wait_until
+from conftest import REPO, schema_validate, start_daemon, stop_daemon, wait_until
 from shepherd import runs, store
 from shepherd.layout import Home
 
@@ -73,14 +71,14 @@ while true; do sleep 0.1; done
 
 def test_a_restarted_daemon_adopts_running_attempts_instead_of_starting_them_again(home, tmp_path):
     store.ensure_home(home)
-    first = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], start_new_session=True)
+    first = start_daemon(home, wait=False)
     run_id = submit(home, script(tmp_path, "serve.sh", LONG_RUNNING))
     running = wait_until(lambda: (m := meta_of(home, run_id))["attempts"] and m["attempts"][0]["state"] == "running" and m,
                          what="the attempt to run")
     wrapper_pid = running["attempts"][0]["backend_ref"]["pid"]
     first.send_signal(signal.SIGKILL)  # crash-only: no chance to clean up
     first.wait()
-    second = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], start_new_session=True)
+    second = start_daemon(home, wait=False)
     try:
         wait_until(lambda: any(e["kind"] == "adopted" for e in events(home, run_id)), what="the adoption event")
         meta = meta_of(home, run_id)
@@ -92,14 +90,13 @@ def test_a_restarted_daemon_adopts_running_attempts_instead_of_starting_them_aga
         assert "got SIGTERM" in home.run(run_id).attempt(1).stdout.read_text()
         assert len(meta["attempts"]) == 1
     finally:
-        second.send_signal(signal.SIGTERM)
-        second.wait(timeout=10)
+        stop_daemon(second)
 
 
 def test_a_control_request_wakes_the_daemon_at_once_not_on_its_timer(home, tmp_path):
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"poll_interval_sec": 60}}))
-    daemon = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], start_new_session=True)
+    daemon = start_daemon(home, wait=False)
     try:
         run_id = submit(home, script(tmp_path, "serve.sh", LONG_RUNNING))
         wait_until(lambda: meta_of(home, run_id)["attempts"], timeout=10, what="the submission (woken by the new run)")
@@ -109,8 +106,7 @@ def test_a_control_request_wakes_the_daemon_at_once_not_on_its_timer(home, tmp_p
         meta = wait_until(lambda: ended(home, run_id), timeout=10, what="the stop to take effect")
         assert meta["end"]["status"] == "stopped_manual"
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(timeout=10)
+        stop_daemon(daemon)
 
 
 def test_a_vanished_attempt_is_lost_and_retried_on_the_node_budget(home, daemon, tmp_path):
@@ -153,7 +149,7 @@ def test_a_frozen_wrapper_is_a_heartbeat_stall_and_is_killed_and_replaced(home, 
 def test_admission_keeps_what_does_not_fit_pending_with_the_reason(home, tmp_path):
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 2, "gpus": 0}}))
-    daemon = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], start_new_session=True)
+    daemon = start_daemon(home, wait=False)
     try:
         serve = script(tmp_path, "serve.sh", LONG_RUNNING)
         big = submit(home, serve, cpus=2)
@@ -170,8 +166,7 @@ def test_admission_keeps_what_does_not_fit_pending_with_the_reason(home, tmp_pat
             runs.request(home, run_id, "stop")
             wait_until(lambda: ended(home, run_id), what="the stop")
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(timeout=10)
+        stop_daemon(daemon)
 
 
 def test_a_corrupt_run_does_not_stop_the_daemon_serving_the_others(home, daemon, tmp_path):

@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterator
 import pytest
 from jsonschema import Draft202012Validator
 
+from conftest import wait_until
+
 from wrapper import contract
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,19 +42,6 @@ def load(folder: Path, name: str, schema: str) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(text)
     validate(document, schema)
     return document
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    delay = 0.005
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
 
 
 def pid_gone(pid: int) -> bool:
@@ -340,7 +329,7 @@ def test_a_stop_signal_is_forwarded_and_the_attempt_ends_terminated(tmp_path: Pa
     attempt_dir = tmp_path / HOSTILE
     script = write_script(tmp_path, "trap.py", TRAPS_TERM)
     proc = started(attempt_dir, script)
-    wait_for(lambda: (attempt_dir / "ready").exists(), what="the workload to be ready")
+    wait_until(lambda: (attempt_dir / "ready").exists(), what="the workload to be ready")
     proc.send_signal(signum)
     assert proc.wait(timeout=10) == 128 + signum
     name = signal.Signals(signum).name
@@ -357,7 +346,7 @@ def test_sigusr1_is_only_forwarded(tmp_path: Path, started: Any) -> None:
     attempt_dir = tmp_path / "a"
     script = write_script(tmp_path, "trap.py", TRAPS_TERM)
     proc = started(attempt_dir, script)
-    wait_for(lambda: (attempt_dir / "ready").exists(), what="the workload to be ready")
+    wait_until(lambda: (attempt_dir / "ready").exists(), what="the workload to be ready")
     proc.send_signal(signal.SIGUSR1)
     assert proc.wait(timeout=10) == 0
     assert (attempt_dir / "marker").read_text() == "SIGUSR1"
@@ -379,7 +368,7 @@ def test_a_workload_ignoring_sigterm_is_killed_after_the_grace(tmp_path: Path, s
         """,
     )
     proc = started(attempt_dir, script, "--stop-grace", "0.5")
-    wait_for(lambda: (attempt_dir / "ready").exists(), what="the workload to be ready")
+    wait_until(lambda: (attempt_dir / "ready").exists(), what="the workload to be ready")
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 143
@@ -419,7 +408,7 @@ def test_nothing_the_workload_started_outlives_the_wrapper(tmp_path: Path) -> No
         pids = [int((attempt_dir / name).read_text()) for name in names]
         assert proc.returncode == 0, proc.stderr
         for name, pid in zip(names, pids):
-            wait_for(lambda: pid_gone(pid), timeout=5, what=f"{name} ({pid}) to be gone")
+            wait_until(lambda: pid_gone(pid), timeout=5, what=f"{name} ({pid}) to be gone")
         load(attempt_dir, contract.FINAL, "final")
         load(attempt_dir, contract.EXIT, "exit")
     finally:
@@ -447,11 +436,11 @@ def test_a_terminated_attempt_leaves_no_descendants(tmp_path: Path, started: Any
     pid = 0
     try:
         proc = started(attempt_dir, script)
-        wait_for(lambda: (attempt_dir / "ready").exists(), what="the workload to be ready")
+        wait_until(lambda: (attempt_dir / "ready").exists(), what="the workload to be ready")
         pid = int((attempt_dir / "session.pid").read_text())
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 143
-        wait_for(lambda: pid_gone(pid), timeout=5, what="the setsid grandchild to be gone")
+        wait_until(lambda: pid_gone(pid), timeout=5, what="the setsid grandchild to be gone")
         assert load(attempt_dir, contract.FAILURE, "failure")["cause"] == "terminated"
     finally:
         if pid and not pid_gone(pid):
@@ -476,9 +465,9 @@ def test_heartbeat_appears_at_once_and_is_refreshed(tmp_path: Path, started: Any
     before = time.time()
     proc = started(attempt_dir, script, "--heartbeat-interval", "0.2")
     beat = attempt_dir / contract.HEARTBEAT
-    first = wait_for(lambda: beat.exists() and beat.read_text(), timeout=5, what="the first heartbeat")
+    first = wait_until(lambda: beat.exists() and beat.read_text(), timeout=5, what="the first heartbeat")
     assert first.endswith("\n") and before - 1 <= float(first) <= time.time() + 1
-    second = wait_for(lambda: beat.read_text() != first and beat.read_text(), timeout=5, what="a new heartbeat")
+    second = wait_until(lambda: beat.read_text() != first and beat.read_text(), timeout=5, what="a new heartbeat")
     assert float(second) > float(first)
     assert stat.S_IMODE(beat.stat().st_mode) == 0o600
     (attempt_dir / "stop").write_text("")
