@@ -37,22 +37,11 @@ def make_private_dir(path: str | os.PathLike[str]) -> None:
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace `path` with `data` atomically; raises OSError and leaves no temp file behind."""
     path = os.fspath(path)
-    folder, name = os.path.split(path)
-    # pid + random: the heartbeat thread, the main thread and a workload's
-    # threads may all be writing in this folder at once.
-    tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    tmp = _synced_temp(path, data)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _discard(tmp)
         raise
 
 
@@ -68,7 +57,21 @@ def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
     where os.replace would overwrite), so of two racing writers one wins whole.
     """
     path = os.fspath(path)
+    tmp = _synced_temp(path, data)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        _discard(tmp)
+
+
+def _synced_temp(path: str, data: bytes) -> str:
+    """`data` in a new private file beside `path`, flushed to disk; its name."""
     folder, name = os.path.split(path)
+    # pid + random: the heartbeat thread, the main thread and a workload's
+    # threads may all be writing in this folder at once.
     tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
@@ -76,15 +79,17 @@ def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.link(tmp, path)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    except BaseException:
+        _discard(tmp)
+        raise
+    return tmp
+
+
+def _discard(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:
