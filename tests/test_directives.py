@@ -70,9 +70,10 @@ def test_example_script() -> None:
 
 
 def test_example_spec_matches_the_schema() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-    meta = validation.load_schema("meta")
     spec = spec_of(parse_script(EXAMPLE, "train.sh"))
+    import jsonschema  # a test dependency: missing, it must fail, not skip
+
+    meta = validation.load_schema("meta")
     jsonschema.validate(spec.to_dict(), {"$defs": meta["$defs"], "$ref": "#/$defs/spec"})
     assert spec.sbatch == ["#SBATCH --partition=a100", "#SBATCH --time=04:00:00"]
     assert (spec.args, spec.workdir) == (["--lr", "3e-4"], "/work")
