@@ -124,7 +124,8 @@ class EnvironmentConfig:
         reqs = self.requirements()
         if not reqs:
             return None
-        identity = {"requirements": reqs, "python": sys.version.split()[0], "base": sys.base_prefix}
+        # sys.prefix, not the base: an environment sees the packages of the (virtual) environment that built it.
+        identity = {"requirements": reqs, "python": sys.version.split()[0], "base": sys.prefix}
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 

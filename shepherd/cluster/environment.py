@@ -7,15 +7,20 @@ on PATH, else `python -m venv` and pip. The marker `fray-venv.json` is written
 last, so a folder without it is a build that died and is made again. Later
 attempts and runs asking for the same requirements reuse it at once.
 
-Environments see the base interpreter's packages (--system-site-packages), so
-fray itself and cloudpickle are importable inside them.
+Environments see the packages of the Python that builds them: the base
+interpreter's (--system-site-packages) and, when fray runs in a virtual
+environment, that environment's too, through a .pth file. So fray and the very
+cloudpickle that pickled a job's payload are what unpickle it; a venv made
+inside a venv would otherwise see only the base interpreter's (older) copies.
 """
 
 from __future__ import annotations
 
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -55,9 +60,11 @@ def ensure(home: Home, key: str, requirements: list[str], log: "callable[[str], 
         try:
             if installer == "uv":
                 _run(["uv", "venv", "--quiet", "--system-site-packages", "--python", sys.executable, str(venv)])
+                _inherit_packages(venv)
                 _run(["uv", "pip", "install", "--quiet", "--python", str(python_of(venv)), *requirements])
             else:
                 _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)])
+                _inherit_packages(venv)
                 # pip comes from the base interpreter (system site packages) and installs into the venv.
                 _run([str(python_of(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                       "--no-input", *requirements])
@@ -69,6 +76,15 @@ def ensure(home: Home, key: str, requirements: list[str], log: "callable[[str], 
             "created_at": time.time(), "build_sec": round(time.time() - started, 3)}, "venv")
         log(f"fray: environment {key} ready in {time.time() - started:.1f}s")
     return python_of(venv)
+
+
+def _inherit_packages(venv: Path) -> None:
+    """Put this interpreter's site-packages on the new environment's path, after its own."""
+    if sys.prefix == sys.base_prefix:
+        return  # --system-site-packages already covers it
+    own = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
+    inherited = "\n".join(site.getsitepackages()) + "\n"
+    Path(own, "_fray_parent_packages.pth").write_text(inherited)
 
 
 def _run(argv: list[str]) -> None:
