@@ -420,7 +420,7 @@ class Daemon:
 
     def _backend(self, name: str) -> Backend:
         if name not in self._backends:
-            self._backends[name] = load_backend(name, self.home)
+            self._backends[name] = load_backend(name, self.home, on_attempt_exit=self._wake.set)
         return self._backends[name]
 
     @property

@@ -109,6 +109,32 @@ def test_a_control_request_wakes_the_daemon_at_once_not_on_its_timer(home, tmp_p
         stop_daemon(daemon)
 
 
+def test_the_local_backend_reports_a_wrapper_exit_after_its_exit_record_is_written(home, tmp_path):
+    """The daemon's wake-up for a finished attempt that needs no file watcher and no timer."""
+    import threading
+
+    from shepherd.backends.base import AttemptKey, SubmitRequest
+    from shepherd.backends.local import LocalBackend
+    from shepherd.model import Meta
+
+    store.ensure_home(home)
+    meta = Meta.from_dict(meta_of(home, submit(home, script(tmp_path, "quick.sh", "#!/bin/bash\necho quick\n"))))
+    paths = home.run(meta.run_id)
+    seen_exit_record: list[bool] = []
+    woken = threading.Event()
+
+    def on_exit() -> None:
+        seen_exit_record.append(paths.attempt(1).exit.exists())
+        woken.set()
+
+    LocalBackend(home, {"cpus": 2, "gpus": 0}, on_attempt_exit=on_exit).submit(SubmitRequest(
+        key=AttemptKey(meta.run_id, 1), name=meta.name, spec=meta.spec, home=home.root,
+        script=paths.script(meta.script["frozen"]), attempt_dir=paths.attempt(1).dir,
+        checkpoint_dir=paths.checkpoints_dir))
+    assert woken.wait(timeout=15), "the backend never reported the wrapper's exit"
+    assert seen_exit_record == [True]
+
+
 def test_a_vanished_attempt_is_lost_and_retried_on_the_node_budget(home, daemon, tmp_path):
     run_id = submit(home, script(tmp_path, "serve.sh", LONG_RUNNING), backoff_base_sec=0.0)
     wait_until(lambda: home.run(run_id).attempt(1).started.exists(), what="attempt 1")

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from shepherd.backends.base import Backend
     from shepherd.layout import Home
 
 
-def load_backend(name: str, home: "Home") -> "Backend":
-    """The backend called `name`, imported only when a run needs it."""
+def load_backend(name: str, home: "Home", on_attempt_exit: Callable[[], None] | None = None) -> "Backend":
+    """The backend called `name`, imported only when a run needs it.
+
+    `on_attempt_exit` is called when an attempt this process started ends, where
+    the backend can tell (the local backend is the parent of its wrappers).
+    """
     if name == "local":
         from shepherd.backends.local import LocalBackend
 
-        return LocalBackend(home)
+        return LocalBackend(home, on_attempt_exit=on_attempt_exit)
     if name == "slurm":
         from shepherd.backends.slurm import SlurmBackend
 

@@ -7,6 +7,11 @@ reused pid has another command line, so it never passes for ours. Admission by
 CPUs, memory and GPUs is `scheduler.Ledger` over `capacity()`. A graceful
 cancel is the wrapper's planned stop (SIGUSR2: the workload is asked for a
 checkpoint with SIGUSR1, then sent SIGTERM); a forced one kills the group.
+
+The backend is the parent of the wrappers it starts, so a thread waits on each
+and calls `on_attempt_exit` when it ends: the daemon then looks at once instead
+of trusting the file watcher, whose watch on a brand-new attempt folder can
+arrive after a quick wrapper has already written its exit record there.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from shepherd import store
 from shepherd.backends import wrapper_args
@@ -35,8 +41,10 @@ class LocalBackend:
     name = "local"
     poll_interval_sec = 1.0
 
-    def __init__(self, home: Home, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, home: Home, config: dict[str, Any] | None = None,
+                 on_attempt_exit: Callable[[], None] | None = None) -> None:
         self.home = home
+        self._on_attempt_exit = on_attempt_exit
         self.host = socket.gethostname()
         self._config = config if config is not None else _local_config(home)
         self.poll_interval_sec = float(self._config.get("poll_interval_sec", self.poll_interval_sec))
@@ -82,6 +90,9 @@ class LocalBackend:
         finally:
             os.close(log_fd)
         self._children[child.pid] = child
+        if self._on_attempt_exit is not None:
+            threading.Thread(target=_wait_then, args=(child, self._on_attempt_exit),
+                             name=f"fray-wait-{child.pid}", daemon=True).start()
         return {"pid": child.pid, "start_ticks": _start_ticks(child.pid), "host": self.host,
                 "gpu_ids": list(request.gpu_ids)}
 
@@ -227,6 +238,11 @@ def _gpu_count() -> int:
     if listing.returncode != 0:
         return 0
     return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+
+
+def _wait_then(child: subprocess.Popen[bytes], callback: Callable[[], None]) -> None:
+    child.wait()
+    callback()
 
 
 def _local_config(home: Home) -> dict[str, Any]:
