@@ -17,6 +17,7 @@ Each error renders itself with `str()`; the CLI prints that and exits with
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 
@@ -62,3 +63,16 @@ class BackendError(FrayError):
 
 class AmbiguousSubmission(BackendError):
     pass
+
+
+def failure_message(exc: BaseException) -> tuple[str, int] | None:
+    """What the CLI prints for `exc` and the exit code, or None when it is not fray's to report.
+
+    A closed pipe (`fray list | head`) is not reported: the reader left on purpose.
+    """
+    if isinstance(exc, FrayError):
+        return f"fray: error: {exc}", exc.exit_code
+    if isinstance(exc, OSError) and exc.errno != errno.EPIPE:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"fray: error: {exc.strerror or exc}{where}", 2
+    return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from wrapper import contract
@@ -24,6 +25,8 @@ def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class AttemptPaths:
+    """The files of one attempt, in runs/<id>/attempts/<n>/."""
+
     dir: Path
 
     @property
@@ -101,6 +104,8 @@ class AttemptPaths:
 
 @dataclass(frozen=True)
 class RunPaths:
+    """The files of one run, in runs/<id>/."""
+
     dir: Path
 
     @property
@@ -195,6 +200,8 @@ class RunPaths:
 
 @dataclass(frozen=True)
 class Home:
+    """FRAY_HOME and where everything in it lives."""
+
     root: Path
 
     @classmethod
@@ -286,7 +293,11 @@ class Home:
 
     def meta_file(self, run_id: str) -> str:
         """runs/<id>/meta.json as a plain string: `fray list` stats a thousand of these."""
-        return os.path.join(self.root, "runs", run_id, "meta.json")
+        return f"{self._runs_prefix}{run_id}{os.sep}meta.json"
+
+    @cached_property
+    def _runs_prefix(self) -> str:
+        return os.path.join(self.root, "runs", "")
 
     def run(self, run_id: str) -> RunPaths:
         return RunPaths(self.runs_dir / run_id)

@@ -22,6 +22,8 @@ START_TIMEOUT_SEC = 15.0
 
 @dataclass(frozen=True)
 class Health:
+    """The daemon as a reader sees it from its lock and lease."""
+
     state: str  # "running" | "stale" | "stopped"
     detail: str
 

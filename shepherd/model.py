@@ -139,6 +139,8 @@ class RunSpec:
 
 @dataclass
 class Attempt:
+    """One try at running the workload: where it went, how it started and ended, and why."""
+
     number: int
     state: str
     backend: str
@@ -168,6 +170,8 @@ class Attempt:
 
 @dataclass
 class End:
+    """How a run ended: its final status, the one-line reason, and when."""
+
     status: str
     reason: str
     at: float
@@ -175,6 +179,8 @@ class End:
 
 @dataclass
 class Counters:
+    """Failures drawn from each budget, and the streak of fast failures behind crash_loop."""
+
     workload_failures: int = 0
     node_failures: int = 0
     consecutive_fast_failures: int = 0
@@ -182,6 +188,8 @@ class Counters:
 
 @dataclass
 class Applied:
+    """The control.json nonces the daemon has acted on, so each request is acted on once."""
+
     restart_nonce: int = 0
     start_nonce: int = 0
 
@@ -191,6 +199,8 @@ FAMILY_FIELDS = ("parent_run_id", "parent_attempt", "namespace", "group", "reser
 
 @dataclass
 class Meta:
+    """A run's meta.json: its spec, phase, attempts and budgets."""
+
     run_id: str
     name: str
     created_at: float
@@ -262,6 +272,8 @@ class Meta:
 
 @dataclass
 class Control:
+    """A run's control.json: what people asked of it (stop, restart, pause, overrides)."""
+
     paused: bool = False
     stop_requested: bool = False
     restart_nonce: int = 0

@@ -52,6 +52,8 @@ CRASH_LOOP_AFTER = 3  # consecutive fast failures
 
 @dataclass(frozen=True)
 class RunStatus:
+    """A run's normalized status and the one line that explains it."""
+
     status: Status
     reason: str
 

@@ -154,6 +154,8 @@ def append_jsonl(path: Path, record: dict[str, Any], schema: str) -> None:
 
 @dataclass(frozen=True)
 class JsonLine:
+    """One line of a JSON-lines file: its record, or the problem that made it unreadable."""
+
     line_no: int
     record: dict[str, Any] | None  # None when the line is corrupt
     problem: str = ""

@@ -46,32 +46,29 @@ def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Cont
     return meta, Control.from_dict(raw_control), problem
 
 
-def _progress(paths: RunPaths, meta: Meta) -> dict[str, Any] | None:
-    attempt = meta.current
-    if attempt is None:
-        return None
-    try:
-        return store.read_json(paths.attempt(attempt.number).progress, "progress")
-    except CorruptFileError:
-        return None
-
-
 def run_row(home: Home, run_id: str, now: float) -> dict[str, Any]:
     """One run as a row of `fray list --json` (schemas/cli-list.json)."""
     paths = home.run(run_id)
     meta, control, problem = _load(paths, with_control=False)
-    return _row(paths, meta, control, problem, now)
+    return _row_from(paths, meta, control.paused, problem, now)
 
 
-def _row(paths: RunPaths, meta: Meta | None, control: Control, problem: str | None, now: float) -> dict[str, Any]:
-    heartbeat_at, progress = _attempt_inputs(paths, meta)  # ended rows are cached (row_cache): read once
-    return row_of(paths.run_id, meta, control.paused, problem, heartbeat_at, progress, now)
+def _row_from(paths: RunPaths, meta: Meta | None, paused: bool, problem: str | None, now: float) -> dict[str, Any]:
+    heartbeat_at, progress = _attempt_inputs(paths, meta)
+    return row_of(paths.run_id, meta, paused, problem, heartbeat_at, progress, now)
 
 
 def _attempt_inputs(paths: RunPaths, meta: Meta | None) -> tuple[float | None, dict[str, Any] | None]:
-    attempt = meta.in_flight if meta is not None else None
-    heartbeat_at = store.read_heartbeat(paths.attempt(attempt.number).heartbeat) if attempt else None
-    return heartbeat_at, _progress(paths, meta) if meta is not None else None
+    """The current attempt's heartbeat (while it is in flight) and progress."""
+    current = meta.current if meta is not None else None
+    if current is None:
+        return None, None
+    files = paths.attempt(current.number)
+    heartbeat_at = store.read_heartbeat(files.heartbeat) if current.in_flight else None
+    try:
+        return heartbeat_at, store.read_json(files.progress, "progress")
+    except CorruptFileError:
+        return heartbeat_at, None
 
 
 def read_row_inputs(paths: RunPaths) -> tuple[Meta | None, bool, str | None, float | None, dict[str, Any] | None]:
@@ -117,8 +114,11 @@ def daemon_view(home: Home, now: float | None = None) -> dict[str, Any]:
     return {"state": health.state, "detail": health.detail, "lease": record}
 
 
-def list_view(home: Home, include_ended: bool = True, limit: int | None = None) -> dict[str, Any]:
-    """Every run (newest first), with counts per status and the daemon's health (schemas/cli-list.json)."""
+def list_view(home: Home, include_ended: bool = True, limit: int | None = None, tree: bool = False) -> dict[str, Any]:
+    """Every run (newest first), with counts per status and the daemon's health (schemas/cli-list.json).
+
+    `tree` orders the rows shown with each job under its parent and gives each a depth.
+    """
     now = time.time()
     ids = list(reversed(home.run_ids()))
     cache = RowCache.load(home)
@@ -127,9 +127,7 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None) 
         key = stat_key(home.meta_file(run_id))
         row = cache.get(run_id, key)
         if row is None:
-            row = run_row(home, run_id, now)
-            if row["phase"] == "ended":
-                cache.put(run_id, key, row)
+            row = _uncached_row(home.run(run_id), cache, key, now)
         rows.append(row)
     cache.save(set(ids))
     if not include_ended:
@@ -137,8 +135,40 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None) 
     counts = Counter(r["status"] for r in rows)
     if limit is not None:
         rows = rows[:limit]
-    return {"home": str(home.root), "generated_at": now, "daemon": daemon_view(home, now),
-            "counts": {s.value: counts.get(s.value, 0) for s in Status}, "runs": rows}
+    data = {"home": str(home.root), "generated_at": now, "daemon": daemon_view(home, now),
+            "counts": {s.value: counts.get(s.value, 0) for s in Status}, "runs": rows,
+            "active_only": not include_ended}
+    if tree:
+        from shepherd import family  # only --tree needs it: `fray list` stays lean
+
+        data["tree"] = True
+        data["runs"] = [{**row, "depth": depth} for depth, row in family.tree(rows)]
+    return data
+
+
+def _uncached_row(paths: RunPaths, cache: RowCache, meta_key: list[int] | None, now: float) -> dict[str, Any]:
+    """The row of a run not cached as ended, caching what it can for the next listing.
+
+    A run still going takes its meta and paused flag from the cache when neither
+    meta.json nor control.json changed; its heartbeat and progress are always read.
+    """
+    control_key = stat_key(paths.control)
+    meta: Meta | None = None
+    hit = cache.get_live(paths.run_id, meta_key, control_key)
+    if hit is not None:
+        try:
+            meta, paused, problem = Meta.from_dict(hit[0]), hit[1], None
+        except (AttributeError, KeyError, TypeError, ValueError):  # a damaged cache: read the files
+            meta = None
+    if meta is None:
+        meta, control, problem = _load(paths, with_control=False)
+        paused = control.paused
+        if meta is not None and problem is None and meta.phase != "ended":
+            cache.put_live(paths.run_id, meta_key, control_key, meta.to_dict(), paused)
+    row = _row_from(paths, meta, paused, problem, now)
+    if row["phase"] == "ended":
+        cache.put(paths.run_id, meta_key, row)
+    return row
 
 
 def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
@@ -146,7 +176,8 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
     now = time.time()
     paths = home.run(run_id)
     meta, control, problem = _load(paths)
-    row = _row(paths, meta, control, problem, now)
+    heartbeat_at, progress = _attempt_inputs(paths, meta)
+    row = row_of(run_id, meta, control.paused, problem, heartbeat_at, progress, now)
     attempts = []
     for attempt in (meta.attempts if meta else []):
         files = paths.attempt(attempt.number)
@@ -164,7 +195,7 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
         "end": vars(meta.end) if meta and meta.end else None,
         "control": control.to_dict(),
         "attempts": attempts,
-        "progress": _progress(paths, meta) if meta else None,
+        "progress": progress,
         "events": recent[-events:],
         "corrupt_files": [str(p) for p in paths.corrupt_files()],
         "dir": str(paths.dir),

@@ -209,6 +209,58 @@ def test_corrupt_meta_is_listed_as_error_unknown_and_status_explains(home, tmp_p
     assert run_fray("logs", bad).returncode == 2
 
 
+CLICK_ONLY = "import sys; from shepherd.cli.main import cli; cli.main(sys.argv[1:], prog_name='fray')"
+WITH_MODULES = ("import atexit, json, sys; "
+                "atexit.register(lambda: print('MODULES=' + json.dumps(sorted(sys.modules)), file=sys.stderr)); "
+                "from shepherd.cli.entry import main; main(sys.argv[1:])")
+
+
+def _fray_via(program: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", program, *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "NO_COLOR": "1"})
+
+
+@pytest.mark.parametrize("args", [("list", "--json"), ("list", "--json", "--limit", "1"), ("list", "--limit=2", "--json"),
+                                  ("list", "--active", "--tree", "--json")])
+def test_list_json_prints_the_same_document_without_click(home, tmp_path, args):
+    """`fray list --json` skips click (shepherd.cli.entry) and must not differ from the click command."""
+    make_run(home, tmp_path, "first", now=1_700_000_000)
+    make_run(home, tmp_path, "second", now=1_700_000_050)
+    broken = make_run(home, tmp_path, "broken", now=1_700_000_100)
+    home.run(broken).meta.write_text("{")
+    assert _fray_via(CLICK_ONLY, "list").returncode == 0  # the first reader moves the corrupt file aside
+    for full_args in (args, ("--home", str(home.root), *args)):
+        fast, slow = _fray_via(WITH_MODULES, *full_args), _fray_via(CLICK_ONLY, *full_args)
+        assert (fast.returncode, slow.returncode) == (0, 0), fast.stderr + slow.stderr
+        documents = [json.loads(proc.stdout) for proc in (fast, slow)]
+        for document in documents:
+            schema_validate("cli-list", document)
+            document.pop("generated_at")
+        assert documents[0] == documents[1]
+        modules = json.loads(fast.stderr.split("MODULES=", 1)[1])
+        assert "click" not in modules
+
+
+@pytest.mark.parametrize("args", [("list",), ("list", "--json", "--limit", "-1"), ("list", "--json", "--limit"),
+                                  ("list", "--json", "--bogus"), ("--help",), ("list", "--json", "--help"),
+                                  ("status", "--json"), ("--home",), ("--verbose", "list", "--json")])
+def test_anything_but_exactly_list_json_is_left_to_click(home, args):
+    from shepherd.cli.entry import parse_list_json
+
+    assert parse_list_json(list(args)) is None
+    proc = _fray_via(WITH_MODULES, *args)
+    assert "click" in json.loads(proc.stderr.split("MODULES=", 1)[1])  # usage errors and help have one source
+
+
+def test_the_list_fast_path_reads_its_options_as_click_does():
+    from shepherd.cli.entry import ListArgs, parse_list_json
+
+    assert parse_list_json(["list", "--json"]) == ListArgs(None, False, None, False)
+    assert parse_list_json(["--home=/h", "list", "--limit", "0", "--json", "--tree", "--limit=7", "--active"]) == \
+        ListArgs("/h", True, 7, True)
+    assert parse_list_json(["--home", "/a", "--home", "/b", "list", "--json"]) == ListArgs("/b", False, None, False)
+
+
 # ---------------------------------------------------------------- colour
 
 

@@ -43,14 +43,7 @@ ENDED_STATUSES = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED
 @click.pass_context
 def list_runs(ctx: click.Context, active: bool, limit: int | None, tree: bool, as_json: bool) -> None:
     """Every run with its status, newest first, and the daemon's health."""
-    data = views.list_view(home_of(ctx), include_ended=not active, limit=limit)
-    data["active_only"] = active
-    if tree:
-        data["tree"] = True
-        from shepherd import family  # only --tree needs it: `fray list` stays lean
-
-        data["runs"] = [{**row, "depth": depth} for depth, row in family.tree(data["runs"])]
-    output.emit(data, as_json, render_list)
+    output.emit(views.list_view(home_of(ctx), include_ended=not active, limit=limit, tree=tree), as_json, render_list)
 
 
 def render_list(data: dict[str, Any]) -> list[str]:

@@ -12,17 +12,14 @@ mistyped subcommand; a run waited for that does not succeed exits 1.
 
 from __future__ import annotations
 
-import difflib
-import errno
 import importlib
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from shepherd import __version__
-from shepherd.errors import FrayError
+from shepherd.errors import FrayError, failure_message
 from shepherd.layout import Home
 
 # name -> ("module:attribute", one-line help)
@@ -57,6 +54,8 @@ def fray_prefix(home: Home) -> str:
     """`fray`, plus `--home DIR` when `home` is not the one a bare `fray` would use (for hints)."""
     if Home.resolve(None).root == home.root:
         return "fray"
+    import shlex
+
     return f"fray --home {shlex.quote(str(home.root))}"
 
 
@@ -83,6 +82,8 @@ class LazyGroup(click.Group):
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0]
         if self.get_command(ctx, name) is None and not name.startswith("-") and not ctx.resilient_parsing:
+            import difflib
+
             guesses = difflib.get_close_matches(name, self.list_commands(ctx), n=2, cutoff=0.7)
             hint = f" Did you mean {' or '.join(repr(g) for g in guesses)}?" if guesses else ""
             raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
@@ -97,15 +98,12 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except FrayError as exc:
-            click.echo(f"fray: error: {exc}", err=True)
-            raise click.exceptions.Exit(exc.exit_code) from None
-        except OSError as exc:
-            if exc.errno == errno.EPIPE:
+        except (FrayError, OSError) as exc:
+            failure = failure_message(exc)
+            if failure is None:
                 raise  # click handles a closed pipe (`fray list | head`)
-            where = f": {exc.filename}" if exc.filename else ""
-            click.echo(f"fray: error: {exc.strerror or exc}{where}", err=True)
-            raise click.exceptions.Exit(2) from None
+            click.echo(failure[0], err=True)
+            raise click.exceptions.Exit(failure[1]) from None
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
@@ -121,13 +119,13 @@ def cli(ctx: click.Context, home: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The console script `fray`."""
+    """Run `fray` through click (the console script is `shepherd.cli.entry:main`)."""
     cli.main(args=argv, prog_name="fray")
 
 
 if __name__ == "__main__":
     # `python -m shepherd.cli.main` runs this file as __main__; the subcommands import
-    # shepherd.cli.main, so run that module's group, not a second copy of it.
-    from shepherd.cli.main import main as _main
+    # shepherd.cli.main, so run the console script's path, not a second copy of this module.
+    from shepherd.cli.entry import main as _main
 
     _main()

@@ -3,6 +3,9 @@
 Every command builds one JSON-ready dict first and hands it here with its
 renderer, so `--json` and the human output can never disagree. JSON is orjson,
 one document per line (newline-terminated), so streams can be read line by line.
+
+click is imported where text is printed, not at import: `fray list --json`
+(shepherd.cli.entry) prints through `dumps` without loading click at all.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Iterable
 
-import click
 import orjson
 
 Renderer = Callable[[dict[str, Any]], Iterable[str]]
@@ -25,17 +27,23 @@ def emit(data: dict[str, Any], as_json: bool, render: Renderer) -> None:
     if as_json:
         json_line(data)
         return
+    import click
+
     for line in render(data):
         click.echo(line)
 
 
 def json_line(data: Any) -> None:
     """One JSON document on one line, flushed (streams are read as they come)."""
+    import click
+
     click.echo(dumps(data))
     _flush()
 
 
 def line(text: str = "", err: bool = False) -> None:
+    import click
+
     click.echo(text, err=err)
     if not err:
         _flush()
@@ -43,6 +51,8 @@ def line(text: str = "", err: bool = False) -> None:
 
 def note(text: str) -> None:
     """A message about the output rather than part of it: on stderr, so pipes stay clean."""
+    import click
+
     click.echo(text, err=True)
 
 

@@ -142,6 +142,8 @@ def size_mb(mb: int | None) -> str:
 
 @dataclass(frozen=True)
 class Column:
+    """A table column: its title, alignment, and whether it may be cut to fit."""
+
     title: str
     align: str = "<"  # "<" or ">"
     shrinkable: bool = False  # may be cut with … to fit the terminal

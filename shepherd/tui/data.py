@@ -172,7 +172,7 @@ class RunsModel:
                 self.rows[run_id] = row
                 changed.add(run_id)
         if full:
-            self._cache.save(set(self._ended))
+            self._cache.save(set(ids))
         self._poll_events(full, changed, hint)
         counts = Counter(row["status"] for row in self.rows.values())
         self.scans += 1

@@ -24,6 +24,20 @@ def time_command(argv: list[str], env: dict[str, str], repeats: int) -> list[flo
     return samples
 
 
+def time_interleaved(commands: dict[str, list[str]], env: dict[str, str], repeats: int) -> dict[str, list[float]]:
+    """Wall seconds of each command, run in turn `repeats` times (round robin).
+
+    On a shared VM the speed drifts by tens of percent over seconds; taking the
+    commands in turn gives each the same conditions, so a baseline and the command
+    it is printed beside stay comparable.
+    """
+    samples: dict[str, list[float]] = {label: [] for label in commands}
+    for _ in range(repeats):
+        for label, argv in commands.items():
+            samples[label].extend(time_command(argv, env, 1))
+    return samples
+
+
 def time_until(action: Callable[[], None], done: Callable[[], bool], timeout: float = 30.0) -> float:
     start = time.perf_counter()
     action()

@@ -1,0 +1,132 @@
+"""The console script `fray`: the command through click, or the list fast path; then a quick exit.
+
+`fray list --json` is what scripts, shell prompts and status bars run every
+second or two, and its budget is 150 ms with 1,000 runs. Importing click and
+building its context costs a tenth of that, so an argument list of exactly
+that command (with `--home`, `--active`, `--limit N`, `--tree`) runs the same
+view without click. Anything else, a typo or `--help` included, goes to click
+(shepherd.cli.main), so usage errors and help text have one source.
+
+The process then ends without tearing down every module and object, which
+changes nothing a user can see and costs a listing of 1,000 runs about 20 ms.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+from typing import NamedTuple
+
+
+class ListArgs(NamedTuple):
+    home: str | None
+    active: bool
+    limit: int | None
+    tree: bool
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    fast = parse_list_json(args)
+    if fast is not None:
+        _exit_now(_list_json(fast))
+    from shepherd.cli.main import cli
+
+    try:
+        cli.main(args=args, prog_name="fray")  # standalone mode: always ends in SystemExit
+    except SystemExit as exc:
+        _exit_now(exc.code)
+    _exit_now(0)
+
+
+def parse_list_json(args: list[str]) -> ListArgs | None:
+    """`[--home DIR] list --json [--active] [--limit N] [--tree]` in click's syntax, else None."""
+    home: str | None = None
+    position = 0
+    while position < len(args) and args[position] != "list":
+        token = args[position]
+        if token == "--home" and position + 1 < len(args):
+            home = args[position + 1]
+            position += 2
+        elif token.startswith("--home="):
+            home = token.removeprefix("--home=")
+            position += 1
+        else:
+            return None
+    if position == len(args):
+        return None
+    active = tree = as_json = False
+    limit: int | None = None
+    rest = args[position + 1:]
+    index = 0
+    while index < len(rest):
+        token = rest[index]
+        if token == "--json":
+            as_json = True
+        elif token == "--active":
+            active = True
+        elif token == "--tree":
+            tree = True
+        elif token == "--limit" or token.startswith("--limit="):
+            if token == "--limit":
+                index += 1
+                value = rest[index] if index < len(rest) else ""
+            else:
+                value = token.removeprefix("--limit=")
+            if not (value.isascii() and value.isdigit()):
+                return None  # click explains what N must be
+            limit = int(value)
+        else:
+            return None  # click says what is wrong with it
+        index += 1
+    return ListArgs(home, active, limit, tree) if as_json else None
+
+
+def _list_json(args: ListArgs) -> int:
+    from shepherd import views
+    from shepherd.cli.output import dumps
+    from shepherd.errors import failure_message
+    from shepherd.layout import Home
+
+    try:
+        data = views.list_view(Home.resolve(args.home), include_ended=not args.active, limit=args.limit,
+                               tree=args.tree)
+        sys.stdout.write(dumps(data) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return 1  # as click does for a reader that went away
+    except Exception as exc:
+        failure = failure_message(exc)
+        if failure is None:
+            raise
+        print(failure[0], file=sys.stderr)
+        return failure[1]
+    return 0
+
+
+def _exit_now(code: int | str | None) -> None:
+    """End the process as a normal exit would, minus tearing down every module and object.
+
+    atexit handlers still run and the standard streams are flushed; while another
+    non-daemon thread is alive, the normal exit (which waits for it) is used instead.
+    """
+    if any(t is not threading.main_thread() and not t.daemon for t in threading.enumerate()):
+        raise SystemExit(code)
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away (`fray list | head`), or a closed stream
+            pass
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

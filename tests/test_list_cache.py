@@ -1,0 +1,106 @@
+"""`fray list` reads through a stat-keyed cache (shepherd.row_cache): it must never show stale rows.
+
+Ended runs are cached whole; runs still going keep their validated meta and
+paused flag, while heartbeat and progress are read every time. Each test changes
+a file the way the daemon or a person does and checks that the listing follows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from shepherd import runs, store, views
+from shepherd.layout import Home
+from shepherd.model import Attempt, End, Meta
+
+
+def make_run(home: Home, tmp_path: Path, name: str) -> str:
+    script = tmp_path / f"{name}.py"
+    script.write_text("print('hi')\n")
+    return runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, name=name)).run_id
+
+
+def rewrite_meta(home: Home, run_id: str, **changes: object) -> Meta:
+    """What the daemon does: a new meta.json, atomically replacing the old one."""
+    paths = home.run(run_id)
+    meta = Meta.from_dict({**json.loads(paths.meta.read_text()), **changes})
+    store.write_json(paths.meta, meta.to_dict(), "meta")
+    return meta
+
+
+def set_running(home: Home, run_id: str, node: str) -> None:
+    now = time.time()
+    attempt = Attempt(number=1, state="running", backend="local", submitted_at=now - 7300, started_at=now - 7200,
+                      node=node, backend_ref={"pid": 1})
+    rewrite_meta(home, run_id, phase="active", attempts=[attempt.to_dict()], wait_reason=None)
+    paths = home.run(run_id).attempt(1)
+    store.make_dirs(paths.dir)
+    paths.heartbeat.write_text(f"{now}\n")
+
+
+def rows(home: Home) -> dict[str, dict]:
+    return {row["run_id"]: row for row in views.list_view(home)["runs"]}
+
+
+def test_an_ended_row_is_cached_until_its_meta_changes(home, tmp_path):
+    run_id = make_run(home, tmp_path, "ended")
+    end = End(status="completed_success", reason="attempt 1 succeeded", at=time.time())
+    rewrite_meta(home, run_id, phase="ended", end=vars(end))
+    assert rows(home)[run_id]["status"] == "completed_success"
+    assert home.list_cache.is_file()
+    rewrite_meta(home, run_id, name="renamed")
+    assert rows(home)[run_id]["name"] == "renamed"
+
+
+def test_a_running_row_follows_pause_meta_heartbeat_and_progress(home, tmp_path):
+    run_id = make_run(home, tmp_path, "going")
+    set_running(home, run_id, node="n1")
+    first = rows(home)[run_id]
+    assert (first["status"], first["node"], first["paused"], first["step"]) == ("healthy_running", "n1", False, None)
+    assert rows(home)[run_id]["node"] == "n1"  # now from the cache
+
+    runs.request(home, run_id, "pause")  # control.json changes: the cached paused flag must not be used
+    assert rows(home)[run_id]["paused"] is True
+    set_running(home, run_id, node="n2")  # meta.json changes
+    assert rows(home)[run_id]["node"] == "n2"
+
+    attempt = home.run(run_id).attempt(1)
+    store.write_json(attempt.progress, {"updated_at": time.time(), "step": 42, "loss": 0.25}, "progress")
+    attempt.heartbeat.write_text(f"{time.time() - 3600}\n")  # progress and heartbeat are never cached
+    row = rows(home)[run_id]
+    assert (row["step"], row["loss"]) == (42, 0.25)
+    assert row["heartbeat_age_sec"] > 3000 and row["status"] == "unresponsive"
+
+
+def test_a_run_that_ends_leaves_the_live_cache_and_a_deleted_one_leaves_the_file(home, tmp_path):
+    going, other = make_run(home, tmp_path, "going"), make_run(home, tmp_path, "other")
+    set_running(home, going, node="n1")
+    set_running(home, other, node="n1")
+    rows(home)
+    end = End(status="stopped_manual", reason="stopped by request", at=time.time())
+    rewrite_meta(home, going, phase="ended", end=vars(end))
+    assert rows(home)[going]["status"] == "stopped_manual"
+    for path in home.run(other).dir.rglob("*"):
+        if path.is_file():
+            path.unlink()
+    for path in sorted(home.run(other).dir.rglob("*"), reverse=True):
+        path.rmdir()
+    home.run(other).dir.rmdir()
+    assert set(rows(home)) == {going}
+    cached = json.loads(home.list_cache.read_text())
+    assert set(cached["rows"]) == {going} and cached["live"] == {}
+
+
+def test_a_damaged_cache_is_ignored_and_rebuilt(home, tmp_path):
+    run_id = make_run(home, tmp_path, "going")
+    set_running(home, run_id, node="n1")
+    expected = rows(home)[run_id]
+    cached = json.loads(home.list_cache.read_text())
+    for damaged in (b"", b"{not json", json.dumps({**cached, "version": 1}).encode(),
+                    json.dumps({**cached, "live": {run_id: [*cached["live"][run_id][:2], {"run_id": 5}, False]}}).encode()):
+        home.list_cache.write_bytes(damaged)
+        row = rows(home)[run_id]
+        assert (row["status"], row["node"], row["name"]) == (expected["status"], "n1", "going"), damaged
+    assert not list(home.run(run_id).dir.glob("*.corrupt-*"))  # the cache is not state: nothing was quarantined
