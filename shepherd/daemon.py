@@ -52,6 +52,7 @@ WAKE_NAMES = frozenset({"control.json", "started.json", "exit.json"})
 # Between full scans, ended runs are looked at only when the watcher saw their
 # folder change; a full scan every so often is the level-triggered safety net.
 FULL_SCAN_EVERY_SEC = 30.0
+_ENDED = Phase.ENDED.value  # compared for every run each cycle; an Enum's .value is a slow lookup
 INVENTORY_EVERY_SEC = 60.0
 
 
@@ -83,6 +84,7 @@ class Daemon:
         self._backends: dict[str, Backend] = dict(backends or {})
         self._reader = store.CachedReader()
         self._runs: dict[str, RunState] = {}
+        self._unsettled: set[str] = set()  # run ids looked at every cycle, whatever the watcher saw
         self._runs_root = str(home.runs_dir)
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
@@ -105,7 +107,9 @@ class Daemon:
         """One reconcile pass. `full=False` trusts the file watcher for ended runs (see _load_runs)."""
         stats = CycleStats()
         runs = self._load_runs(stats, full)
-        active = [r for r in runs if r.meta is not None and self._needs_attention(r.meta, r.control)]
+        # In run id order, which is submission order: admission serves the oldest first.
+        active = [state for run_id in sorted(self._unsettled) if (state := self._runs[run_id]).meta is not None
+                  and _needs_attention(state.meta, state.control)]
         stats.runs, stats.active = len(runs), len(active)
         views = self._snapshots(active, stats)
         ledgers = self._ledgers(active)
@@ -132,46 +136,67 @@ class Daemon:
             self._family.sweep_endpoints(runs)
         except OSError as exc:
             log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
+        for run in active:  # those the policy just ended leave the per-cycle set
+            if _settled(run):
+                self._unsettled.discard(run.paths.run_id)
         self.cycles += 1
         return stats
-
-    def _needs_attention(self, meta: Meta, control: Control) -> bool:
-        return meta.phase != Phase.ENDED.value or control.start_nonce > meta.applied.start_nonce
 
     def _load_runs(self, stats: CycleStats, full: bool) -> list[RunState]:
         """Every run, re-reading only the files whose stat changed since the last cycle.
 
-        An ended run changes only through its control.json (`fray control start`),
-        so unless `full`, one is looked at only when the watcher saw its folder change.
+        A full cycle lists the runs folder and looks at every run. Otherwise the
+        file watcher is trusted: only the runs not settled (not ended, unreadable,
+        or with a start request pending) and the folders it saw change (new,
+        removed, or a control.json written) are looked at, so a steady cycle costs
+        the runs still going, not the thousands that ended. An ended run changes
+        only through its control.json (`fray control start`).
         """
         dirty = self._take_dirty()
-        index: dict[str, RunState] = {}
-        for run_id in self.home.run_ids():
-            state = self._runs.get(run_id)
-            if (full or state is None or run_id in dirty or state.meta is None
-                    or state.meta.phase != Phase.ENDED.value):
-                state = self._refresh(run_id, state, stats)
-            index[run_id] = state
-        self._runs = index
-        return list(index.values())
+        if full:
+            self._runs = {run_id: self._refresh(run_id, self._runs.get(run_id), stats) for run_id in self.home.run_ids()}
+            self._unsettled = {run_id for run_id, state in self._runs.items() if not _settled(state)}
+            return list(self._runs.values())
+        added = False
+        for run_id in dirty:
+            if run_id.startswith(".") or not os.path.isdir(os.path.join(self._runs_root, run_id)):
+                self._runs.pop(run_id, None)
+                self._unsettled.discard(run_id)
+                continue
+            added = added or run_id not in self._runs
+            self._look_at(run_id, stats)
+        for run_id in list(self._unsettled - dirty):
+            self._look_at(run_id, stats)
+        if added:
+            self._runs = dict(sorted(self._runs.items()))
+        return list(self._runs.values())
+
+    def _look_at(self, run_id: str, stats: CycleStats) -> None:
+        state = self._refresh(run_id, self._runs.get(run_id), stats)
+        self._runs[run_id] = state
+        if _settled(state):
+            self._unsettled.discard(run_id)
+        else:
+            self._unsettled.add(run_id)
 
     def _refresh(self, run_id: str, state: RunState | None, stats: CycleStats) -> RunState:
         folder = os.path.join(self._runs_root, run_id)
-        meta_key = stat_key(os.path.join(folder, "meta.json"))  # taken before reading: a later change shows
-        control_key = stat_key(os.path.join(folder, "control.json"))
+        meta_file, control_file = os.path.join(folder, "meta.json"), os.path.join(folder, "control.json")
+        meta_key = stat_key(meta_file)  # taken before reading: a later change shows
+        control_key = stat_key(control_file)
         if state is not None and state.problem is None and (meta_key, control_key) == (state.meta_key, state.control_key):
             return state
         paths = state.paths if state is not None else self.home.run(run_id)
         problem = None
         try:
-            raw = store.read_json(paths.meta, "meta")
+            raw = store.read_json(meta_file, "meta")
             meta = Meta.from_dict(raw) if raw is not None else None
             if meta is None:
                 problem = "meta.json is missing"
         except CorruptFileError as exc:
             meta, problem = None, str(exc)
         try:
-            control = Control.from_dict(store.read_json(paths.control, "control"))
+            control = Control.from_dict(store.read_json(control_file, "control"))
         except CorruptFileError as exc:
             # The CLI rewrites control.json on the next request; until then act on no request.
             control, problem = Control(), problem or str(exc)
@@ -472,6 +497,15 @@ class Daemon:
             store.write_json(self.home.daemon_lease, lease, "daemon")
         except OSError as exc:
             log.warning("could not write the lease: %s", exc)
+
+
+def _needs_attention(meta: Meta, control: Control) -> bool:
+    return meta.phase != _ENDED or control.start_nonce > meta.applied.start_nonce
+
+
+def _settled(state: RunState) -> bool:
+    """Ended, readable, and nothing asked of it: a steady cycle need not look at it."""
+    return state.problem is None and state.meta is not None and not _needs_attention(state.meta, state.control)
 
 
 def _watch_runs(runs_dir: Path, wake: threading.Event, stop: threading.Event,

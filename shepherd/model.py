@@ -33,11 +33,33 @@ def _plain(value: Any) -> Any:
         return {key: _plain(item) for key, item in value.items()}
     if kind is list:
         return [_plain(item) for item in value]
+    if dataclasses.is_dataclass(value):
+        return {name: _plain(getattr(value, name)) for name in _field_names(kind)}
+    return value
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
     names = _FIELD_NAMES.get(kind)
-    if names is None and dataclasses.is_dataclass(value):
+    if names is None:
         names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(kind))
-    if names is not None:
-        return {name: _plain(getattr(value, name)) for name in names}
+    return names
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of a record made of records, dicts, lists and scalars (what `copy.deepcopy`
+    does for these, without its memo and dispatch: the policy copies every live run's meta each
+    cycle)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    if dataclasses.is_dataclass(value):
+        clone = object.__new__(kind)
+        clone.__dict__.update({name: _copied(item) for name, item in value.__dict__.items()})
+        return clone
     return value
 
 
@@ -131,7 +153,7 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+        return cls(**{name: data[name] for name in _field_names(cls) if name in data})
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -257,7 +279,7 @@ class Meta:
 
     def copy(self) -> "Meta":
         """An independent copy (what policy changes never touches the original)."""
-        return Meta.from_dict(self.to_dict())
+        return _copied(self)
 
     @property
     def current(self) -> Attempt | None:

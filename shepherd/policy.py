@@ -237,6 +237,8 @@ def _apply_control(plan: Plan, s: Situation) -> None:
 
 def _apply_overrides(plan: Plan, control: Control) -> None:
     """`fray control config-set`: safe settings a person changed on a live run."""
+    if not control.overrides:
+        return
     wanted = {k: v for k, v in control.overrides.items() if k in SAFE_OVERRIDES}
     current = plan.meta.spec.to_dict()
     changed = {k: v for k, v in wanted.items() if current.get(k) != v}

@@ -77,11 +77,12 @@ def create_json(path: Path, document: Any, schema: str) -> bool:
     return records.create_bytes(path, dumps(document))
 
 
-def read_json(path: Path, schema: str) -> Any | None:
+def read_json(path: Path | str, schema: str) -> Any | None:
     """The validated document at `path`, or None when there is no such file.
 
     Raises CorruptFileError (after moving the file aside) when it is empty, not
-    JSON, or violates the schema.
+    JSON, or violates the schema. `path` may be a plain string: the daemon reads
+    tens of thousands of files in its first cycle and builds no Path for them.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in a file's place must not hang the reader
@@ -93,13 +94,20 @@ def read_json(path: Path, schema: str) -> Any | None:
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise CorruptFileError(path, f"{what} where a file belongs", quarantine(path, info.st_ino))
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read()
+        raise CorruptFileError(Path(path), f"{what} where a file belongs", quarantine(Path(path), info.st_ino))
+    try:
+        data = os.read(fd, info.st_size + 1)  # one read, no file object: the daemon reads thousands
+        if len(data) > info.st_size:  # it grew after the fstat: read the rest
+            chunks = [data]
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+    finally:
+        os.close(fd)
     return _parse(path, data, schema, info.st_ino)
 
 
-def _parse(path: Path, data: bytes, schema: str, identity: int) -> Any:
+def _parse(path: Path | str, data: bytes, schema: str, identity: int) -> Any:
     if not data.strip():
         problem = "the file is empty"
     else:
@@ -112,7 +120,7 @@ def _parse(path: Path, data: bytes, schema: str, identity: int) -> Any:
             if not violations:
                 return document
             problem = "; ".join(violations[:5])
-    raise CorruptFileError(path, problem, quarantine(path, identity))
+    raise CorruptFileError(Path(path), problem, quarantine(Path(path), identity))
 
 
 def quarantine(path: Path, identity: int | None = None) -> Path | None:

@@ -2,8 +2,9 @@
 
 A synthetic FRAY_HOME: 9,500 ended runs and 500 live ones held by `fray control
 pause` (queued, so policy evaluates each every cycle but no process is needed).
-"Cold" is the first cycle of a new daemon (every file read, parsed and
-validated); "steady" is a cycle where nothing changed, as the serving daemon
+"Cold" is the first cycle of a new daemon, in a fresh process as `fray daemon
+start` gives it (every file read, parsed and validated; the median of three
+processes); "steady" is a cycle where nothing changed, as the serving daemon
 runs it (ended runs trusted to the file watcher); "full scan" is the steady
 cycle it runs every 30 s as a safety net (every run's files stat-ed). Printed
 with the per-run cost and, as the floor, the time to list the runs folder and
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +65,24 @@ def floor_ms(home: Home) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+COLD = """
+import sys, time
+from pathlib import Path
+from shepherd.daemon import Daemon
+from shepherd.layout import Home
+daemon = Daemon(Home(Path(sys.argv[1])))
+start = time.perf_counter()
+daemon.cycle()
+print((time.perf_counter() - start) * 1000)
+"""
+
+
+def cold_cycle_ms(home: Home) -> float:
+    """The first cycle of a daemon started afresh, timed inside that process."""
+    done = subprocess.run([sys.executable, "-c", COLD, str(home.root)], capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10_000)
@@ -77,13 +97,13 @@ def main() -> None:
               f"{time.perf_counter() - started:.1f}s, Python {sys.version.split()[0]}")
         floors = [floor_ms(home) for _ in range(args.repeats)]
         print(f"{'baseline: scandir + stat every meta.json':<44} median {statistics.median(floors):8.1f} ms")
-        daemon = Daemon(home)
-        start = time.perf_counter()
-        daemon.cycle()
-        cold = (time.perf_counter() - start) * 1000
+        colds = [cold_cycle_ms(home) for _ in range(3)]
+        cold = statistics.median(colds)
         verdict = "met" if cold <= 2000 else "MISSED"
-        print(f"{'cold cycle (new daemon)':<44} {cold:15.1f} ms  {cold * 1000 / args.runs:6.1f} us/run"
-              f"  [target <= 2000 ms: {verdict}]")
+        print(f"{'cold cycle (new daemon process)':<44} median {cold:8.1f} ms  {cold * 1000 / args.runs:6.1f} us/run"
+              f"  (min {min(colds):.1f} / max {max(colds):.1f})  [target <= 2000 ms: {verdict}]")
+        daemon = Daemon(home)
+        daemon.cycle()
         for label, full, target in (("steady cycle (nothing changed)", False, 100.0),
                                     ("full-scan cycle (nothing changed)", True, None)):
             samples = []
