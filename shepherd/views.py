@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from shepherd import lease, store
@@ -65,10 +66,15 @@ def _attempt_inputs(paths: RunPaths, meta: Meta | None) -> tuple[float | None, d
         return None, None
     files = paths.attempt(current.number)
     heartbeat_at = store.read_heartbeat(files.heartbeat) if current.in_flight else None
+    return heartbeat_at, read_progress(files.progress)
+
+
+def read_progress(path: Path | str) -> dict[str, Any] | None:
+    """An attempt's progress.json; None when there is none or it was corrupt (moved aside)."""
     try:
-        return heartbeat_at, store.read_json(files.progress, "progress")
+        return store.read_json(path, "progress")
     except CorruptFileError:
-        return heartbeat_at, None
+        return None
 
 
 def read_row_inputs(paths: RunPaths) -> tuple[Meta | None, bool, str | None, float | None, dict[str, Any] | None]:

@@ -241,7 +241,7 @@ class RunsModel:
         key = stat_key(progress)
         if key != live.progress_key:
             live.progress_key = key
-            live.progress = views._progress(self.home.run(run_id), meta)  # type: ignore[arg-type]
+            live.progress = views.read_progress(progress)
             changed = True
         return changed
 
