@@ -3,8 +3,10 @@
 Each cycle reads the runs that are not ended (unchanged files are not
 re-parsed), takes one snapshot per backend for all its attempts, asks `policy`
 what to do for each run, and carries that out: submit, cancel (batched), end.
-It wakes on a timer and on file changes (watchfiles), so a control request or a
-finished attempt is acted on at once.
+It wakes on a timer, on file changes (watchfiles), and when a local wrapper it
+started exits, so a control request or a finished attempt is acted on at once.
+Between full scans (every FULL_SCAN_EVERY_SEC) it trusts the watcher for the
+runs that ended, so a steady cycle costs the runs still going, not all of them.
 
 Crash-only: it may be killed at any line. An attempt is recorded as
 `submitting` before the backend is asked, so a restarted daemon looks for it
@@ -52,6 +54,8 @@ WAKE_NAMES = frozenset({"control.json", "started.json", "exit.json"})
 # Between full scans, ended runs are looked at only when the watcher saw their
 # folder change; a full scan every so often is the level-triggered safety net.
 FULL_SCAN_EVERY_SEC = 30.0
+WATCH_PROBE = ".watch-probe"  # touched in runs/ at start until the watcher reports it (a dot: never a run)
+WATCH_READY_TIMEOUT_SEC = 10.0
 _ENDED = Phase.ENDED.value  # compared for every run each cycle; an Enum's .value is a slow lookup
 INVENTORY_EVERY_SEC = 60.0
 
@@ -462,17 +466,19 @@ class Daemon:
 
     def serve(self) -> None:
         """Cycle until `request_stop`, waking on the timer and on file changes."""
-        stop, wake = self._stop, self._wake
-        watcher = threading.Thread(target=_watch_runs, args=(self.home.runs_dir, wake, stop, self._mark_dirty),
+        stop, wake, watching = self._stop, self._wake, threading.Event()
+        watcher = threading.Thread(target=_watch_runs, args=(self.home.runs_dir, wake, stop, self._mark_dirty, watching),
                                    name="fray-watch", daemon=True)
         full_scan_at = float("-inf")
         watcher.start()
         self._backend("local")  # the embedded default: ready before the first run arrives
+        _await_watch(self.home.runs_dir, watching, watcher)
         while not stop.is_set():
             wake.clear()
             started = time.perf_counter()
             try:
-                full = not watcher.is_alive() or time.monotonic() - full_scan_at > FULL_SCAN_EVERY_SEC
+                full = (not watcher.is_alive() or not watching.is_set()
+                        or time.monotonic() - full_scan_at > FULL_SCAN_EVERY_SEC)
                 stats = self.cycle(full)
                 if full:
                     full_scan_at = time.monotonic()
@@ -508,8 +514,30 @@ def _settled(state: RunState) -> bool:
     return state.problem is None and state.meta is not None and not _needs_attention(state.meta, state.control)
 
 
+def _await_watch(runs_dir: Path, watching: threading.Event, watcher: threading.Thread) -> None:
+    """Return once the watcher reports a file touched in runs/ (or gave up): only then is the first cycle full.
+
+    Setting up the watches takes a moment (one per folder), and a run submitted
+    in that moment raises no event: were the first full cycle over by then, it
+    would wait for the poll timer. Touching a probe file until the watcher
+    reports it makes "the watch is on" an observed fact, not a hope.
+    """
+    probe = runs_dir / WATCH_PROBE
+    deadline = time.monotonic() + WATCH_READY_TIMEOUT_SEC
+    try:
+        while not watching.is_set() and watcher.is_alive() and time.monotonic() < deadline:
+            probe.write_bytes(b"")
+            watching.wait(0.05)
+    except OSError as exc:
+        log.warning("could not probe the file watcher (%s); the timer and full scans cover for it", exc)
+    finally:
+        probe.unlink(missing_ok=True)
+    if not watching.is_set():
+        log.warning("the file watcher did not report in %.0f s; full scans until it does", WATCH_READY_TIMEOUT_SEC)
+
+
 def _watch_runs(runs_dir: Path, wake: threading.Event, stop: threading.Event,
-                on_change: Callable[[set[str]], None]) -> None:
+                on_change: Callable[[set[str]], None], watching: threading.Event) -> None:
     import watchfiles
 
     def relevant(change: Any, path: str) -> bool:
@@ -520,8 +548,12 @@ def _watch_runs(runs_dir: Path, wake: threading.Event, stop: threading.Event,
     try:
         for changes in watchfiles.watch(runs_dir, watch_filter=relevant, stop_event=stop, debounce=100, step=10,
                                         recursive=True, raise_interrupt=False, ignore_permission_denied=True):
-            on_change({path[len(root):].split(os.sep, 1)[0] for _, path in changes if path.startswith(root)})
-            wake.set()
+            watching.set()  # any event at all: the watches were all set up before the first one
+            run_ids = {path[len(root):].split(os.sep, 1)[0] for _, path in changes if path.startswith(root)}
+            run_ids.discard(WATCH_PROBE)
+            if run_ids:
+                on_change(run_ids)
+                wake.set()
     except Exception:  # the timer still drives the loop without file events
         log.exception("file watcher stopped; falling back to the poll timer")
 

@@ -33,7 +33,7 @@ def _plain(value: Any) -> Any:
         return {key: _plain(item) for key, item in value.items()}
     if kind is list:
         return [_plain(item) for item in value]
-    if dataclasses.is_dataclass(value):
+    if kind in _FIELD_NAMES or dataclasses.is_dataclass(value):
         return {name: _plain(getattr(value, name)) for name in _field_names(kind)}
     return value
 
@@ -56,7 +56,7 @@ def _copied(value: Any) -> Any:
         return {key: _copied(item) for key, item in value.items()}
     if kind is list:
         return [_copied(item) for item in value]
-    if dataclasses.is_dataclass(value):
+    if kind in _FIELD_NAMES or dataclasses.is_dataclass(value):
         clone = object.__new__(kind)
         clone.__dict__.update({name: _copied(item) for name, item in value.__dict__.items()})
         return clone
