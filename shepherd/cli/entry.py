@@ -14,6 +14,7 @@ changes nothing a user can see and costs a listing of 1,000 runs about 20 ms.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import sys
 import threading
@@ -85,6 +86,9 @@ def parse_list_json(args: list[str]) -> ListArgs | None:
 
 
 def _list_json(args: ListArgs) -> int:
+    # A process that allocates tens of thousands of objects and exits right after
+    # printing them: collecting cycles along the way would only cost time (~3%).
+    gc.disable()
     from shepherd import views
     from shepherd.cli.output import dumps
     from shepherd.errors import failure_message
