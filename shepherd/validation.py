@@ -106,6 +106,7 @@ _TYPE_TESTS = {
     "number": "type({v}) in _NUM",
 }
 _NUMBER = "type({v}) in _NUM"
+_KIND_OF = {"string": "str", "array": "list"}  # a schema type -> the container its length checks measure
 _BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
 _LENGTHS = {"minLength": ("str", ">="), "maxLength": ("str", "<="), "minItems": ("list", ">="), "maxItems": ("list", "<=")}
 
@@ -147,7 +148,9 @@ class _FastCompiler:
         if schema is False:
             return [f"{pad}return False"]
         out: list[str] = []
-        for keyword, arg in schema.items():
+        # A single type is checked first; the checks after it rely on it and skip their own guards.
+        kind = schema.get("type") if isinstance(schema.get("type"), str) else None
+        for keyword, arg in sorted(schema.items(), key=lambda pair: pair[0] != "type"):
             if keyword in _ANNOTATIONS or keyword in ("$defs", "additionalProperties", "required"):
                 continue
             if keyword == "type":
@@ -156,23 +159,30 @@ class _FastCompiler:
                 out.append(f"{pad}if not ({test}): return False")
             elif keyword in ("enum", "const"):
                 values = list(arg) if keyword == "enum" else [arg]
-                if all(isinstance(a, str) for a in values):
-                    out.append(f"{pad}if not (type({v}) is str and {v} in {self._const(frozenset(values))}): return False")
+                exact = {type(a) for a in values}
+                if len(exact) == 1 and exact <= {str, int}:  # bool is not int here: type() is exact
+                    name = exact.pop().__name__
+                    out.append(f"{pad}if not (type({v}) is {name} and {v} in {self._const(frozenset(values))}): return False")
                 else:
                     out.append(f"{pad}if not _enum_ok({v}, {self._const(values)}): return False")
             elif keyword in _BOUNDS:
-                out.append(f"{pad}if {_NUMBER.format(v=v)} and not ({v} {_BOUNDS[keyword]} {arg!r}): return False")
+                guard = "" if kind in ("integer", "number") else f"{_NUMBER.format(v=v)} and "
+                out.append(f"{pad}if {guard}not ({v} {_BOUNDS[keyword]} {arg!r}): return False")
             elif keyword in _LENGTHS:
-                kind, op = _LENGTHS[keyword]
-                out.append(f"{pad}if type({v}) is {kind} and not (len({v}) {op} {arg!r}): return False")
+                container, op = _LENGTHS[keyword]
+                guard = "" if _KIND_OF.get(kind) == container else f"type({v}) is {container} and "
+                out.append(f"{pad}if {guard}not (len({v}) {op} {arg!r}): return False")
             elif keyword == "pattern":
                 regex = self._const(re.compile(arg))
-                out.append(f"{pad}if type({v}) is str and not {regex}.search({v}): return False")
+                guard = "" if kind == "string" else f"type({v}) is str and "
+                out.append(f"{pad}if {guard}not {regex}.search({v}): return False")
             elif keyword == "items":
-                item = self._fresh("_x")
-                out.append(f"{pad}if type({v}) is list:")
-                out.append(f"{pad}    for {item} in {v}:")
-                out.extend(self._body(arg, item, depth + 2, root) or [f"{pad}        pass"])
+                item, inner = self._fresh("_x"), depth
+                if kind != "array":
+                    out.append(f"{pad}if type({v}) is list:")
+                    inner += 1
+                out.append(f"{'    ' * inner}for {item} in {v}:")
+                out.extend(self._body(arg, item, inner + 1, root) or [f"{'    ' * (inner + 1)}pass"])
             elif keyword == "anyOf":
                 options = " or ".join(f"{self._function(option, root)}({v})" for option in arg)
                 out.append(f"{pad}if not ({options}): return False")
@@ -181,30 +191,43 @@ class _FastCompiler:
             elif keyword != "properties":
                 raise SchemaCompileError(f"keyword {keyword!r} is not supported by shepherd.validation")
         if isinstance(schema, dict) and ("properties" in schema or "required" in schema or "additionalProperties" in schema):
-            out.extend(self._properties(schema, v, depth, root))
+            out.extend(self._properties(schema, v, depth, root, known_dict=kind == "object"))
         return out
 
-    def _properties(self, schema: dict[str, Any], v: str, depth: int, root: dict[str, Any]) -> list[str]:
+    def _properties(self, schema: dict[str, Any], v: str, depth: int, root: dict[str, Any],
+                    known_dict: bool) -> list[str]:
+        out = []
+        if not known_dict:
+            out.append(f"{'    ' * depth}if type({v}) is dict:")
+            depth += 1
         pad = "    " * depth
         props: dict[str, Any] = schema.get("properties", {})
-        out = [f"{pad}if type({v}) is dict:"]
         required = schema.get("required", [])
         if required:
-            out.append(f"{pad}    if not ({' and '.join(f'{key!r} in {v}' for key in required)}): return False")
+            out.append(f"{pad}if not ({' and '.join(f'{key!r} in {v}' for key in required)}): return False")
         for key, sub in props.items():
-            body = self._body(sub, item := self._fresh("_p"), depth + 2, root)
+            item = self._fresh("_p")
+            if key in required:  # present, as just checked
+                body = self._body(sub, item, depth, root)
+                if body:
+                    out.append(f"{pad}{item} = {v}[{key!r}]")
+                    out.extend(body)
+                continue
+            body = self._body(sub, item, depth + 1, root)
             if body:
-                out.append(f"{pad}    {item} = {v}.get({key!r}, _MISSING)")
-                out.append(f"{pad}    if {item} is not _MISSING:")
+                out.append(f"{pad}{item} = {v}.get({key!r}, _MISSING)")
+                out.append(f"{pad}if {item} is not _MISSING:")
                 out.extend(body)
         extra = schema.get("additionalProperties", True)
         if extra is False:
-            out.append(f"{pad}    if not {self._const(frozenset(props))}.issuperset({v}): return False")
+            out.append(f"{pad}if not {self._const(frozenset(props))}.issuperset({v}): return False")
         elif extra is not True:
             known, key, item = self._const(frozenset(props)), self._fresh("_k"), self._fresh("_e")
-            out.append(f"{pad}    for {key}, {item} in {v}.items():")
-            out.append(f"{pad}        if {key} not in {known}:")
-            out.extend(self._body(extra, item, depth + 3, root) or [f"{pad}            pass"])
+            out.append(f"{pad}for {key}, {item} in {v}.items():")
+            out.append(f"{pad}    if {key} not in {known}:")
+            out.extend(self._body(extra, item, depth + 2, root) or [f"{pad}        pass"])
+        if len(out) == (0 if known_dict else 1):
+            out.append(f"{pad}pass")
         return out
 
     def _ref(self, ref: str, root: dict[str, Any]) -> str:

@@ -37,7 +37,12 @@ def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval:
 
 
 def schema_validate(name: str, document: object) -> None:
-    """Validate with the reference implementation (jsonschema), not fray's own validator.
+    """Validate with the reference implementation (jsonschema), not fray's own validator."""
+    reference_validator(name).validate(document)
+
+
+def reference_validator(name: str):
+    """jsonschema's validator for schema `name`.
 
     Every schema is registered under its $id, so `meta.json#/$defs/spec` style
     references between schemas resolve as they do in shepherd.validation.
@@ -47,7 +52,7 @@ def schema_validate(name: str, document: object) -> None:
 
     schemas = {p.name: json.loads(p.read_text()) for p in SCHEMAS.glob("*.json")}
     registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
-    jsonschema.Draft202012Validator(schemas[f"{name}.json"], registry=registry).validate(document)
+    return jsonschema.Draft202012Validator(schemas[f"{name}.json"], registry=registry)
 
 
 @pytest.fixture

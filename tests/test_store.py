@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SCHEMAS
+from conftest import SCHEMAS, reference_validator
 from shepherd import audit, store, validation
 from shepherd.errors import CorruptFileError, StateError
 from shepherd.layout import Home
@@ -141,6 +141,59 @@ def test_the_runtime_validator_agrees_with_the_reference_implementation(document
 
     reference = jsonschema.Draft202012Validator(json.loads((SCHEMAS / "control.json").read_text()))
     assert (not validation.errors("control", document)) == reference.is_valid(document)
+
+
+def _one_change_each(document: object):
+    """The document, then every document that differs from it in one place: a key dropped, a value
+    of the wrong kind or out of range, at every depth."""
+    yield document
+    wrong = (None, "x", "", -1, 0, 1.5, True, [], {}, ["x"])
+    if isinstance(document, dict):
+        for key, value in document.items():
+            yield {k: v for k, v in document.items() if k != key}
+            for bad in wrong:
+                yield {**document, key: bad}
+            for changed in list(_one_change_each(value))[1:]:
+                yield {**document, key: changed}
+        yield {**document, "unexpected": 1}
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            for changed in list(_one_change_each(value))[1:]:
+                yield [*document[:index], changed, *document[index + 1:]]
+
+
+def _real_documents(tmp_path: Path) -> list[tuple[str, object]]:
+    from shepherd import runs
+    from shepherd.model import Attempt, End, Meta
+
+    home = Home(tmp_path / "h")
+    store.ensure_home(home)
+    script = tmp_path / "job.py"
+    script.write_text("#FRAY --gpus 1 --env A=1\n#SBATCH --time=1:00:00\nprint(1)\n")
+    meta = runs.create_run(home, runs.SubmitOptions(script=script, overrides={}))
+    ended = Meta.from_dict(meta.to_dict())
+    ended.attempts = [Attempt(number=1, state="ended", backend="local", submitted_at=1.0, started_at=2.0, ended_at=3.0,
+                              exit_code=0, cause="success", node="n1", backend_ref={"pid": 7})]
+    ended.phase, ended.end = "ended", End(status="completed_success", reason="done", at=3.0)
+    return [("meta", meta.to_dict()), ("meta", ended.to_dict()),
+            ("control", json.loads(home.run(meta.run_id).control.read_text())),
+            ("progress", {"updated_at": 1.0, "step": 3, "loss": 0.5, "metrics": {"acc": 0.9}}),
+            ("event", {"at": 4.0, "run_id": meta.run_id, "kind": "submitted", "attempt": 1,
+                       "reason": "attempt 1 submitted to local", "data": {"ref": {"pid": 7}, "exclude": ["n2"]}})]
+
+
+def test_both_runtime_validators_agree_with_the_reference_on_every_one_change_variant(tmp_path):
+    """The generated fast check and the explaining validator, against `jsonschema`, document by document."""
+    checked = 0
+    for name, document in _real_documents(tmp_path):
+        reference = reference_validator(name)
+        fast, explaining = validation.is_valid(name), validation.validator(name)
+        for variant in _one_change_each(document):
+            expected = reference.is_valid(variant)
+            assert fast(variant) == expected, (name, variant)
+            assert (not explaining(variant, "$")) == expected, (name, variant)
+            checked += 1
+    assert checked > 1500
 
 
 def test_a_schema_keyword_the_runtime_cannot_check_is_refused():
