@@ -202,7 +202,7 @@ def _failure_summary(failure: dict[str, Any] | None) -> str:
 
 
 def _apply_control(plan: Plan, s: Situation) -> None:
-    meta, control, now = plan.meta, s.control, s.now
+    meta, control = plan.meta, s.control
     _apply_overrides(plan, control)
     if control.start_nonce > meta.applied.start_nonce:
         meta.applied.start_nonce = control.start_nonce

@@ -17,7 +17,7 @@ from shepherd.errors import CorruptFileError
 from shepherd.layout import Home, RunPaths
 from shepherd.model import Control, Meta
 from shepherd.row_cache import RowCache, stat_key
-from shepherd.status import Status, heartbeat_age, normalized_status
+from shepherd.status import RunStatus, Status, heartbeat_age, normalized_status
 
 
 def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Control, str | None]:
