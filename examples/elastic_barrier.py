@@ -28,6 +28,7 @@ class ElasticBarrier:
     def __init__(self) -> None:
         self.members: set[int] = set()
         self.arrived: dict[int, set[int]] = {}
+        self.released: dict[int, int] = {}  # step -> how many members it released
         self.changed = threading.Condition()
 
     def join(self, ctx, member: int) -> int:
@@ -46,9 +47,16 @@ class ElasticBarrier:
         with self.changed:
             self.arrived.setdefault(step, set()).add(member)
             self.changed.notify_all()
-            if not self.changed.wait_for(lambda: self.members <= self.arrived[step], timeout):
+            if not self.changed.wait_for(lambda: self._is_released(step), timeout):
                 raise TimeoutError(f"step {step}: still waiting for {sorted(self.members - self.arrived[step])}")
-            return len(self.members)
+            return self.released[step]
+
+    def _is_released(self, step: int) -> bool:
+        # The size is taken the moment the step releases, not when each waiter wakes:
+        # a member may leave between the two, and every waiter must report the same size.
+        if step not in self.released and self.members <= self.arrived[step]:
+            self.released[step] = len(self.members)
+        return step in self.released
 
 
 def slice_job(member: int) -> list[int]:

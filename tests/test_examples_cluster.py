@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -50,3 +52,22 @@ def test_examples_run_with_fray_submit_on_the_local_backend(home):
     listing = json.loads(run_fray("list", "--json", home=home.root, check=True).stdout)
     assert {r["status"] for r in listing["runs"]} == {"completed_success"}  # children too: none left behind
     run_fray("daemon", "stop", home=home.root)
+
+
+def test_the_elastic_barrier_reports_the_size_it_released_with_even_if_a_member_leaves_before_waiters_wake():
+    spec = importlib.util.spec_from_file_location("elastic_barrier", REPO / "examples" / "elastic_barrier.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    barrier = example.ElasticBarrier()
+    barrier.members = {0, 1, 2}
+    sizes: dict[int, int] = {}
+    waiters = [threading.Thread(target=lambda m=m: sizes.__setitem__(m, barrier.wait(None, 1, m))) for m in (1, 2)]
+    for waiter in waiters:
+        waiter.start()
+    wait_until(lambda: barrier.arrived.get(1) == {1, 2}, timeout=10, what="members 1 and 2 to wait at step 1")
+    with barrier.changed:  # the waiters cannot wake before member 0 has arrived and left again
+        sizes[0] = barrier.wait(None, 1, 0)
+        barrier.leave(None, 0)
+    for waiter in waiters:
+        waiter.join(timeout=10)
+    assert sizes == {0: 3, 1: 3, 2: 3}
