@@ -251,11 +251,14 @@ def test_an_actor_job_that_dies_is_restarted_and_callers_follow_it(home, daemon)
 
 
 def pid_then_wait(marker: str) -> int:
+    """Record the worker's pid; the first run then waits to be killed, a rerun returns at once."""
     import time
 
     with open(marker, "a") as handle:
         handle.write(f"{os.getpid()}\n")
-    time.sleep(2.0)
+    with open(marker) as handle:
+        if len(handle.read().split()) == 1:
+            time.sleep(120)  # longer than the test waits: only the kill ends it
     return os.getpid()
 
 

@@ -183,7 +183,7 @@ def corrupt_file_is_handled(served: Served, name: str, target: Path, blob: bytes
     if schema is not None:
         # Moved aside by whoever read it first; the running daemon may instead have replaced its own lease.
         replaced = (lambda: (lease := served.lease()) is not None and lease["cycles"] > cycles) if name == "daemon.json" else None
-        wait_until(lambda: set(aside(target)) - before or (replaced and replaced()), timeout=5,
+        wait_until(lambda: set(aside(target)) - before or (replaced and replaced()), timeout=15,
                    what=f"the corrupt {name} to be moved aside")
         for moved in set(aside(target)) - before:
             assert moved.read_bytes() == blob
