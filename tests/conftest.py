@@ -68,23 +68,37 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def _kill_everything_of(root: Path) -> None:
-    """Tests must not leak daemons or wrappers: kill every process whose command line names this home."""
-    needle = str(root).encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    """Tests must not leak daemons or wrappers: kill every process whose command line names this home.
+
+    Passes repeat until one finds nothing: a wrapper listed but not yet killed
+    may start its workload after the listing of /proc was taken.
+    """
+    deadline = time.monotonic() + 10
+    while _kill_pass(str(root).encode()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _kill_pass(needle: bytes) -> int:
+    """SIGKILL (the group of) every process whose command line contains `needle`; how many there were."""
+    found = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes()
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                cmdline = handle.read()
         except OSError:
             continue
         if needle in cmdline:
+            found += 1
             try:
-                os.killpg(int(entry.name), signal.SIGKILL)
+                os.killpg(int(name), signal.SIGKILL)
             except OSError:
                 try:
-                    os.kill(int(entry.name), signal.SIGKILL)
+                    os.kill(int(name), signal.SIGKILL)
                 except OSError:
                     pass
+    return found
 
 
 def run_fray(*args: str, home: Path | None = None, timeout: float = 60, check: bool = False,

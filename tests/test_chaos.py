@@ -21,7 +21,6 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
@@ -323,15 +322,19 @@ def test_an_attempt_handed_to_the_backend_just_before_the_daemon_died_is_adopted
         checkpoint_dir=paths.checkpoints_dir))
     wait_until(paths.attempt(1).exit.exists, what="the orphaned attempt to finish on its own")
 
+    def event_kinds() -> list[str]:
+        return [json.loads(line)["kind"] for line in paths.events.read_text().splitlines()] if paths.events.exists() else []
+
     daemon = start_daemon(home)
     try:
         ended = wait_until(lambda: (m := json.loads(paths.meta.read_text()))["phase"] == "ended" and m,
                            what="the next daemon to adopt the finished attempt")
+        # The daemon logs a decision's events just after committing meta.json.
+        kinds = wait_until(lambda: "ended" in (k := event_kinds()) and k, what="the run's end to be logged")
     finally:
         kill(daemon)
     assert ended["end"]["status"] == "completed_success"
     assert [(a["number"], a["cause"]) for a in ended["attempts"]] == [(1, "success")]
-    kinds = [json.loads(line)["kind"] for line in paths.events.read_text().splitlines()]
     assert "adopted" in kinds and "submitted" not in kinds
 
 

@@ -107,6 +107,31 @@ def test_a_group_is_all_or_nothing(cluster):
     assert [i.result for i in cluster.wait(ids, raise_on_failure=True, timeout=10)] == [2, 2, 2]
 
 
+def append_name(path: Path, name: str) -> str:
+    with open(path, "a") as handle:
+        handle.write(name + "\n")
+    return name
+
+
+def test_jobs_in_a_reservation_start_oldest_first_and_a_small_one_may_pass_a_big_one(cluster, tmp_path):
+    reservation = cluster.create_reservation(ReservationConfig("r", max=ResourceConfig(cpus=2), ttl_sec=60))
+    release, order = tmp_path / "release", tmp_path / "order"
+
+    def launch(name: str, cpus: int, entry: Entrypoint) -> str:
+        return cluster.launch(JobRequest(name, entry, resources=ResourceConfig(cpus=cpus), reservation=reservation))
+
+    holder = launch("holder", 1, Entrypoint.from_callable(wait_for_file, (release,)))
+    wait_until(lambda: cluster.poll(holder).status is JobStatus.RUNNING, what="the holder")
+    big = launch("big", 2, Entrypoint.from_callable(append_name, (order, "big")))
+    small = [launch(f"small-{i}", 1, Entrypoint.from_callable(append_name, (order, f"small-{i}"))) for i in range(4)]
+    # Beside the holder there is room for one CPU: the smalls take it in launch order; big waits for both.
+    cluster.wait(small, raise_on_failure=True, timeout=10)
+    assert order.read_text().split() == ["small-0", "small-1", "small-2", "small-3"]
+    assert cluster.poll(big).status is JobStatus.PENDING
+    release.touch()
+    assert cluster.wait(big, raise_on_failure=True, timeout=10).result == "big"
+
+
 def test_jobs_in_a_reservation_wait_for_room_under_its_max(cluster, tmp_path):
     reservation = cluster.create_reservation(ReservationConfig("r", max=ResourceConfig(cpus=1), ttl_sec=60))
     release = tmp_path / "release"

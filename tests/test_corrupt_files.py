@@ -47,7 +47,7 @@ FILES = {
 }
 
 SERVES = """#!/bin/bash
-#FRAY --heartbeat-interval 0.5 --stop-grace 1
+#FRAY --heartbeat-interval 0.5 --heartbeat-timeout 1h --stop-grace 1
 trap '' USR1
 trap 'exit 0' TERM
 python3 -m wrapper.report progress --step 1 --loss 0.5

@@ -195,16 +195,20 @@ def test_admission_keeps_what_does_not_fit_pending_with_the_reason(home, tmp_pat
         stop_daemon(daemon)
 
 
-def test_a_corrupt_run_does_not_stop_the_daemon_serving_the_others(home, daemon, tmp_path):
+def test_a_corrupt_run_does_not_stop_the_daemon_serving_the_others(home, tmp_path):
     hello = script(tmp_path, "ok.sh", "#!/bin/bash\n#FRAY --stop-grace 1\nsleep 0.5; echo fine\n")
     broken = submit(home, hello)
-    broken_meta = home.run(broken).meta
-    broken_meta.write_text('{"run_id": "truncated...')
+    # Corrupted before the daemon starts: a running daemon, the file's writer, could commit over it first.
+    home.run(broken).meta.write_text('{"run_id": "truncated...')
     healthy = submit(home, hello)
-    # exit 0 without final.json is not success for run_once; the wrapper writes final.json on exit 0
-    meta = wait_until(lambda: ended(home, healthy), what="the healthy run")
-    assert meta["end"]["status"] == "completed_success"
-    aside = wait_until(lambda: [p for p in home.run(broken).dir.iterdir() if p.name.startswith("meta.json.corrupt-")],
-                       what="the corrupt meta.json to be moved aside")
-    assert aside[0].read_text() == '{"run_id": "truncated...'
-    assert any(e["kind"] == "error" and "corrupt" in e["reason"] for e in events(home, broken))
+    daemon = start_daemon(home)
+    try:
+        # exit 0 without final.json is not success for run_once; the wrapper writes final.json on exit 0
+        meta = wait_until(lambda: ended(home, healthy), what="the healthy run")
+        assert meta["end"]["status"] == "completed_success"
+        aside = wait_until(lambda: [p for p in home.run(broken).dir.iterdir() if p.name.startswith("meta.json.corrupt-")],
+                           what="the corrupt meta.json to be moved aside")
+        assert aside[0].read_text() == '{"run_id": "truncated...'
+        assert any(e["kind"] == "error" and "corrupt" in e["reason"] for e in events(home, broken))
+    finally:
+        stop_daemon(daemon)

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from shepherd import policy
-from shepherd.model import Attempt, Control, Meta, RunSpec
+from shepherd.model import Control, Meta, RunSpec
 from shepherd.policy import AttemptFiles, BackendView, Situation, decide
 from shepherd.scheduler import Admission, Capacity, Ledger, Request
 from shepherd.status import Status, normalized_status

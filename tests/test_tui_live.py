@@ -83,7 +83,9 @@ def test_the_watcher_brings_changes_without_a_key(home, tmp_path):
     async def scenario():
         async with dashboard(home, watch=True) as (app, pilot):
             await until(pilot, lambda: app.watcher is not None and app.watcher.alive, what="the watcher")
-            await pilot.pause(0.3)
+            probe = home.run(ids["healthy"]).meta  # touched until the watcher reports it: its watches are in place
+            await until(pilot, lambda: (os.utime(probe), ids["healthy"] in app.snapshot.hint.runs)[1],
+                        what="the watcher to report a touched file")
             runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, name="watched-arrival"))
             await until(pilot, lambda: "watched-arrival" in screen_text(app), what="a new run, from a file event")
             runs.request(home, ids["pending"], "pause")
@@ -210,6 +212,10 @@ def _tmux(*args: str, socket_name: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["tmux", "-L", socket_name, *args], capture_output=True, text=True, timeout=20)
 
 
+def shows(text: str, *parts: str) -> bool:
+    return all(part in text for part in parts)
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"), reason="tmux is not installed")
 def test_fray_tui_in_tmux(home, tmp_path):
     """The real `fray tui`: started in tmux, driven with send-keys, read back with capture-pane."""
@@ -225,9 +231,9 @@ def test_fray_tui_in_tmux(home, tmp_path):
     started = _tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "50", command, socket_name=name)
     assert started.returncode == 0, started.stderr
     try:
-        wait_until(lambda: "train-gpt" in screen(), timeout=30, what="the dashboard in tmux")
-        text = screen()
-        assert "5 runs" in text and "DAEMON STOPPED" in text and "healthy_running" in text
+        # every part at once: a capture can catch a frame drawn only in part
+        wait_until(lambda: shows(screen(), "train-gpt", "5 runs", "DAEMON STOPPED", "healthy_running"),
+                   timeout=30, what="the dashboard in tmux")
         _tmux("send-keys", "-t", name, "j", socket_name=name)  # newest first: eval-sweep, then train-gpt
         _tmux("send-keys", "-t", name, "Enter", socket_name=name)
         wait_until(lambda: "Attempts" in screen() and "Probe results" in screen(), what="the detail screen")
@@ -370,11 +376,11 @@ def test_fray_web_serves_the_dashboard_to_a_browser_behind_a_token(home, tmp_pat
             driver = WebDriver(*browser, profile)
             driver.open(url)
             rows = "const r = document.querySelector('.xterm-rows'); return r ? r.innerText : '';"
-            wait_until(lambda: "train-gpt" in driver.run(rows), timeout=60, what="the runs table in the page")
-            page = driver.run(rows)
+            # every part at once: xterm.js may have drawn the screen only in part
+            wait_until(lambda: re.search(r"NAME\s+.*STATUS", page := driver.run(rows))
+                       and shows(page, "train-gpt", "healthy_running", "flaky-job", "5 runs"),
+                       timeout=60, what="the runs table in the page")
             driver.screenshot(tmp_path / "fray-web.png")
-            assert re.search(r"NAME\s+.*STATUS", page)
-            assert "healthy_running" in page and "flaky-job" in page and "5 runs" in page
             driver.close()
             driver = None
     finally:

@@ -30,7 +30,7 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from shepherd.cluster import _job_view, payloads
 from shepherd.cluster.api import (ClusterError, JobGroupConfig, JobInfo, JobRequest, JobStatus, Reservation,
@@ -53,6 +53,11 @@ class _Job:
     process: subprocess.Popen[bytes] | None = None
     children: list[str] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
+
+
+def _fits(job: _Job, free_cpus: int, free_gpus: int) -> bool:
+    want = job.request.resources
+    return want.cpus <= free_cpus and want.gpus <= free_gpus
 
 
 class _State:
@@ -246,11 +251,15 @@ class LocalCluster(ClusterBase):
                               mem_mb=sum(r.mem_mb or 0 for r in running) or None)
 
     def _admit(self, job: _Job) -> bool:
-        """Wait until the job's reservation has room (True), or it is gone or the job stopped (False)."""
+        """Wait until the job's reservation has room (True), or it is gone or the job stopped (False).
+
+        Oldest first, as the daemon admits runs: a job that fits waits while a job
+        of the same reservation launched before it also fits (whichever thread the
+        OS runs first); one that does not fit lets later, smaller ones by.
+        """
         reservation_id = job.request.reservation
         if reservation_id is None:
             return True
-        want = job.request.resources
         with self._state.changed:
             while True:
                 if job.status.finished:
@@ -262,11 +271,21 @@ class LocalCluster(ClusterBase):
                     self._state.changed.notify_all()
                     return False
                 used = self._used(reservation_id)
-                if used.cpus + want.cpus <= found.max.cpus and used.gpus + want.gpus <= found.max.gpus:
+                free = (found.max.cpus - used.cpus, found.max.gpus - used.gpus)
+                if _fits(job, *free) and not any(_fits(other, *free) for other in self._waiting_before(job)):
                     job.status, job.reason = JobStatus.RUNNING, "admitted"  # counted from here on
+                    self._state.changed.notify_all()  # the next in line may fit too
                     return True
                 job.reason = f"waiting for room in reservation {reservation_id}"
                 self._state.changed.wait(0.5)
+
+    def _waiting_before(self, job: _Job) -> Iterator[_Job]:
+        """The jobs of the same reservation, launched before `job`, still waiting to start."""
+        for other in self._state.jobs.values():  # in launch order
+            if other is job:
+                return
+            if other.request.reservation == job.request.reservation and other.status is JobStatus.PENDING:
+                yield other
 
     def _release(self, job: _Job) -> None:
         with self._state.changed:
