@@ -209,6 +209,8 @@ def test_a_corrupt_run_does_not_stop_the_daemon_serving_the_others(home, tmp_pat
         aside = wait_until(lambda: [p for p in home.run(broken).dir.iterdir() if p.name.startswith("meta.json.corrupt-")],
                            what="the corrupt meta.json to be moved aside")
         assert aside[0].read_text() == '{"run_id": "truncated...'
-        assert any(e["kind"] == "error" and "corrupt" in e["reason"] for e in events(home, broken))
+        # moved aside, then reported: the event may follow the move by a moment
+        wait_until(lambda: any(e["kind"] == "error" and "corrupt" in e["reason"] for e in events(home, broken)),
+                   what="the corrupt meta.json to be reported")
     finally:
         stop_daemon(daemon)
