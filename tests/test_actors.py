@@ -181,6 +181,18 @@ def test_a_server_that_does_not_know_the_secret_is_not_believed(cluster):
     listener.close()
 
 
+def test_a_server_too_slow_to_shake_hands_is_a_connection_error_not_an_auth_failure(cluster):
+    listener = socket.socket()  # accepts (the kernel's backlog) but never says hello
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    try:
+        with pytest.raises(ActorConnectionError, match="handshake in time") as raised:
+            client.Connection(f"127.0.0.1:{listener.getsockname()[1]}", cluster.secret(), timeout=0.3)
+        assert not isinstance(raised.value, auth.AuthError)  # an ActorPool retries it; a wrong secret it does not
+    finally:
+        listener.close()
+
+
 def test_the_secret_is_private_and_a_readable_one_is_refused(tmp_path):
     path = tmp_path / "home" / "secret"
     first = auth.load_secret(path)

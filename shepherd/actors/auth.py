@@ -125,6 +125,7 @@ def client_handshake(sock: socket.socket, secret: bytes, timeout: float = HANDSH
         if not hmac.compare_digest(proof, _mac(secret, b"server", client_nonce, server_nonce)):
             raise AuthError("the server does not know this FRAY_HOME's secret")
     except socket.timeout:
-        raise AuthError("the server did not complete the handshake in time") from None
+        # A slow server, not a wrong one: a connection error, which callers retry.
+        raise TimeoutError("the server did not complete the handshake in time") from None
     finally:
         sock.settimeout(previous)
