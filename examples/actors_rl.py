@@ -15,7 +15,7 @@ updates the weights after every round until the curriculum is done.
 
 import random
 
-from shepherd import (ActorServer, ClusterResolver, Entrypoint, JobRequest, ResourceConfig, current_cluster)
+from fray import (ActorServer, ClusterResolver, Entrypoint, JobRequest, ResourceConfig, current_cluster)
 
 WORKERS = 3
 ROUNDS = 4

@@ -13,12 +13,12 @@ daemon restarts on failure (it checkpoints and resumes), locally a thread.
 import json
 import os
 
-from shepherd import Entrypoint, JobRequest, ResourceConfig, current_cluster
+from fray import Entrypoint, JobRequest, ResourceConfig, current_cluster
 
 
 def train(steps: int, lr: float) -> dict:
     """A toy training loop that checkpoints every step and resumes from the last checkpoint."""
-    from wrapper import report
+    from fray import report
 
     ckpt_dir = report.checkpoint_dir()  # None outside fray: no checkpoints then
     state = {"step": 0, "loss": 1.0}

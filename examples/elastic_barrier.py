@@ -15,7 +15,7 @@ go on without waiting for it.
 
 import threading
 
-from shepherd import (ActorServer, ClusterResolver, Entrypoint, JobGroupConfig, JobRequest, ResourceConfig,
+from fray import (ActorServer, ClusterResolver, Entrypoint, JobGroupConfig, JobRequest, ResourceConfig,
                       current_cluster)
 
 SLICES = 3

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from wrapper import report
+from fray import report
 
 attempt = int(os.environ.get("FRAY_ATTEMPT", "1"))
 checkpoint_dir = report.checkpoint_dir() or Path("flaky-checkpoints")

@@ -10,7 +10,7 @@ import os
 import socket
 import time
 
-from wrapper import report
+from fray import report
 
 print(f"hello from {socket.gethostname()}, run {os.environ.get('FRAY_RUN_ID', '(not under fray)')}"
       f", attempt {os.environ.get('FRAY_ATTEMPT', '-')}", flush=True)

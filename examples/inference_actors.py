@@ -14,7 +14,7 @@ them all by name and spreads its prompts over them round robin with
 import os
 import threading
 
-from shepherd import (ActorServer, ClusterResolver, Entrypoint, JobRequest, ResourceConfig, current_cluster)
+from fray import (ActorServer, ClusterResolver, Entrypoint, JobRequest, ResourceConfig, current_cluster)
 
 SERVERS = 3
 

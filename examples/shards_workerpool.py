@@ -12,7 +12,7 @@ the results in order. A worker that dies has its task run on another one.
 
 from collections import Counter
 
-from shepherd import ResourceConfig, WorkerPool, current_cluster
+from fray import ResourceConfig, WorkerPool, current_cluster
 
 WORDS = "the quick brown fox jumps over the lazy dog again and again".split()
 

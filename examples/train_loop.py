@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from wrapper import report
+from fray import report
 
 STEPS = int(os.environ.get("TRAIN_STEPS", "300"))
 STEP_SEC = float(os.environ.get("TRAIN_STEP_SEC", "0.05"))

@@ -1,11 +1,14 @@
-"""fray's login side: the shepherd that keeps runs progressing, its CLI and TUI,
-and the cluster API that jobs use to launch each other and talk through actors.
+"""fray: a user-space job shepherd for ML work, and the small cluster API jobs use.
 
-    from shepherd import current_cluster, JobRequest, Entrypoint, ActorServer, WorkerPool
+    from fray import report                      # inside a job: progress, result, checkpoints
+    from fray import current_cluster, JobRequest, Entrypoint, ActorServer, WorkerPool
 
-The public names below are loaded lazily (PEP 562), so `import shepherd` and
-`fray list` import neither cloudpickle nor any of the cluster machinery.
-Everything else lives in private modules named for what they own.
+This package is the `shepherd/` folder (the login side); `fray.wrapper` is the
+`wrapper/` folder (the compute side) and `fray.schemas` the `schemas/` folder.
+The public names below are loaded lazily (PEP 562): `import fray` runs only the
+standard library, so the wrapper (`python -m fray.wrapper`) still starts on a
+node whose environment lacks fray's dependencies, and `fray list` imports
+neither cloudpickle nor any of the cluster machinery.
 """
 
 from __future__ import annotations
@@ -17,51 +20,54 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
-    "current_cluster": "shepherd.cluster",
-    "LocalCluster": "shepherd.cluster.local",
-    "FrayCluster": "shepherd.cluster.fray",
-    "JobRequest": "shepherd.cluster.api",
-    "ResourceConfig": "shepherd.cluster.api",
-    "Entrypoint": "shepherd.cluster.api",
-    "EnvironmentConfig": "shepherd.cluster.api",
-    "JobGroupConfig": "shepherd.cluster.api",
-    "ReservationConfig": "shepherd.cluster.api",
-    "Reservation": "shepherd.cluster.api",
-    "JobInfo": "shepherd.cluster.api",
-    "JobStatus": "shepherd.cluster.api",
-    "JobFailed": "shepherd.cluster.api",
-    "ClusterError": "shepherd.cluster.api",
-    "ActorServer": "shepherd.actors.server",
-    "ActorContext": "shepherd.actors.server",
-    "ClusterResolver": "shepherd.actors.resolver",
-    "FixedResolver": "shepherd.actors.resolver",
-    "ActorPool": "shepherd.actors.pool",
-    "ActorFuture": "shepherd.actors.client",
-    "ActorConnectionError": "shepherd.actors.client",
-    "RemoteActorError": "shepherd.actors.client",
-    "WorkerPool": "shepherd.workers",
+    "report": "fray.wrapper.report",  # a module: `from fray import report`
+    "current_cluster": "fray.cluster",
+    "LocalCluster": "fray.cluster.local",
+    "FrayCluster": "fray.cluster.fray",
+    "JobRequest": "fray.cluster.api",
+    "ResourceConfig": "fray.cluster.api",
+    "Entrypoint": "fray.cluster.api",
+    "EnvironmentConfig": "fray.cluster.api",
+    "JobGroupConfig": "fray.cluster.api",
+    "ReservationConfig": "fray.cluster.api",
+    "Reservation": "fray.cluster.api",
+    "JobInfo": "fray.cluster.api",
+    "JobStatus": "fray.cluster.api",
+    "JobFailed": "fray.cluster.api",
+    "ClusterError": "fray.cluster.api",
+    "ActorServer": "fray.actors.server",
+    "ActorContext": "fray.actors.server",
+    "ClusterResolver": "fray.actors.resolver",
+    "FixedResolver": "fray.actors.resolver",
+    "ActorPool": "fray.actors.pool",
+    "ActorFuture": "fray.actors.client",
+    "ActorConnectionError": "fray.actors.client",
+    "RemoteActorError": "fray.actors.client",
+    "WorkerPool": "fray.cluster.workers",
 }
 
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
-    from shepherd.actors.client import ActorConnectionError, ActorFuture, RemoteActorError
-    from shepherd.actors.pool import ActorPool
-    from shepherd.actors.resolver import ClusterResolver, FixedResolver
-    from shepherd.actors.server import ActorContext, ActorServer
-    from shepherd.cluster import current_cluster
-    from shepherd.cluster.api import (ClusterError, EnvironmentConfig, Entrypoint, JobFailed, JobGroupConfig,
-                                      JobInfo, JobRequest, JobStatus, Reservation, ReservationConfig, ResourceConfig)
-    from shepherd.cluster.fray import FrayCluster
-    from shepherd.cluster.local import LocalCluster
-    from shepherd.workers import WorkerPool
+    from fray.wrapper import report
+    from fray.actors.client import ActorConnectionError, ActorFuture, RemoteActorError
+    from fray.actors.pool import ActorPool
+    from fray.actors.resolver import ClusterResolver, FixedResolver
+    from fray.actors.server import ActorContext, ActorServer
+    from fray.cluster import current_cluster
+    from fray.cluster.api import (ClusterError, EnvironmentConfig, Entrypoint, JobFailed, JobGroupConfig,
+                                  JobInfo, JobRequest, JobStatus, Reservation, ReservationConfig, ResourceConfig)
+    from fray.cluster.fray import FrayCluster
+    from fray.cluster.local import LocalCluster
+    from fray.cluster.workers import WorkerPool
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'shepherd' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+        raise AttributeError(f"module 'fray' has no attribute {name!r}")
+    imported = importlib.import_module(module)
+    value = imported if module.endswith(f".{name}") else getattr(imported, name)
     globals()[name] = value  # later lookups skip this function
     return value
 

@@ -45,7 +45,7 @@ def reference_validator(name: str):
     """jsonschema's validator for schema `name`.
 
     Every schema is registered under its $id, so `meta.json#/$defs/spec` style
-    references between schemas resolve as they do in shepherd.validation.
+    references between schemas resolve as they do in fray.core.validation.
     """
     import jsonschema
     from referencing import Registry, Resource
@@ -58,7 +58,7 @@ def reference_validator(name: str):
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A FRAY_HOME whose path has a space, a quote and a semicolon in it."""
-    from shepherd.layout import Home
+    from fray.state.layout import Home
 
     root = tmp_path / "fray home's; dir"
     monkeypatch.setenv("FRAY_HOME", str(root))
@@ -107,7 +107,7 @@ def run_fray(*args: str, home: Path | None = None, timeout: float = 60, check: b
     full_env = {**os.environ, **(env or {})}
     if home is not None:
         full_env["FRAY_HOME"] = str(home)
-    proc = subprocess.run([sys.executable, "-m", "shepherd.cli.main", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "fray.cli.main", *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env)
     if check and proc.returncode != 0:
         raise AssertionError(f"fray {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
@@ -115,11 +115,11 @@ def run_fray(*args: str, home: Path | None = None, timeout: float = 60, check: b
 
 
 def start_daemon(home, wait: bool = True) -> subprocess.Popen[bytes]:
-    """A real `python -m shepherd.daemon` for `home`; with `wait`, once its lease names it."""
-    from shepherd import store
+    """A real `python -m fray.daemon.loop` for `home`; with `wait`, once its lease names it."""
+    from fray.state import store
 
     store.ensure_home(home)
-    proc = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)],
+    proc = subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     if wait:
         wait_until(lambda: home.daemon_lease.exists() and json.loads(home.daemon_lease.read_text())["pid"] == proc.pid,

@@ -13,9 +13,9 @@ import threading
 import pytest
 
 from conftest import schema_validate, wait_until
-from shepherd import (ActorConnectionError, ActorContext, ActorServer, ClusterResolver, FixedResolver, LocalCluster,
+from fray import (ActorConnectionError, ActorContext, ActorServer, ClusterResolver, FixedResolver, LocalCluster,
                       WorkerPool)
-from shepherd.actors import auth, client, wire
+from fray.actors import auth, client, wire
 
 
 @pytest.fixture

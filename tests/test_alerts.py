@@ -6,8 +6,8 @@ import json
 import sys
 
 from conftest import schema_validate, start_daemon, stop_daemon, wait_until
-from shepherd import runs, store
-from shepherd.alerts import Alerter, Rule
+from fray.state import runs, store
+from fray.daemon.alerts import Alerter, Rule
 
 RULE = Rule(command=("notify",), on=frozenset({"failed", "crash_loop", "completed_success"}), min_interval_sec=60)
 

@@ -6,8 +6,8 @@ import json
 import threading
 
 from conftest import schema_validate
-from shepherd import blacklist, store
-from shepherd.blacklist import Blacklist
+from fray.state import blacklist, store
+from fray.state.blacklist import Blacklist
 
 NOW = 1_800_000_000.0
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from conftest import wait_until
-from shepherd import runs, store
-from shepherd.layout import Home
+from fray.state import runs, store
+from fray.state.layout import Home
 
 pytestmark = pytest.mark.slow
 
@@ -147,7 +147,7 @@ def _same_process(pid: int, cmdline: bytes) -> bool:
 
 
 def start_daemon(home: Home) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)],
+    return subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -300,9 +300,9 @@ def test_an_attempt_handed_to_the_backend_just_before_the_daemon_died_is_adopted
     `submitting`, started its wrapper, and died before recording that it had. The attempt
     then ran to its end with no daemon watching. The next daemon must adopt it from the
     wrapper's records, not wait forever for a process that is gone, nor run it again."""
-    from shepherd.backends.base import AttemptKey, SubmitRequest
-    from shepherd.backends.local import LocalBackend
-    from shepherd.model import Attempt, AttemptState, Meta, Phase
+    from fray.backends.base import AttemptKey, SubmitRequest
+    from fray.backends.local.backend import LocalBackend
+    from fray.core.model import Attempt, AttemptState, Meta, Phase
 
     store.ensure_home(home)
     script = tmp_path / "quick.sh"
@@ -343,7 +343,7 @@ def test_the_watch_would_see_two_live_attempts_of_one_run(home):
     store.ensure_home(home)
 
     def stand_in(attempt: int) -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "wrapper", "run",
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "fray.wrapper", "run",
                                  "--home", str(home.root), "--run-id", "r1", "--attempt", str(attempt)],
                                 start_new_session=True)
 

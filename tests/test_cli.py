@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from shepherd import directives, runs
-from shepherd.cli import render
-from shepherd.layout import Home
+from fray.core import directives
+
+from fray.state import runs
+from fray.cli import render
+from fray.state.layout import Home
 from tests.conftest import REPO, run_fray, schema_validate
 
 ANSI = "\x1b["
@@ -209,10 +211,10 @@ def test_corrupt_meta_is_listed_as_error_unknown_and_status_explains(home, tmp_p
     assert run_fray("logs", bad).returncode == 2
 
 
-CLICK_ONLY = "import sys; from shepherd.cli.main import cli; cli.main(sys.argv[1:], prog_name='fray')"
+CLICK_ONLY = "import sys; from fray.cli.main import cli; cli.main(sys.argv[1:], prog_name='fray')"
 WITH_MODULES = ("import atexit, json, sys; "
                 "atexit.register(lambda: print('MODULES=' + json.dumps(sorted(sys.modules)), file=sys.stderr)); "
-                "from shepherd.cli.entry import main; main(sys.argv[1:])")
+                "from fray.cli.entry import main; main(sys.argv[1:])")
 
 
 def _fray_via(program: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -223,7 +225,7 @@ def _fray_via(program: str, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("args", [("list", "--json"), ("list", "--json", "--limit", "1"), ("list", "--limit=2", "--json"),
                                   ("list", "--active", "--tree", "--json")])
 def test_list_json_prints_the_same_document_without_click(home, tmp_path, args):
-    """`fray list --json` skips click (shepherd.cli.entry) and must not differ from the click command."""
+    """`fray list --json` skips click (fray.cli.entry) and must not differ from the click command."""
     make_run(home, tmp_path, "first", now=1_700_000_000)
     make_run(home, tmp_path, "second", now=1_700_000_050)
     broken = make_run(home, tmp_path, "broken", now=1_700_000_100)
@@ -245,7 +247,7 @@ def test_list_json_prints_the_same_document_without_click(home, tmp_path, args):
                                   ("list", "--json", "--bogus"), ("--help",), ("list", "--json", "--help"),
                                   ("status", "--json"), ("--home",), ("--verbose", "list", "--json")])
 def test_anything_but_exactly_list_json_is_left_to_click(home, args):
-    from shepherd.cli.entry import parse_list_json
+    from fray.cli.entry import parse_list_json
 
     assert parse_list_json(list(args)) is None
     proc = _fray_via(WITH_MODULES, *args)
@@ -253,7 +255,7 @@ def test_anything_but_exactly_list_json_is_left_to_click(home, args):
 
 
 def test_the_list_fast_path_reads_its_options_as_click_does():
-    from shepherd.cli.entry import ListArgs, parse_list_json
+    from fray.cli.entry import ListArgs, parse_list_json
 
     assert parse_list_json(["list", "--json"]) == ListArgs(None, False, None, False)
     assert parse_list_json(["--home=/h", "list", "--limit", "0", "--json", "--tree", "--limit=7", "--active"]) == \
@@ -275,7 +277,7 @@ def test_piped_output_has_no_ansi_escapes(home, tmp_path):
 def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
     """Run fray with a pseudo-terminal as stdout; what it printed."""
     controller, terminal = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "shepherd.cli.main", *args], stdout=terminal,
+    proc = subprocess.Popen([sys.executable, "-m", "fray.cli.main", *args], stdout=terminal,
                             stderr=subprocess.PIPE, env={**os.environ, **env})
     os.close(terminal)
     chunks = []
@@ -313,7 +315,7 @@ def test_daemon_status_and_stop_when_none_runs(home):
 
 PROBE = """
 import json, sys
-from shepherd.cli.main import cli
+from fray.cli.main import cli
 code = cli.main(sys.argv[1:], prog_name="fray", standalone_mode=False)
 print("MODULES=" + json.dumps(sorted(sys.modules)))
 """
@@ -333,9 +335,9 @@ def test_light_commands_import_nothing_heavy(home, tmp_path, args):
     modules = _modules_after(*args)
     tops = {m.split(".")[0] for m in modules}
     assert not tops & set(HEAVY), tops & set(HEAVY)
-    assert not {"shepherd.daemon", "shepherd.backends", "watchfiles"} & modules
+    assert not {"fray.daemon.loop", "fray.backends", "watchfiles"} & modules
     if args == ("--help",):
-        assert not {m for m in modules if m.startswith("shepherd.cli.") and m != "shepherd.cli.main"}
+        assert not {m for m in modules if m.startswith("fray.cli.") and m != "fray.cli.main"}
 
 
 # ---------------------------------------------------------------- rendering (pure)
@@ -367,7 +369,7 @@ def _load_schema(name: str) -> dict:
 def test_cli_schemas_compile_and_reuse_the_state_schemas(name):
     import jsonschema
 
-    from shepherd import validation
+    from fray.core import validation
 
     schema = _load_schema(name)
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -383,7 +385,7 @@ def test_cli_schemas_compile_and_reuse_the_state_schemas(name):
 def test_every_lazy_subcommand_loads_and_has_help():
     from click.testing import CliRunner
 
-    from shepherd.cli.main import COMMANDS, cli
+    from fray.cli.main import COMMANDS, cli
 
     for name in COMMANDS:
         result = CliRunner().invoke(cli, [name, "--help"], prog_name="fray")

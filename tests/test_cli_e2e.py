@@ -128,7 +128,7 @@ def test_logs_follow_prints_lines_as_they_come_and_stops_at_the_end(home, tmp_pa
     submitted = fray_json("submit", str(script), schema="cli-submit")
     sink = tmp_path / "followed.jsonl"
     with open(sink, "w") as handle:
-        follower = subprocess.Popen([sys.executable, "-m", "shepherd.cli.main", "logs", submitted["run_id"], "-f",
+        follower = subprocess.Popen([sys.executable, "-m", "fray.cli.main", "logs", submitted["run_id"], "-f",
                                      "--json"], stdout=handle, stderr=subprocess.PIPE)
         try:
             wait_until(lambda: "first" in sink.read_text(), what="the first line, while the run goes on")
@@ -216,7 +216,7 @@ def test_home_option_and_hints_that_name_it(tmp_path, home):
 def test_daemon_run_serves_in_the_foreground_until_terminated(home, tmp_path):
     import signal
 
-    foreground = subprocess.Popen([sys.executable, "-m", "shepherd.cli.main", "daemon", "run", "--json"],
+    foreground = subprocess.Popen([sys.executable, "-m", "fray.cli.main", "daemon", "run", "--json"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_until(lambda: fray_json("daemon", "status", schema="cli-daemon")["state"] == "running",

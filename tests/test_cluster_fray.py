@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
-from shepherd import (ClusterResolver, EnvironmentConfig, Entrypoint, FrayCluster, JobGroupConfig, JobRequest,
-                      JobStatus, ReservationConfig, ResourceConfig, WorkerPool, runs)
-from shepherd.actors import endpoints
-from shepherd.layout import Home
+from fray import (ClusterResolver, EnvironmentConfig, Entrypoint, FrayCluster, JobGroupConfig, JobRequest,
+                  JobStatus, ReservationConfig, ResourceConfig, WorkerPool)
+from fray.state import runs
+from fray.actors import endpoints
+from fray.state.layout import Home
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +36,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 @pytest.fixture
 def daemon(home):
     """A daemon whose local backend offers 32 CPUs: parents waiting for their children hold theirs."""
-    from shepherd import store
+    from fray.state import store
 
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 32}}))
@@ -63,13 +64,13 @@ def submit(home: Home, path: Path) -> str:
 
 PARENT = '''
 import os, sys
-from shepherd import current_cluster, JobRequest, Entrypoint, ResourceConfig
+from fray import current_cluster, JobRequest, Entrypoint, ResourceConfig
 
 def square(x):
     return x * x, os.environ["FRAY_NAMESPACE"], os.environ["FRAY_PARENT_JOB_ID"]
 
 def grandchild():
-    from shepherd import current_cluster
+    from fray import current_cluster
     c = current_cluster()
     return c.wait(c.launch(JobRequest("leaf", Entrypoint.from_callable(os.getpid))), raise_on_failure=True).result > 0
 
@@ -127,7 +128,7 @@ def test_a_job_launches_children_that_inherit_its_namespace_and_show_as_a_family
 
 STOPPABLE = '''
 import os, time
-from shepherd import current_cluster, JobRequest, Entrypoint
+from fray import current_cluster, JobRequest, Entrypoint
 
 cluster = current_cluster()
 child = cluster.launch(JobRequest("sleeper", Entrypoint.from_callable(time.sleep, (600,))))
@@ -178,7 +179,7 @@ def wait_for_file(path: str) -> str:
 
 
 def test_reservations_hold_their_min_and_cap_their_jobs_at_max(home, tmp_path):
-    from shepherd import store
+    from fray.state import store
 
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 4}}))
@@ -213,7 +214,7 @@ def serve_counter() -> None:
     """An actor job: counts calls and says which attempt answered."""
     import threading
 
-    from shepherd import ActorServer, current_cluster
+    from fray import ActorServer, current_cluster
 
     class Counter:
         def __init__(self) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_until
-from shepherd import (ClusterError, Entrypoint, JobFailed, JobGroupConfig, JobRequest, JobStatus, LocalCluster,
+from fray import (ClusterError, Entrypoint, JobFailed, JobGroupConfig, JobRequest, JobStatus, LocalCluster,
                       ReservationConfig, ResourceConfig, current_cluster)
 
 
@@ -169,8 +169,8 @@ def test_current_cluster_outside_a_job_is_the_process_local_cluster(monkeypatch)
 
 
 def test_a_payload_is_unpickled_only_when_private_and_inside_fray_home(tmp_path):
-    from shepherd.cluster import payloads
-    from shepherd.errors import StateError
+    from fray.cluster import payloads
+    from fray.errors import StateError
 
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
@@ -191,7 +191,7 @@ def test_a_payload_is_unpickled_only_when_private_and_inside_fray_home(tmp_path)
 
 
 def test_actor_context_from_environment_describes_the_job_it_runs_in(cluster):
-    from shepherd import ActorContext
+    from fray import ActorContext
 
     def describe():
         ctx = ActorContext.from_environment()

@@ -1,5 +1,5 @@
 """Runtime commands: the CLI writes them (validated, audited, idempotent), the workload reads
-and acknowledges them through wrapper.report, `fray status` shows what is not acknowledged.
+and acknowledges them through fray.wrapper.report, `fray status` shows what is not acknowledged.
 Real CLI processes and real files; every document is checked against its schema."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_fray, schema_validate
-from shepherd import audit, commands, runs
-from shepherd.layout import Home
-from wrapper import contract, report
+from fray.state import audit, runtime_commands as commands, runs
+from fray.state.layout import Home
+from fray.wrapper import contract, report
 
 
 @pytest.fixture
@@ -115,8 +115,8 @@ def test_status_shows_unacknowledged_commands_and_their_age(home: Home, run_id: 
 
 
 def test_a_command_to_an_ended_run_is_refused(home: Home, run_id: str) -> None:
-    from shepherd.model import End, Phase
-    from shepherd import store
+    from fray.core.model import End, Phase
+    from fray.state import store
 
     meta = runs.read_meta(home, run_id)
     meta.phase, meta.end = Phase.ENDED.value, End("stopped_manual", "stopped", 1.0)
@@ -174,14 +174,14 @@ def test_commands_are_yielded_oldest_first_once_and_acknowledged(inbox: Path) ->
 def test_the_command_line_twin_lists_and_acknowledges(inbox: Path) -> None:
     envelope(inbox, "p1", "pause", {}, 5.0)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    listed = subprocess.run([sys.executable, "-m", "wrapper.report", "commands"], capture_output=True, text=True, env=env)
+    listed = subprocess.run([sys.executable, "-m", "fray.wrapper.report", "commands"], capture_output=True, text=True, env=env)
     assert listed.returncode == 0
     assert [json.loads(line)["id"] for line in listed.stdout.splitlines()] == ["p1"]
-    acked = subprocess.run([sys.executable, "-m", "wrapper.report", "ack", "p1", "--json", '{"paused": true}'],
+    acked = subprocess.run([sys.executable, "-m", "fray.wrapper.report", "ack", "p1", "--json", '{"paused": true}'],
                            capture_output=True, text=True, env=env)
     assert acked.returncode == 0, acked.stderr
     assert json.loads((inbox / "p1.ack.json").read_text())["result"] == {"paused": True}
-    again = subprocess.run([sys.executable, "-m", "wrapper.report", "ack", "p1"], capture_output=True, text=True, env=env)
+    again = subprocess.run([sys.executable, "-m", "fray.wrapper.report", "ack", "p1"], capture_output=True, text=True, env=env)
     assert again.returncode == 1 and "no unacknowledged command 'p1'" in again.stderr
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_fray, schema_validate, wait_until
-from shepherd import runs
-from shepherd.layout import Home
+from fray.state import runs
+from fray.state.layout import Home
 
 pytestmark = pytest.mark.slow
 

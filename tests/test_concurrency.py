@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, wait_until
-from shepherd import audit, runs, store
-from shepherd.layout import Home
+from fray.state import audit, runs, store
+from fray.state.layout import Home
 
 pytestmark = pytest.mark.slow
 
@@ -35,8 +35,8 @@ SETTING = {0: ("max_retries", 1000, 1), 1: ("max_retries_preemption", 1000, 1), 
 WORKER = r"""
 import json, random, sys, time
 from pathlib import Path
-from shepherd import runs
-from shepherd.layout import Home
+from fray.state import runs
+from fray.state.layout import Home
 
 home, run_ids, index, ops, key, base, step, go = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], float(sys.argv[6]), float(sys.argv[7]), Path(sys.argv[8])
 home = Home(Path(home))
@@ -64,9 +64,9 @@ print(json.dumps({"restarts": restarts, "last": last, "counts": counts}))
 READER = r"""
 import json, sys
 from pathlib import Path
-from shepherd import store
-from shepherd.errors import CorruptFileError
-from shepherd.layout import Home
+from fray.state import store
+from fray.errors import CorruptFileError
+from fray.state.layout import Home
 
 home, run_ids, stop = Home(Path(sys.argv[1])), json.loads(sys.argv[2]), Path(sys.argv[3])
 reads, torn = 0, []
@@ -97,7 +97,7 @@ def python(code: str, *args: str) -> subprocess.Popen[str]:
 def test_8_processes_issuing_500_control_operations_each_lose_nothing_and_tear_nothing(home, tmp_path):
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 8, "gpus": 0}}))
-    daemon = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)],
+    daemon = subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         storm(home, tmp_path)

@@ -24,8 +24,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from conftest import _kill_everything_of, run_fray, schema_validate, wait_until
-from shepherd import runs, store, validation, views
-from shepherd.layout import Home
+from fray.state import runs, store
+from fray.core import validation
+from fray.ops import views
+from fray.state.layout import Home
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +52,7 @@ SERVES = """#!/bin/bash
 #FRAY --heartbeat-interval 0.5 --heartbeat-timeout 1h --stop-grace 1
 trap '' USR1
 trap 'exit 0' TERM
-python3 -m wrapper.report progress --step 1 --loss 0.5
+python3 -m fray.wrapper.report progress --step 1 --loss 0.5
 while true; do sleep 0.2; done
 """
 
@@ -85,7 +87,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     home = Home(base / "fray home's; dir")
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 4, "gpus": 0, "poll_interval_sec": 0.05}}))
-    daemon = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)],
+    daemon = subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         script = base / "serve.sh"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, schema_validate, start_daemon, stop_daemon, wait_until
-from shepherd import runs, store
-from shepherd.layout import Home
+from fray.state import runs, store
+from fray.state.layout import Home
 
 pytestmark = pytest.mark.slow
 
@@ -113,9 +113,9 @@ def test_the_local_backend_reports_a_wrapper_exit_after_its_exit_record_is_writt
     """The daemon's wake-up for a finished attempt that needs no file watcher and no timer."""
     import threading
 
-    from shepherd.backends.base import AttemptKey, SubmitRequest
-    from shepherd.backends.local import LocalBackend
-    from shepherd.model import Meta
+    from fray.backends.base import AttemptKey, SubmitRequest
+    from fray.backends.local.backend import LocalBackend
+    from fray.core.model import Meta
 
     store.ensure_home(home)
     meta = Meta.from_dict(meta_of(home, submit(home, script(tmp_path, "quick.sh", "#!/bin/bash\necho quick\n"))))

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from shepherd import validation
-from shepherd.directives import (
+from fray.core import validation
+from fray.core.directives import (
     OPTIONS,
     ParsedScript,
     build_spec,
@@ -17,8 +17,8 @@ from shepherd.directives import (
     parse_memory_mb,
     parse_script,
 )
-from shepherd.errors import DirectiveError, UsageError
-from shepherd.model import RunSpec
+from fray.errors import DirectiveError, UsageError
+from fray.core.model import RunSpec
 
 EXAMPLE = """\
 #!/bin/bash

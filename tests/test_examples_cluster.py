@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from conftest import REPO, run_fray, wait_until
-from shepherd import store
+from fray.state import store
 
 pytestmark = pytest.mark.slow
 

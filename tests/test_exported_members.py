@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-import shepherd
+import fray
 from conftest import REPO
 
 ISSUE_NAMES = {"current_cluster", "JobRequest", "ResourceConfig", "Entrypoint", "EnvironmentConfig", "JobGroupConfig",
@@ -15,17 +15,17 @@ ISSUE_NAMES = {"current_cluster", "JobRequest", "ResourceConfig", "Entrypoint", 
 
 
 def test_exported_members_are_the_real_ones():
-    assert ISSUE_NAMES <= set(shepherd.__all__)
-    for name in shepherd.__all__:
+    assert ISSUE_NAMES <= set(fray.__all__)
+    for name in fray.__all__:
         if name == "__version__":
             continue
         member = getattr(shepherd, name)
-        module = shepherd._EXPORTS[name]
+        module = fray._EXPORTS[name]
         assert member is getattr(sys.modules[module], name)
         assert getattr(member, "__module__", module).startswith("shepherd."), name
         assert not name.startswith("_")
-    assert sorted(shepherd.__all__) == sorted(set(shepherd.__all__))
-    assert set(dir(shepherd)) >= set(shepherd.__all__)
+    assert sorted(fray.__all__) == sorted(set(fray.__all__))
+    assert set(dir(shepherd)) >= set(fray.__all__)
 
 
 def test_an_unknown_name_is_an_attribute_error():
@@ -39,11 +39,11 @@ def test_an_unknown_name_is_an_attribute_error():
 
 PROBE = """
 import json, sys
-import shepherd
-import shepherd.cli.main
+import fray
+import fray.cli.main
 sys.argv = ["fray"] + sys.argv[1:]
 try:
-    shepherd.cli.main.main(sys.argv[1:])
+    fray.cli.main.main(sys.argv[1:])
 except SystemExit:
     pass
 print("MODULES=" + json.dumps(sorted(sys.modules)))
@@ -56,4 +56,4 @@ def test_importing_shepherd_and_fray_list_import_no_cloudpickle(home):
     modules = set(json.loads(next(line for line in proc.stdout.splitlines()
                                   if line.startswith("MODULES="))[len("MODULES="):]))
     assert "cloudpickle" not in modules
-    assert not {m for m in modules if m.startswith(("shepherd.cluster", "shepherd.actors", "shepherd.workers"))}
+    assert not {m for m in modules if m.startswith(("fray.cluster", "fray.actors", "fray.cluster.workers"))}

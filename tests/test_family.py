@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from shepherd import family, reservations
-from shepherd.model import Attempt, Control, End, Meta, RunSpec
-from shepherd.scheduler import Admission, Capacity, Ledger, Request
+from fray.core import family, reservations
+from fray.core.model import Attempt, Control, End, Meta, RunSpec
+from fray.core.scheduler import Admission, Capacity, Ledger, Request
 
 T0 = 1_800_000_000.0
 

@@ -1,4 +1,4 @@
-"""`fray list` reads through a stat-keyed cache (shepherd.row_cache): it must never show stale rows.
+"""`fray list` reads through a stat-keyed cache (fray.state.row_cache): it must never show stale rows.
 
 Ended runs are cached whole; runs still going keep their validated meta and
 paused flag, while heartbeat and progress are read every time. Each test changes
@@ -11,9 +11,11 @@ import json
 import time
 from pathlib import Path
 
-from shepherd import runs, store, views
-from shepherd.layout import Home
-from shepherd.model import Attempt, End, Meta
+from fray.state import runs, store
+
+from fray.ops import views
+from fray.state.layout import Home
+from fray.core.model import Attempt, End, Meta
 
 
 def make_run(home: Home, tmp_path: Path, name: str) -> str:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from shepherd import partition_policy, partitions
-from shepherd.model import Attempt
-from shepherd.partition_policy import Candidates
-from shepherd.partitions import Gpu, Need
+from fray.core import partition_policy
+
+from fray.backends.slurm import partitions
+from fray.core.model import Attempt
+from fray.core.partition_policy import Candidates
+from fray.backends.slurm.partitions import Gpu, Need
 
 # `sinfo --noheader --Node --format=%N|%P|%a|%T|%c|%m|%G` as the test cluster prints it, plus a
 # mixed node, an untyped GRES, sockets, a down partition and a GPU nobody knows.

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from shepherd import policy
-from shepherd.model import Control, Meta, RunSpec
-from shepherd.policy import AttemptFiles, BackendView, Situation, decide
-from shepherd.scheduler import Admission, Capacity, Ledger, Request
-from shepherd.status import Status, normalized_status
+from fray.core import policy
+from fray.core.model import Control, Meta, RunSpec
+from fray.core.policy import AttemptFiles, BackendView, Situation, decide
+from fray.core.scheduler import Admission, Capacity, Ledger, Request
+from fray.core.status import Status, normalized_status
 
 T0 = 1_800_000_000.0
 

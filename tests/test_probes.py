@@ -1,4 +1,4 @@
-"""Preflight probes through a real wrapper (`python -m wrapper run ...`), on a node faked to order.
+"""Preflight probes through a real wrapper (`python -m fray.wrapper run ...`), on a node faked to order.
 
 No GPU here: tests/fakes/nvidia-smi (a fake, reproducing the real output
 formats) answers from a scenario file; TPU "devices" are files in tmp_path;
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO, schema_validate, wait_until
-from wrapper import contract
+from fray.wrapper import contract
 
 FAKES = REPO / "tests" / "fakes"
 A = "GPU-5e7f1c3a-1111-2222-3333-444455556666"
@@ -49,7 +49,7 @@ class Node:
             self.env["FAKE_NVIDIA_SMI_SCENARIO"] = str(path)
 
     def argv(self, *options: str) -> list[str]:
-        return [sys.executable, "-m", "wrapper", "run", "--run-id", "r-probe", "--attempt", "1",
+        return [sys.executable, "-m", "fray.wrapper", "run", "--run-id", "r-probe", "--attempt", "1",
                 "--attempt-dir", str(self.dir), "--script", str(self.script), "--home", str(self.root), *options]
 
     def run(self, *options: str, cuda_visible_devices: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:

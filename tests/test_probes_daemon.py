@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, schema_validate, wait_until
-from shepherd import runs, store
-from shepherd.layout import Home
+from fray.state import runs, store
+from fray.state.layout import Home
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from wrapper import contract
-from wrapper.probes import nvidia, node, preflight, runner, tpu
-from wrapper.probes.base import FAILED, PASSED, SKIPPED, TIMEOUT, Finding, ProbeContext
+from fray.wrapper import contract
+from fray.wrapper.probes import nvidia, node, preflight, runner, tpu
+from fray.wrapper.probes.base import FAILED, PASSED, SKIPPED, TIMEOUT, Finding, ProbeContext
 
 A = "GPU-5e7f1c3a-1111-2222-3333-444455556666"
 B = "GPU-7a4d2e3f-0000-1111-2222-333344445555"
@@ -181,7 +181,7 @@ def test_failure_json_ties_each_exit_code_to_its_causes(exit_code: int, cause: s
     import jsonschema
 
     from conftest import schema_validate
-    from shepherd import validation
+    from fray.core import validation
 
     document = {"run_id": "r", "attempt": 1, "exit_code": exit_code, "cause": cause, "message": "m", "host": "h",
                 "started_at": 1.0, "ended_at": 2.0}

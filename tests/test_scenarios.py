@@ -20,8 +20,9 @@ from typing import Iterator
 import pytest
 
 from conftest import run_fray, schema_validate, wait_until
-from shepherd import runs, store, views
-from shepherd.layout import Home
+from fray.state import runs, store
+from fray.ops import views
+from fray.state.layout import Home
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +57,7 @@ def serving(home: Home, **local: object) -> Iterator[subprocess.Popen[bytes]]:
     """A real daemon for `home` with these `local` backend settings; killed however the test ends."""
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 8, "gpus": 0, **local}}))
-    proc = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)],
+    proc = subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_until(lambda: home.daemon_lease.exists() and json.loads(home.daemon_lease.read_text())["pid"] == proc.pid,

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from conftest import run_fray, schema_validate, wait_until
-from shepherd import runs, store
-from shepherd.backends import commands
-from shepherd.backends.slurm import SlurmBackend
-from shepherd.daemon import Daemon
-from shepherd.layout import Home
+from fray.state import runs, store
+from fray.backends import external
+from fray.backends.slurm.backend import SlurmBackend
+from fray.daemon.loop import Daemon
+from fray.state.layout import Home
 from tests.slurm.fixture import SlurmCluster
-from wrapper import contract
+from fray.wrapper import contract
 
 pytestmark = pytest.mark.slow
 
@@ -228,7 +228,7 @@ def test_scancel_by_hand_is_a_preemption_and_the_run_comes_back(home, daemon, tm
 
 def test_a_restarted_daemon_adopts_the_running_slurm_job(home, tmp_path, slurm_cluster):
     def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)],
+        return subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
                                 start_new_session=True)
 
     first = start()
@@ -381,13 +381,13 @@ class CountingRunner:
         self.calls: list[tuple[str, ...]] = []
         self.lie_about = lie_about
 
-    def __call__(self, argv, timeout) -> commands.CommandResult:
-        result = commands.run(argv, timeout)
+    def __call__(self, argv, timeout) -> external.CommandResult:
+        result = external.run(argv, timeout)
         self.calls.append(tuple(argv))
         if argv[0] == self.lie_about:
             self.lie_about = None
             # The command did its work, but its answer was lost (as when sbatch times out).
-            return commands.CommandResult(tuple(argv), None, "", "", True, timeout)
+            return external.CommandResult(tuple(argv), None, "", "", True, timeout)
         return result
 
     def count(self, name: str) -> int:

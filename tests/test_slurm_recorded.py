@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from shepherd.backends.base import AttemptKey, CancelTarget, SubmitRequest, Tracked
-from shepherd.backends.commands import CommandResult
-from shepherd.backends.slurm import SlurmBackend
-from shepherd.errors import AmbiguousSubmission, BackendError
-from shepherd.layout import Home
-from shepherd.model import RunSpec
-from shepherd.partition_policy import Candidates
+from fray.backends.base import AttemptKey, CancelTarget, SubmitRequest, Tracked
+from fray.backends.external import CommandResult
+from fray.backends.slurm.backend import SlurmBackend
+from fray.errors import AmbiguousSubmission, BackendError
+from fray.state.layout import Home
+from fray.core.model import RunSpec
+from fray.core.partition_policy import Candidates
 
 KEY = AttemptKey("20261122-020522-r-d970", 1)
 NAME = "fray-20261122-020522-r-d970-1"

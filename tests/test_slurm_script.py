@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from shepherd.backends.base import AttemptKey, SubmitRequest
-from shepherd.backends.slurm_script import BatchJob, batch_script, node_count, sbatch_argv, sbatch_options
-from shepherd.layout import Home
-from shepherd.model import RunSpec
+from fray.backends.base import AttemptKey, SubmitRequest
+from fray.backends.slurm.script import BatchJob, batch_script, node_count, sbatch_argv, sbatch_options
+from fray.state.layout import Home
+from fray.core.model import RunSpec
 
 HOSTILE = "fray home's; $dir \\ \"q\"\nnewline"
 
@@ -102,7 +102,7 @@ def test_every_value_reaches_the_wrapper_intact_through_bash(tmp_path: Path) -> 
     batch = job(tmp_path, spec)
     printed = run_script(tmp_path, batch_script(batch))
     r = batch.request
-    assert printed == ["-m", "wrapper", "run", "--home", str(r.home), "--run-id", r.key.run_id, "--attempt", "3",
+    assert printed == ["-m", "fray.wrapper", "run", "--home", str(r.home), "--run-id", r.key.run_id, "--attempt", "3",
                        "--attempt-dir", str(r.attempt_dir), "--script", str(r.script), "--job-name", "it's $name",
                        "--workdir", HOSTILE, "--checkpoint-dir", str(r.checkpoint_dir), "--heartbeat-interval", "0.5",
                        "--stop-grace", "2.0", "--commands-dir", str(Home(r.home).run(r.key.run_id).commands_dir),

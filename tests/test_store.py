@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from conftest import SCHEMAS, reference_validator
-from shepherd import audit, store, validation
-from shepherd.errors import CorruptFileError, StateError
-from shepherd.layout import Home
-from shepherd.model import Control
+from fray.state import audit, store
+from fray.core import validation
+from fray.errors import CorruptFileError, StateError
+from fray.state.layout import Home
+from fray.core.model import Control
 
 GOOD_CONTROL = Control(updated_at=1.0).to_dict()
 
@@ -162,8 +163,8 @@ def _one_change_each(document: object):
 
 
 def _real_documents(tmp_path: Path) -> list[tuple[str, object]]:
-    from shepherd import runs
-    from shepherd.model import Attempt, End, Meta
+    from fray.state import runs
+    from fray.core.model import Attempt, End, Meta
 
     home = Home(tmp_path / "h")
     store.ensure_home(home)

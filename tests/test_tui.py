@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 
-from shepherd import runs
-from shepherd.tui.screens.detail import DetailScreen
-from shepherd.tui.screens.dialogs import BanScreen, ConfirmScreen, HelpScreen
-from shepherd.tui.screens.logs import LogsScreen
-from shepherd.tui.screens.new_run import NewRunScreen
+from fray.state import runs
+from fray.tui.screens.detail import DetailScreen
+from fray.tui.screens.dialogs import BanScreen, ConfirmScreen, HelpScreen
+from fray.tui.screens.logs import LogsScreen
+from fray.tui.screens.new_run import NewRunScreen
 from tests.tui_support import dashboard, go_to, make_runs, run, screen_text, until
 
 
@@ -355,8 +355,8 @@ def test_screens_switch_with_digits(home, tmp_path):
     make_runs(home, tmp_path / "scripts")
 
     async def scenario():
-        from shepherd.tui.screens.nodes import NodesScreen
-        from shepherd.tui.screens.queue import QueueScreen
+        from fray.tui.screens.nodes import NodesScreen
+        from fray.tui.screens.queue import QueueScreen
 
         async with dashboard(home) as (app, pilot):
             await pilot.press("3")

@@ -27,9 +27,9 @@ import urllib.request
 
 import pytest
 
-from shepherd import runs, store
-from shepherd.tui import theme as themes
-from shepherd.tui.data import Hint, RunsModel, hint_of
+from fray.state import runs, store
+from fray.tui import theme as themes
+from fray.tui.data import Hint, RunsModel, hint_of
 from tests.conftest import REPO, wait_until
 from tests.tui_support import dashboard, go_to, make_runs, run, screen_text, until
 
@@ -97,7 +97,7 @@ def test_the_watcher_brings_changes_without_a_key(home, tmp_path):
 
 
 def blacklist_ban(home):
-    from shepherd import blacklist
+    from fray.state import blacklist
 
     blacklist.ban(home, "gpu-node-9", "test", 60.0)
 
@@ -227,7 +227,7 @@ def test_fray_tui_in_tmux(home, tmp_path):
         return _tmux("capture-pane", "-p", "-t", name, socket_name=name).stdout
 
     # COLUMNS/LINES would override the pane's size (shutil.get_terminal_size reads them first)
-    command = f"env -u COLUMNS -u LINES {env} {_sh(sys.executable)} -m shepherd.cli.main tui"
+    command = f"env -u COLUMNS -u LINES {env} {_sh(sys.executable)} -m fray.cli.main tui"
     started = _tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "50", command, socket_name=name)
     assert started.returncode == 0, started.stderr
     try:
@@ -253,11 +253,11 @@ def test_fray_tui_in_tmux(home, tmp_path):
         wait_until(lambda: _tmux("has-session", "-t", name, socket_name=name).returncode != 0, what="fray tui to quit")
 
         # `fray nodes` on a terminal opens the nodes screen; piped, it prints text
-        nodes = f"env -u COLUMNS -u LINES {env} {_sh(sys.executable)} -m shepherd.cli.main nodes"
+        nodes = f"env -u COLUMNS -u LINES {env} {_sh(sys.executable)} -m fray.cli.main nodes"
         assert _tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "30", nodes, socket_name=name).returncode == 0
         wait_until(lambda: "8 x H100" in screen() and "Unban" in screen(), what="the nodes screen")
         _tmux("send-keys", "-t", name, "q", socket_name=name)
-        piped = subprocess.run([sys.executable, "-m", "shepherd.cli.main", "nodes"], capture_output=True, text=True,
+        piped = subprocess.run([sys.executable, "-m", "fray.cli.main", "nodes"], capture_output=True, text=True,
                                env={**os.environ, "FRAY_HOME": str(home.root)}, timeout=60)
         assert piped.returncode == 0 and piped.stdout.startswith("NODE") and "8 x H100" in piped.stdout
         assert "\x1b[" not in piped.stdout
@@ -279,7 +279,7 @@ def test_tui_and_nodes_list_import_textual_only_when_they_show_it(home, tmp_path
     for args in (("nodes", "list"), ("tui", "--help"), ("web", "--help"), ("--help",)):
         modules = _modules_after(*args)
         assert not {m for m in modules if m.split(".")[0] in ("textual", "textual_serve", "aiohttp")}, args
-        assert "shepherd.tui" not in modules, args
+        assert "fray.tui" not in modules, args
 
 
 # ---------------------------------------------------------------- the browser
@@ -350,7 +350,7 @@ def test_fray_web_serves_the_dashboard_to_a_browser_behind_a_token(home, tmp_pat
     browser = _browser()
     assert browser is not None, "CI must install chromium and chromium-driver (.ci/run)"
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "shepherd.cli.main", "web", "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "fray.cli.main", "web", "--port", str(port)],
                               cwd=REPO, env={**os.environ, "FRAY_HOME": str(home.root)}, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
     driver = None

@@ -11,14 +11,14 @@ import time
 
 from rich.text import Text
 
-from shepherd import runs, store
-from shepherd.model import Control, Meta
-from shepherd.tui.screens.config import ConfigScreen
-from shepherd.tui.screens.detail import DetailScreen
-from shepherd.tui.screens.dialogs import BanScreen, ConfirmScreen
-from shepherd.tui.screens.logs import LogsScreen
-from shepherd.tui.screens.nodes import NodesScreen
-from shepherd.tui.screens.queue import QueueScreen
+from fray.state import runs, store
+from fray.core.model import Control, Meta
+from fray.tui.screens.config import ConfigScreen
+from fray.tui.screens.detail import DetailScreen
+from fray.tui.screens.dialogs import BanScreen, ConfirmScreen
+from fray.tui.screens.logs import LogsScreen
+from fray.tui.screens.nodes import NodesScreen
+from fray.tui.screens.queue import QueueScreen
 from tests.tui_support import dashboard, make_runs, run, screen_text, until
 
 

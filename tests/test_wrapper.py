@@ -1,4 +1,4 @@
-"""The wrapper as the shepherd's backends run it: `python -m wrapper run ...` in a real
+"""The wrapper as the shepherd's backends run it: `python -m fray.wrapper run ...` in a real
 subprocess, real scripts, real files, real signals. Every JSON file it leaves
 is checked against schemas/.
 """
@@ -21,7 +21,7 @@ from jsonschema import Draft202012Validator
 
 from conftest import wait_until
 
-from wrapper import contract
+from fray.wrapper import contract
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = Path(__file__).parent.parent / "schemas"
@@ -60,7 +60,7 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def wrapper_argv(attempt_dir: Path, script: Path, *options: str, script_args: tuple[str, ...] = ()) -> list[str]:
-    argv = [sys.executable, "-m", "wrapper", "run", "--run-id", "r-test", "--attempt", "1"]
+    argv = [sys.executable, "-m", "fray.wrapper", "run", "--run-id", "r-test", "--attempt", "1"]
     argv += ["--attempt-dir", str(attempt_dir), "--script", str(script), *options]
     return argv + (["--", *script_args] if script_args else [])
 
@@ -123,7 +123,7 @@ def test_success_writes_final_and_exit_and_passes_the_environment(tmp_path: Path
         "train 'it'; now.py",
         """
         import json, os, sys
-        from wrapper import report
+        from fray.wrapper import report
         print(json.dumps({
             "env": {k: v for k, v in os.environ.items() if k.startswith("FRAY_") or k == "PYTHONUNBUFFERED"},
             "argv": sys.argv[1:],
@@ -499,8 +499,8 @@ def test_wrapper_imports_only_the_standard_library() -> None:
     code = textwrap.dedent(
         """
         import importlib, pkgutil, sys
-        import wrapper
-        for module in pkgutil.iter_modules(wrapper.__path__):
+        import fray.wrapper
+        for module in pkgutil.iter_modules(fray.wrapper.__path__):
             if module.name != "__main__":
                 importlib.import_module("wrapper." + module.name)
         foreign = sorted(

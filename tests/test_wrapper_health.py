@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 
 from conftest import REPO, schema_validate, wait_until
-from wrapper import contract
+from fray.wrapper import contract
 
 SERVE = 'touch "$FRAY_ATTEMPT_DIR/healthy"\ntrap "exit 0" TERM\nwhile true; do sleep 0.05; done\n'
 
@@ -26,7 +26,7 @@ def attempt(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FRAY_")}
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "wrapper", "run", "--run-id", "r-health", "--attempt", "1", "--attempt-dir", str(folder),
+        [sys.executable, "-m", "fray.wrapper", "run", "--run-id", "r-health", "--attempt", "1", "--attempt-dir", str(folder),
          "--script", str(script), "--heartbeat-interval", "0.1", "--stop-grace", "2",
          "--health-cmd", 'test -e "$FRAY_ATTEMPT_DIR/healthy" && echo ok || { echo sick; exit 3; }',
          "--health-interval", "1", "--health-retries", "3"],  # 1 s apart: a slow test still sees each state
@@ -101,7 +101,7 @@ def test_a_hanging_health_check_is_killed_and_counts_as_failed(tmp_path: Path) -
     env = {k: v for k, v in os.environ.items() if not k.startswith("FRAY_")}
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "wrapper", "run", "--run-id", "r-health", "--attempt", "1", "--attempt-dir", str(folder),
+        [sys.executable, "-m", "fray.wrapper", "run", "--run-id", "r-health", "--attempt", "1", "--attempt-dir", str(folder),
          "--script", str(script), "--health-cmd", f"echo $$ > '{marker}'; exec sleep 60",
          "--health-interval", "2", "--health-retries", "1", "--stop-grace", "1"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""wrapper.report: what a workload tells fray, from Python and from the shell."""
+"""fray.wrapper.report: what a workload tells fray, from Python and from the shell."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from wrapper import contract, report
+from fray.wrapper import contract, report
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = Path(__file__).parent.parent / "schemas"
@@ -155,7 +155,7 @@ def cli(attempt: Path | None, *args: str) -> subprocess.CompletedProcess[str]:
     if attempt is not None:
         env[contract.ENV_ATTEMPT_DIR] = str(attempt)
     return subprocess.run(
-        [sys.executable, "-m", "wrapper.report", *args], env=env, capture_output=True, text=True, timeout=20
+        [sys.executable, "-m", "fray.wrapper.report", *args], env=env, capture_output=True, text=True, timeout=20
     )
 
 

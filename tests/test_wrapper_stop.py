@@ -20,11 +20,11 @@ from typing import Iterator
 import pytest
 
 from conftest import REPO, schema_validate, wait_until
-from wrapper import contract
+from fray.wrapper import contract
 
 CHECKPOINTS_ON_USR1 = """
 import os, pathlib, signal, sys, time
-from wrapper import report
+from fray.wrapper import report
 folder = pathlib.Path(os.environ["FRAY_ATTEMPT_DIR"])
 REPORT = {report}
 
@@ -59,7 +59,7 @@ def wrapper(tmp_path: Path) -> Iterator:
         env = {k: v for k, v in os.environ.items() if not k.startswith("FRAY_")}
         env["PYTHONPATH"] = str(REPO)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "wrapper", "run", "--run-id", "r-stop", "--attempt", "1", "--attempt-dir",
+            [sys.executable, "-m", "fray.wrapper", "run", "--run-id", "r-stop", "--attempt", "1", "--attempt-dir",
              str(attempt), "--script", str(script), *options],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )

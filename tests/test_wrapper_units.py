@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from wrapper import contract, options, outcome, records
-from wrapper.heartbeat import Heartbeat
-from wrapper.tail import tail_lines
-from wrapper.workload import launch_argv, shebang_command, workload_env
+from fray.wrapper import contract, options, outcome, records
+from fray.wrapper.heartbeat import Heartbeat
+from fray.wrapper.tail import tail_lines
+from fray.wrapper.workload import launch_argv, shebang_command, workload_env
 
 SCHEMAS = Path(__file__).parent.parent / "schemas"
 

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
-from shepherd import runs, store
-from shepherd.layout import Home
-from shepherd.model import Attempt, Meta
+from fray.state import runs, store
+from fray.state.layout import Home
+from fray.core.model import Attempt, Meta
 
 SCRIPT = """#!/usr/bin/env python
 #FRAY --mode indefinite
@@ -122,7 +122,7 @@ class Daemons:
 @contextlib.asynccontextmanager
 async def dashboard(home: Home, size: tuple[int, int] = (140, 36), **options: Any) -> AsyncIterator[tuple[Any, Any]]:
     """The app, headless, with its first scan applied; no watcher, no timer unless asked."""
-    from shepherd.tui.app import FrayApp
+    from fray.tui.app import FrayApp
 
     options.setdefault("watch", False)
     options.setdefault("tick", None)

@@ -2,6 +2,6 @@
 
 Standard library only, and nothing from `shepherd`: a node with a broken Python
 environment must still be able to report its own failure, and the package is
-copied as it is onto TPU VMs. `wrapper.contract` is the shared vocabulary
+copied as it is onto TPU VMs. `fray.wrapper.contract` is the shared vocabulary
 (file names, exit codes, environment variables) that `shepherd` imports.
 """

@@ -1,7 +1,7 @@
-"""`python -m wrapper run ...`: see wrapper.options for the command line."""
+"""`python -m fray.wrapper run ...`: see fray.wrapper.options for the command line."""
 
 import sys
 
-from wrapper.main import main
+from .main import main
 
 sys.exit(main())

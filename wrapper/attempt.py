@@ -1,12 +1,12 @@
 """One attempt after the first heartbeat: probe, launch, watch, clean up, report.
 
-Steps 2 to 5 of the order described in `wrapper.main`:
+Steps 2 to 5 of the order described in `fray.wrapper.main`:
 
 2. signal handlers, preflight probes (probe.json; a failed probe ends the
    attempt here with 42, 43 or 44), subreaper, launch, started.json, the
    health command;
 3. wait for the workload, or for a stop signal and then --stop-grace
-   (`wrapper.stopping`: a planned stop asks for a checkpoint first);
+   (`fray.wrapper.stopping`: a planned stop asks for a checkpoint first);
 4. stop the health command, kill whatever the workload left running, then
    final.json or failure.json;
 5. stop the heartbeat and write exit.json, the very last act.
@@ -25,16 +25,16 @@ import sys
 import time
 from typing import Any
 
-from wrapper import contract, outcome, procs, records, workload
-from wrapper.health import HealthCheck
-from wrapper.heartbeat import Heartbeat
-from wrapper.log import DiagnosticLog
-from wrapper.options import Options
-from wrapper.probes import preflight
-from wrapper.probes.base import ProbeContext
-from wrapper.signals import SignalRelay, Wakeup
-from wrapper.stopping import StopSequence, request_checkpoint
-from wrapper.tail import tail_lines
+from . import contract, outcome, procs, records, workload
+from .health import HealthCheck
+from .heartbeat import Heartbeat
+from .log import DiagnosticLog
+from .options import Options
+from .probes import preflight
+from .probes.base import ProbeContext
+from .signals import SignalRelay, Wakeup
+from .stopping import StopSequence, request_checkpoint
+from .tail import tail_lines
 
 STDERR_TAIL_LINES = 20
 STATUS_AFTER_GROUP_GONE_SEC = 1.0  # the reaper thread records what it has just reaped

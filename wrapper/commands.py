@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from wrapper import contract, records
+from . import contract, records
 
 _ID = re.compile(contract.COMMAND_ID_PATTERN)
 

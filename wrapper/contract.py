@@ -8,15 +8,15 @@ than spelling them again, so the two sides cannot drift apart.
 from __future__ import annotations
 
 # Files in runs/<run_id>/attempts/<n>/, each written only by the wrapper
-# (or by the workload through `wrapper.report`).
+# (or by the workload through `fray.wrapper.report`).
 STDOUT = "stdout.log"
 STDERR = "stderr.log"
 WRAPPER_LOG = "wrapper.log"  # the wrapper's own diagnostics
 HEARTBEAT = "heartbeat"  # "<epoch_seconds>\n"
 STARTED = "started.json"  # host, pid, started_at: written once the wrapper is up
 PROGRESS = "progress.json"
-PROBE = "probe.json"  # preflight probe results (wrapper.probes)
-HEALTH = "health.json"  # the --health-cmd checks so far (wrapper.health)
+PROBE = "probe.json"  # preflight probe results (fray.wrapper.probes)
+HEALTH = "health.json"  # the --health-cmd checks so far (fray.wrapper.health)
 HEALTH_OUTPUT = "health.out"  # what the last health check printed
 RESULT = "result.json"  # what the workload passed to report.final()
 FINAL = "final.json"  # run_once success marker
@@ -45,10 +45,10 @@ ENV_PARENT_JOB_ID = "FRAY_PARENT_JOB_ID"
 ENV_CLUSTER_SPEC = "FRAY_CLUSTER_SPEC"
 ENV_RESUME = "FRAY_RESUME"
 ENV_CHECKPOINT_DIR = "FRAY_CHECKPOINT_DIR"
-ENV_COMMANDS_DIR = "FRAY_COMMANDS_DIR"  # runs/<run_id>/commands: runtime commands (wrapper.commands)
+ENV_COMMANDS_DIR = "FRAY_COMMANDS_DIR"  # runs/<run_id>/commands: runtime commands (fray.wrapper.commands)
 ENV_CLUSTER_SPEC_FRAY = "fray"  # the FRAY_CLUSTER_SPEC value for "the cluster behind FRAY_HOME"
 
-# Defaults of the wrapper's command line (`python -m wrapper run ...`).
+# Defaults of the wrapper's command line (`python -m fray.wrapper run ...`).
 DEFAULT_HEARTBEAT_INTERVAL_SEC = 10.0
 DEFAULT_STOP_GRACE_SEC = 30.0
 
@@ -66,7 +66,7 @@ CAUSE_FOREIGN_GPU_PROCESSES = "foreign_gpu_processes"
 CAUSE_CUDA_FAILURE = "cuda_failure"
 CAUSE_LAUNCH_FAILED = "launch_failed"
 
-# Preflight probes (wrapper.probes), in the order they run: cheap and general first.
+# Preflight probes (fray.wrapper.probes), in the order they run: cheap and general first.
 PROBE_NODE = "node"  # FRAY_HOME writable, free disk
 PROBE_GPU = "gpu"  # nvidia-smi -L works and shows the GPUs asked for
 PROBE_MIG = "mig"  # CUDA_VISIBLE_DEVICES (GPU indices, GPU or MIG UUIDs) matches what nvidia-smi shows
@@ -85,7 +85,7 @@ DEFAULT_HEALTH_RETRIES = 3
 
 # Runtime commands (runs/<run_id>/commands/): one file per command and per receipt,
 # each with a single writer. <id>.json: the envelope (the CLI); <id>.delivered.json
-# and <id>.ack.json: the receipts (the workload, through wrapper.report).
+# and <id>.ack.json: the receipts (the workload, through fray.wrapper.report).
 COMMAND_TYPES = ("tune", "pause", "resume", "terminate")
 COMMAND_SUFFIX = ".json"
 DELIVERED_SUFFIX = ".delivered.json"
@@ -94,5 +94,5 @@ COMMAND_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # no dots: receipts ad
 
 # Signals. SIGUSR1 to the workload means "checkpoint now" (it keeps running).
 # SIGUSR2 to the wrapper is the shepherd's planned stop: "checkpoint, then stop"
-# (wrapper.stopping); SIGTERM/SIGINT are plain stops, forwarded at once.
+# (fray.wrapper.stopping); SIGTERM/SIGINT are plain stops, forwarded at once.
 PLANNED_STOP_SIGNAL = "SIGUSR2"

@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from wrapper import contract, records
-from wrapper.heartbeat import Heartbeat
-from wrapper.procs import Reaper
-from wrapper.tail import tail_lines
+from . import contract, records
+from .heartbeat import Heartbeat
+from .procs import Reaper
+from .tail import tail_lines
 
 OUTPUT_TAIL_LINES = 5
 KILL_WAIT_SEC = 5.0

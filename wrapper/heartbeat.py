@@ -7,7 +7,7 @@ other work, so that the time from submit to first heartbeat measures the
 scheduler and the node, not the wrapper.
 
 `hold()` stops the beats without stopping the wrapper: a failing health
-command (wrapper.health) uses it to make the shepherd see exactly what it sees
+command (fray.wrapper.health) uses it to make the shepherd see exactly what it sees
 for a hung node - a stale heartbeat - and act as it does for one.
 """
 
@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from wrapper import records
+from . import records
 
 
 def beat_text(now: float) -> str:

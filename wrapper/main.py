@@ -1,10 +1,10 @@
-"""`python -m wrapper run ...`: one attempt of a run on this node, from first heartbeat to exit.json.
+"""`python -m fray.wrapper run ...`: one attempt of a run on this node, from first heartbeat to exit.json.
 
 The order is the contract with the shepherd:
 
 1. the attempt folder and wrapper.log, then the first heartbeat, before
    anything slow: the shepherd measures submit -> first heartbeat. So this
-   module imports only what that needs; `wrapper.attempt` (subprocess, socket,
+   module imports only what that needs; `fray.wrapper.attempt` (subprocess, socket,
    dataclasses...) is imported after the first beat;
 2. signal handlers, subreaper, launch, started.json;
 3. wait for the workload, or for a stop signal and then --stop-grace;
@@ -19,10 +19,10 @@ import sys
 import time
 from collections.abc import Sequence
 
-from wrapper import contract, options as cli, records
-from wrapper.heartbeat import Heartbeat
-from wrapper.log import DiagnosticLog
-from wrapper.options import Options
+from . import contract, options as cli, records
+from .heartbeat import Heartbeat
+from .log import DiagnosticLog
+from .options import Options
 
 
 def run(options: Options) -> int:
@@ -42,7 +42,7 @@ def run(options: Options) -> int:
     heartbeat = Heartbeat(os.path.join(options.attempt_dir, contract.HEARTBEAT), options.heartbeat_interval, log.write)
     heartbeat.start()
 
-    from wrapper.attempt import run_attempt  # after the first beat, see the module docstring
+    from .attempt import run_attempt  # after the first beat, see the module docstring
 
     return run_attempt(options, log, heartbeat, started_at)
 

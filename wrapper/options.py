@@ -1,6 +1,6 @@
 """The wrapper's command line: the contract the shepherd's backends submit against.
 
-    python -m wrapper run --run-id RUN_ID --attempt N --attempt-dir DIR --script PATH
+    python -m fray.wrapper run --run-id RUN_ID --attempt N --attempt-dir DIR --script PATH
         [--home FRAY_HOME] [--job-name NAME] [--workdir DIR] [--checkpoint-dir DIR]
         [--namespace NS] [--heartbeat-interval SEC] [--stop-grace SEC]
         [--commands-dir DIR]
@@ -20,7 +20,7 @@ import argparse
 import os
 from collections.abc import Callable, Sequence
 
-from wrapper import contract
+from . import contract
 
 COMMAND = "run"
 

@@ -13,7 +13,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from wrapper import contract
+from . import contract
 
 
 def signal_name(signum: int) -> str:

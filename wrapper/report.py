@@ -1,12 +1,12 @@
 """What a workload tells fray from inside a job, and hears from it: progress, its result,
 where to checkpoint, runtime commands.
 
-    from wrapper import report
+    from fray import report
 
     if report.resuming():
         state = load(report.checkpoint_dir())
     report.progress(step=100, loss=0.31, samples_per_sec=812.0)
-    for command in report.commands():      # tune, pause, resume, terminate (wrapper.commands)
+    for command in report.commands():      # tune, pause, resume, terminate (fray.wrapper.commands)
         if command.type == "tune":
             optimizer.lr = command.payload.get("learning_rate", optimizer.lr)
         command.ack(applied=True)
@@ -20,10 +20,10 @@ returning None (commands() yields nothing), so the same script runs
 standalone. SIGUSR1 means "checkpoint now" (fray sends it before a planned
 stop). Shell workloads use the command line twin:
 
-    python -m wrapper.report progress --step 10 --loss 0.3
-    python -m wrapper.report final --json '{"acc": 0.9}'
-    python -m wrapper.report commands          # unacknowledged commands, one JSON line each
-    python -m wrapper.report ack ID --json '{"applied": true}'
+    python -m fray.wrapper.report progress --step 10 --loss 0.3
+    python -m fray.wrapper.report final --json '{"acc": 0.9}'
+    python -m fray.wrapper.report commands          # unacknowledged commands, one JSON line each
+    python -m fray.wrapper.report ack ID --json '{"applied": true}'
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence, SupportsFloat, SupportsIndex
 
-from wrapper import commands as _commands, contract, records
-from wrapper.commands import Command
+from . import commands as _commands, contract, records
+from .commands import Command
 
 _lock = threading.Lock()  # progress() reads, checks, then writes: one thread at a time
 _seen_commands: set[str] = set()  # each command is yielded once per process
@@ -244,10 +244,10 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m wrapper.report progress|final|commands|ack ...`: 0 on success (or outside a job), 1 when refused, 2 on bad arguments."""
+    """`python -m fray.wrapper.report progress|final|commands|ack ...`: 0 on success (or outside a job), 1 when refused, 2 on bad arguments."""
     import argparse  # here, not at the top: workloads import this module for progress()
 
-    parser = argparse.ArgumentParser(prog="python -m wrapper.report", description="Report to fray from inside a job.")
+    parser = argparse.ArgumentParser(prog="python -m fray.wrapper.report", description="Report to fray from inside a job.")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = subcommands.add_parser("progress", help="replace progress.json", description="Replace progress.json.")
     p.add_argument("--step", type=int, help="a counter that must not decrease")

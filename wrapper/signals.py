@@ -4,9 +4,9 @@ SIGTERM and SIGINT mean "stop": they are forwarded, the first one is
 remembered (the wrapper then exits 128 + signum), and the main thread is woken
 to start the --stop-grace countdown. SIGUSR1 asks the workload for a
 checkpoint: the main thread passes it on to the processes that catch it
-(`wrapper.stopping.request_checkpoint`), never to the whole group. SIGUSR2 is the shepherd's planned stop
+(`fray.wrapper.stopping.request_checkpoint`), never to the whole group. SIGUSR2 is the shepherd's planned stop
 (contract.PLANNED_STOP_SIGNAL): remembered like a stop but not forwarded, since
-`wrapper.stopping` first asks for a checkpoint and only then sends SIGTERM.
+`fray.wrapper.stopping` first asks for a checkpoint and only then sends SIGTERM.
 Handlers do no more than a syscall or two;
 the waiting happens in the main thread, woken through a pipe (setting a
 threading.Event from a handler can deadlock on the Event's own lock).

@@ -25,8 +25,8 @@ import os
 import signal
 from collections.abc import Callable
 
-from wrapper import procs, records
-from wrapper.signals import SignalRelay
+from . import procs, records
+from .signals import SignalRelay
 
 CHECKPOINT_SHARE = 0.5  # of the grace, for the checkpoint before SIGTERM
 POLL_SEC = 0.1  # how often progress.json is read while waiting for the checkpoint

@@ -16,8 +16,8 @@ import subprocess
 import sys
 from typing import Mapping, Sequence
 
-from wrapper import contract, records
-from wrapper.options import Options
+from . import contract, records
+from .options import Options
 
 FIRST_LINE_MAX_BYTES = 1024
 

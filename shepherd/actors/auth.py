@@ -27,7 +27,7 @@ import socket
 import stat
 from pathlib import Path
 
-from shepherd.errors import StateError
+from fray.errors import StateError
 
 MAGIC = b"FRAYACT1"
 NONCE_BYTES = 32

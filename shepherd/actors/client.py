@@ -16,7 +16,7 @@ import socket
 import threading
 from typing import Any, Callable
 
-from shepherd.actors import auth, wire
+from fray.actors import auth, wire
 
 CONNECT_TIMEOUT_SEC = 5.0
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from shepherd import store
-from shepherd.errors import CorruptFileError, UsageError
-from shepherd.layout import Home
+from fray.state import store
+from fray.errors import CorruptFileError, UsageError
+from fray.state.layout import Home
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 

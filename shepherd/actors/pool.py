@@ -21,9 +21,9 @@ import threading
 import time
 from typing import Any, Callable
 
-from shepherd.actors import client
-from shepherd.actors.client import ActorConnectionError, ActorFuture
-from shepherd.actors.resolver import Target
+from fray.actors import client
+from fray.actors.client import ActorConnectionError, ActorFuture
+from fray.actors.resolver import Target
 
 REFRESH_SEC = 1.0
 DEAD_SEC = 10.0

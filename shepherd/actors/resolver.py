@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from shepherd.actors import endpoints
+from fray.actors import endpoints
 
 if TYPE_CHECKING:
-    from shepherd.actors.pool import ActorPool
+    from fray.actors.pool import ActorPool
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Target:
 class ClusterResolver:
     def __init__(self, cluster: Any = None, namespace: str | None = None) -> None:
         if cluster is None:
-            from shepherd.cluster import current_cluster
+            from fray.cluster import current_cluster
 
             cluster = current_cluster()
         self.cluster = cluster
@@ -56,7 +56,7 @@ class ClusterResolver:
         return list(targets)
 
     def lookup(self, name: str) -> "ActorPool":
-        from shepherd.actors.pool import ActorPool
+        from fray.actors.pool import ActorPool
 
         endpoints.check_name(name, "actor name")
         return ActorPool(self, name)
@@ -73,8 +73,8 @@ class FixedResolver:
     def secret(self) -> bytes:
         if self._cluster is not None:
             return self._cluster.secret()
-        from shepherd.actors import auth
-        from shepherd.layout import Home
+        from fray.actors import auth
+        from fray.state.layout import Home
 
         return auth.load_secret(Home.resolve(self._home).secret)
 
@@ -82,6 +82,6 @@ class FixedResolver:
         return [Target(address, name) for address in self._addresses.get(name, [])]
 
     def lookup(self, name: str) -> "ActorPool":
-        from shepherd.actors.pool import ActorPool
+        from fray.actors.pool import ActorPool
 
         return ActorPool(self, name)

@@ -29,12 +29,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shepherd.actors import auth, endpoints, wire
-from shepherd.actors.client import ActorNotFound
-from shepherd.actors.endpoints import Endpoint
+from fray.actors import auth, endpoints, wire
+from fray.actors.client import ActorNotFound
+from fray.actors.endpoints import Endpoint
 
 if TYPE_CHECKING:
-    from shepherd.actors.resolver import ClusterResolver
+    from fray.actors.resolver import ClusterResolver
 
 log = logging.getLogger("fray.actors")
 
@@ -53,8 +53,8 @@ class ActorContext:
     @classmethod
     def from_environment(cls) -> "ActorContext":
         """The context of the job this process runs in (current_cluster())."""
-        from shepherd.actors.resolver import ClusterResolver
-        from shepherd.cluster import current_cluster
+        from fray.actors.resolver import ClusterResolver
+        from fray.cluster import current_cluster
 
         cluster = current_cluster()
         return cls(cluster=cluster, resolver=ClusterResolver(cluster), job_id=cluster.job_id,
@@ -74,7 +74,7 @@ class _Actor:
 class ActorServer:
     def __init__(self, cluster: Any = None, host: str | None = None, port: int = 0) -> None:
         if cluster is None:
-            from shepherd.cluster import current_cluster
+            from fray.cluster import current_cluster
 
             cluster = current_cluster()
         self.cluster = cluster
@@ -271,7 +271,7 @@ class ActorServer:
     @property
     def context(self) -> ActorContext:
         if self._context is None:
-            from shepherd.actors.resolver import ClusterResolver
+            from fray.actors.resolver import ClusterResolver
 
             self._context = ActorContext(cluster=self.cluster, resolver=ClusterResolver(self.cluster),
                                          job_id=self.cluster.job_id, namespace=self.namespace)

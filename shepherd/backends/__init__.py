@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from shepherd.backends.base import Backend
-    from shepherd.layout import Home
+    from fray.backends.base import Backend
+    from fray.state.layout import Home
 
 
 def load_backend(name: str, home: "Home", on_attempt_exit: Callable[[], None] | None = None) -> "Backend":
@@ -16,13 +16,13 @@ def load_backend(name: str, home: "Home", on_attempt_exit: Callable[[], None] | 
     the backend can tell (the local backend is the parent of its wrappers).
     """
     if name == "local":
-        from shepherd.backends.local import LocalBackend
+        from fray.backends.local.backend import LocalBackend
 
         return LocalBackend(home, on_attempt_exit=on_attempt_exit)
     if name == "slurm":
-        from shepherd.backends.slurm import SlurmBackend
+        from fray.backends.slurm.backend import SlurmBackend
 
         return SlurmBackend(home)
-    from shepherd.errors import UsageError
+    from fray.errors import UsageError
 
     raise UsageError(f"backend {name!r} is not available in this version of fray (available: local, slurm)")

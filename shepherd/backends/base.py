@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from shepherd.model import RunSpec
-from shepherd.policy import BackendView
-from shepherd.scheduler import Capacity
+from fray.core.model import RunSpec
+from fray.core.policy import BackendView
+from fray.core.scheduler import Capacity
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from typing import Any
 
 import click
 
-from shepherd import views
-from shepherd.actors import endpoints
-from shepherd.cli import output, render
-from shepherd.cli.main import home_of
+from fray.ops import views
+from fray.actors import endpoints
+from fray.cli import output, render
+from fray.cli.main import home_of
 
 COLUMNS = (
     render.Column("NAME", shrinkable=True, min_width=8),

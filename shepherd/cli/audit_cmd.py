@@ -6,9 +6,9 @@ from typing import Any
 
 import click
 
-from shepherd import audit, store
-from shepherd.cli import output, render
-from shepherd.cli.main import home_of
+from fray.state import audit, store
+from fray.cli import output, render
+from fray.cli.main import home_of
 
 
 @click.group("audit")

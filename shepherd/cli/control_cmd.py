@@ -5,7 +5,7 @@ config-set changes safe settings of a live run; blacklist-add|blacklist-remove
 ban or unban the node a run is on (and move the run off it).
 
 tune|terminate|resume, and pause --in-process, are runtime commands to the
-workload itself (shepherd.commands): written under runs/<id>/commands/, read
+workload itself (fray.state.runtime_commands): written under runs/<id>/commands/, read
 by the workload with `report.commands()`, acknowledged by it. The two pauses
 differ in who pauses: plain `pause` is fray's (the attempt checkpoints and is
 released; `unpause` starts a new one), `pause --in-process` asks the running
@@ -23,11 +23,15 @@ from typing import Any
 
 import click
 
-from shepherd import blacklist, commands, directives, lease, runs
-from shepherd.cli import output, render
-from shepherd.cli.main import fray_prefix, home_of
-from shepherd.errors import UsageError
-from shepherd.model import Meta
+from fray.state import blacklist, runtime_commands as commands, runs
+
+from fray.core import directives
+
+from fray.daemon import lease
+from fray.cli import output, render
+from fray.cli.main import fray_prefix, home_of
+from fray.errors import UsageError
+from fray.core.model import Meta
 
 HELP = {
     "stop": "End RUN as stopped_manual, stopping its attempt gracefully.",
@@ -75,7 +79,7 @@ for _op in runs.CONTROL_OPS:
         control.add_command(_make(_op))
 
 
-# -- runtime commands to the workload (shepherd.commands) ------------------------
+# -- runtime commands to the workload (fray.state.runtime_commands) ------------------------
 
 COMMAND_ID = click.option("--id", "command_id", metavar="ID",
                           help="The command's id (default: a new one); sending the same id again changes nothing.")
@@ -219,7 +223,7 @@ def parse_setting(item: str) -> tuple[str, Any]:
 @click.pass_context
 def blacklist_add(ctx: click.Context, run: str, node: str | None, ttl: str, reason: str | None, as_json: bool) -> None:
     """Ban the node RUN is on and move RUN elsewhere (a restart that costs no retry)."""
-    from shepherd.cli.nodes_cmd import parse_ttl
+    from fray.cli.nodes_cmd import parse_ttl
 
     home = home_of(ctx)
     run_id = runs.resolve(home, run)

@@ -12,10 +12,12 @@ from typing import Any
 
 import click
 
-from shepherd import lease, views
-from shepherd.cli import output, render
-from shepherd.cli.main import home_of
-from shepherd.layout import Home
+from fray.daemon import lease
+
+from fray.ops import views
+from fray.cli import output, render
+from fray.cli.main import home_of
+from fray.state.layout import Home
 
 JSON_HELP = "Print JSON (schemas/cli-daemon.json)."
 
@@ -62,7 +64,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def run(ctx: click.Context, as_json: bool) -> None:
     """Run the daemon in the foreground until interrupted (Ctrl-C or SIGTERM)."""
-    from shepherd import daemon as daemon_module
+    from fray.daemon import loop as daemon_module
 
     home = home_of(ctx)
     code = daemon_module.main(["--home", str(home.root)])

@@ -5,7 +5,7 @@ second or two, and its budget is 150 ms with 1,000 runs. Importing click and
 building its context costs a tenth of that, so an argument list of exactly
 that command (with `--home`, `--active`, `--limit N`, `--tree`) runs the same
 view without click. Anything else, a typo or `--help` included, goes to click
-(shepherd.cli.main), so usage errors and help text have one source.
+(fray.cli.main), so usage errors and help text have one source.
 
 The process then ends without tearing down every module and object, which
 changes nothing a user can see and costs a listing of 1,000 runs about 20 ms.
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     fast = parse_list_json(args)
     if fast is not None:
         _exit_now(_list_json(fast))
-    from shepherd.cli.main import cli
+    from fray.cli.main import cli
 
     try:
         cli.main(args=args, prog_name="fray")  # standalone mode: always ends in SystemExit
@@ -89,10 +89,10 @@ def _list_json(args: ListArgs) -> int:
     # A process that allocates tens of thousands of objects and exits right after
     # printing them: collecting cycles along the way would only cost time (~3%).
     gc.disable()
-    from shepherd import views
-    from shepherd.cli.output import dumps
-    from shepherd.errors import failure_message
-    from shepherd.layout import Home
+    from fray.ops import views
+    from fray.cli.output import dumps
+    from fray.errors import failure_message
+    from fray.state.layout import Home
 
     try:
         data = views.list_view(Home.resolve(args.home), include_ended=not args.active, limit=args.limit,

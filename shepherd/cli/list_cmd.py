@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from shepherd import views
-from shepherd.cli import output, render
-from shepherd.cli.main import home_of
-from shepherd.status import Status
+from fray.ops import views
+from fray.cli import output, render
+from fray.cli.main import home_of
+from fray.core.status import Status
 
 COLUMNS = (
     render.Column(""),

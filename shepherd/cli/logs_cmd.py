@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from shepherd import runs
-from shepherd.cli import output, render, watch
-from shepherd.cli.main import fray_prefix, home_of
-from shepherd.errors import UsageError
+from fray.state import runs
+from fray.cli import output, render, watch
+from fray.cli.main import fray_prefix, home_of
+from fray.errors import UsageError
 
 
 @click.command("logs")

@@ -18,24 +18,24 @@ from typing import Any
 
 import click
 
-from shepherd import __version__
-from shepherd.errors import FrayError, failure_message
-from shepherd.layout import Home
+from fray import __version__
+from fray.errors import FrayError, failure_message
+from fray.state.layout import Home
 
 # name -> ("module:attribute", one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "submit": ("shepherd.cli.submit:submit", "Submit a script as a run; fray keeps it making progress."),
-    "list": ("shepherd.cli.list_cmd:list_runs", "Every run with its status, newest first."),
-    "status": ("shepherd.cli.status_cmd:status", "One run in full: status, attempts, failures, events."),
-    "logs": ("shepherd.cli.logs_cmd:logs", "Print (or follow) a run's output."),
-    "control": ("shepherd.cli.control_cmd:control", "Stop, restart, pause a run; tune, pause or terminate its workload."),
-    "daemon": ("shepherd.cli.daemon_cmd:daemon", "Start, stop or inspect the daemon that serves FRAY_HOME."),
-    "nodes": ("shepherd.cli.nodes_cmd:nodes", "The nodes runs can use; ban and unban them."),
-    "actors": ("shepherd.cli.actors_cmd:actors", "The actors jobs registered, by namespace and name."),
-    "partitions": ("shepherd.cli.partitions_cmd:partitions_cmd", "The Slurm partitions and their GPUs, as fray chooses them."),
-    "audit": ("shepherd.cli.audit_cmd:audit_group", "Verify or show the log of every control action."),
-    "tui": ("shepherd.cli.tui_cmd:tui", "A live dashboard of runs in the terminal (Textual)."),
-    "web": ("shepherd.cli.tui_cmd:web", "Serve the dashboard to a browser, behind a token."),
+    "submit": ("fray.cli.submit:submit", "Submit a script as a run; fray keeps it making progress."),
+    "list": ("fray.cli.list_cmd:list_runs", "Every run with its status, newest first."),
+    "status": ("fray.cli.status_cmd:status", "One run in full: status, attempts, failures, events."),
+    "logs": ("fray.cli.logs_cmd:logs", "Print (or follow) a run's output."),
+    "control": ("fray.cli.control_cmd:control", "Stop, restart, pause a run; tune, pause or terminate its workload."),
+    "daemon": ("fray.cli.daemon_cmd:daemon", "Start, stop or inspect the daemon that serves FRAY_HOME."),
+    "nodes": ("fray.cli.nodes_cmd:nodes", "The nodes runs can use; ban and unban them."),
+    "actors": ("fray.cli.actors_cmd:actors", "The actors jobs registered, by namespace and name."),
+    "partitions": ("fray.cli.partitions_cmd:partitions_cmd", "The Slurm partitions and their GPUs, as fray chooses them."),
+    "audit": ("fray.cli.audit_cmd:audit_group", "Verify or show the log of every control action."),
+    "tui": ("fray.cli.tui_cmd:tui", "A live dashboard of runs in the terminal (Textual)."),
+    "web": ("fray.cli.tui_cmd:web", "Serve the dashboard to a browser, behind a token."),
 }
 
 
@@ -119,13 +119,13 @@ def cli(ctx: click.Context, home: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run `fray` through click (the console script is `shepherd.cli.entry:main`)."""
+    """Run `fray` through click (the console script is `fray.cli.entry:main`)."""
     cli.main(args=argv, prog_name="fray")
 
 
 if __name__ == "__main__":
-    # `python -m shepherd.cli.main` runs this file as __main__; the subcommands import
-    # shepherd.cli.main, so run the console script's path, not a second copy of this module.
-    from shepherd.cli.entry import main as _main
+    # `python -m fray.cli.main` runs this file as __main__; the subcommands import
+    # fray.cli.main, so run the console script's path, not a second copy of this module.
+    from fray.cli.entry import main as _main
 
     _main()

@@ -16,12 +16,12 @@ from typing import Any
 
 import click
 
-from shepherd import blacklist, store
-from shepherd.cli import output, render
-from shepherd.cli.main import home_of
-from shepherd.directives import parse_duration
-from shepherd.errors import CorruptFileError, UsageError
-from shepherd.layout import Home
+from fray.state import blacklist, store
+from fray.cli import output, render
+from fray.cli.main import home_of
+from fray.core.directives import parse_duration
+from fray.errors import CorruptFileError, UsageError
+from fray.state.layout import Home
 
 DEFAULT_BAN = "1d"
 
@@ -36,7 +36,7 @@ def nodes(ctx: click.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     if render.terminal_width() is not None and sys.stdin.isatty():
-        from shepherd import tui
+        from fray import tui
 
         tui.run(home_of(ctx), start="nodes")
     else:

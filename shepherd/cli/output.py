@@ -5,7 +5,7 @@ renderer, so `--json` and the human output can never disagree. JSON is orjson,
 one document per line (newline-terminated), so streams can be read line by line.
 
 click is imported where text is printed, not at import: `fray list --json`
-(shepherd.cli.entry) prints through `dumps` without loading click at all.
+(fray.cli.entry) prints through `dumps` without loading click at all.
 """
 
 from __future__ import annotations

@@ -14,10 +14,12 @@ from typing import Any
 
 import click
 
-from shepherd import directives, partitions
-from shepherd.backends import commands
-from shepherd.cli import output, render
-from shepherd.errors import StateError
+from fray.core import directives
+
+from fray.backends.slurm import partitions
+from fray.backends import external
+from fray.cli import output, render
+from fray.errors import StateError
 
 SINFO_TIMEOUT_SEC = 30.0
 COLUMNS = (render.Column("PARTITION"), render.Column("AVAIL"), render.Column("NODES", ">"),
@@ -35,7 +37,7 @@ def partitions_cmd(gpus: str | None, min_vram: str | None, max_vram: str | None,
                    named: str | None, as_json: bool) -> None:
     """The Slurm partitions with their nodes, states and GPUs (type, count, memory)."""
     need = _need(gpus, min_vram, max_vram, prefer, named)
-    result = commands.run(["sinfo", "--noheader", "--Node", f"--format={partitions.SINFO_FORMAT}"], SINFO_TIMEOUT_SEC)
+    result = external.run(["sinfo", "--noheader", "--Node", f"--format={partitions.SINFO_FORMAT}"], SINFO_TIMEOUT_SEC)
     if not result.ok:
         raise StateError(f"cannot list the Slurm partitions: {result.describe()}. "
                          "Run this where `sinfo` works (a login node, with SLURM_CONF if the cluster needs it).")

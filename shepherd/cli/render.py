@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import click
 
-from shepherd.status import ICONS, Status
+from fray.core.status import ICONS, Status
 
 # Colour of each status: green is good, yellow needs a look, red is bad, dim is over.
 STATUS_COLOURS: dict[str, dict[str, Any]] = {

@@ -13,10 +13,14 @@ from typing import Any
 
 import click
 
-from shepherd import directives, runs, views
-from shepherd.cli import output, render
-from shepherd.cli.main import fray_prefix, home_of
-from shepherd.errors import UsageError
+from fray.core import directives
+
+from fray.state import runs
+
+from fray.ops import views
+from fray.cli import output, render
+from fray.cli.main import fray_prefix, home_of
+from fray.errors import UsageError
 
 ATTEMPT_COLUMNS = (
     render.Column("#", ">"),

@@ -15,12 +15,18 @@ from typing import Any, Callable
 import click
 from click.core import ParameterSource
 
-from shepherd import directives, lease, runs, views
-from shepherd.cli import output, render
-from shepherd.cli.main import fray_prefix, home_of
-from shepherd.errors import StateError
-from shepherd.layout import Home
-from shepherd.model import Meta
+from fray.core import directives
+
+from fray.daemon import lease
+
+from fray.state import runs
+
+from fray.ops import views
+from fray.cli import output, render
+from fray.cli.main import fray_prefix, home_of
+from fray.errors import StateError
+from fray.state.layout import Home
+from fray.core.model import Meta
 
 SUCCESS = "completed_success"
 
@@ -109,7 +115,7 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], wait: bool, f
         if follow:
             ended = _follow(home, meta.run_id, as_json)
         else:
-            from shepherd.cli import watch
+            from fray.cli import watch
 
             ended = watch.wait_for_end(home, meta.run_id)
     except KeyboardInterrupt:
@@ -142,7 +148,7 @@ def submitted_view(home: Home, meta: Meta) -> dict[str, Any]:
 def end_view(home: Home, meta: Meta) -> dict[str, Any] | None:
     if meta.end is None:
         return None
-    from shepherd.cli import watch
+    from fray.cli import watch
 
     record = watch.ended_record(home, meta.run_id) or {}
     return {"status": meta.end.status, "reason": meta.end.reason, "at": meta.end.at,
@@ -150,7 +156,7 @@ def end_view(home: Home, meta: Meta) -> dict[str, Any] | None:
 
 
 def _follow(home: Home, run_id: str, as_json: bool) -> Meta:
-    from shepherd.cli import watch
+    from fray.cli import watch
 
     def on_attempt(number: int, node: str | None) -> None:
         if not as_json:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from shepherd.cli.main import home_of
+from fray.cli.main import home_of
 
 THEMES = click.Choice(["dark", "light", "ansi"])
 THEME_HELP = "Colours: dark or light (256 colours), or ansi (the terminal's own 8/16). Default: ansi on an " \
@@ -27,7 +27,8 @@ def tui(ctx: click.Context, run: str | None, screen: str, theme: str | None) -> 
     RUN opens that run's details first (an id, a unique prefix of one, or a name).
     Press ? inside for the keys.
     """
-    from shepherd import runs, tui as dashboard
+    from fray.state import runs
+    from fray import tui as dashboard
 
     home = home_of(ctx)
     run_id = runs.resolve(home, run) if run else None
@@ -47,6 +48,6 @@ def web(ctx: click.Context, port: int, host: str, token: str | None, theme: str 
     It binds 127.0.0.1 by default: from your laptop, tunnel to it with
     `ssh -N -L 8000:127.0.0.1:8000 LOGIN_NODE`, then open the URL it prints.
     """
-    from shepherd.tui import web as serving
+    from fray.tui import web as serving
 
     serving.serve(home_of(ctx), host=host, port=port, token=token, theme=theme)

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
-from shepherd import lease, runs, store
-from shepherd.errors import CorruptFileError
-from shepherd.layout import Home
-from shepherd.model import AttemptState, Meta, Phase
+from fray.daemon import lease
+
+from fray.state import runs, store
+from fray.errors import CorruptFileError
+from fray.state.layout import Home
+from fray.core.model import AttemptState, Meta, Phase
 
 POLL_SEC = 0.2
 DAEMON_CHECK_SEC = 5.0

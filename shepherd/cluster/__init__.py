@@ -6,7 +6,7 @@
     fray         FrayCluster: jobs as runs in FRAY_HOME that the daemon starts and watches
     launching    writing a launched job's run folder (meta, shim, payload, job.json)
     environment  virtual environments cached by the hash of their requirements
-    entry        what a launched job runs (`python -m shepherd.cluster.entry`)
+    entry        what a launched job runs (`python -m fray.cluster.entry`)
     payloads     cloudpickle files, unpickled only when private to this user inside FRAY_HOME
 
 `current_cluster()` reads FRAY_CLUSTER_SPEC: unset or `local` gives the
@@ -21,7 +21,7 @@ import os
 import threading
 from typing import Any
 
-from wrapper import contract
+from fray.wrapper import contract
 
 _lock = threading.Lock()
 _clusters: dict[str, Any] = {}
@@ -39,15 +39,15 @@ def current_cluster() -> Any:
         if existing is not None:
             return existing
         if spec == "local":
-            from shepherd.cluster.local import LocalCluster
+            from fray.cluster.local import LocalCluster
 
             cluster: Any = LocalCluster()
         elif spec == contract.ENV_CLUSTER_SPEC_FRAY:
-            from shepherd.cluster.fray import FrayCluster
+            from fray.cluster.fray import FrayCluster
 
             cluster = FrayCluster()
         else:
-            from shepherd.errors import UsageError
+            from fray.errors import UsageError
 
             raise UsageError(f"FRAY_CLUSTER_SPEC={spec!r} is not known: use 'local' (jobs as threads here) or "
                              "'fray' (jobs as runs in FRAY_HOME)")

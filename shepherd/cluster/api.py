@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from shepherd.errors import FrayError, UsageError
+from fray.errors import FrayError, UsageError
 
 
 class ClusterError(FrayError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Sequence
 
-from shepherd.cluster.api import JobFailed, JobInfo
+from fray.cluster.api import JobFailed, JobInfo
 
 POLL_START_SEC = 0.02
 POLL_MAX_SEC = 0.5
@@ -21,7 +21,7 @@ class ClusterBase:
 
     def secret(self) -> bytes:
         """The secret actor connections prove they know (created on first use, 0600)."""
-        from shepherd.actors import auth
+        from fray.actors import auth
 
         cached = getattr(self, "_secret_cache", None)
         if cached is None:

@@ -1,4 +1,4 @@
-"""What a job launched through the cluster API runs: `python -m shepherd.cluster.entry`.
+"""What a job launched through the cluster API runs: `python -m fray.cluster.entry`.
 
 The run's frozen script is a two-line shim that calls `main()`. It finds its
 run from FRAY_HOME and FRAY_RUN_ID, reads job.json, and:
@@ -23,24 +23,24 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wrapper import contract, workload
+from fray.wrapper import contract, workload
 
 if TYPE_CHECKING:
-    from shepherd.layout import AttemptPaths
+    from fray.state.layout import AttemptPaths
 
 SHIM = """\
 # Written by fray's cluster API: runs the job described by job.json in this folder.
 import sys
-from shepherd.cluster.entry import main
+from fray.cluster.entry import main
 sys.exit(main())
 """
 IN_ENV = "FRAY_ENTRY_IN_ENV"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from shepherd import store
-    from shepherd.cluster import environment, payloads
-    from shepherd.layout import Home
+    from fray.state import store
+    from fray.cluster import environment, payloads
+    from fray.state.layout import Home
 
     home_dir = os.environ.get(contract.ENV_HOME)
     run_id = os.environ.get(contract.ENV_RUN_ID)
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                                     log=lambda line: print(line, file=sys.stderr, flush=True))
         os.environ[IN_ENV] = env["key"]
         sys.stdout.flush()
-        os.execv(str(python), [str(python), "-m", "shepherd.cluster.entry"])
+        os.execv(str(python), [str(python), "-m", "fray.cluster.entry"])
     if job["kind"] == "script":
         script = str(run.dir / job["script"])
         argv_ = workload.launch_argv(script, workload.read_first_line(script), job["script_args"], python=sys.executable)
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _record(attempt: "AttemptPaths", outcome: str, subject: object, message: str, text: str | None) -> None:
-    from shepherd import store
+    from fray.state import store
 
     kind = type(subject)
     store.write_json(attempt.call_record, {

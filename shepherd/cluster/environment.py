@@ -24,9 +24,9 @@ import sysconfig
 import time
 from pathlib import Path
 
-from shepherd import store
-from shepherd.errors import CorruptFileError, StateError
-from shepherd.layout import Home
+from fray.state import store
+from fray.errors import CorruptFileError, StateError
+from fray.state.layout import Home
 
 BUILD_LOCK_TIMEOUT_SEC = 3600.0
 

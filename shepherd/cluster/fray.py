@@ -4,7 +4,7 @@ Inside a fray job (FRAY_CLUSTER_SPEC=fray, FRAY_RUN_ID set) every launched job
 becomes a child of the current run: its meta records the parent run and
 attempt, it inherits the namespace (FRAY_NAMESPACE; a top-level job's is its
 own run id) and it runs on the parent's backend. The daemon stops children when
-their parent ends or is stopped (shepherd.family). Outside a job the same
+their parent ends or is stopped (fray.core.family). Outside a job the same
 calls launch top-level runs in the namespace given (or FRAY_NAMESPACE, else
 "default") on the local backend.
 
@@ -21,15 +21,15 @@ import sys
 import time
 from typing import Any, Sequence
 
-from wrapper import contract
-from shepherd import runs, store
-from shepherd.cluster import launching, payloads
-from shepherd.cluster.api import (ClusterError, JobGroupConfig, JobInfo, JobRequest, JobStatus, Reservation,
+from fray.wrapper import contract
+from fray.state import runs, store
+from fray.cluster import launching, payloads
+from fray.cluster.api import (ClusterError, JobGroupConfig, JobInfo, JobRequest, JobStatus, Reservation,
                                   ReservationConfig, ResourceConfig)
-from shepherd.cluster.base import ClusterBase
-from shepherd.errors import CorruptFileError, FrayError, UsageError
-from shepherd.layout import Home
-from shepherd.model import AttemptState, Meta, Phase
+from fray.cluster.base import ClusterBase
+from fray.errors import CorruptFileError, FrayError, UsageError
+from fray.state.layout import Home
+from fray.core.model import AttemptState, Meta, Phase
 
 END_STATUS = {"completed_success": JobStatus.SUCCEEDED, "failed": JobStatus.FAILED,
               "stopped_manual": JobStatus.STOPPED, "ended_expired": JobStatus.STOPPED}
@@ -85,7 +85,7 @@ class FrayCluster(ClusterBase):
 
     def _ensure_daemon(self) -> None:
         if self.job_id is None:  # inside a job, the daemon that started it is serving
-            from shepherd import lease
+            from fray.daemon import lease
 
             lease.ensure_running(self.home)
 

@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wrapper import contract
-from shepherd import directives, runs, store
-from shepherd.cluster import payloads
-from shepherd.cluster.api import ClusterError, JobRequest
-from shepherd.cluster.entry import SHIM
-from shepherd.errors import UsageError
-from shepherd.layout import Home
-from shepherd.model import Control, Meta, Phase, RunSpec
+from fray.wrapper import contract
+from fray.core import directives
+from fray.state import runs, store
+from fray.cluster import payloads
+from fray.cluster.api import ClusterError, JobRequest
+from fray.cluster.entry import SHIM
+from fray.errors import UsageError
+from fray.state.layout import Home
+from fray.core.model import Control, Meta, Phase, RunSpec
 
 SHIM_NAME = "script.py"
 

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from shepherd.cluster import _job_view, payloads
-from shepherd.cluster.api import (ClusterError, JobGroupConfig, JobInfo, JobRequest, JobStatus, Reservation,
+from fray.cluster import _job_view, payloads
+from fray.cluster.api import (ClusterError, JobGroupConfig, JobInfo, JobRequest, JobStatus, Reservation,
                                   ReservationConfig, ResourceConfig)
-from shepherd.cluster.base import ClusterBase
-from shepherd.layout import Home
+from fray.cluster.base import ClusterBase
+from fray.state.layout import Home
 
 
 @dataclass
@@ -158,7 +158,7 @@ class LocalCluster(ClusterBase):
             self._release(job)
 
     def _run_script(self, job: _Job) -> None:
-        from wrapper import workload
+        from fray.wrapper import workload
 
         entry = job.request.entrypoint
         argv = workload.launch_argv(entry.script, workload.read_first_line(entry.script), list(entry.script_args))

@@ -14,8 +14,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from shepherd import store
-from shepherd.errors import StateError
+from fray.state import store
+from fray.errors import StateError
 
 
 def dumps(value: Any) -> bytes:

@@ -15,11 +15,11 @@ terminal import this package, so every other command starts without it.
 
 from __future__ import annotations
 
-from shepherd.layout import Home
+from fray.state.layout import Home
 
 
 def run(home: Home, start: str = "runs", run_id: str | None = None, theme: str | None = None) -> None:
     """Run the dashboard in this terminal until the user quits."""
-    from shepherd.tui.app import FrayApp
+    from fray.tui.app import FrayApp
 
     FrayApp(home, start=start, run_id=run_id, theme_name=theme).run()

@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shepherd import blacklist, directives, runs
-from shepherd.errors import UsageError
-from shepherd.layout import Home
-from shepherd.model import Phase
-from shepherd.policy import SAFE_OVERRIDES
+from fray.state import blacklist, runs
+
+from fray.core import directives
+from fray.errors import UsageError
+from fray.state.layout import Home
+from fray.core.model import Phase
+from fray.core.policy import SAFE_OVERRIDES
 
 DEFAULT_TTL = "1d"
 
@@ -63,7 +65,7 @@ def describe(op: str, row: dict[str, Any]) -> str:
 
 def control(home: Home, run_id: str, op: str) -> Outcome:
     """`fray control OP RUN`."""
-    from shepherd.cli.control_cmd import effect
+    from fray.cli.control_cmd import effect
 
     runs.request(home, run_id, op)
     meta = runs.read_meta(home, run_id)
@@ -77,7 +79,7 @@ def node_of(home: Home, run_id: str) -> str | None:
 
 
 def parse_ttl(text: str) -> float | None:
-    from shepherd.cli.nodes_cmd import parse_ttl as cli_parse_ttl
+    from fray.cli.nodes_cmd import parse_ttl as cli_parse_ttl
 
     return cli_parse_ttl(text or DEFAULT_TTL)
 
@@ -179,7 +181,7 @@ def set_config(home: Home, run_id: str, settings: dict[str, Any]) -> Outcome:
 
 def preview(script: Path, args: str = "") -> tuple[str, str | None]:
     """What submitting `script` would do, without writing anything: (summary, error)."""
-    from shepherd.cli import render
+    from fray.cli import render
 
     try:
         data = runs._read_script(script)  # the same errors as fray submit

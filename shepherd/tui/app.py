@@ -12,7 +12,7 @@ a missed event costs seconds, not correctness. Each scan is handed to every scre
 that fails (a permission problem, a bug) is reported on screen and retried; it
 never ends the app.
 
-Writing intent: the screens call shepherd.tui.actions (as the CLI commands do)
+Writing intent: the screens call fray.tui.actions (as the CLI commands do)
 and then `intent_written`, which makes sure a daemon serves FRAY_HOME
 (lease.ensure_running, in a thread: it may wait for the daemon's first cycle)
 and refreshes at once.
@@ -28,11 +28,11 @@ from textual.app import App
 from textual.binding import Binding
 from textual.theme import Theme
 
-from shepherd import lease
-from shepherd.errors import FrayError
-from shepherd.layout import Home
-from shepherd.tui import theme as themes
-from shepherd.tui.data import Hint, RunsModel, Snapshot, Watcher
+from fray.daemon import lease
+from fray.errors import FrayError
+from fray.state.layout import Home
+from fray.tui import theme as themes
+from fray.tui.data import Hint, RunsModel, Snapshot, Watcher
 
 FULL_SCAN_WITH_WATCHER_SEC = 30.0
 FULL_SCAN_WITHOUT_WATCHER_SEC = 2.0
@@ -86,7 +86,7 @@ class FrayApp(App):
     # -- start and stop -------------------------------------------------------------------
 
     def get_default_screen(self) -> Any:
-        from shepherd.tui.screens.dashboard import DashboardScreen
+        from fray.tui.screens.dashboard import DashboardScreen
 
         return DashboardScreen()
 
@@ -99,7 +99,7 @@ class FrayApp(App):
         if self.start in ("queue", "nodes"):
             self.action_show(self.start)
         if self.start_run:
-            from shepherd.tui.screens.detail import DetailScreen
+            from fray.tui.screens.detail import DetailScreen
 
             self.push_screen(DetailScreen(self.start_run))
         if self.use_watcher:
@@ -198,7 +198,7 @@ class FrayApp(App):
     # -- global keys ----------------------------------------------------------------------
 
     def action_help(self) -> None:
-        from shepherd.tui.screens.dialogs import HelpScreen
+        from fray.tui.screens.dialogs import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -214,8 +214,8 @@ class FrayApp(App):
 
     def action_show(self, name: str) -> None:
         """Go to the runs, queue or nodes screen (from anywhere)."""
-        from shepherd.tui.screens.nodes import NodesScreen
-        from shepherd.tui.screens.queue import QueueScreen
+        from fray.tui.screens.nodes import NodesScreen
+        from fray.tui.screens.queue import QueueScreen
 
         while len(self.screen_stack) > 1:
             self.pop_screen()

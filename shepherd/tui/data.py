@@ -30,11 +30,11 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
-from shepherd import views
-from shepherd.layout import Home
-from shepherd.model import Meta, Phase
-from shepherd.row_cache import RowCache, stat_key
-from shepherd.status import Status
+from fray.ops import views
+from fray.state.layout import Home
+from fray.core.model import Meta, Phase
+from fray.state.row_cache import RowCache, stat_key
+from fray.core.status import Status
 
 Row = dict[str, Any]
 EVENTS_KEPT = 200  # recent actions held for the dashboard's pane

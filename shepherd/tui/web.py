@@ -9,7 +9,7 @@ terminal over a websocket. This wraps its server so that:
   reaches the app's process without it (compared in constant time);
 - the page's websocket URL is built from the address the browser used, so a
   tunnel on another local port works;
-- the app runs as `python -m shepherd.cli.main --home HOME tui`, the same
+- the app runs as `python -m fray.cli.main --home HOME tui`, the same
   program as in a terminal, reading the same FRAY_HOME.
 """
 
@@ -21,14 +21,14 @@ import shlex
 import sys
 from typing import Any
 
-from shepherd.layout import Home
+from fray.state.layout import Home
 
 TOKEN_BYTES = 24
 
 
 def app_command(home: Home, theme: str | None = None) -> str:
     """The shell command textual-serve starts for each browser session."""
-    argv = [sys.executable, "-m", "shepherd.cli.main", "--home", str(home.root), "tui"]
+    argv = [sys.executable, "-m", "fray.cli.main", "--home", str(home.root), "tui"]
     if theme:
         argv += ["--theme", theme]
     return shlex.join(argv)

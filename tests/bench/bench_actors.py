@@ -25,12 +25,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from shepherd import ClusterResolver, LocalCluster  # noqa: E402
-from shepherd.actors import endpoints  # noqa: E402
+from fray import ClusterResolver, LocalCluster  # noqa: E402
+from fray.actors import endpoints  # noqa: E402
 
 SERVER = """
 import sys, threading
-from shepherd import ActorServer, LocalCluster
+from fray import ActorServer, LocalCluster
 class Ping:
     def ping(self, ctx, x=None):
         return x

@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from shepherd import runs, store
-from shepherd.daemon import Daemon
-from shepherd.layout import Home
-from shepherd.model import Attempt, Control, End, Meta
+from fray.state import runs, store
+from fray.daemon.loop import Daemon
+from fray.state.layout import Home
+from fray.core.model import Attempt, Control, End, Meta
 
 
 def populate(home: Home, count: int, live: int) -> None:
@@ -68,8 +68,8 @@ def floor_ms(home: Home) -> float:
 COLD = """
 import sys, time
 from pathlib import Path
-from shepherd.daemon import Daemon
-from shepherd.layout import Home
+from fray.daemon.loop import Daemon
+from fray.state.layout import Home
 daemon = Daemon(Home(Path(sys.argv[1])))
 start = time.perf_counter()
 daemon.cycle()

@@ -18,9 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import FRAY, env_for, report, time_interleaved, warm_up  # noqa: E402
 
-from shepherd import runs, store  # noqa: E402
-from shepherd.layout import Home  # noqa: E402
-from shepherd.model import Attempt, End, Meta  # noqa: E402
+from fray.state import runs, store  # noqa: E402
+from fray.state.layout import Home  # noqa: E402
+from fray.core.model import Attempt, End, Meta  # noqa: E402
 
 
 def populate(home: Home, count: int) -> None:

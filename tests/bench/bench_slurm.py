@@ -28,12 +28,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from shepherd import runs, store  # noqa: E402
-from shepherd.backends import commands  # noqa: E402
-from shepherd.backends.slurm import SlurmBackend  # noqa: E402
-from shepherd.backends.slurm_parse import SQUEUE_FORMAT  # noqa: E402
-from shepherd.daemon import Daemon  # noqa: E402
-from shepherd.layout import Home  # noqa: E402
+from fray.state import runs, store  # noqa: E402
+from fray.backends import external  # noqa: E402
+from fray.backends.slurm.backend import SlurmBackend  # noqa: E402
+from fray.backends.slurm.parse import SQUEUE_FORMAT  # noqa: E402
+from fray.daemon.loop import Daemon  # noqa: E402
+from fray.state.layout import Home  # noqa: E402
 from tests.slurm.fixture import SLURMD_TIMEOUT_S, SlurmCluster, start_cluster  # noqa: E402
 
 FAST = {"poll_interval_sec": 0.5, "min_snapshot_interval_sec": 0.0, "command_timeout_sec": 60, "sinfo_ttl_sec": 5}
@@ -48,8 +48,8 @@ class Timed:
     def __init__(self) -> None:
         self.seconds: dict[str, list[float]] = {}
 
-    def __call__(self, argv, timeout) -> commands.CommandResult:
-        result = commands.run(argv, timeout)
+    def __call__(self, argv, timeout) -> external.CommandResult:
+        result = external.run(argv, timeout)
         self.seconds.setdefault(argv[0], []).append(result.seconds)
         return result
 
@@ -91,7 +91,7 @@ def held_jobs(cluster: SlurmCluster, count: int, cycles: int, tmp: Path) -> None
         print(f"daemon CPU per cycle (own + squeue), {count} runs     {ms(cpus)}")
         loop_started = time.perf_counter()
         for job_id in job_ids:
-            commands.run(["squeue", "--noheader", f"--jobs={job_id}", f"--Format={SQUEUE_FORMAT}"], 60)
+            external.run(["squeue", "--noheader", f"--jobs={job_id}", f"--Format={SQUEUE_FORMAT}"], 60)
         loop = time.perf_counter() - loop_started
         print(f"per-run loop: {count} x `squeue -j ID`                total {loop * 1000:9.1f} ms")
         print(f"ratio (per-run loop / one squeue)                     {loop / statistics.median(one):9.0f}x")
@@ -107,7 +107,7 @@ def node_fault_recovery(cluster: SlurmCluster, tmp: Path) -> None:
     script = tmp / "serve.sh"
     script.write_text(SERVE)
     env = {**os.environ, **cluster.env}
-    daemon = subprocess.Popen([sys.executable, "-m", "shepherd.daemon", "--home", str(home.root)], env=env,
+    daemon = subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)], env=env,
                               start_new_session=True)
     node = None
     try:

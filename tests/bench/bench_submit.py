@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import FRAY, REPO, env_for, report, time_command, warm_up  # noqa: E402
 
-from shepherd.layout import Home  # noqa: E402
+from fray.state.layout import Home  # noqa: E402
 
 
 def main() -> None:

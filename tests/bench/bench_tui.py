@@ -32,8 +32,8 @@ sys.path.insert(0, str(HERE.parents[1]))
 from _common import report  # noqa: E402
 from bench_list import populate  # noqa: E402
 
-from shepherd import store  # noqa: E402
-from shepherd.layout import Home  # noqa: E402
+from fray.state import store  # noqa: E402
+from fray.state.layout import Home  # noqa: E402
 
 SIZE = (160, 50)
 
@@ -114,8 +114,8 @@ async def baseline(repeats: int) -> dict[str, list[float]]:
 
 
 async def dashboard(home: Home, repeats: int) -> dict[str, list[float]]:
-    from shepherd.tui.app import FrayApp
-    from shepherd.tui.data import Hint
+    from fray.tui.app import FrayApp
+    from fray.tui.data import Hint
 
     samples: dict[str, list[float]] = {k: [] for k in (
         "first", "first_scan", "tick", "watch", "full", "j", "G", "g", "ctrl+d", "filter", "enter",

@@ -9,7 +9,7 @@
     cuda        the CUDA smoke test, run as cuda_smoke.py in a child Python
     tpu         accelerator device files and their holders; JAX's device count
 
-Results go to probe.json (schemas/probe.json); `wrapper.attempt` runs the
+Results go to probe.json (schemas/probe.json); `fray.wrapper.attempt` runs the
 preflight after the first heartbeat and before the launch, and exits 42, 43
 or 44 with failure.json when a probe fails.
 """

@@ -18,8 +18,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wrapper import contract
-from wrapper.probes import runner
+from .. import contract
+from . import runner
 
 PASSED = "passed"
 FAILED = "failed"

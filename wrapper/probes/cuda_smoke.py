@@ -1,4 +1,4 @@
-"""The CUDA smoke test, run by `wrapper.probes.cuda` in a child Python (never imported by the wrapper).
+"""The CUDA smoke test, run by `fray.wrapper.probes.cuda` in a child Python (never imported by the wrapper).
 
 With the first of torch, cupy and numba that is importable and built for
 CUDA: on every visible device, allocate, run a kernel, synchronize and check

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 
-from wrapper import procs
-from wrapper.probes import nvidia
-from wrapper.probes.base import FAILED, PASSED, TIMEOUT, Finding, ProbeContext
+from .. import procs
+from . import nvidia
+from .base import FAILED, PASSED, TIMEOUT, Finding, ProbeContext
 
 
 def _listing(ctx: ProbeContext, deadline: float) -> nvidia.GpuList | Finding:

@@ -7,7 +7,7 @@
         4242, /usr/bin/python3, GPU-5e7f1c3a-..., 1024
 
 Older drivers (R450/R460) name MIG devices `MIG-GPU-<gpu uuid>/<gi>/<ci>`
-in both places; either form is read. No IO here: the probes in `wrapper.probes.gpu` run the
+in both places; either form is read. No IO here: the probes in `fray.wrapper.probes.gpu` run the
 commands and hand their text to these functions.
 """
 

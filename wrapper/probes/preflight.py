@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wrapper import contract
-from wrapper.probes import cuda, gpu, node, runner, tpu
-from wrapper.probes.base import FAILED, SKIPPED, TIMEOUT, Finding, ProbeContext
+from .. import contract
+from . import cuda, gpu, node, runner, tpu
+from .base import FAILED, SKIPPED, TIMEOUT, Finding, ProbeContext
 
 Probe = Callable[[ProbeContext, float], Finding]
 

@@ -16,8 +16,8 @@ import glob
 import json
 import os
 
-from wrapper import procs
-from wrapper.probes.base import FAILED, PASSED, TIMEOUT, Finding, ProbeContext
+from .. import procs
+from .base import FAILED, PASSED, TIMEOUT, Finding, ProbeContext
 
 PROC = "/proc"
 JAX_COUNT = (

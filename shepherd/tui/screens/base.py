@@ -1,7 +1,7 @@
 """What every screen shares: taking a refresh, the actions on a run (r, s, p, t, b, e),
 and the `/` filter box of the list screens.
 
-The run actions write intent through shepherd.tui.actions (as the CLI does),
+The run actions write intent through fray.tui.actions (as the CLI does),
 ask first when they are destructive, then have the app make sure a daemon
 serves FRAY_HOME and refresh at once, so the change shows without waiting.
 """
@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, Callable
 from textual.screen import Screen
 from textual.widgets import Input
 
-from shepherd.errors import FrayError
-from shepherd.tui import actions
+from fray.errors import FrayError
+from fray.tui import actions
 
 if TYPE_CHECKING:
-    from shepherd.tui.app import FrayApp
-    from shepherd.tui.data import Snapshot
+    from fray.tui.app import FrayApp
+    from fray.tui.data import Snapshot
 
 
 class FrayScreen(Screen):
@@ -120,7 +120,7 @@ class RunActions:
             self._do(run)
 
     def _confirm(self, question: str, yes: str, run: Callable[[], actions.Outcome], daemon: bool = True) -> None:
-        from shepherd.tui.screens.dialogs import ConfirmScreen
+        from fray.tui.screens.dialogs import ConfirmScreen
 
         def answered(ok: bool | None) -> None:
             if ok:
@@ -140,14 +140,14 @@ class RunActions:
     def action_logs(self) -> None:
         row = self._row_or_warn()
         if row is not None:
-            from shepherd.tui.screens.logs import LogsScreen
+            from fray.tui.screens.logs import LogsScreen
 
             self.app.push_screen(LogsScreen(row["run_id"]))  # type: ignore[attr-defined]
 
     def action_details(self) -> None:
         row = self._row_or_warn()
         if row is not None:
-            from shepherd.tui.screens.detail import DetailScreen
+            from fray.tui.screens.detail import DetailScreen
 
             self.app.push_screen(DetailScreen(row["run_id"]))  # type: ignore[attr-defined]
 
@@ -155,7 +155,7 @@ class RunActions:
         row = self._row_or_warn()
         if row is None:
             return
-        from shepherd.tui.screens.dialogs import BanScreen
+        from fray.tui.screens.dialogs import BanScreen
 
         home = self.app.home  # type: ignore[attr-defined]
         try:
@@ -181,6 +181,6 @@ class RunActions:
             self.notify(f"{row['name']} is not live ({row['status']}); settings change only on a live run",  # type: ignore[attr-defined]
                         severity="warning")
             return
-        from shepherd.tui.screens.config import ConfigScreen
+        from fray.tui.screens.config import ConfigScreen
 
         self.app.push_screen(ConfigScreen(row["run_id"]))  # type: ignore[attr-defined]

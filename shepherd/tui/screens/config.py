@@ -16,8 +16,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from shepherd.errors import FrayError
-from shepherd.tui import actions
+from fray.errors import FrayError
+from fray.tui import actions
 
 
 def _id(field: str) -> str:

@@ -17,10 +17,10 @@ from textual.binding import Binding
 from rich.text import Text
 from textual.widgets import Footer, Static
 
-from shepherd.tui.data import Snapshot
-from shepherd.tui.screens.base import FrayScreen, RunActions
-from shepherd.tui.widgets.run_table import RunTable
-from shepherd.tui.widgets.status_bar import DaemonBanner, EventsPane, StatusBar, counts_text
+from fray.tui.data import Snapshot
+from fray.tui.screens.base import FrayScreen, RunActions
+from fray.tui.widgets.run_table import RunTable
+from fray.tui.widgets.status_bar import DaemonBanner, EventsPane, StatusBar, counts_text
 
 
 class DashboardScreen(RunActions, FrayScreen):
@@ -104,7 +104,7 @@ class DashboardScreen(RunActions, FrayScreen):
     # -- keys ---------------------------------------------------------------------------
 
     def on_run_table_selected(self, event: RunTable.Selected) -> None:
-        from shepherd.tui.screens.detail import DetailScreen
+        from fray.tui.screens.detail import DetailScreen
 
         self.app.push_screen(DetailScreen(event.run_id))
 
@@ -136,7 +136,7 @@ class DashboardScreen(RunActions, FrayScreen):
             self.app.action_back()  # type: ignore[attr-defined]
 
     def action_new_run(self) -> None:
-        from shepherd.tui.screens.new_run import NewRunScreen
+        from fray.tui.screens.new_run import NewRunScreen
 
         def submitted(run_id: str | None) -> None:
             if run_id:

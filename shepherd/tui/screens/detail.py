@@ -20,11 +20,11 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from shepherd import views
-from shepherd.cli import render
-from shepherd.tui.data import Snapshot
-from shepherd.tui.screens.base import FrayScreen, RunActions
-from shepherd.tui.widgets.script_view import script_text
+from fray.ops import views
+from fray.cli import render
+from fray.tui.data import Snapshot
+from fray.tui.screens.base import FrayScreen, RunActions
+from fray.tui.widgets.script_view import script_text
 
 NEUTRAL_CAUSES = frozenset({"stopped", "restarted", "paused", "expired"})
 
@@ -120,7 +120,7 @@ class DetailScreen(RunActions, FrayScreen):
         self.query_one("#script", Static).update(Group(heading, script_text(data.get("script_text"), palette)))
 
     def _facts(self, data: dict[str, Any], now: float) -> Any:
-        from shepherd.cli.status_cmd import control_summary, mode_summary, progress_summary
+        from fray.cli.status_cmd import control_summary, mode_summary, progress_summary
 
         row, spec = data["run"], data["spec"]
         table = Table.grid(padding=(0, 2))

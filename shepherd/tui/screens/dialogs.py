@@ -89,8 +89,8 @@ class BanScreen(ModalScreen["tuple[str, str, str] | None"]):
             self.dismiss(None)
 
     def _submit(self) -> None:
-        from shepherd.errors import FrayError
-        from shepherd.tui.actions import parse_ttl
+        from fray.errors import FrayError
+        from fray.tui.actions import parse_ttl
 
         node = self.query_one("#node", Input).value.strip()
         ttl = self.query_one("#ttl", Input).value.strip()

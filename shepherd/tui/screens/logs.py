@@ -1,7 +1,7 @@
 """Logs of a run: the tail of any attempt's stdout or stderr, follow mode, search, where you are.
 
 Opens on the latest attempt's stdout, its last lines (the files are read with
-the CLI's tail reader, shepherd.cli.watch). `o`/`e` switch to stdout/stderr,
+the CLI's tail reader, fray.cli.watch). `o`/`e` switch to stdout/stderr,
 `[`/`]` to the previous/next attempt, space turns follow mode on and off: while
 following, new lines are appended as they are written and a new attempt is
 switched to when it starts (as `fray logs -f` does). `/` searches (n/N step
@@ -16,11 +16,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Input, Static
 
-from shepherd import runs
-from shepherd.cli import watch
-from shepherd.errors import FrayError
-from shepherd.tui.screens.base import FrayScreen
-from shepherd.tui.widgets.log_view import LogView
+from fray.state import runs
+from fray.cli import watch
+from fray.errors import FrayError
+from fray.tui.screens.base import FrayScreen
+from fray.tui.widgets.log_view import LogView
 
 TAIL_LINES = 5000
 POLL_SEC = 0.25

@@ -18,8 +18,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DirectoryTree, Input, Label, Static
 
-from shepherd.errors import FrayError
-from shepherd.tui import actions
+from fray.errors import FrayError
+from fray.tui import actions
 
 SCRIPT_SUFFIXES = frozenset({".py", ".sh", ".bash", ".zsh", ".jl", ".r", ".R", ""})
 

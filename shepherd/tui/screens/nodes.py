@@ -16,11 +16,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
-from shepherd.cli import render
-from shepherd.tui import actions
-from shepherd.tui.data import Snapshot
-from shepherd.tui.screens.base import FilterBox, FrayScreen, RunActions
-from shepherd.tui.widgets.key_table import KeyTable
+from fray.cli import render
+from fray.tui import actions
+from fray.tui.data import Snapshot
+from fray.tui.screens.base import FilterBox, FrayScreen, RunActions
+from fray.tui.widgets.key_table import KeyTable
 
 COLUMNS = (("name", "NODE"), ("backend", "BACKEND"), ("state", "STATE"), ("cpus", "CPUS"), ("mem", "MEM"),
            ("gpus", "GPUS"), ("partitions", "PARTITIONS"), ("blacklist", "BLACKLIST"))
@@ -79,7 +79,7 @@ class NodesScreen(FilterBox, RunActions, FrayScreen):
             self.reload()
 
     def reload(self) -> None:
-        from shepherd.cli.nodes_cmd import nodes_view
+        from fray.cli.nodes_cmd import nodes_view
 
         self.view = nodes_view(self.fray.home)
         self._fill()
@@ -124,7 +124,7 @@ class NodesScreen(FilterBox, RunActions, FrayScreen):
         return None
 
     def action_ban(self) -> None:
-        from shepherd.tui.screens.dialogs import BanScreen
+        from fray.tui.screens.dialogs import BanScreen
 
         home = self.fray.home
 

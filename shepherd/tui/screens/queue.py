@@ -15,11 +15,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
-from shepherd import views
-from shepherd.cli import render
-from shepherd.tui.data import Snapshot
-from shepherd.tui.screens.base import FilterBox, FrayScreen, RunActions
-from shepherd.tui.widgets.key_table import KeyTable
+from fray.ops import views
+from fray.cli import render
+from fray.tui.data import Snapshot
+from fray.tui.screens.base import FilterBox, FrayScreen, RunActions
+from fray.tui.widgets.key_table import KeyTable
 
 COLUMNS = (("position", "#"), ("icon", ""), ("name", "NAME"), ("status", "STATUS"), ("attempt", "ATT"),
            ("backend", "ON"), ("age", "WAITING"), ("reason", "WHY IT WAITS"))

@@ -1,6 +1,6 @@
 """The runs table's columns (pure): which fit a width, how cells read, how rows sort.
 
-Cells are formatted by the CLI's own helpers (shepherd.cli.render), so the
+Cells are formatted by the CLI's own helpers (fray.cli.render), so the
 table reads like `fray list`. Columns drop out by priority on a narrow
 terminal (80 columns keeps the icon, name, status, node, attempt, ages and the
 reason) and the reason takes the room a wide terminal gives.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from shepherd.cli import render
-from shepherd.status import Status
+from fray.cli import render
+from fray.core.status import Status
 
 Row = dict[str, Any]
 GAP = 1

@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from shepherd.tui.widgets.virtual import set_virtual_size
+from fray.tui.widgets.virtual import set_virtual_size
 
 MAX_LINES = 100_000  # older lines are dropped past this many
 CONTROL = {i: "?" for i in range(32) if i != 9}

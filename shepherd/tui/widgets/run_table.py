@@ -21,8 +21,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from shepherd.tui.widgets.columns import COLUMNS, GAP, SORTS, Column, Row, cells_of, fit, layout, sort_key
-from shepherd.tui.widgets.virtual import set_virtual_size
+from fray.tui.widgets.columns import COLUMNS, GAP, SORTS, Column, Row, cells_of, fit, layout, sort_key
+from fray.tui.widgets.virtual import set_virtual_size
 
 
 class RunTable(ScrollView, can_focus=True):

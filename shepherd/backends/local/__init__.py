@@ -1,0 +1,1 @@
+"""The embedded local backend: attempts are wrapper processes on this machine."""

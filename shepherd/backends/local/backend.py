@@ -1,0 +1,240 @@
+"""The embedded local backend: attempts are wrapper processes on this machine.
+
+Each attempt is `python -m fray.wrapper run ...` in a session of its own, detached,
+so it outlives the daemon. It is found again by scanning /proc for a wrapper
+command line carrying this FRAY_HOME, the run id and the attempt number: a
+reused pid has another command line, so it never passes for ours. Admission by
+CPUs, memory and GPUs is `scheduler.Ledger` over `capacity()`. A graceful
+cancel is the wrapper's planned stop (SIGUSR2: the workload is asked for a
+checkpoint with SIGUSR1, then sent SIGTERM); a forced one kills the group.
+
+The backend is the parent of the wrappers it starts, so a thread waits on each
+and calls `on_attempt_exit` when it ends: the daemon then looks at once instead
+of trusting the file watcher, whose watch on a brand-new attempt folder can
+arrive after a quick wrapper has already written its exit record there.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from fray.state import store
+from fray.backends import wrapper_command
+from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
+from fray.errors import BackendError
+from fray.state.layout import Home
+from fray.core.policy import BackendView
+from fray.core.scheduler import Capacity
+from fray.wrapper import contract, procs
+
+PROC = Path("/proc")
+
+
+class LocalBackend:
+    name = "local"
+    poll_interval_sec = 1.0
+
+    def __init__(self, home: Home, config: dict[str, Any] | None = None,
+                 on_attempt_exit: Callable[[], None] | None = None) -> None:
+        self.home = home
+        self._on_attempt_exit = on_attempt_exit
+        self.host = socket.gethostname()
+        self._config = config if config is not None else _local_config(home)
+        self.poll_interval_sec = float(self._config.get("poll_interval_sec", self.poll_interval_sec))
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._capacity: Capacity | None = None
+
+    def capacity(self) -> Capacity:
+        if self._capacity is None:
+            self._capacity = Capacity(
+                cpus=int(self._config.get("cpus") or _cpu_count()),
+                mem_mb=int(self._config.get("mem_mb") or _mem_total_mb() or 0) or None,
+                gpus=int(self._config["gpus"]) if "gpus" in self._config else _gpu_count(),
+            )
+        return self._capacity
+
+    def submit(self, request: SubmitRequest) -> dict[str, Any]:
+        store.make_dirs(request.attempt_dir)
+        spec = request.spec
+        argv = wrapper_command.wrapper_argv(sys.executable, request)
+        env = {**os.environ, **spec.env}
+        # A CPU run must not land on a GPU another run was given.
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, request.gpu_ids))
+        log_fd = os.open(request.attempt_dir / "wrapper.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
+        try:
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, env=env,
+                                     cwd=str(request.attempt_dir), start_new_session=True, close_fds=True)
+        except OSError as exc:
+            raise BackendError(f"could not start the wrapper: {exc}", temporary=False) from None
+        finally:
+            os.close(log_fd)
+        self._children[child.pid] = child
+        if self._on_attempt_exit is not None:
+            threading.Thread(target=_wait_then, args=(child, self._on_attempt_exit),
+                             name=f"fray-wait-{child.pid}", daemon=True).start()
+        return {"pid": child.pid, "start_ticks": _start_ticks(child.pid), "host": self.host,
+                "gpu_ids": list(request.gpu_ids)}
+
+    def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
+        self._reap()
+        alive = self._scan()
+        views: dict[AttemptKey, BackendView] = {}
+        for item in tracked:
+            found = alive.get(item.key)
+            if found is None:
+                views[item.key] = BackendView("gone")
+            else:
+                pid, ticks = found
+                ref = {**(item.ref or {}), "pid": pid, "start_ticks": ticks, "host": self.host}
+                views[item.key] = BackendView("running", node=self.host, ref=ref)
+        return views
+
+    def cancel(self, targets: list[CancelTarget]) -> None:
+        alive = self._scan() if targets else {}
+        for target in targets:
+            found = alive.get(target.key)
+            if found is not None:
+                pid = found[0]
+                if target.force:
+                    _signal_group(pid, signal.SIGKILL)
+                else:
+                    _signal(pid, _planned_stop_signal(pid))
+            if target.force and target.workload_pid and _belongs_to(target.workload_pid, target.key):
+                _signal_group(target.workload_pid, signal.SIGKILL)
+
+    def nodes(self) -> list[Node]:
+        cap = self.capacity()
+        return [Node(name=self.host, state="up", cpus=cap.cpus, mem_mb=cap.mem_mb, gpus=cap.gpus)]
+
+    def _reap(self) -> None:
+        for pid, child in list(self._children.items()):
+            if child.poll() is not None:
+                del self._children[pid]
+
+    def _scan(self) -> dict[AttemptKey, tuple[int, int]]:
+        """Every live wrapper of this FRAY_HOME: (run id, attempt) -> (pid, start ticks)."""
+        home_arg = str(self.home.root).encode()
+        found: dict[AttemptKey, tuple[int, int]] = {}
+        for entry in os.scandir(PROC):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                    raw = handle.read()
+            except OSError:
+                continue
+            if _WRAPPER_MODULE not in raw or home_arg not in raw:
+                continue
+            key = _wrapper_key(raw.split(b"\0"), home_arg)
+            if key is not None:
+                ticks = _start_ticks(int(entry.name))
+                if ticks is not None:
+                    found[key] = (int(entry.name), ticks)
+        return found
+
+
+_WRAPPER_MODULE = wrapper_command.WRAPPER_MODULE.encode()
+
+
+def _wrapper_key(argv: list[bytes], home_arg: bytes) -> AttemptKey | None:
+    try:
+        start = argv.index(_WRAPPER_MODULE)
+        args = argv[start + 1 : argv.index(b"--", start)] if b"--" in argv[start:] else argv[start + 1 :]
+        if argv[start - 1] != b"-m" or not args or args[0] != b"run":
+            return None
+        values = dict(zip(args[1::2], args[2::2]))
+        if values.get(b"--home") != home_arg:
+            return None
+        return AttemptKey(values[b"--run-id"].decode(), int(values[b"--attempt"]))
+    except (ValueError, KeyError, IndexError):
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Process start time in clock ticks since boot (/proc/<pid>/stat field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    if fields[0] == b"Z":
+        return None  # a zombie is already gone
+    return int(fields[19])
+
+
+def _belongs_to(pid: int, key: AttemptKey) -> bool:
+    """Whether `pid` is the workload of this attempt (checked by its environment, not trusted)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"FRAY_RUN_ID={key.run_id}".encode() in environ and f"FRAY_ATTEMPT={key.attempt}".encode() in environ
+
+
+def _planned_stop_signal(pid: int) -> signal.Signals:
+    """SIGUSR2, the planned stop (checkpoint, then SIGTERM), to a wrapper that handles it; else SIGTERM.
+
+    A wrapper started before an upgrade may not know SIGUSR2, and would die of it without cleaning up.
+    """
+    planned = signal.Signals[contract.PLANNED_STOP_SIGNAL]
+    return planned if procs.catches(pid, planned) else signal.SIGTERM
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        _signal(pid, sig)
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _mem_total_mb() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return None
+
+
+def _gpu_count() -> int:
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    if listing.returncode != 0:
+        return 0
+    return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+
+
+def _wait_then(child: subprocess.Popen[bytes], callback: Callable[[], None]) -> None:
+    child.wait()
+    callback()
+
+
+def _local_config(home: Home) -> dict[str, Any]:
+    from fray.state.config import load_config
+
+    return load_config(home).get("local", {})

@@ -1,0 +1,288 @@
+"""The Slurm backend: attempts are batch jobs, found again by name, watched in one squeue.
+
+    submit    one `sbatch --parsable` (script and options from `slurm_script`);
+              a timeout is an AmbiguousSubmission, resolved by name afterwards
+    snapshot  one `squeue` for all our jobs (own user), at most every
+              `min_snapshot_interval_sec` (the last result is reused in between);
+              for jobs that left the queue, one `sacct` when accounting works,
+              else (or for what it does not know yet) one `scontrol show job`
+    cancel    one `scancel --signal=TERM --full` for the polite stops (the
+              wrapper forwards the signal and keeps its --stop-grace), one plain
+              `scancel` for kills and for jobs still pending
+    nodes     one `sinfo` (cached `sinfo_ttl_sec`), also behind partition choice
+
+Every command goes through the `commands` seam with a timeout. A failed
+squeue raises BackendError (the daemon logs it and treats every attempt as
+unknown this cycle); a failed sacct or scontrol only leaves less detail.
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fray.backends.slurm import partitions
+
+from fray.state import store
+from fray.backends import external
+from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
+from fray.backends.slurm.parse import (
+    JOB_PREFIX, PENDING_STATES, SACCT_FIELDS, SQUEUE_FORMAT, JobRecord, QueueRow, job_name, parse_sacct,
+    parse_sbatch, parse_scontrol, parse_squeue, view_of_finished, view_of_queued,
+)
+from fray.backends.slurm.script import BatchJob, batch_script, sbatch_argv, sbatch_options
+from fray.errors import AmbiguousSubmission, BackendError
+from fray.state.layout import AttemptPaths, Home
+from fray.core.model import RunSpec
+from fray.core.partition_policy import Candidates
+from fray.core.policy import BackendView
+
+DEFAULTS: dict[str, Any] = {
+    "poll_interval_sec": 15.0,
+    "min_snapshot_interval_sec": 10.0,
+    "command_timeout_sec": 30.0,
+    "sinfo_ttl_sec": 60.0,
+    "signal_before_limit_sec": 120,
+}
+# After sacct fails, use scontrol alone for this long before asking sacct again;
+# "accounting storage is disabled" will not change soon.
+SACCT_RETRY_SEC = 300.0
+SACCT_DISABLED_RETRY_SEC = 3600.0
+# sbatch failures after which the job may exist all the same.
+_MAYBE_SUBMITTED = ("Socket timed out", "Zero Bytes were transmitted", "Connection reset")
+# scancel complaints that mean "already over": nothing left to cancel.
+_ALREADY_OVER = ("Invalid job id", "already completing or completed", "Job/step already completing")
+
+
+@dataclass
+class _Queue:
+    taken_at: float
+    by_id: dict[str, QueueRow] = field(default_factory=dict)
+    by_name: dict[str, QueueRow] = field(default_factory=dict)
+
+
+class SlurmBackend:
+    name = "slurm"
+    poll_interval_sec = DEFAULTS["poll_interval_sec"]
+
+    def __init__(self, home: Home, config: dict[str, Any] | None = None,
+                 runner: external.Runner = external.run, clock: Callable[[], float] = time.monotonic) -> None:
+        self.home = home
+        settings = {**DEFAULTS, **(config if config is not None else _slurm_config(home))}
+        self.python = str(settings.get("python") or sys.executable)
+        self.user = str(settings.get("user") or getpass.getuser())
+        self.poll_interval_sec = float(settings["poll_interval_sec"])
+        self.min_snapshot_interval_sec = float(settings["min_snapshot_interval_sec"])
+        self.timeout = float(settings["command_timeout_sec"])
+        self.sinfo_ttl_sec = float(settings["sinfo_ttl_sec"])
+        self.signal_before_limit_sec = int(settings["signal_before_limit_sec"])
+        self.run_command = runner
+        self.clock = clock
+        self._queue: _Queue | None = None
+        self._submitted_at: dict[str, float] = {}  # job id -> when sbatch returned it
+        self._ambiguous_at: dict[str, float] = {}  # job name -> when its sbatch gave no clear answer
+        self._sinfo: tuple[float, list[partitions.NodeRow]] | None = None
+        self._sacct_after = 0.0
+
+    def capacity(self) -> None:
+        return None  # Slurm queues by itself
+
+    # -- submit ----------------------------------------------------------------------
+
+    def submit(self, request: SubmitRequest) -> dict[str, Any]:
+        store.make_dirs(request.attempt_dir)
+        paths = AttemptPaths(request.attempt_dir)
+        rows = self._sinfo_rows()
+        job = BatchJob(request, self.python, self.signal_before_limit_sec,
+                       gpu_type=self._gpu_type(request, rows),
+                       known_nodes=frozenset(r.node for r in rows) if rows is not None else None)
+        store.write_bytes_atomic(paths.slurm_script, batch_script(job).encode())
+        name = job_name(request.key)
+        result = self.run_command(sbatch_argv(job, paths.slurm_script, paths.slurm_log), self.timeout)
+        job_id = parse_sbatch(result.stdout) if result.ok else None
+        if job_id is None and (result.ok or result.timed_out or any(s in result.stderr for s in _MAYBE_SUBMITTED)):
+            self._ambiguous_at[name] = self.clock()
+            raise AmbiguousSubmission(f"{result.describe()}; job {name} may or may not exist")
+        if job_id is None:
+            raise BackendError(f"sbatch refused attempt {request.key.attempt}: {result.describe()}")
+        self._submitted_at[job_id] = self.clock()
+        ref: dict[str, Any] = {"job_id": job_id, "job_name": name}
+        if request.partition:
+            ref["partition"] = request.partition
+        if job.exclude:
+            ref["exclude"] = list(job.exclude)
+        return ref
+
+    def _gpu_type(self, request: SubmitRequest, rows: list[partitions.NodeRow] | None) -> str | None:
+        if not request.partition or rows is None:
+            return None
+        chosen = next((p for p in partitions.summarize(rows) if p.name == request.partition), None)
+        return partitions.gpu_type_for(chosen, _need(request.spec))
+
+    # -- snapshot --------------------------------------------------------------------
+
+    def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
+        queue = self._squeue()
+        views: dict[AttemptKey, BackendView] = {}
+        missing: list[tuple[Tracked, str | None]] = []
+        for item in tracked:
+            name = job_name(item.key)
+            job_id = str((item.ref or {}).get("job_id") or "") or None
+            row = queue.by_id.get(job_id) if job_id else queue.by_name.get(name)
+            if row is not None:
+                views[item.key] = view_of_queued(row, {**(item.ref or {}), "job_id": row.job_id, "job_name": name})
+            elif self._newer_than(queue, job_id, name):
+                continue  # submitted after the (cached) squeue: unknown until the next one
+            else:
+                missing.append((item, job_id))
+        if missing:
+            views.update(self._finished(missing))
+        return views
+
+    def _newer_than(self, queue: _Queue, job_id: str | None, name: str) -> bool:
+        at = self._submitted_at.get(job_id) if job_id else self._ambiguous_at.get(name)
+        return at is not None and at >= queue.taken_at
+
+    def _squeue(self) -> _Queue:
+        now = self.clock()
+        if self._queue is not None and now - self._queue.taken_at < self.min_snapshot_interval_sec:
+            return self._queue
+        result = self.run_command(["squeue", "--noheader", f"--user={self.user}", f"--Format={SQUEUE_FORMAT}"],
+                                  self.timeout)
+        if not result.ok:
+            raise BackendError(f"could not list the Slurm queue: {result.describe()}")
+        queue = _Queue(taken_at=now)
+        for row in parse_squeue(result.stdout):
+            if row.name.startswith(JOB_PREFIX):
+                queue.by_id[row.job_id] = row
+                # A name submitted twice (never by fray, barring bugs) resolves to the first job.
+                queue.by_name.setdefault(row.name, row)
+        self._queue = queue
+        # Submissions from before this listing are in it (or over): no longer "too new to tell".
+        self._submitted_at = {k: at for k, at in self._submitted_at.items() if at >= now}
+        self._ambiguous_at = {k: at for k, at in self._ambiguous_at.items() if at >= now}
+        return queue
+
+    def _finished(self, missing: list[tuple[Tracked, str | None]]) -> dict[AttemptKey, BackendView]:
+        """Views of jobs that left the queue, from sacct, else scontrol, else nothing but 'gone'."""
+        ids = [job_id for _, job_id in missing if job_id]
+        records = self._sacct(ids) if ids else {}
+        unresolved = [(item, job_id) for item, job_id in missing if not job_id or job_id not in records]
+        if unresolved:
+            records = {**(self._scontrol() or {}), **records}
+        by_name = {r.name: r for r in records.values()}
+        views: dict[AttemptKey, BackendView] = {}
+        for item, job_id in missing:
+            name = job_name(item.key)
+            record: JobRecord | None = records.get(job_id) if job_id else by_name.get(name)
+            ref = {**(item.ref or {}), "job_name": name, **({"job_id": record.job_id} if record else {})}
+            if record is not None:
+                views[item.key] = view_of_finished(record, ref)
+            else:
+                views[item.key] = BackendView("gone", ref=item.ref, detail="no longer known to Slurm")
+        return views
+
+    def _sacct(self, ids: list[str]) -> dict[str, JobRecord]:
+        now = self.clock()
+        if now < self._sacct_after:
+            return {}
+        result = self.run_command(["sacct", "--parsable2", "--noheader", "--allocations", f"--jobs={','.join(ids)}",
+                                   f"--format={','.join(SACCT_FIELDS)}"], self.timeout)
+        if not result.ok:
+            disabled = "accounting storage is disabled" in (result.stderr + result.stdout).lower()
+            self._sacct_after = now + (SACCT_DISABLED_RETRY_SEC if disabled else SACCT_RETRY_SEC)
+            return {}
+        return parse_sacct(result.stdout)
+
+    def _scontrol(self) -> dict[str, JobRecord] | None:
+        # One call for every job the controller still remembers (MinJobAge): it
+        # takes a single id at most, and one call per job is what we avoid.
+        result = self.run_command(["scontrol", "--oneliner", "show", "job"], self.timeout)
+        return parse_scontrol(result.stdout) if result.ok else None
+
+    # -- cancel ----------------------------------------------------------------------
+
+    def cancel(self, targets: list[CancelTarget]) -> None:
+        polite: list[str] = []
+        kill: list[str] = []
+        for target in targets:
+            row = self._row_of(target)
+            job_id = str((target.ref or {}).get("job_id") or "") or (row.job_id if row else None)
+            if not job_id:
+                continue  # never reached Slurm, as far as anyone can tell
+            # A pending job has no process to signal: only a plain scancel removes it.
+            pending = row is not None and row.state in PENDING_STATES
+            (kill if target.force or pending else polite).append(job_id)
+        problems = []
+        if polite:
+            problems += self._scancel(["--signal=TERM", "--full", *polite])
+        if kill:
+            problems += self._scancel(kill)
+        if problems:
+            raise BackendError("; ".join(problems))
+
+    def _row_of(self, target: CancelTarget) -> QueueRow | None:
+        if self._queue is None:
+            return None
+        job_id = (target.ref or {}).get("job_id")
+        return self._queue.by_id.get(str(job_id)) if job_id else self._queue.by_name.get(job_name(target.key))
+
+    def _scancel(self, args: list[str]) -> list[str]:
+        result = self.run_command(["scancel", *args], self.timeout)
+        if result.ok:
+            return []
+        if result.timed_out:
+            return [result.describe()]
+        real = [line for line in result.stderr.splitlines() if line.strip() and not any(s in line for s in _ALREADY_OVER)]
+        return [result.describe()] if real else []
+
+    # -- nodes and partitions ----------------------------------------------------------
+
+    def nodes(self) -> list[Node]:
+        rows = self._sinfo_rows()
+        if rows is None:
+            raise BackendError("could not list the Slurm nodes (sinfo failed)")
+        return [Node(name=n.name, state=n.state, cpus=n.cpus, mem_mb=n.mem_mb, gpus=sum(g.count for g in n.gpus),
+                     gpu_type=",".join(sorted({g.type for g in n.gpus if g.type})) or None, partitions=n.partitions)
+                for n in partitions.nodes(rows)]
+
+    def list_partitions(self) -> list[partitions.Partition] | None:
+        rows = self._sinfo_rows()
+        return partitions.summarize(rows) if rows is not None else None
+
+    def partition_candidates(self, spec: RunSpec) -> Candidates | None:
+        """The partitions to try for a run, best first (None: Slurm's default or the user's #SBATCH line)."""
+        need = _need(spec)
+        if not need.named and (not need.gpus or "partition" in sbatch_options(spec.sbatch)):
+            return None
+        found = self.list_partitions()
+        if found is None:
+            if need.named:
+                return Candidates(need.named)  # cannot check them now; sbatch will
+            return Candidates((), "cannot choose a GPU partition: sinfo failed (retried)")
+        return partitions.choose(found, need)
+
+    def _sinfo_rows(self) -> list[partitions.NodeRow] | None:
+        now = self.clock()
+        if self._sinfo is not None and now - self._sinfo[0] < self.sinfo_ttl_sec:
+            return self._sinfo[1]
+        result = self.run_command(["sinfo", "--noheader", "--Node", f"--format={partitions.SINFO_FORMAT}"],
+                                  self.timeout)
+        if not result.ok:
+            return self._sinfo[1] if self._sinfo is not None else None  # stale beats nothing
+        self._sinfo = (now, partitions.parse_sinfo(result.stdout))
+        return self._sinfo[1]
+
+
+def _need(spec: RunSpec) -> partitions.Need:
+    return partitions.Need(gpus=spec.gpus, min_vram_gb=spec.min_vram_gb, max_vram_gb=spec.max_vram_gb,
+                           prefer=spec.prefer, named=tuple(spec.partitions))
+
+
+def _slurm_config(home: Home) -> dict[str, Any]:
+    from fray.state.config import load_config
+
+    return load_config(home).get("slurm", {})

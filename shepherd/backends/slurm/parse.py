@@ -1,0 +1,209 @@
+"""What Slurm's commands print, read into records, and what each job state means for fray.
+
+    parse_squeue(text)   -> list[QueueRow]      (the SQUEUE_FORMAT fields)
+    parse_sacct(text)    -> dict[id, JobRecord] (the SACCT_FIELDS, --parsable2)
+    parse_scontrol(text) -> dict[id, JobRecord] (`scontrol --oneliner show job`)
+    view_of_queued(row) / view_of_finished(record) -> BackendView
+    job_name(key) / key_of(name): the name that carries a run id and attempt
+
+Every job state Slurm documents maps to one of fray's views: waiting
+(pending), alive (running), or over (gone, with the `cause` policy uses when
+the wrapper left no exit record). Pure: text in, records out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from fray.backends.base import AttemptKey
+from fray.core.model import Cause
+from fray.core.policy import BackendView
+from fray.wrapper import contract
+
+JOB_PREFIX = "fray-"
+_JOB_NAME = re.compile(r"^fray-(?P<run>.+)-(?P<attempt>[0-9]+)$")
+
+# squeue --Format: width 0 means "as wide as needed"; the name goes last since it
+# is the one field a user could fill with anything, '|' included.
+SQUEUE_FIELDS = ("JobID", "State", "NodeList", "RestartCnt", "Reason", "Name")
+SQUEUE_FORMAT = ",".join(f"{f}:0|" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:0"
+SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "NodeList")
+
+# States in which the job waits for resources.
+PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "RESV_DEL_HOLD", "REQUEUE_HOLD"})
+# States in which the job holds its nodes and the wrapper may be running.
+RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT",
+                            "RESIZING", "UPDATE_DB", "POWER_UP_NODE"})
+# Slurm put the job back in the queue: fray starts a new attempt itself (the batch
+# script of a requeued job exits at once, see slurm_script).
+REQUEUED_STATES = frozenset({"REQUEUED", "REQUEUE_FED"})
+
+# A terminal state without the wrapper's exit record: (cause, what it means).
+FINAL_STATES: dict[str, tuple[str, str]] = {
+    "COMPLETED": (Cause.LOST.value, "Slurm says the job completed, but the wrapper left no exit record"),
+    "FAILED": (Cause.LOST.value, "the batch script failed before the wrapper could report"),
+    "CANCELLED": (Cause.PREEMPTED.value, "cancelled outside fray (scancel?); `fray control stop` stops a run"),
+    "TIMEOUT": (Cause.PREEMPTED.value, "reached its Slurm time limit; resumed in a new attempt"),
+    "DEADLINE": (Cause.PREEMPTED.value, "reached its Slurm deadline"),
+    "PREEMPTED": (Cause.PREEMPTED.value, "preempted by Slurm"),
+    "NODE_FAIL": (Cause.NODE_FAULT.value, "its node failed (NODE_FAIL)"),
+    "BOOT_FAIL": (Cause.NODE_FAULT.value, "its node failed to boot (BOOT_FAIL)"),
+    "OUT_OF_MEMORY": (Cause.WORKLOAD_FAILURE.value, "out of memory: ask for more with --mem"),
+    "REVOKED": (Cause.PREEMPTED.value, "revoked by a federated cluster"),
+    "SPECIAL_EXIT": (Cause.LOST.value, "ended in SPECIAL_EXIT"),
+}
+# The batch script's exit status when the shell could not run the wrapper's Python
+# there (not found, not executable): the node's environment is at fault.
+_NOT_STARTED_EXITS = frozenset({126, 127})
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    job_id: str
+    state: str
+    nodes: str
+    restarts: int
+    reason: str
+    name: str
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job as accounting (sacct) or the controller (scontrol) remembers it."""
+
+    job_id: str
+    name: str
+    state: str  # the bare state: "CANCELLED", not "CANCELLED by 0"
+    exit_code: str  # "status:signal"
+    nodes: str = ""
+    reason: str = ""
+    cancelled_by: str | None = None  # the uid in "CANCELLED by <uid>"
+    restarts: int = 0
+
+
+def job_name(key: AttemptKey) -> str:
+    return f"{JOB_PREFIX}{key.run_id}-{key.attempt}"
+
+
+def key_of(name: str) -> AttemptKey | None:
+    match = _JOB_NAME.match(name)
+    return AttemptKey(match["run"], int(match["attempt"])) if match else None
+
+
+def parse_sbatch(stdout: str) -> str | None:
+    """The job id from `sbatch --parsable` ("123" or "123;cluster")."""
+    first = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    job_id = first.split(";", 1)[0].strip()
+    return job_id if job_id.isdigit() else None
+
+
+def parse_squeue(text: str) -> list[QueueRow]:
+    rows = []
+    for line in text.splitlines():
+        parts = line.split("|", len(SQUEUE_FIELDS) - 1)
+        if len(parts) != len(SQUEUE_FIELDS) or not parts[0].strip():
+            continue
+        job_id, state, nodes, restarts, reason, name = (p.strip() for p in parts)
+        rows.append(QueueRow(job_id, state.split()[0] if state else "", "" if nodes == "(null)" else nodes,
+                             int(restarts) if restarts.isdigit() else 0, reason, name))
+    return rows
+
+
+def parse_sacct(text: str) -> dict[str, JobRecord]:
+    """Rows of `sacct --parsable2 --noheader --allocations --format=<SACCT_FIELDS>`."""
+    records = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) != len(SACCT_FIELDS) or not parts[0].strip():
+            continue
+        job_id, name, state, exit_code, nodes = parts
+        bare, by = split_state(state)
+        records[job_id] = JobRecord(job_id, name, bare, exit_code, "" if nodes == "None assigned" else nodes,
+                                    cancelled_by=by)
+    return records
+
+
+def parse_scontrol(text: str) -> dict[str, JobRecord]:
+    """Every job of `scontrol --oneliner show job` (one line each)."""
+    records = {}
+    for line in text.splitlines():
+        fields = _key_values(line)
+        job_id = fields.get("JobId")
+        if not job_id:
+            continue
+        nodes = fields.get("NodeList", "")
+        records[job_id] = JobRecord(
+            job_id, fields.get("JobName", ""), split_state(fields.get("JobState", ""))[0],
+            fields.get("ExitCode", ""), "" if nodes == "(null)" else nodes, fields.get("Reason", ""),
+            restarts=int(fields["Restarts"]) if fields.get("Restarts", "").isdigit() else 0,
+        )
+    return records
+
+
+_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=")
+
+
+def _key_values(line: str) -> dict[str, str]:
+    """Key=Value pairs of one scontrol line. A value may hold spaces (Reason, paths),
+    so it runs up to the next ` Key=`; the first occurrence of a key wins, so a
+    path that happens to contain ` JobState=` cannot override the real field."""
+    found: dict[str, str] = {}
+    matches = list(_KEY.finditer(line))
+    for index, match in enumerate(matches):
+        end = matches[index + 1].start() if index + 1 < len(matches) else len(line)
+        found.setdefault(match.group(1), line[match.end():end].strip())
+    return found
+
+
+def split_state(state: str) -> tuple[str, str | None]:
+    """("CANCELLED", "0") from "CANCELLED by 0"; ("RUNNING", None) from "RUNNING"."""
+    words = state.split()
+    if not words:
+        return "", None
+    by = words[2] if len(words) >= 3 and words[1] == "by" else None
+    return words[0].rstrip("+"), by
+
+
+def parse_exit_code(text: str) -> tuple[int | None, int | None]:
+    """(status, signal) from Slurm's `status:signal`, e.g. "50:0" -> (50, 0), "0:9" -> (0, 9)."""
+    status, _, signal = text.strip().partition(":")
+    return (int(status) if status.isdigit() else None, int(signal) if signal.isdigit() else None)
+
+
+def view_of_queued(row: QueueRow, ref: dict[str, object]) -> BackendView:
+    """The view of a job squeue still lists."""
+    node = row.nodes or None
+    if row.state in REQUEUED_STATES or (row.restarts and row.state in PENDING_STATES):
+        return BackendView("gone", node=node, ref=ref, cause=Cause.PREEMPTED.value,
+                           detail=f"Slurm requeued the job ({row.state}, reason {row.reason}); fray starts a new attempt")
+    if row.state in PENDING_STATES:
+        return BackendView("pending", ref=ref, detail=f"{row.state}: {row.reason}" if row.reason else row.state)
+    if row.state in RUNNING_STATES:
+        detail = None if row.state == "RUNNING" else row.state.lower()
+        return BackendView("running", node=node, ref=ref, detail=detail)
+    return view_of_finished(JobRecord(row.job_id, row.name, row.state, "", row.nodes, row.reason), ref)
+
+
+def view_of_finished(record: JobRecord, ref: dict[str, object]) -> BackendView:
+    """The view of a job that has left the queue: gone, with the cause its final state implies."""
+    node = record.nodes or None
+    status, signal = parse_exit_code(record.exit_code)
+    cause, meaning = FINAL_STATES.get(record.state, (Cause.LOST.value, f"ended in state {record.state or 'unknown'}"))
+    if record.state == "FAILED" and status is not None:
+        if status in contract.NODE_FAULT_EXITS or status in _NOT_STARTED_EXITS:
+            cause = Cause.NODE_FAULT.value
+            meaning = (f"the wrapper could not start on the node (exit {status})" if status in _NOT_STARTED_EXITS
+                       else f"node fault (wrapper exit {status})")
+        elif status == contract.EXIT_WORKLOAD_FAILURE:
+            cause, meaning = Cause.WORKLOAD_FAILURE.value, "the workload failed"
+    parts = [f"Slurm: {record.state or 'unknown'}"]
+    if record.cancelled_by is not None:
+        parts[0] += f" by uid {record.cancelled_by}"
+    if record.exit_code:
+        parts.append(f"exit {record.exit_code} (status:signal)")
+    if record.reason and record.reason not in ("None", "NonZeroExitCode"):
+        parts.append(f"reason {record.reason}")
+    if node:
+        parts.append(f"on {node}")
+    return BackendView("gone", node=node, ref=ref, cause=cause, detail=f"{meaning} [{', '.join(parts)}]")

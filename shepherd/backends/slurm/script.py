@@ -1,0 +1,165 @@
+"""The batch script and `sbatch` options for one attempt. Pure: a `BatchJob` in, text out.
+
+The user's `#SBATCH` lines go into the script verbatim; what fray must control
+goes on the sbatch command line, which Slurm lets win over the script:
+job name and comment (run id and attempt), output into the attempt folder,
+`--no-requeue` (the shepherd owns restarts), `--signal=B:USR1@<sec>` (the
+wrapper, which is the batch shell, forwards it so the workload checkpoints
+before a time limit), the partition, the excluded nodes. CPUs, memory and
+GPUs from `#FRAY` become `-c/--mem/--gres` only where the user's `#SBATCH`
+lines do not say.
+
+The user's script is never pasted into the batch script: the wrapper runs the
+frozen copy, which the batch script names by its (quoted) path only, so
+heredocs, quotes, `$` and backslashes in it survive byte for byte.
+
+On several nodes (`#SBATCH -N 2`), `srun` starts one wrapper per node; task 0
+reports in the attempt folder, task i in `tasks/<i>` under it. Each sees
+FRAY_TASK_INDEX, FRAY_NUM_TASKS and FRAY_COORDINATOR_ADDRESS (the first
+node, a port derived from the job id).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from fray.backends import wrapper_command
+from fray.backends.base import SubmitRequest
+from fray.backends.slurm.parse import job_name
+from fray.state.layout import Home
+
+ENV_TASK_INDEX = "FRAY_TASK_INDEX"
+ENV_NUM_TASKS = "FRAY_NUM_TASKS"
+ENV_COORDINATOR = "FRAY_COORDINATOR_ADDRESS"
+TASKS_DIR = "tasks"
+COORDINATOR_PORT_BASE = 20000
+
+# Short sbatch options that take a value, by their long names.
+_SHORT = {"-c": "cpus-per-task", "-p": "partition", "-x": "exclude", "-N": "nodes", "-G": "gpus", "-J": "job-name",
+          "-o": "output", "-e": "error", "-t": "time", "-n": "ntasks", "-w": "nodelist", "-C": "constraint",
+          "-A": "account", "-q": "qos", "-D": "chdir", "-a": "array", "-d": "dependency", "-i": "input",
+          "-L": "licenses", "-M": "clusters", "-m": "distribution", "-F": "nodefile", "-b": "begin"}
+_MEMORY = ("mem", "mem-per-cpu", "mem-per-gpu")
+_GPUS = ("gres", "gpus", "gpus-per-node", "gpus-per-task", "gpus-per-socket", "tres-per-node")
+_CPUS = ("cpus-per-task", "cpus-per-gpu")
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    request: SubmitRequest
+    python: str  # the compute side's Python, with the wrapper importable
+    signal_before_limit_sec: int  # USR1 this long before the time limit
+    gpu_type: str | None = None  # name it in --gres (chosen for the partition's memory)
+    known_nodes: frozenset[str] | None = None  # exclude only these (sbatch rejects unknown names)
+
+    @property
+    def exclude(self) -> tuple[str, ...]:
+        """The user's --exclude plus the blacklisted nodes Slurm knows: sbatch rejects a job that
+        names an unknown node, and the blacklist is shared with other backends' nodes."""
+        names = [n for n in sbatch_options(self.request.spec.sbatch).get("exclude", "").split(",") if n]
+        known = self.known_nodes or frozenset()
+        names += [n for n in self.request.exclude_nodes if n in known and n not in names]
+        return tuple(names)
+
+
+def sbatch_options(lines: list[str]) -> dict[str, str]:
+    """The options set by `#SBATCH` lines, by long name (the last one wins, as in sbatch)."""
+    found: dict[str, str] = {}
+    for line in lines:
+        try:
+            tokens = shlex.split(line.removeprefix("#SBATCH"), comments=True)
+        except ValueError:
+            continue  # sbatch will say what is wrong with it
+        index = 0
+        while index < len(tokens):
+            token = tokens[index]
+            index += 1
+            if token.startswith("--"):
+                name, has_value, value = token[2:].partition("=")
+                if not has_value and index < len(tokens) and not tokens[index].startswith("-"):
+                    value, index = tokens[index], index + 1
+                found[name] = value
+            elif token.startswith("-") and token[:2] in _SHORT:
+                value = token[2:].lstrip("=")
+                if not value and index < len(tokens):
+                    value, index = tokens[index], index + 1
+                found[_SHORT[token[:2]]] = value
+    return found
+
+
+def node_count(options: dict[str, str]) -> int:
+    """The most nodes the job may get (`-N 2`, `--nodes=2-4`); 1 when unset."""
+    text = options.get("nodes", "1")
+    counts = [int(part) for part in text.replace(":", "-").split("-") if part.strip().isdigit()]
+    return max(counts, default=1)
+
+
+def sbatch_argv(job: BatchJob, script_path: Path, log_path: Path) -> list[str]:
+    """The whole sbatch command line for this attempt."""
+    request, spec = job.request, job.request.spec
+    user = sbatch_options(spec.sbatch)
+    log = _slurm_filename(str(log_path))
+    argv = [
+        "sbatch", "--parsable", f"--job-name={job_name(request.key)}",
+        f"--comment=fray:{request.key.run_id}:{request.key.attempt}",
+        f"--output={log}", f"--error={log}", "--no-requeue", f"--chdir={request.attempt_dir}",
+        f"--signal=B:USR1@{job.signal_before_limit_sec}",
+    ]
+    if request.partition:
+        argv.append(f"--partition={request.partition}")
+    if job.exclude:
+        argv.append(f"--exclude={','.join(job.exclude)}")
+    if not any(name in user for name in _CPUS) and spec.cpus > 1:
+        argv.append(f"--cpus-per-task={spec.cpus}")
+    if not any(name in user for name in _MEMORY) and spec.mem_mb:
+        argv.append(f"--mem={spec.mem_mb}M")
+    if not any(name in user for name in _GPUS) and spec.gpus:
+        argv.append(f"--gres=gpu:{job.gpu_type}:{spec.gpus}" if job.gpu_type else f"--gres=gpu:{spec.gpus}")
+    argv.append(str(script_path))
+    return argv
+
+
+def batch_script(job: BatchJob) -> str:
+    """The script sbatch runs: the user's #SBATCH lines, then the wrapper around the frozen script."""
+    request, spec = job.request, job.request.spec
+    q = shlex.quote
+    lines = ["#!/bin/bash", *spec.sbatch,
+             f"# Generated by fray for run {request.key.run_id}, attempt {request.key.attempt}.",
+             "# The user's script runs from its frozen copy (--script below), never pasted in here.",
+             'if [ "${SLURM_RESTART_COUNT:-0}" != 0 ]; then',
+             '    echo "fray: Slurm requeued this job; fray starts a new attempt itself, so this one ends here" >&2',
+             "    exit 0",
+             "fi"]
+    lines += [f"export {key}={q(value)}" for key, value in sorted(spec.env.items())]
+    if node_count(sbatch_options(spec.sbatch)) <= 1:
+        lines += [f"export {ENV_TASK_INDEX}=0 {ENV_NUM_TASKS}=1",
+                  f"export {ENV_COORDINATOR}=\"$(hostname):$(({COORDINATOR_PORT_BASE} + SLURM_JOB_ID % 10000))\"",
+                  "exec " + _wrapper_command(job)]
+        return "\n".join(lines) + "\n"
+    # One wrapper per node. srun's --kill-on-bad-exit ends every task when one
+    # fails, and the job with them: the allocation is released as a whole.
+    per_task = "\n".join([
+        f"export {ENV_TASK_INDEX}=\"$SLURM_PROCID\" {ENV_NUM_TASKS}=\"$SLURM_NTASKS\"",
+        f"task_dir={q(str(request.attempt_dir))}",
+        f'[ "$SLURM_PROCID" = 0 ] || task_dir="$task_dir/{TASKS_DIR}/$SLURM_PROCID"',
+        "exec " + _wrapper_command(job, '"$task_dir"'),
+    ])
+    lines += [
+        f"export {ENV_COORDINATOR}=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)"
+        f":$(({COORDINATOR_PORT_BASE} + SLURM_JOB_ID % 10000))\"",
+        'exec srun --kill-on-bad-exit=1 --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" '
+        f"--ntasks-per-node=1 bash -c {q(per_task)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _wrapper_command(job: BatchJob, attempt_dir: str | None = None) -> str:
+    """The wrapper's command line, quoted for bash; `attempt_dir` is a shell expansion left as it is."""
+    return wrapper_command.shell_command(wrapper_command.wrapper_argv(job.python, job.request, attempt_dir), attempt_dir)
+
+
+def _slurm_filename(path: str) -> str:
+    """sbatch expands %j, %x, ... in --output: a literal % must be doubled."""
+    return path.replace("%", "%%")

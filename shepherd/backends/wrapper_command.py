@@ -1,0 +1,63 @@
+"""The wrapper's command line, built once for every backend (`python -m fray.wrapper run ...`).
+
+Every backend starts the same wrapper with the same options: where the run
+lives, which attempt this is, the frozen script, resources and preflight
+probes, the health command, the runtime commands folder. Options left at the
+wrapper's defaults are not spelled out, so a command line stays readable in `ps`.
+A backend that runs it through a shell quotes it with `shell_command`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from fray.backends.base import SubmitRequest
+from fray.core.model import RunSpec
+from fray.state.layout import Home
+from fray.wrapper import contract
+
+# `python -m <this> run ...`: also how the local backend recognises its wrappers in /proc.
+WRAPPER_MODULE = "fray.wrapper"
+
+
+def wrapper_argv(python: str, request: SubmitRequest, attempt_dir: str | None = None) -> list[str]:
+    """The wrapper's argv for one attempt; `attempt_dir` overrides the request's (a shell variable on Slurm)."""
+    spec = request.spec
+    return [
+        python, "-m", WRAPPER_MODULE, "run",
+        "--home", str(request.home),
+        "--run-id", request.key.run_id,
+        "--attempt", str(request.key.attempt),
+        "--attempt-dir", attempt_dir if attempt_dir is not None else str(request.attempt_dir),
+        "--script", str(request.script),
+        "--job-name", request.name,
+        "--workdir", spec.workdir,
+        "--checkpoint-dir", str(request.checkpoint_dir),
+        "--heartbeat-interval", repr(spec.heartbeat_interval_sec),
+        "--stop-grace", repr(spec.stop_grace_sec),
+        *_probe_and_health(spec, Home(request.home).run(request.key.run_id).commands_dir),
+        "--", *spec.args,
+    ]
+
+
+def shell_command(argv: Sequence[str], verbatim: str | None = None) -> str:
+    """`argv` as one shell command line, every word quoted but `verbatim` (a shell expansion)."""
+    return " ".join(word if word == verbatim else shlex.quote(word) for word in argv)
+
+
+def _probe_and_health(spec: RunSpec, commands_dir: object) -> list[str]:
+    """`--gpus N --probes ... --health-cmd ...` for this spec (each option followed by one value)."""
+    args = ["--commands-dir", str(commands_dir), "--gpus", str(spec.gpus)]
+    if spec.probes is not None:
+        args += ["--probes", ",".join(spec.probes) or "none"]
+    if spec.skip_probes:
+        args += ["--skip-probes", ",".join(spec.skip_probes)]
+    if spec.probe_timeout_sec != contract.DEFAULT_PROBE_TIMEOUT_SEC:
+        args += ["--probe-timeout", repr(spec.probe_timeout_sec)]
+    if spec.min_free_disk_mb != contract.DEFAULT_MIN_FREE_DISK_MB:
+        args += ["--min-free-disk", str(spec.min_free_disk_mb)]
+    if spec.health_cmd is not None:
+        args += ["--health-cmd", spec.health_cmd, "--health-interval", repr(spec.health_interval_sec),
+                 "--health-retries", str(spec.health_retries)]
+    return args

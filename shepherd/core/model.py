@@ -1,0 +1,316 @@
+"""Records of the state files, as dataclasses, and the enums they use.
+
+Conversion is explicit (`from_dict` / `to_dict`) and schema validation happens in
+`store`, so a record built here from a file read through `store` is known-good.
+Pure: no IO.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from fray.wrapper import contract
+
+SCHEMA_VERSION = 1
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: Any) -> Any:
+    """A record as plain JSON-ready data, copying only containers.
+
+    `dataclasses.asdict` deep-copies every value and costs ~0.5 ms for a meta;
+    the daemon converts every live run's meta several times a cycle.
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {key: _plain(item) for key, item in value.items()}
+    if kind is list:
+        return [_plain(item) for item in value]
+    if kind in _FIELD_NAMES or dataclasses.is_dataclass(value):
+        return {name: _plain(getattr(value, name)) for name in _field_names(kind)}
+    return value
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(kind))
+    return names
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of a record made of records, dicts, lists and scalars (what `copy.deepcopy`
+    does for these, without its memo and dispatch: the policy copies every live run's meta each
+    cycle)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    if kind in _FIELD_NAMES or dataclasses.is_dataclass(value):
+        clone = object.__new__(kind)
+        clone.__dict__.update({name: _copied(item) for name, item in value.__dict__.items()})
+        return clone
+    return value
+
+
+class Mode(str, Enum):
+    RUN_ONCE = "run_once"
+    INDEFINITE = "indefinite"
+
+
+class Phase(str, Enum):
+    QUEUED = "queued"  # waiting to start an attempt (resources, backoff, pause)
+    ACTIVE = "active"  # an attempt is in flight
+    ENDED = "ended"
+
+
+class AttemptState(str, Enum):
+    SUBMITTING = "submitting"  # intent recorded; the backend may or may not have it yet
+    SUBMITTED = "submitted"  # the backend has it; the wrapper is not up yet
+    RUNNING = "running"  # the wrapper said it started
+    STOPPING = "stopping"  # asked to stop; waiting for it to go
+    ENDED = "ended"
+
+
+class Cause(str, Enum):
+    """Why an attempt ended. Which budget it draws on is `policy.budget_of`."""
+
+    SUCCESS = "success"
+    WORKLOAD_FAILURE = "workload_failure"
+    CLEAN_EXIT = "clean_exit"  # exit 0 where that is not success (indefinite, or no final.json)
+    NODE_FAULT = "node_fault"
+    LOST = "lost"  # the process vanished without an exit record
+    HEARTBEAT_STALL = "heartbeat_stall"
+    SUBMIT_FAILED = "submit_failed"
+    STOPPED = "stopped"
+    RESTARTED = "restarted"
+    PAUSED = "paused"
+    EXPIRED = "expired"
+    PREEMPTED = "preempted"
+    PROGRESS_STALL = "progress_stall"
+
+
+class EndStatus(str, Enum):
+    COMPLETED_SUCCESS = "completed_success"
+    FAILED = "failed"
+    STOPPED_MANUAL = "stopped_manual"
+    ENDED_EXPIRED = "ended_expired"
+
+
+# Partition fallback: after this many failures in a row on a partition, use the next
+# one; try the preferred one again this long after its last failure.
+PARTITION_FALLBACK_DEFAULTS: dict[str, Any] = {"after_failures": 2, "retry_preferred_sec": 1800.0}
+
+
+@dataclass
+class RunSpec:
+    """How a run must be run: from `#FRAY` directives, overridden by CLI flags."""
+
+    mode: str = Mode.RUN_ONCE.value
+    backend: str = "local"
+    max_retries: int = 3
+    max_retries_preemption: int = 100
+    keep_alive_sec: float | None = None
+    clean_exit_ok: bool = False
+    heartbeat_interval_sec: float = 10.0
+    heartbeat_timeout_sec: float = 120.0
+    startup_grace_sec: float = 120.0
+    backoff_base_sec: float = 2.0
+    backoff_max_sec: float = 300.0
+    stop_grace_sec: float = 30.0
+    progress_timeout_sec: float | None = None
+    restart_on_progress_stall: bool = False
+    cpus: int = 1
+    mem_mb: int | None = None
+    gpus: int = 0
+    partitions: list[str] = field(default_factory=list)  # Slurm partitions to try, in order (empty: chosen by GPUs)
+    min_vram_gb: float | None = None
+    max_vram_gb: float | None = None
+    prefer: str = "min"  # "min" | "max": the smallest or the largest GPU memory that fits first
+    partition_fallback: dict[str, Any] = field(default_factory=lambda: dict(PARTITION_FALLBACK_DEFAULTS))
+    env: dict[str, str] = field(default_factory=dict)
+    sbatch: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    workdir: str = "."
+    # Preflight probes and the health command (fray.wrapper.probes, fray.wrapper.health).
+    probes: list[str] | None = None  # exactly these; None: chosen by the resources asked for
+    skip_probes: list[str] = field(default_factory=list)
+    probe_timeout_sec: float = contract.DEFAULT_PROBE_TIMEOUT_SEC
+    min_free_disk_mb: int = contract.DEFAULT_MIN_FREE_DISK_MB
+    health_cmd: str | None = None
+    health_interval_sec: float = contract.DEFAULT_HEALTH_INTERVAL_SEC
+    health_retries: int = contract.DEFAULT_HEALTH_RETRIES
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
+        return cls(**{name: data[name] for name in _field_names(cls) if name in data})
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+
+@dataclass
+class Attempt:
+    """One try at running the workload: where it went, how it started and ended, and why."""
+
+    number: int
+    state: str
+    backend: str
+    submitted_at: float
+    backend_ref: dict[str, Any] | None = None
+    node: str | None = None
+    started_at: float | None = None
+    stop_requested_at: float | None = None
+    stop_reason: str | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    cause: str | None = None
+    detail: str | None = None
+    partition: str | None = None  # the Slurm partition it was submitted to
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Attempt":
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    @property
+    def in_flight(self) -> bool:
+        return self.state != AttemptState.ENDED.value
+
+
+@dataclass
+class End:
+    """How a run ended: its final status, the one-line reason, and when."""
+
+    status: str
+    reason: str
+    at: float
+
+
+@dataclass
+class Counters:
+    """Failures drawn from each budget, and the streak of fast failures behind crash_loop."""
+
+    workload_failures: int = 0
+    node_failures: int = 0
+    consecutive_fast_failures: int = 0
+
+
+@dataclass
+class Applied:
+    """The control.json nonces the daemon has acted on, so each request is acted on once."""
+
+    restart_nonce: int = 0
+    start_nonce: int = 0
+
+
+FAMILY_FIELDS = ("parent_run_id", "parent_attempt", "namespace", "group", "reservation")
+
+
+@dataclass
+class Meta:
+    """A run's meta.json: its spec, phase, attempts and budgets."""
+
+    run_id: str
+    name: str
+    created_at: float
+    submitted_by: dict[str, str]
+    script: dict[str, str]
+    spec: RunSpec
+    phase: str = Phase.QUEUED.value
+    wait_reason: str | None = None
+    next_attempt_at: float | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    counters: Counters = field(default_factory=Counters)
+    applied: Applied = field(default_factory=Applied)
+    end: End | None = None
+    updated_at: float | None = None
+    # Jobs launched through the cluster API (all optional: `fray submit` runs have none).
+    parent_run_id: str | None = None
+    parent_attempt: int | None = None
+    namespace: str | None = None
+    group: dict[str, Any] | None = None  # {"id", "size", "index"}: launched all or nothing
+    reservation: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Meta":
+        end = data.get("end")
+        return cls(
+            run_id=data["run_id"],
+            name=data["name"],
+            created_at=data["created_at"],
+            submitted_by=dict(data["submitted_by"]),
+            script=dict(data["script"]),
+            spec=RunSpec.from_dict(data["spec"]),
+            phase=data["phase"],
+            wait_reason=data.get("wait_reason"),
+            next_attempt_at=data.get("next_attempt_at"),
+            attempts=[Attempt.from_dict(a) for a in data["attempts"]],
+            counters=Counters(**data["counters"]),
+            applied=Applied(**data["applied"]),
+            end=End(**end) if end else None,
+            updated_at=data.get("updated_at"),
+            parent_run_id=data.get("parent_run_id"),
+            parent_attempt=data.get("parent_attempt"),
+            namespace=data.get("namespace"),
+            group=data.get("group"),
+            reservation=data.get("reservation"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = _plain(self)
+        data["schema_version"] = SCHEMA_VERSION
+        for name in FAMILY_FIELDS:  # left out when unset, so runs without a family read as before
+            if data[name] is None:
+                del data[name]
+        return data
+
+    def copy(self) -> "Meta":
+        """An independent copy (what policy changes never touches the original)."""
+        return _copied(self)
+
+    @property
+    def current(self) -> Attempt | None:
+        """The latest attempt, in flight or not."""
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def in_flight(self) -> Attempt | None:
+        last = self.current
+        return last if last is not None and last.in_flight else None
+
+
+@dataclass
+class Control:
+    """A run's control.json: what people asked of it (stop, restart, pause, overrides)."""
+
+    paused: bool = False
+    stop_requested: bool = False
+    restart_nonce: int = 0
+    start_nonce: int = 0
+    overrides: dict[str, Any] = field(default_factory=dict)  # safe RunSpec settings changed on a live run
+    updated_at: float = 0.0
+    updated_by: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "Control":
+        if not data:
+            return cls()
+        return cls(**{k: v for k, v in data.items() if k != "schema_version"})
+
+    def to_dict(self) -> dict[str, Any]:
+        data = _plain(self)
+        data["schema_version"] = SCHEMA_VERSION
+        return data

@@ -1,0 +1,461 @@
+"""What to do next for one run: a pure function of what the daemon can see.
+
+`decide(situation, admit)` takes the run's meta and control, the files of its
+in-flight attempt, the backend's view of that attempt, the time and a jitter
+value, and returns a `Plan`: the updated meta, the actions for the daemon to
+carry out (submit, cancel, finish, reactivate) and the events to log with their
+reasons. Time and randomness are inputs, so every branch is testable as values.
+
+Budgets: workload failures (exit 50, or exit 0 where that is not success) draw
+on `max_retries`; node-side failures (node fault exits, lost process, stalled
+heartbeat, preemption, failed submission) on `max_retries_preemption`. Manual
+restarts, pauses and stops draw on neither.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fray.wrapper import contract
+from fray.core import partition_policy
+from fray.core.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
+from fray.core.scheduler import Admission, Request
+from fray.core.status import progress_stalled_for
+
+# An attempt stuck in SUBMITTING this long (the daemon died mid-submit and the
+# backend does not know it) is given up and resubmitted.
+SUBMIT_RESOLVE_SEC = 30.0
+# After the stop grace, allow this long for the wrapper's own kill before force.
+STOP_MARGIN_SEC = 5.0
+FORCED_DETAIL = "killed: did not stop within the grace period"
+
+WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE.value, Cause.CLEAN_EXIT.value, Cause.SUCCESS.value,
+                             Cause.PROGRESS_STALL.value})
+# Causes that make the node a suspect: it goes on the blacklist for a while.
+SUSPECT_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.HEARTBEAT_STALL.value})
+# What `fray control config-set` may change on a live run.
+SAFE_OVERRIDES = frozenset({
+    "max_retries", "max_retries_preemption", "keep_alive_sec", "clean_exit_ok", "heartbeat_interval_sec",
+    "heartbeat_timeout_sec", "startup_grace_sec", "stop_grace_sec", "backoff_base_sec", "backoff_max_sec",
+    "progress_timeout_sec", "restart_on_progress_stall",
+})
+NODE_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.LOST.value, Cause.HEARTBEAT_STALL.value,
+                         Cause.PREEMPTED.value, Cause.SUBMIT_FAILED.value})
+
+
+@dataclass(frozen=True)
+class AttemptFiles:
+    """What the wrapper wrote for the in-flight attempt."""
+
+    started: dict[str, Any] | None = None
+    heartbeat_at: float | None = None
+    exit: dict[str, Any] | None = None
+    final: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class BackendView:
+    """What the backend's snapshot says of one attempt."""
+
+    state: str  # "pending" | "running" | "gone" | "unknown"
+    node: str | None = None
+    ref: dict[str, Any] | None = None
+    detail: str | None = None  # e.g. the scheduler's reason or final state
+    cause: str | None = None  # for "gone": the backend's reading (a Cause value), used when the wrapper left no exit record
+
+
+@dataclass(frozen=True)
+class Situation:
+    meta: Meta
+    control: Control
+    files: AttemptFiles
+    backend: BackendView
+    now: float
+    jitter: float = 0.5  # uniform in [0, 1), drawn by the daemon
+    partitions: partition_policy.Candidates | None = None  # the backend's partitions for this run, best first
+    first_sight: bool = False  # this daemon has not seen the in-flight attempt before (a previous one started it)
+
+
+@dataclass(frozen=True)
+class Submit:
+    attempt: int
+    gpu_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cancel:
+    attempt: int
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Finish:
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Reactivate:
+    pass
+
+
+@dataclass(frozen=True)
+class SuspectNode:
+    """Put `node` on the blacklist: an attempt there failed in a way that blames the node."""
+
+    node: str
+    reason: str
+
+
+Action = Submit | Cancel | Finish | Reactivate | SuspectNode
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str
+    reason: str
+    attempt: int | None = None
+    data: dict[str, Any] | None = None
+
+
+@dataclass
+class Plan:
+    meta: Meta
+    now: float
+    actions: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    def log(self, kind: str, reason: str, attempt: int | None = None, **data: Any) -> None:
+        self.events.append(Event(kind, reason, attempt, data or None))
+
+
+def decide(s: Situation, admit: Callable[[Request], Admission]) -> Plan:
+    plan = Plan(s.meta.copy(), s.now)
+    _apply_control(plan, s)
+    meta = plan.meta
+    if meta.phase == Phase.ENDED.value:
+        return plan
+    attempt = meta.in_flight
+    if attempt is not None:
+        _watch(plan, attempt, s)
+    if meta.phase != Phase.ENDED.value and meta.in_flight is None:
+        _queued(plan, s, admit)
+    return plan
+
+
+def record_submit_failure(meta: Meta, attempt_number: int, error: str, now: float, jitter: float) -> Plan:
+    """The backend refused or failed a submission: end the attempt, count it, back off."""
+    plan = Plan(meta.copy(), now)
+    attempt = plan.meta.attempts[attempt_number - 1]
+    _attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None, f"submission failed: {error}", jitter)
+    return plan
+
+
+def backoff_delay(spec: RunSpec, streak: int, jitter: float) -> float:
+    """Exponential in the failure streak, capped, with 'equal jitter' (half fixed, half random)."""
+    if streak <= 0 or spec.backoff_base_sec <= 0:
+        return 0.0
+    ceiling = min(spec.backoff_max_sec, spec.backoff_base_sec * 2 ** min(streak - 1, 32))
+    return ceiling * (0.5 + 0.5 * jitter)
+
+
+def healthy_period(spec: RunSpec) -> float:
+    """An attempt that ran this long resets the failure streak (and so the backoff)."""
+    return max(60.0, 3 * spec.heartbeat_interval_sec)
+
+
+def classify_exit(exit_record: dict[str, Any], final: dict[str, Any] | None, failure: dict[str, Any] | None,
+                  attempt: Attempt) -> tuple[str, str]:
+    """(cause, detail) of an attempt from the wrapper's exit record."""
+    code = exit_record["exit_code"]
+    message = _failure_summary(failure)
+    if code == contract.EXIT_OK:
+        if final is not None:
+            return Cause.SUCCESS.value, "exited 0 with final.json"
+        return Cause.CLEAN_EXIT.value, "exited 0 without final.json"
+    if code in contract.NODE_FAULT_EXITS:
+        return Cause.NODE_FAULT.value, message or f"node fault (wrapper exit {code})"
+    if code >= contract.EXIT_SIGNALLED_BASE:
+        signal = exit_record.get("received_signal") or f"signal {code - contract.EXIT_SIGNALLED_BASE}"
+        if attempt.stop_reason:
+            return attempt.stop_reason, f"stopped by fray with {signal}"
+        return Cause.PREEMPTED.value, f"terminated by {signal} from outside fray (preemption?)"
+    return Cause.WORKLOAD_FAILURE.value, message or f"wrapper exited {code}"
+
+
+def _failure_summary(failure: dict[str, Any] | None) -> str:
+    """'exit 1: <last stderr line>' — what a person wants to see first."""
+    if not failure:
+        return ""
+    if failure.get("workload_exit_code") is not None:
+        head = f"exit {failure['workload_exit_code']}"
+    elif failure.get("workload_signal"):
+        head = f"killed by {failure['workload_signal']}"
+    else:
+        return failure.get("message") or ""
+    tail = [line for line in failure.get("stderr_tail") or [] if line.strip()]
+    return f"{head}: {tail[-1].strip()[:200]}" if tail else head
+
+
+def _apply_control(plan: Plan, s: Situation) -> None:
+    meta, control = plan.meta, s.control
+    _apply_overrides(plan, control)
+    if control.start_nonce > meta.applied.start_nonce:
+        meta.applied.start_nonce = control.start_nonce
+        if meta.phase == Phase.ENDED.value:
+            meta.phase = Phase.QUEUED.value
+            meta.end = None
+            meta.next_attempt_at = None
+            meta.counters.workload_failures = meta.counters.node_failures = 0
+            meta.counters.consecutive_fast_failures = 0
+            plan.actions.append(Reactivate())
+            plan.log("reactivated", f"started again by {control.updated_by or 'a user'}")
+    if control.restart_nonce > meta.applied.restart_nonce:
+        meta.applied.restart_nonce = control.restart_nonce
+        attempt = meta.in_flight
+        if attempt is not None and meta.phase != Phase.ENDED.value:
+            _stop(plan, attempt, Cause.RESTARTED.value, f"restart requested by {control.updated_by or 'a user'}")
+        elif meta.phase == Phase.QUEUED.value:
+            meta.next_attempt_at = None
+            meta.counters.consecutive_fast_failures = 0
+            plan.log("waiting", "restart requested: starting without waiting for the backoff")
+    if meta.phase == Phase.ENDED.value:
+        return
+    attempt = meta.in_flight
+    if control.stop_requested:
+        if attempt is None:
+            _end(plan, EndStatus.STOPPED_MANUAL.value, f"stopped by {control.updated_by or 'a user'}")
+        elif attempt.stop_reason != Cause.STOPPED.value:
+            _stop(plan, attempt, Cause.STOPPED.value, f"stop requested by {control.updated_by or 'a user'}")
+    elif control.paused and attempt is not None and attempt.state != AttemptState.STOPPING.value:
+        _stop(plan, attempt, Cause.PAUSED.value, f"pause requested by {control.updated_by or 'a user'}")
+
+
+def _apply_overrides(plan: Plan, control: Control) -> None:
+    """`fray control config-set`: safe settings a person changed on a live run."""
+    if not control.overrides:
+        return
+    wanted = {k: v for k, v in control.overrides.items() if k in SAFE_OVERRIDES}
+    current = plan.meta.spec.to_dict()
+    changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+    if changed:
+        plan.meta.spec = RunSpec.from_dict({**current, **changed})
+        settings = ", ".join(f"{k}={v}" for k, v in sorted(changed.items()))
+        plan.log("config", f"settings changed by {control.updated_by or 'a user'}: {settings}")
+
+
+def _stop(plan: Plan, attempt: Attempt, cause: str, why: str) -> None:
+    already = attempt.state == AttemptState.STOPPING.value
+    attempt.stop_reason = cause
+    if already:
+        plan.log("cancel", f"{why} (a stop is already under way)", attempt.number)
+        return
+    attempt.state = AttemptState.STOPPING.value
+    attempt.stop_requested_at = plan.now
+    plan.actions.append(Cancel(attempt.number))
+    plan.log("cancel", why, attempt.number)
+
+
+def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
+    meta, files, view, now = plan.meta, s.files, s.backend, s.now
+    if attempt.state == AttemptState.SUBMITTING.value:
+        # The wrapper's own records prove the backend had it, even once it is gone again (a
+        # daemon killed right after submitting; the attempt finished before the next one looked).
+        if view.state in ("pending", "running") or files.started is not None or files.exit is not None:
+            attempt.state = AttemptState.SUBMITTED.value
+            attempt.backend_ref = view.ref or attempt.backend_ref
+            plan.log("adopted", "found the attempt a previous daemon was submitting", attempt.number)
+        elif view.state == "gone" and files.started is None and now - attempt.submitted_at > SUBMIT_RESOLVE_SEC:
+            _attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None,
+                           "the submission never reached the backend", s.jitter)
+            return
+        if attempt.state == AttemptState.SUBMITTING.value:
+            return
+    if view.node:
+        # The scheduler's name for the node wins over the host the wrapper saw (the blacklist and
+        # sbatch --exclude speak Slurm's names), also for an attempt that ends before it was seen running.
+        attempt.node = view.node
+    if files.exit is not None:
+        if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
+            attempt.node = _recorded_node(files)
+        cause, detail = classify_exit(files.exit, files.final, files.failure, attempt)
+        _attempt_ended(plan, attempt, cause, files.exit["exit_code"], detail, s.jitter,
+                       ended_at=files.exit.get("ended_at"))
+        return
+    if view.state == "gone":
+        if attempt.state == AttemptState.STOPPING.value and attempt.stop_reason:
+            _attempt_ended(plan, attempt, attempt.stop_reason, None, attempt.detail or "stopped", s.jitter)
+        elif view.cause:
+            _attempt_ended(plan, attempt, view.cause, None, view.detail or view.cause, s.jitter)
+        else:
+            _attempt_ended(plan, attempt, Cause.LOST.value, None,
+                           "the attempt vanished without an exit record (killed, out of memory, node lost?)", s.jitter)
+        return
+    if view.state == "unknown":
+        return  # the backend could not tell this cycle; look again next cycle
+    if attempt.state == AttemptState.SUBMITTED.value and files.started is not None:
+        attempt.state = AttemptState.RUNNING.value
+        attempt.started_at = files.started["started_at"]
+        attempt.node = view.node or _recorded_node(files)  # the scheduler's node name, where it has one
+        plan.log("started", f"running on {attempt.node}", attempt.number)
+    if attempt.state == AttemptState.STOPPING.value:
+        waited = now - (attempt.stop_requested_at or now)
+        if s.first_sight and waited <= meta.spec.stop_grace_sec + STOP_MARGIN_SEC:
+            # The daemon that decided the stop may have died before asking: ask again,
+            # so a graceful stop does not turn into a kill after a crash.
+            plan.actions.append(Cancel(attempt.number))
+            plan.log("cancel", "asking again for the stop a previous daemon decided", attempt.number)
+        elif waited > meta.spec.stop_grace_sec + STOP_MARGIN_SEC:
+            plan.actions.append(Cancel(attempt.number, force=True))
+            if attempt.detail != FORCED_DETAIL:
+                attempt.detail = FORCED_DETAIL
+                plan.log("cancel", f"still there {waited:.0f}s after the stop request: killing it", attempt.number)
+        return
+    if _expired(meta, now):
+        _stop(plan, attempt, Cause.EXPIRED.value, f"keep-alive of {meta.spec.keep_alive_sec:.0f}s has passed")
+        return
+    _check_stall(plan, attempt, files, view, now)
+
+
+def _recorded_node(files: AttemptFiles) -> str | None:
+    """Where the wrapper says it ran: the scheduler's node name when it knew one, else its hostname."""
+    record = files.started or files.exit or {}
+    return record.get("node") or record.get("host")
+
+
+def _check_stall(plan: Plan, attempt: Attempt, files: AttemptFiles, view: BackendView, now: float) -> None:
+    spec = plan.meta.spec
+    if attempt.state == AttemptState.RUNNING.value and attempt.started_at is not None:
+        last = max(x for x in (files.heartbeat_at, attempt.started_at) if x is not None)
+        if now - attempt.started_at > spec.startup_grace_sec and now - last > spec.heartbeat_timeout_sec:
+            attempt.detail = f"no heartbeat for {now - last:.0f}s (timeout {spec.heartbeat_timeout_sec:.0f}s)"
+            _stop(plan, attempt, Cause.HEARTBEAT_STALL.value, attempt.detail)
+            return
+        stalled = progress_stalled_for(spec, files.progress, attempt.started_at, now)
+        if stalled is not None and spec.restart_on_progress_stall:
+            attempt.detail = f"step {files.progress['step']} has not advanced for {stalled:.0f}s"  # type: ignore[index]
+            _stop(plan, attempt, Cause.PROGRESS_STALL.value, attempt.detail)
+    elif attempt.state == AttemptState.SUBMITTED.value and view.state == "running":
+        silent = now - attempt.submitted_at
+        if silent > spec.startup_grace_sec + spec.heartbeat_timeout_sec:
+            attempt.detail = f"the backend runs it but the wrapper never reported in {silent:.0f}s"
+            _stop(plan, attempt, Cause.HEARTBEAT_STALL.value, attempt.detail)
+
+
+def _expired(meta: Meta, now: float) -> bool:
+    spec = meta.spec
+    if spec.mode != Mode.INDEFINITE.value or not spec.keep_alive_sec:
+        return False
+    first_start = next((a.started_at for a in meta.attempts if a.started_at is not None), None)
+    return first_start is not None and now >= first_start + spec.keep_alive_sec
+
+
+def _attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | None, detail: str, jitter: float,
+                   ended_at: float | None = None) -> None:
+    meta, now = plan.meta, plan.now
+    attempt.state = AttemptState.ENDED.value
+    attempt.ended_at = ended_at or now
+    attempt.cause = cause
+    attempt.exit_code = exit_code
+    attempt.detail = detail
+    meta.phase = Phase.QUEUED.value
+    plan.log("attempt_ended", f"{cause}: {detail}", attempt.number, exit_code=exit_code)
+    if cause in SUSPECT_CAUSES and attempt.node:
+        plan.actions.append(SuspectNode(attempt.node, f"{cause}: {detail}"))
+    spec = meta.spec
+    if cause == Cause.SUCCESS.value and spec.mode == Mode.RUN_ONCE.value:
+        _end(plan, EndStatus.COMPLETED_SUCCESS.value, f"attempt {attempt.number} succeeded")
+    elif cause == Cause.STOPPED.value:
+        _end(plan, EndStatus.STOPPED_MANUAL.value, "stopped on request")
+    elif cause == Cause.EXPIRED.value:
+        _end(plan, EndStatus.ENDED_EXPIRED.value, f"keep-alive of {spec.keep_alive_sec:.0f}s has passed")
+    elif cause == Cause.PAUSED.value:
+        meta.wait_reason = "paused"
+    elif cause == Cause.RESTARTED.value:
+        meta.next_attempt_at = None
+    elif cause in (Cause.SUCCESS.value, Cause.CLEAN_EXIT.value) and spec.mode == Mode.INDEFINITE.value and spec.clean_exit_ok:
+        meta.counters.consecutive_fast_failures = 0
+        meta.next_attempt_at = now + backoff_delay(spec, 1, jitter)
+    else:
+        _count_failure(plan, attempt, cause, jitter)
+
+
+def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float) -> None:
+    meta, now, spec = plan.meta, plan.now, plan.meta.spec
+    counters = meta.counters
+    ran = (attempt.ended_at or now) - attempt.started_at if attempt.started_at else 0.0
+    counters.consecutive_fast_failures = 1 if ran >= healthy_period(spec) else counters.consecutive_fast_failures + 1
+    if cause in WORKLOAD_CAUSES:
+        counters.workload_failures += 1
+        if counters.workload_failures > spec.max_retries:
+            _end(plan, EndStatus.FAILED.value,
+                 f"{counters.workload_failures} workload failures, more than --max-retries {spec.max_retries}; "
+                 f"last: {attempt.detail}")
+            return
+    else:
+        counters.node_failures += 1
+        if counters.node_failures > spec.max_retries_preemption:
+            _end(plan, EndStatus.FAILED.value,
+                 f"{counters.node_failures} node-side failures, more than --max-retries-preemption "
+                 f"{spec.max_retries_preemption}; last: {attempt.detail}")
+            return
+    delay = backoff_delay(spec, counters.consecutive_fast_failures, jitter)
+    meta.next_attempt_at = now + delay
+    plan.log("backoff", f"retrying in {delay:.1f}s (failure streak {counters.consecutive_fast_failures})",
+             attempt.number, delay_sec=round(delay, 3))
+
+
+def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> None:
+    meta, now = plan.meta, s.now
+    if _expired(meta, now):
+        _end(plan, EndStatus.ENDED_EXPIRED.value, f"keep-alive of {meta.spec.keep_alive_sec:.0f}s has passed")
+        return
+    if s.control.paused:
+        _wait(plan, "paused: `fray control unpause` resumes it")
+        return
+    choice = partition_policy.choose(s.partitions, meta.attempts, meta.spec.partition_fallback, now)
+    if choice.wait:
+        _wait(plan, choice.wait)
+        return
+    # A switch of partition resubmits at once: the backoff was earned on the other one.
+    if meta.next_attempt_at is not None and now < meta.next_attempt_at and not choice.switched:
+        # An absolute time, so the reason (and meta.json) does not change every cycle.
+        at = time.strftime("%H:%M:%S", time.localtime(meta.next_attempt_at))
+        _wait(plan, f"backing off: next attempt at {at}", quiet=True)
+        return
+    spec = meta.spec
+    admission = admit(Request(spec.cpus, spec.mem_mb, spec.gpus))
+    if not admission.admitted:
+        _wait(plan, admission.reason)
+        return
+    number = len(meta.attempts) + 1
+    meta.attempts.append(Attempt(number=number, state=AttemptState.SUBMITTING.value, backend=spec.backend,
+                                 submitted_at=now, partition=choice.partition))
+    if choice.switched:
+        plan.log("partition", choice.reason, number, partition=choice.partition)
+    meta.phase = Phase.ACTIVE.value
+    meta.wait_reason = None
+    meta.next_attempt_at = None
+    plan.actions.append(Submit(number, admission.gpu_ids))
+
+
+def _wait(plan: Plan, reason: str, quiet: bool = False) -> None:
+    """Record why the run waits; log it when it changes (`quiet`: already logged elsewhere)."""
+    meta = plan.meta
+    if meta.wait_reason != reason and not quiet:
+        plan.log("waiting", reason)
+    meta.wait_reason = reason
+
+
+def _end(plan: Plan, status: str, reason: str) -> None:
+    meta = plan.meta
+    meta.phase = Phase.ENDED.value
+    meta.end = End(status=status, reason=reason, at=plan.now)
+    meta.wait_reason = None
+    meta.next_attempt_at = None
+    plan.actions.append(Finish(status, reason))
+    plan.log("ended", f"{status}: {reason}")

@@ -1,0 +1,133 @@
+"""The normalized status of a run: one pure function with a fixed priority.
+
+Inputs are what any reader can see (meta, control, heartbeat time, now), so the
+CLI, the TUI and the daemon all agree. `failed` is added to the design's list:
+a run_once run whose retry budget is spent is neither an unknown error nor a
+manual stop, and users must be able to tell it apart at a glance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from fray.core.model import AttemptState, Meta, Phase, RunSpec
+
+
+class Status(str, Enum):
+    HEALTHY_RUNNING = "healthy_running"
+    RUNNING_DEGRADED = "running_degraded"
+    UNRESPONSIVE = "unresponsive"
+    PENDING = "pending"
+    RESTARTING = "restarting"
+    CRASH_LOOP = "crash_loop"
+    COMPLETED_SUCCESS = "completed_success"
+    ENDED_EXPIRED = "ended_expired"
+    STOPPED_MANUAL = "stopped_manual"
+    FAILED = "failed"
+    ERROR_UNKNOWN = "error_unknown"
+
+
+ICONS: dict[Status, str] = {
+    Status.HEALTHY_RUNNING: "●",
+    Status.RUNNING_DEGRADED: "◐",
+    Status.UNRESPONSIVE: "◐",
+    Status.PENDING: "○",
+    Status.RESTARTING: "↻",
+    Status.CRASH_LOOP: "↻",
+    Status.COMPLETED_SUCCESS: "✓",
+    Status.ENDED_EXPIRED: "■",
+    Status.STOPPED_MANUAL: "■",
+    Status.FAILED: "✗",
+    Status.ERROR_UNKNOWN: "✗",
+}
+
+# A heartbeat this many intervals old shows as degraded, then unresponsive; the
+# restart itself happens only at heartbeat_timeout (policy).
+DEGRADED_AFTER_INTERVALS = 3
+UNRESPONSIVE_AFTER_INTERVALS = 6
+CRASH_LOOP_AFTER = 3  # consecutive fast failures
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """A run's normalized status and the one line that explains it."""
+
+    status: Status
+    reason: str
+
+    @property
+    def icon(self) -> str:
+        return ICONS[self.status]
+
+
+def heartbeat_age(meta: Meta, heartbeat_at: float | None, now: float) -> float | None:
+    """Seconds since the running attempt last showed life (None when nothing is running)."""
+    attempt = meta.in_flight
+    if attempt is None or attempt.state not in (AttemptState.RUNNING.value, AttemptState.STOPPING.value):
+        return None
+    last = max(x for x in (heartbeat_at, attempt.started_at, attempt.submitted_at) if x is not None)
+    return max(0.0, now - last)
+
+
+def progress_stalled_for(spec: RunSpec, progress: dict[str, Any] | None, started_at: float | None,
+                         now: float) -> float | None:
+    """Seconds the reported step has not advanced, when that exceeds --progress-timeout; else None."""
+    if not spec.progress_timeout_sec or not progress or progress.get("step") is None:
+        return None
+    changed_at = progress.get("step_changed_at") or progress["updated_at"]
+    stalled = now - max(changed_at, started_at or 0.0)
+    return stalled if stalled > spec.progress_timeout_sec else None
+
+
+def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float, problem: str | None = None,
+                      progress: dict[str, Any] | None = None) -> RunStatus:
+    """The one status of a run. `problem` reports an unreadable state file."""
+    if meta is None:
+        return RunStatus(Status.ERROR_UNKNOWN, problem or "meta.json is missing")
+    if meta.phase == Phase.ENDED.value and meta.end is not None:
+        return RunStatus(Status(meta.end.status), meta.end.reason)
+    if problem:
+        return RunStatus(Status.ERROR_UNKNOWN, problem)
+    attempt = meta.in_flight
+    if attempt is None:
+        if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
+            return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
+        if meta.attempts:
+            return RunStatus(Status.RESTARTING, _queued_reason(meta))
+        return RunStatus(Status.PENDING, meta.wait_reason or "waiting for the daemon")
+    if attempt.state == AttemptState.STOPPING.value:
+        return RunStatus(Status.RESTARTING if attempt.stop_reason in ("restarted", "heartbeat_stall") else _running(meta, heartbeat_at, now).status,
+                         f"stopping attempt {attempt.number}: {attempt.stop_reason or 'requested'}")
+    if attempt.state in (AttemptState.SUBMITTING.value, AttemptState.SUBMITTED.value):
+        if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
+            return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
+        status = Status.RESTARTING if attempt.number > 1 else Status.PENDING
+        return RunStatus(status, attempt.detail or f"attempt {attempt.number} submitted, waiting for it to start")
+    running = _running(meta, heartbeat_at, now)
+    stalled = progress_stalled_for(meta.spec, progress, attempt.started_at, now)
+    if running.status is Status.HEALTHY_RUNNING and stalled is not None:
+        return RunStatus(Status.RUNNING_DEGRADED, f"step {progress['step']} has not advanced for {stalled:.0f}s")  # type: ignore[index]
+    return running
+
+
+def _running(meta: Meta, heartbeat_at: float | None, now: float) -> RunStatus:
+    age = heartbeat_age(meta, heartbeat_at, now) or 0.0
+    interval = meta.spec.heartbeat_interval_sec
+    unresponsive_after = max(UNRESPONSIVE_AFTER_INTERVALS * interval, meta.spec.heartbeat_timeout_sec / 2)
+    if age > unresponsive_after:
+        return RunStatus(Status.UNRESPONSIVE, f"no heartbeat for {age:.0f}s (restart at {meta.spec.heartbeat_timeout_sec:.0f}s)")
+    if age > DEGRADED_AFTER_INTERVALS * interval:
+        return RunStatus(Status.RUNNING_DEGRADED, f"heartbeat {age:.0f}s old")
+    return RunStatus(Status.HEALTHY_RUNNING, f"attempt {meta.in_flight.number} running")  # type: ignore[union-attr]
+
+
+def _queued_reason(meta: Meta, crash_loop: bool = False) -> str:
+    last = next((a for a in reversed(meta.attempts) if a.state == AttemptState.ENDED.value), None)
+    why = f"attempt {last.number} ended: {last.cause}" if last and last.cause else ""
+    if last and last.detail:
+        why += f" ({last.detail})"
+    wait = meta.wait_reason or "waiting for the daemon"
+    prefix = f"{meta.counters.consecutive_fast_failures} fast failures in a row; " if crash_loop else ""
+    return f"{prefix}{why}; {wait}" if why else f"{prefix}{wait}"

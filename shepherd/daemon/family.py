@@ -1,0 +1,165 @@
+"""The daemon's side of the cluster API: families, groups, reservations, actor endpoints.
+
+Each cycle the daemon asks `FamilyKeeper.prepare` for
+- the stop orders: children of ended or stopping parents (`family.stop_orders`),
+  members of a group that can never start, runs of a released or expired
+  reservation; applied by handing the policy an effective control with a
+  stop request (`family.effective_control`), never by writing control.json;
+- the admission function for each run: group members are admitted all
+  together or not at all (`family.plan_groups`), runs in a reservation against
+  it (`reservations.Admitter`), the rest against the backend's ledger.
+
+`sweep_endpoints` removes the endpoint files of actors whose job has ended or
+moved on to a later attempt (the new attempt's server registers afresh), at
+most every `ENDPOINT_SWEEP_SEC`, reading each endpoint file once (they never
+change).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from fray.core import family, reservations
+
+from fray.state import store
+from fray.actors import endpoints
+from fray.errors import CorruptFileError
+from fray.state.layout import Home
+from fray.core.model import Control, Meta
+from fray.core.scheduler import Admission, Ledger, Request
+
+log = logging.getLogger("fray.daemon")
+
+ENDPOINT_SWEEP_SEC = 1.0
+
+
+@dataclass
+class CyclePlan:
+    orders: dict[str, str]
+    admit_for: Callable[[Meta], Callable[[Request], Admission]]
+
+
+class FamilyKeeper:
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self._reader = store.CachedReader()
+        self._endpoint_cache: dict[Path, endpoints.Endpoint | None] = {}
+        self._swept_at = float("-inf")
+
+    def prepare(self, runs: Iterable[Any], active: Iterable[Any], ledgers: dict[str, Ledger], now: float) -> CyclePlan:
+        """`runs`: every RunState of the cycle; `active`: those the policy looks at."""
+        runs, active = list(runs), list(active)
+        metas = _metas(runs)
+        orders = family.stop_orders(metas, metas.keys())
+        active_metas = [r.meta for r in active if r.meta is not None]
+        held = reservations.live(self._reservations(), now)
+        orders.update({k: v for k, v in reservations.orders(active_metas, held).items() if k not in orders})
+        in_flight = [(m.reservation, Request(m.spec.cpus, m.spec.mem_mb, m.spec.gpus))
+                     for m in active_metas if m.reservation and m.in_flight is not None]
+        admitter = reservations.Admitter(ledgers, held, in_flight)
+
+        def admit_meta(meta: Meta) -> Admission:
+            return admitter.admit(meta.spec.backend, Request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus),
+                                  meta.reservation)
+
+        groups: dict[str, list[tuple[Meta, Control]]] = {}
+        for run in runs:  # ended members too: one that ended before the start breaks its group
+            meta = run.meta
+            if meta is not None and meta.group is not None and meta.run_id not in orders:
+                groups.setdefault(meta.group["id"], []).append((meta, run.control))
+        groups = {g: found for g, found in groups.items() if any(m.phase != "ended" for m, _ in found)}
+        plan = family.plan_groups(groups, now, admit_meta, admitter.snapshot, admitter.restore) if groups \
+            else family.GroupPlan()
+        for run_id, why in plan.stop.items():
+            orders.setdefault(run_id, why)
+
+        def admit_for(meta: Meta) -> Callable[[Request], Admission]:
+            run_id = meta.run_id
+            if run_id in plan.granted:
+                return lambda _request: plan.granted[run_id]
+            if run_id in plan.waiting:
+                return lambda _request: Admission(False, plan.waiting[run_id])
+            return lambda request: admitter.admit(meta.spec.backend, request, meta.reservation)
+
+        return CyclePlan(orders, admit_for)
+
+    def _reservations(self) -> list[dict[str, Any]]:
+        found = []
+        try:
+            names = [e.name for e in os.scandir(self.home.reservations_dir) if e.name.endswith(".json")
+                     and not e.name.startswith(".")]
+        except FileNotFoundError:
+            return []
+        for name in names:
+            try:
+                record = self._reader.read(self.home.reservations_dir / name, "reservation")
+            except CorruptFileError as exc:
+                log.error("%s", exc)
+                continue
+            if record is not None:
+                found.append(record)
+        return found
+
+    def sweep_endpoints(self, runs: list[Any], force: bool = False) -> int:
+        """Remove stale endpoint files; how many were removed."""
+        if not force and time.monotonic() - self._swept_at < ENDPOINT_SWEEP_SEC:
+            return 0
+        self._swept_at = time.monotonic()
+        if not self.home.namespaces_dir.exists():
+            return 0
+        metas = _metas(runs)
+        removed = 0
+        seen: set[Path] = set()
+        for path in _endpoint_files(self.home):
+            seen.add(path)
+            if path not in self._endpoint_cache:
+                try:
+                    raw = store.read_json(path, "endpoint")
+                    self._endpoint_cache[path] = endpoints.Endpoint.from_dict(raw) if raw else None
+                except (CorruptFileError, OSError):
+                    self._endpoint_cache[path] = None
+            record = self._endpoint_cache[path]
+            if record is None:
+                continue
+            why = family.stale_endpoint(record.run_id, record.attempt, metas.get(record.run_id or ""),
+                                        record.run_id in metas)
+            if why:
+                try:
+                    os.unlink(path)
+                    removed += 1
+                    log.info("removed the endpoint of actor %s (%s) in namespace %s at %s: %s", record.name,
+                             record.actor_id, record.namespace, record.address, why)
+                except FileNotFoundError:
+                    pass
+        for path in [p for p in self._endpoint_cache if p not in seen]:
+            del self._endpoint_cache[path]
+        return removed
+
+
+def _metas(runs: list[Any]) -> dict[str, Meta | None]:
+    """run id -> meta (None: unreadable) of every run folder (the meta's own id avoids a Path.name each)."""
+    return {(r.meta.run_id if r.meta is not None else r.paths.run_id): r.meta for r in runs}
+
+
+def _endpoint_files(home: Home) -> Iterable[Path]:
+    try:
+        namespaces = [e.path for e in os.scandir(home.namespaces_dir) if e.is_dir()]
+    except FileNotFoundError:
+        return
+    for ns in namespaces:
+        try:
+            names = [e.path for e in os.scandir(os.path.join(ns, "actors")) if e.is_dir()]
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for folder in names:
+            try:
+                for entry in os.scandir(folder):
+                    if entry.name.endswith(".json") and not entry.name.startswith("."):
+                        yield Path(entry.path)
+            except FileNotFoundError:
+                continue

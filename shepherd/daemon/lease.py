@@ -1,0 +1,121 @@
+"""Is a daemon serving this FRAY_HOME, and starting or stopping one.
+
+The lock (locks/daemon.lock) says whether a daemon lives; its lease
+(daemon.json) says who it is and when it last completed a cycle, from which
+`health` (pure) tells a live daemon from a stale or stopped one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from fray.state import store
+from fray.errors import CorruptFileError, StateError
+from fray.state.layout import Home
+
+START_TIMEOUT_SEC = 15.0
+
+
+@dataclass(frozen=True)
+class Health:
+    """The daemon as a reader sees it from its lock and lease."""
+
+    state: str  # "running" | "stale" | "stopped"
+    detail: str
+
+
+def health(lease: dict[str, Any] | None, locked: bool, now: float) -> Health:
+    if lease is None:
+        return Health("running", "running (no lease written yet)") if locked else Health("stopped", "no daemon has run here")
+    age = now - lease["last_cycle_at"]
+    stale_after = max(10.0, 5 * lease["poll_interval_sec"])
+    who = f"pid {lease['pid']} on {lease['host']}"
+    if not locked or lease.get("stopping"):
+        return Health("stopped", f"not running (last: {who}, {age:.0f}s ago)")
+    if age > stale_after:
+        return Health("stale", f"{who} has not completed a cycle for {age:.0f}s")
+    return Health("running", f"{who}, last cycle {age:.1f}s ago")
+
+
+def read_lease(home: Home) -> dict[str, Any] | None:
+    try:
+        return store.read_json(home.daemon_lease, "daemon")
+    except CorruptFileError:
+        return None  # moved aside; the running daemon rewrites it on its next cycle
+
+
+def is_locked(home: Home) -> bool:
+    """Whether some process holds the daemon lock right now.
+
+    A bare flock probe, the same lock filelock takes on POSIX: read-only commands
+    like `fray list` ask this and should not pay for importing filelock.
+    """
+    import fcntl
+
+    try:
+        fd = os.open(home.lock_file("daemon"), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock this probe took
+    return False
+
+
+def current_health(home: Home) -> tuple[Health, dict[str, Any] | None]:
+    lease = read_lease(home)
+    return health(lease, is_locked(home), time.time()), lease
+
+
+def ensure_running(home: Home) -> dict[str, Any]:
+    """Start a daemon in the background unless one is serving; wait for its first cycle."""
+    store.ensure_home(home)
+    lease = read_lease(home)
+    if is_locked(home) and lease is not None and not lease.get("stopping"):
+        return lease
+    import subprocess  # only starting a daemon needs it: `fray list` reads the lease without it
+
+    spawned_at = time.time()
+    log_fd = os.open(home.daemon_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
+    try:
+        subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
+                         stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, cwd=str(home.root),
+                         start_new_session=True, close_fds=True)
+    finally:
+        os.close(log_fd)
+    deadline = spawned_at + START_TIMEOUT_SEC
+    while time.time() < deadline:
+        lease = read_lease(home)
+        if lease is not None and lease["last_cycle_at"] >= spawned_at and not lease.get("stopping"):
+            return lease
+        time.sleep(0.02)
+    raise StateError(f"the daemon did not start within {START_TIMEOUT_SEC:.0f}s; see {home.daemon_log}")
+
+
+def stop(home: Home, timeout: float = 15.0) -> dict[str, Any] | None:
+    """Ask the running daemon to exit (its attempts keep running); wait until it has."""
+    lease = read_lease(home)
+    if not is_locked(home) or lease is None:
+        return None
+    import signal
+    import socket
+
+    if lease["host"] != socket.gethostname():
+        raise StateError(f"the daemon runs on {lease['host']} (pid {lease['pid']}); stop it from there")
+    try:
+        os.kill(lease["pid"], signal.SIGTERM)
+    except ProcessLookupError:
+        return lease
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not is_locked(home):
+            return lease
+        time.sleep(0.05)
+    raise StateError(f"the daemon (pid {lease['pid']}) did not stop within {timeout:.0f}s")

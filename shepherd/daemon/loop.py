@@ -1,0 +1,601 @@
+"""The daemon: a level-triggered reconcile loop over every run in FRAY_HOME.
+
+Each cycle reads the runs that are not ended (unchanged files are not
+re-parsed), takes one snapshot per backend for all its attempts, asks `policy`
+what to do for each run, and carries that out: submit, cancel (batched), end.
+It wakes on a timer, on file changes (watchfiles), and when a local wrapper it
+started exits, so a control request or a finished attempt is acted on at once.
+Between full scans (every FULL_SCAN_EVERY_SEC) it trusts the watcher for the
+runs that ended, so a steady cycle costs the runs still going, not all of them.
+
+Crash-only: it may be killed at any line. An attempt is recorded as
+`submitting` before the backend is asked, so a restarted daemon looks for it
+(and adopts it) instead of submitting twice. One daemon per FRAY_HOME: it holds
+locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
+
+Run as `python -m fray.daemon --home DIR` (what `fray daemon start` spawns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import logging.handlers
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from fray import __version__
+
+from fray.daemon import alerts
+
+from fray.state import blacklist, store
+
+from fray.core import policy
+from fray.state.config import load_config
+from fray.core import family
+from fray.daemon.family import CyclePlan, FamilyKeeper
+from fray.backends import load_backend
+from fray.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequest, Tracked
+from fray.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
+from fray.state.layout import Home, RunPaths
+from fray.core.model import AttemptState, Control, Meta, Phase
+from fray.core.partition_policy import Candidates as PartitionCandidates
+from fray.core.policy import AttemptFiles, BackendView, Situation
+from fray.state.row_cache import StatKey, stat_key
+from fray.core.scheduler import Ledger, Request
+from fray.core.status import normalized_status
+
+log = logging.getLogger("fray.daemon")
+
+# Files whose change should wake the daemon at once. meta.json is not among
+# them: the daemon writes it itself.
+WAKE_NAMES = frozenset({"control.json", "started.json", "exit.json"})
+# Between full scans, ended runs are looked at only when the watcher saw their
+# folder change; a full scan every so often is the level-triggered safety net.
+FULL_SCAN_EVERY_SEC = 30.0
+WATCH_PROBE = ".watch-probe"  # touched in runs/ at start until the watcher reports it (a dot: never a run)
+WATCH_READY_TIMEOUT_SEC = 10.0
+_ENDED = Phase.ENDED.value  # compared for every run each cycle; an Enum's .value is a slow lookup
+INVENTORY_EVERY_SEC = 60.0
+
+
+@dataclass
+class RunState:
+    paths: RunPaths
+    meta: Meta | None
+    control: Control
+    problem: str | None = None
+    meta_key: StatKey | None = None  # the stat of the files `meta` and `control` were read from
+    control_key: StatKey | None = None
+
+
+@dataclass
+class CycleStats:
+    runs: int = 0
+    active: int = 0
+    submitted: int = 0
+    cancelled: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class Daemon:
+    def __init__(self, home: Home, backends: dict[str, Backend] | None = None,
+                 clock: Callable[[], float] = time.time, jitter: Callable[[], float] = random.random) -> None:
+        self.home = home
+        self.clock = clock
+        self.jitter = jitter
+        self._backends: dict[str, Backend] = dict(backends or {})
+        self._reader = store.CachedReader()
+        self._runs: dict[str, RunState] = {}
+        self._unsettled: set[str] = set()  # run ids looked at every cycle, whatever the watcher saw
+        self._runs_root = str(home.runs_dir)
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
+        self._seen_in_flight: set[AttemptKey] = set()
+        self._reported_problems: set[str] = set()
+        self.started_at = clock()
+        self.cycles = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._exclude: tuple[str, ...] = ()
+        self._inventory_at = float("-inf")
+        self._config = load_config(home)
+        self._family = FamilyKeeper(home)
+        self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
+        self._alerter = alerts.Alerter.from_config(self._config)
+
+    # -- one cycle -----------------------------------------------------------------
+
+    def cycle(self, full: bool = True) -> CycleStats:
+        """One reconcile pass. `full=False` trusts the file watcher for ended runs (see _load_runs)."""
+        stats = CycleStats()
+        runs = self._load_runs(stats, full)
+        # In run id order, which is submission order: admission serves the oldest first.
+        active = [state for run_id in sorted(self._unsettled) if (state := self._runs[run_id]).meta is not None
+                  and _needs_attention(state.meta, state.control)]
+        stats.runs, stats.active = len(runs), len(active)
+        views = self._snapshots(active, stats)
+        ledgers = self._ledgers(active)
+        self._exclude = self._blacklisted_now() if active else ()
+        cancels: dict[str, list[CancelTarget]] = {}
+        now = self.clock()
+        # Children of ended parents, groups, reservations: decided for all runs at once (daemon_family).
+        self._cycle_plan = self._family.prepare(runs, active, ledgers, now)
+        for run in active:
+            try:
+                self._reconcile(run, views, ledgers, cancels, now, stats)
+            except Exception as exc:  # one broken run must not stop the others
+                log.exception("run %s: unexpected error", run.paths.run_id)
+                stats.errors.append(f"{run.paths.run_id}: {exc}")
+                self._event(run.paths, "error", f"daemon error while handling this run: {exc}")
+        for name, targets in cancels.items():
+            try:
+                self._backend(name).cancel(targets)
+                stats.cancelled += len(targets)
+            except (BackendError, OSError) as exc:
+                stats.errors.append(f"cancel on {name}: {exc}")
+                log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
+        try:
+            self._family.sweep_endpoints(runs)
+        except OSError as exc:
+            log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
+        for run in active:  # those the policy just ended leave the per-cycle set
+            if _settled(run):
+                self._unsettled.discard(run.paths.run_id)
+        self.cycles += 1
+        return stats
+
+    def _load_runs(self, stats: CycleStats, full: bool) -> list[RunState]:
+        """Every run, re-reading only the files whose stat changed since the last cycle.
+
+        A full cycle lists the runs folder and looks at every run. Otherwise the
+        file watcher is trusted: only the runs not settled (not ended, unreadable,
+        or with a start request pending) and the folders it saw change (new,
+        removed, or a control.json written) are looked at, so a steady cycle costs
+        the runs still going, not the thousands that ended. An ended run changes
+        only through its control.json (`fray control start`).
+        """
+        dirty = self._take_dirty()
+        if full:
+            self._runs = {run_id: self._refresh(run_id, self._runs.get(run_id), stats) for run_id in self.home.run_ids()}
+            self._unsettled = {run_id for run_id, state in self._runs.items() if not _settled(state)}
+            return list(self._runs.values())
+        added = False
+        for run_id in dirty:
+            if run_id.startswith(".") or not os.path.isdir(os.path.join(self._runs_root, run_id)):
+                self._runs.pop(run_id, None)
+                self._unsettled.discard(run_id)
+                continue
+            added = added or run_id not in self._runs
+            self._look_at(run_id, stats)
+        for run_id in list(self._unsettled - dirty):
+            self._look_at(run_id, stats)
+        if added:
+            self._runs = dict(sorted(self._runs.items()))
+        return list(self._runs.values())
+
+    def _look_at(self, run_id: str, stats: CycleStats) -> None:
+        state = self._refresh(run_id, self._runs.get(run_id), stats)
+        self._runs[run_id] = state
+        if _settled(state):
+            self._unsettled.discard(run_id)
+        else:
+            self._unsettled.add(run_id)
+
+    def _refresh(self, run_id: str, state: RunState | None, stats: CycleStats) -> RunState:
+        folder = os.path.join(self._runs_root, run_id)
+        meta_file, control_file = os.path.join(folder, "meta.json"), os.path.join(folder, "control.json")
+        meta_key = stat_key(meta_file)  # taken before reading: a later change shows
+        control_key = stat_key(control_file)
+        if state is not None and state.problem is None and (meta_key, control_key) == (state.meta_key, state.control_key):
+            return state
+        paths = state.paths if state is not None else self.home.run(run_id)
+        problem = None
+        try:
+            raw = store.read_json(meta_file, "meta")
+            meta = Meta.from_dict(raw) if raw is not None else None
+            if meta is None:
+                problem = "meta.json is missing"
+        except CorruptFileError as exc:
+            meta, problem = None, str(exc)
+        try:
+            control = Control.from_dict(store.read_json(control_file, "control"))
+        except CorruptFileError as exc:
+            # The CLI rewrites control.json on the next request; until then act on no request.
+            control, problem = Control(), problem or str(exc)
+        if problem and run_id + problem not in self._reported_problems:
+            self._reported_problems.add(run_id + problem)
+            log.error("run %s: %s", run_id, problem)
+            stats.errors.append(f"{run_id}: {problem}")
+            self._event(paths, "error", problem)
+        return RunState(paths, meta, control, problem, meta_key, control_key)
+
+    def _take_dirty(self) -> set[str]:
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+        return dirty
+
+    def _mark_dirty(self, run_ids: set[str]) -> None:
+        with self._dirty_lock:
+            self._dirty |= run_ids
+
+    def _snapshots(self, active: list[RunState], stats: CycleStats) -> dict[AttemptKey, BackendView]:
+        tracked: dict[str, list[Tracked]] = {}
+        for run in active:
+            attempt = run.meta.in_flight if run.meta else None
+            if attempt is not None:
+                key = AttemptKey(run.paths.run_id, attempt.number)
+                tracked.setdefault(attempt.backend, []).append(Tracked(key, attempt.backend_ref))
+        views: dict[AttemptKey, BackendView] = {}
+        for name, items in tracked.items():
+            try:
+                views.update(self._backend(name).snapshot(items))
+            except (BackendError, OSError) as exc:
+                # An observation failed: every attempt there is "unknown" this cycle.
+                stats.errors.append(f"snapshot of {name}: {exc}")
+                log.warning("snapshot of %s failed (retried next cycle): %s", name, exc)
+        return views
+
+    def _ledgers(self, active: list[RunState]) -> dict[str, Ledger]:
+        ledgers: dict[str, Ledger] = {}
+        for run in active:
+            meta = run.meta
+            assert meta is not None
+            name = meta.spec.backend
+            if name not in ledgers:
+                try:
+                    ledgers[name] = Ledger(self._backend(name).capacity())
+                except FrayError:
+                    ledgers[name] = Ledger.unlimited()
+            attempt = meta.in_flight
+            if attempt is not None:
+                gpu_ids = tuple((attempt.backend_ref or {}).get("gpu_ids", ()))
+                ledgers[name].hold(Request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus), gpu_ids)
+        return ledgers
+
+    def _reconcile(self, run: RunState, views: dict[AttemptKey, BackendView], ledgers: dict[str, Ledger],
+                   cancels: dict[str, list[CancelTarget]], now: float, stats: CycleStats) -> None:
+        meta = run.meta
+        assert meta is not None
+        attempt = meta.in_flight
+        files = AttemptFiles()
+        view = BackendView("unknown")
+        first_sight = False
+        if attempt is not None:
+            key = AttemptKey(meta.run_id, attempt.number)
+            view = views.get(key, BackendView("unknown"))
+            files = self._attempt_files(run.paths, attempt.number)
+            first_sight = key not in self._seen_in_flight
+            if first_sight:
+                self._seen_in_flight.add(key)
+                if attempt.state != AttemptState.SUBMITTING.value and self.cycles == 0:
+                    self._event(run.paths, "adopted", f"found attempt {attempt.number} {view.state} after a daemon restart",
+                                attempt.number)
+        control = family.effective_control(run.control, self._cycle_plan.orders.get(meta.run_id))
+        plan = policy.decide(Situation(meta, control, files, view, now, self.jitter(),
+                                       partitions=self._partition_candidates(meta), first_sight=first_sight),
+                             self._cycle_plan.admit_for(meta))
+        # Records first, then meta.json, then what reaches the backend: a daemon killed
+        # between two steps leaves either a decision the next one makes again (records
+        # are idempotent) or an intent it finds recorded (`submitting`), never an ended
+        # run without its ended.json or a fault without its blacklist entry.
+        for action in plan.actions:
+            if isinstance(action, policy.Finish):
+                self._finish(run.paths, plan.meta, action)
+            elif isinstance(action, policy.Reactivate):
+                if run.paths.ended.exists():
+                    os.replace(run.paths.ended, run.paths.ended_archive(int(now)))
+            elif isinstance(action, policy.SuspectNode):
+                self._suspect(run.paths, action, meta.current.number if meta.current else None, now)
+        self._commit(run.paths, meta, plan)
+        for action in plan.actions:
+            if isinstance(action, policy.Submit):
+                self._submit(run.paths, plan.meta, action, stats)
+            elif isinstance(action, policy.Cancel):
+                started = files.started or {}
+                cancels.setdefault(meta.spec.backend, []).append(CancelTarget(
+                    AttemptKey(meta.run_id, action.attempt), attempt.backend_ref if attempt else None,
+                    force=action.force, workload_pid=started.get("workload_pid")))
+        if self._alerter.rules:
+            self._alert(plan.meta, files, now)
+
+    def _alert(self, meta: Meta, files: AttemptFiles, now: float) -> None:
+        """Send the alerts a change of this run's status calls for (in the background)."""
+        status = normalized_status(meta, files.heartbeat_at, now, None, files.progress).status.value
+        for firing in self._alerter.observe(meta.run_id, status, now):
+            from fray.ops.views import run_row
+
+            alerts.fire(firing, alerts.payload(firing, run_row(self.home, meta.run_id, now), now))
+            self._event(self.home.run(meta.run_id), "alert", f"{status}: ran {firing.rule.command[0]}"
+                        + (f" ({firing.held_back} held back)" if firing.held_back else ""))
+
+    def _partition_candidates(self, meta: Meta) -> PartitionCandidates | None:
+        """The partitions the run's backend offers it, best first (only backends with partitions have this)."""
+        try:
+            offer = getattr(self._backend(meta.spec.backend), "partition_candidates", None)
+        except FrayError:
+            return None  # a backend that cannot load fails the submission itself, with its message
+        return offer(meta.spec) if offer is not None else None
+
+    def _attempt_files(self, paths: RunPaths, number: int) -> AttemptFiles:
+        attempt = paths.attempt(number)
+        read = self._reader.read
+
+        def safe(path: Path, schema: str) -> dict[str, Any] | None:
+            try:
+                return read(path, schema)
+            except CorruptFileError as exc:
+                log.error("%s", exc)
+                self._event(paths, "error", str(exc), number)
+                return None
+
+        return AttemptFiles(
+            started=safe(attempt.started, "started"),
+            heartbeat_at=store.read_heartbeat(attempt.heartbeat),
+            exit=safe(attempt.exit, "exit"),
+            final=safe(attempt.final, "final"),
+            failure=safe(attempt.failure, "failure"),
+            progress=safe(attempt.progress, "progress"),
+        )
+
+    def _submit(self, paths: RunPaths, meta: Meta, action: policy.Submit, stats: CycleStats) -> None:
+        attempt = meta.attempts[action.attempt - 1]
+        backend = self._backend(meta.spec.backend)
+        key = AttemptKey(meta.run_id, attempt.number)
+        request = SubmitRequest(key=key, name=meta.name, spec=meta.spec, home=self.home.root,
+                                script=paths.script(meta.script["frozen"]),
+                                attempt_dir=paths.attempt(attempt.number).dir,
+                                checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids,
+                                exclude_nodes=self._exclude, partition=attempt.partition)
+        try:
+            ref = backend.submit(request)
+        except AmbiguousSubmission as exc:
+            # Leave it `submitting`: the next snapshots look for it by name, and policy
+            # gives it up only after SUBMIT_RESOLVE_SEC without a trace.
+            self._event(paths, "error", f"submission of attempt {attempt.number} is ambiguous ({exc}); "
+                        "looking for it before submitting again", attempt.number)
+            return
+        except (BackendError, OSError) as exc:
+            plan = policy.record_submit_failure(meta, attempt.number, str(exc), self.clock(), self.jitter())
+            for action in plan.actions:
+                if isinstance(action, policy.Finish):
+                    self._finish(paths, plan.meta, action)
+            self._commit(paths, meta, plan)
+            return
+        self._seen_in_flight.add(key)
+        before = Meta.from_dict(meta.to_dict())
+        attempt.state = AttemptState.SUBMITTED.value
+        attempt.backend_ref = ref
+        done = policy.Plan(meta, self.clock())
+        done.log("submitted", f"attempt {attempt.number} submitted to {backend.name}", attempt.number,
+                 ref={k: v for k, v in ref.items() if isinstance(v, (str, int))}, exclude=list(request.exclude_nodes))
+        self._commit(paths, before, done)
+        stats.submitted += 1
+
+    def _commit(self, paths: RunPaths, before: Meta, plan: policy.Plan) -> None:
+        """Write meta.json if the plan changed it, then log the plan's events."""
+        after = plan.meta
+        if after != before:  # dataclass equality: no dicts built for the common case of no change
+            after.updated_at = plan.now
+            store.write_json(paths.meta, after.to_dict(), "meta")
+            indexed = self._runs.get(paths.run_id)
+            if indexed is not None:  # what we wrote is what a re-read would give
+                indexed.meta, indexed.meta_key = after.copy(), stat_key(paths.meta)
+        for event in plan.events:
+            self._event(paths, event.kind, event.reason, event.attempt, event.data, at=plan.now)
+
+    def _blacklisted_now(self) -> tuple[str, ...]:
+        """The top-K blacklisted nodes that resubmissions exclude this cycle."""
+        try:
+            raw = self._reader.read(self.home.blacklist, "blacklist")
+        except CorruptFileError as exc:
+            log.error("%s", exc)
+            raw = None
+        settings = self._config.get("blacklist", {})
+        return blacklist.Blacklist.from_dict(raw).exclude(self.clock(), int(settings.get("top_k", blacklist.DEFAULT_TOP_K)))
+
+    def _suspect(self, paths: RunPaths, action: policy.SuspectNode, attempt: int | None, now: float) -> None:
+        settings = self._config.get("blacklist", {})
+        ttl = float(settings.get("ttl_sec", blacklist.DEFAULT_TTL_SEC))
+        entry = blacklist.update(self.home, lambda b: b.strike(action.node, action.reason, now, ttl, paths.run_id), now)
+        self._exclude = self._blacklisted_now()  # the resubmission this same cycle must already avoid it
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        line = f"{stamp} node={action.node} attempt={attempt} strikes={entry.strikes} reason={action.reason}\n"
+        fd = os.open(paths.badnode_events, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+        self._event(paths, "suspect_node", f"{action.node} blacklisted for {ttl:.0f}s ({entry.strikes} strikes): "
+                    f"{action.reason}", attempt, {"node": action.node})
+
+    def _write_inventory(self) -> None:
+        """nodes.json: what each backend in use offers, for `fray nodes` and the TUI (which never call backends)."""
+        inventory: dict[str, Any] = {"generated_at": self.clock(), "backends": {}}
+        for name, backend in self._backends.items():
+            try:
+                inventory["backends"][name] = [
+                    {"name": n.name, "state": n.state, "cpus": n.cpus, "mem_mb": n.mem_mb, "gpus": n.gpus,
+                     "gpu_type": n.gpu_type, "partitions": list(n.partitions)} for n in backend.nodes()]
+            except (BackendError, OSError) as exc:
+                log.warning("listing the nodes of %s failed: %s", name, exc)
+        store.write_json(self.home.nodes, inventory, "nodes")
+        self._inventory_at = time.monotonic()
+
+    def _finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None:
+        last = meta.current
+        result = None
+        if last is not None:
+            final = store.read_json(paths.attempt(last.number).final, "final") if last.cause == "success" else None
+            result = (final or {}).get("result")
+        store.create_json(paths.ended, {
+            "run_id": meta.run_id, "status": action.status, "reason": action.reason,
+            "ended_at": meta.end.at if meta.end else self.clock(), "attempts": len(meta.attempts),
+            "final_attempt": last.number if last else None, "result": result,
+        }, "ended")
+
+    def _event(self, paths: RunPaths, kind: str, reason: str, attempt: int | None = None,
+               data: dict[str, Any] | None = None, at: float | None = None) -> None:
+        record: dict[str, Any] = {"at": at or self.clock(), "run_id": paths.run_id, "kind": kind,
+                                  "attempt": attempt, "reason": reason}
+        if data:
+            record["data"] = data
+        try:
+            store.append_jsonl(paths.events, record, "event")
+        except OSError as exc:
+            log.warning("could not append to %s: %s", paths.events, exc)
+        log.info("%s %s%s: %s", paths.run_id, kind, f" #{attempt}" if attempt else "", reason)
+
+    def _backend(self, name: str) -> Backend:
+        if name not in self._backends:
+            self._backends[name] = load_backend(name, self.home, on_attempt_exit=self._wake.set)
+        return self._backends[name]
+
+    @property
+    def poll_interval(self) -> float:
+        intervals = [b.poll_interval_sec for b in self._backends.values()]
+        return min(intervals, default=1.0)
+
+    # -- the loop ------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Finish the current cycle and return from `serve` (safe from a signal handler)."""
+        self._stop.set()
+        self._wake.set()
+
+    def serve(self) -> None:
+        """Cycle until `request_stop`, waking on the timer and on file changes."""
+        stop, wake, watching = self._stop, self._wake, threading.Event()
+        watcher = threading.Thread(target=_watch_runs, args=(self.home.runs_dir, wake, stop, self._mark_dirty, watching),
+                                   name="fray-watch", daemon=True)
+        full_scan_at = float("-inf")
+        watcher.start()
+        self._backend("local")  # the embedded default: ready before the first run arrives
+        _await_watch(self.home.runs_dir, watching, watcher)
+        while not stop.is_set():
+            wake.clear()
+            started = time.perf_counter()
+            try:
+                full = (not watcher.is_alive() or not watching.is_set()
+                        or time.monotonic() - full_scan_at > FULL_SCAN_EVERY_SEC)
+                stats = self.cycle(full)
+                if full:
+                    full_scan_at = time.monotonic()
+                error = "; ".join(stats.errors[-3:]) or None
+            except Exception as exc:  # the loop survives anything; the next cycle retries
+                log.exception("cycle failed")
+                stats, error = CycleStats(), f"cycle failed: {exc}"
+            self._write_lease(stats, (time.perf_counter() - started) * 1000, error)
+            if time.monotonic() - self._inventory_at > INVENTORY_EVERY_SEC:
+                self._write_inventory()
+            wake.wait(self.poll_interval)
+        self._write_lease(CycleStats(), 0.0, None, stopping=True)
+
+    def _write_lease(self, stats: CycleStats, cycle_ms: float, error: str | None, stopping: bool = False) -> None:
+        lease = {
+            "pid": os.getpid(), "host": socket.gethostname(), "version": __version__,
+            "started_at": self.started_at, "last_cycle_at": self.clock(), "poll_interval_sec": self.poll_interval,
+            "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3), "active_runs": stats.active,
+            "stopping": stopping, "last_error": error,
+        }
+        try:
+            store.write_json(self.home.daemon_lease, lease, "daemon")
+        except OSError as exc:
+            log.warning("could not write the lease: %s", exc)
+
+
+def _needs_attention(meta: Meta, control: Control) -> bool:
+    return meta.phase != _ENDED or control.start_nonce > meta.applied.start_nonce
+
+
+def _settled(state: RunState) -> bool:
+    """Ended, readable, and nothing asked of it: a steady cycle need not look at it."""
+    return state.problem is None and state.meta is not None and not _needs_attention(state.meta, state.control)
+
+
+def _await_watch(runs_dir: Path, watching: threading.Event, watcher: threading.Thread) -> None:
+    """Return once the watcher reports a file touched in runs/ (or gave up): only then is the first cycle full.
+
+    Setting up the watches takes a moment (one per folder), and a run submitted
+    in that moment raises no event: were the first full cycle over by then, it
+    would wait for the poll timer. Touching a probe file until the watcher
+    reports it makes "the watch is on" an observed fact, not a hope.
+    """
+    probe = runs_dir / WATCH_PROBE
+    deadline = time.monotonic() + WATCH_READY_TIMEOUT_SEC
+    try:
+        while not watching.is_set() and watcher.is_alive() and time.monotonic() < deadline:
+            probe.write_bytes(b"")
+            watching.wait(0.05)
+    except OSError as exc:
+        log.warning("could not probe the file watcher (%s); the timer and full scans cover for it", exc)
+    finally:
+        probe.unlink(missing_ok=True)
+    if not watching.is_set():
+        log.warning("the file watcher did not report in %.0f s; full scans until it does", WATCH_READY_TIMEOUT_SEC)
+
+
+def _watch_runs(runs_dir: Path, wake: threading.Event, stop: threading.Event,
+                on_change: Callable[[set[str]], None], watching: threading.Event) -> None:
+    import watchfiles
+
+    def relevant(change: Any, path: str) -> bool:
+        p = Path(path)
+        return p.name in WAKE_NAMES or p.parent == runs_dir
+
+    root = str(runs_dir) + os.sep
+    try:
+        for changes in watchfiles.watch(runs_dir, watch_filter=relevant, stop_event=stop, debounce=100, step=10,
+                                        recursive=True, raise_interrupt=False, ignore_permission_denied=True):
+            watching.set()  # any event at all: the watches were all set up before the first one
+            run_ids = {path[len(root):].split(os.sep, 1)[0] for _, path in changes if path.startswith(root)}
+            run_ids.discard(WATCH_PROBE)
+            if run_ids:
+                on_change(run_ids)
+                wake.set()
+    except Exception:  # the timer still drives the loop without file events
+        log.exception("file watcher stopped; falling back to the poll timer")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fray.daemon", description="Run the fray daemon in the foreground.")
+    parser.add_argument("--home", help="FRAY_HOME (default: $FRAY_HOME or ~/.fray)")
+    args = parser.parse_args(argv)
+    home = Home.resolve(args.home)
+    store.ensure_home(home)
+    _configure_logging(home)
+    from filelock import Timeout
+
+    lock = store.lock(home, "daemon", timeout=2.0)
+    try:
+        lock.acquire()
+    except Timeout:
+        log.info("another daemon holds %s; exiting", home.lock_file("daemon"))
+        print(f"fray daemon: another daemon is already running for {home.root}")
+        return 0
+    daemon = Daemon(home)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: daemon.request_stop())
+    log.info("daemon %s started for %s (pid %d)", __version__, home.root, os.getpid())
+    try:
+        daemon.serve()
+    finally:
+        log.info("daemon stopping; attempts keep running and will be adopted by the next daemon")
+        lock.release()
+    return 0
+
+
+def _configure_logging(home: Home) -> None:
+    handler = logging.handlers.RotatingFileHandler(home.daemon_log, maxBytes=5_000_000, backupCount=2)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger("fray")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+

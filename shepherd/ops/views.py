@@ -1,0 +1,340 @@
+"""What `fray list` and `fray status` show, as plain JSON-ready data.
+
+Human output is rendered from exactly these dicts (and `--json` prints them),
+so the two can never disagree. Reading is tolerant: a corrupt or missing file
+makes the run `error_unknown` with the reason, never an exception.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from fray.daemon import lease
+
+from fray.state import store
+from fray.errors import CorruptFileError
+from fray.state.layout import Home, RunPaths
+from fray.core.model import Control, Meta
+from fray.state.row_cache import RowCache, stat_key
+from fray.core.status import RunStatus, Status, heartbeat_age, normalized_status
+
+
+def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Control, str | None]:
+    """Meta and control of a run; `with_control=False` skips control.json for ended runs (nothing to ask)."""
+    problem = None
+    meta = None
+    try:
+        raw = store.read_json(paths.meta, "meta")
+        if raw is None:
+            aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith("meta.json"))
+            problem = f"meta.json was corrupt and moved aside ({aside})" if aside else "meta.json is missing"
+        else:
+            meta = Meta.from_dict(raw)
+    except CorruptFileError as exc:
+        problem = f"meta.json was corrupt ({exc.problem}); moved aside to {exc.moved_to.name if exc.moved_to else '?'}"
+    if meta is not None and meta.phase == "ended" and not with_control:
+        return meta, Control(), problem
+    try:
+        raw_control = store.read_json(paths.control, "control")
+    except CorruptFileError as exc:
+        raw_control = None
+        problem = problem or f"control.json was corrupt ({exc.problem}); moved aside, requests ignored until the next one"
+    if raw_control is None and not problem:  # another reader (the daemon) may have moved it aside
+        aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith("control.json"))
+        if aside:
+            problem = f"control.json was corrupt and moved aside ({aside}); requests ignored until the next one"
+    return meta, Control.from_dict(raw_control), problem
+
+
+def run_row(home: Home, run_id: str, now: float) -> dict[str, Any]:
+    """One run as a row of `fray list --json` (schemas/cli-list.json)."""
+    paths = home.run(run_id)
+    meta, control, problem = _load(paths, with_control=False)
+    return _row_from(paths, meta, control.paused, problem, now)
+
+
+def _row_from(paths: RunPaths, meta: Meta | None, paused: bool, problem: str | None, now: float) -> dict[str, Any]:
+    heartbeat_at, progress = _attempt_inputs(paths, meta)
+    return row_of(paths.run_id, meta, paused, problem, heartbeat_at, progress, now)
+
+
+def _attempt_inputs(paths: RunPaths, meta: Meta | None) -> tuple[float | None, dict[str, Any] | None]:
+    """The current attempt's heartbeat (while it is in flight) and progress."""
+    current = meta.current if meta is not None else None
+    if current is None:
+        return None, None
+    files = paths.attempt(current.number)
+    heartbeat_at = store.read_heartbeat(files.heartbeat) if current.in_flight else None
+    return heartbeat_at, read_progress(files.progress)
+
+
+def read_progress(path: Path | str) -> dict[str, Any] | None:
+    """An attempt's progress.json; None when there is none or it was corrupt (moved aside)."""
+    try:
+        return store.read_json(path, "progress")
+    except CorruptFileError:
+        return None
+
+
+def read_row_inputs(paths: RunPaths) -> tuple[Meta | None, bool, str | None, float | None, dict[str, Any] | None]:
+    """What a run's row is computed from: (meta, paused, problem, heartbeat time, progress).
+
+    `row_of(run_id, *inputs, now)` turns them into the row; a reader that keeps
+    them (the TUI) recomputes rows as time passes without reading again.
+    """
+    meta, control, problem = _load(paths)
+    return (meta, control.paused, problem, *_attempt_inputs(paths, meta))
+
+
+def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, heartbeat_at: float | None,
+           progress: dict[str, Any] | None, now: float) -> dict[str, Any]:
+    """A row from what was read (pure): the TUI keeps these inputs and recomputes rows as time passes."""
+    if meta is None:
+        st = normalized_status(None, None, now, problem)
+        return {"run_id": run_id, "name": run_id, "status": st.status.value, "icon": st.icon,
+                "reason": st.reason, "mode": None, "backend": None, "phase": None,
+                "attempt": None, "node": None, "created_at": None, "uptime_sec": None, "heartbeat_age_sec": None,
+                "step": None, "loss": None, "paused": paused}
+    attempt = meta.in_flight
+    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem, progress)
+    current = meta.current
+    started = attempt.started_at if attempt else None
+    age = heartbeat_age(meta, heartbeat_at, now)
+    return {
+        "run_id": meta.run_id, "name": meta.name, "status": st.status.value, "icon": st.icon, "reason": st.reason,
+        "mode": meta.spec.mode, "backend": meta.spec.backend, "phase": meta.phase,
+        "attempt": current.number if current else None,
+        "node": current.node if current else None,
+        "created_at": meta.created_at,
+        "uptime_sec": round(now - started, 3) if started else None,
+        "heartbeat_age_sec": round(age, 3) if age is not None else None,
+        "step": (progress or {}).get("step"), "loss": (progress or {}).get("loss"),
+        "paused": paused,
+        "parent_run_id": meta.parent_run_id,
+    }
+
+
+def daemon_view(home: Home, now: float | None = None) -> dict[str, Any]:
+    health, record = lease.current_health(home)
+    return {"state": health.state, "detail": health.detail, "lease": record}
+
+
+def list_view(home: Home, include_ended: bool = True, limit: int | None = None, tree: bool = False) -> dict[str, Any]:
+    """Every run (newest first), with counts per status and the daemon's health (schemas/cli-list.json).
+
+    `tree` orders the rows shown with each job under its parent and gives each a depth.
+    """
+    now = time.time()
+    ids = list(reversed(home.run_ids()))
+    cache = RowCache.load(home)
+    rows = []
+    for run_id in ids:
+        key = stat_key(home.meta_file(run_id))
+        row = cache.get(run_id, key)
+        if row is None:
+            row = _uncached_row(home.run(run_id), cache, key, now)
+        rows.append(row)
+    cache.save(set(ids))
+    if not include_ended:
+        rows = [r for r in rows if r["phase"] != "ended"]
+    counts = Counter(r["status"] for r in rows)
+    if limit is not None:
+        rows = rows[:limit]
+    data = {"home": str(home.root), "generated_at": now, "daemon": daemon_view(home, now),
+            "counts": {s.value: counts.get(s.value, 0) for s in Status}, "runs": rows,
+            "active_only": not include_ended}
+    if tree:
+        from fray.core import family  # only --tree needs it: `fray list` stays lean
+
+        data["tree"] = True
+        data["runs"] = [{**row, "depth": depth} for depth, row in family.tree(rows)]
+    return data
+
+
+def _uncached_row(paths: RunPaths, cache: RowCache, meta_key: list[int] | None, now: float) -> dict[str, Any]:
+    """The row of a run not cached as ended, caching what it can for the next listing.
+
+    A run still going takes its meta and paused flag from the cache when neither
+    meta.json nor control.json changed; its heartbeat and progress are always read.
+    """
+    control_key = stat_key(paths.control)
+    meta: Meta | None = None
+    hit = cache.get_live(paths.run_id, meta_key, control_key)
+    if hit is not None:
+        try:
+            meta, paused, problem = Meta.from_dict(hit[0]), hit[1], None
+        except (AttributeError, KeyError, TypeError, ValueError):  # a damaged cache: read the files
+            meta = None
+    if meta is None:
+        meta, control, problem = _load(paths, with_control=False)
+        paused = control.paused
+        if meta is not None and problem is None and meta.phase != "ended":
+            cache.put_live(paths.run_id, meta_key, control_key, meta.to_dict(), paused)
+    row = _row_from(paths, meta, paused, problem, now)
+    if row["phase"] == "ended":
+        cache.put(paths.run_id, meta_key, row)
+    return row
+
+
+def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
+    """One run in full: its row, spec, attempts with their records, recent events (schemas/cli-status.json)."""
+    now = time.time()
+    paths = home.run(run_id)
+    meta, control, problem = _load(paths)
+    heartbeat_at, progress = _attempt_inputs(paths, meta)
+    row = row_of(run_id, meta, control.paused, problem, heartbeat_at, progress, now)
+    attempts = []
+    for attempt in (meta.attempts if meta else []):
+        files = paths.attempt(attempt.number)
+        attempts.append({**attempt.to_dict(), "failure": _safe(files.failure, "failure"),
+                         "stdout": str(files.stdout), "stderr": str(files.stderr)})
+    recent = [line.record for line in store.read_jsonl(paths.events, "event") if line.record is not None]
+    return {
+        "run": row,
+        "spec": meta.spec.to_dict() if meta else None,
+        "script": meta.script if meta else None,
+        "submitted_by": meta.submitted_by if meta else None,
+        "counters": vars(meta.counters) if meta else None,
+        "wait_reason": meta.wait_reason if meta else None,
+        "next_attempt_at": meta.next_attempt_at if meta else None,
+        "end": vars(meta.end) if meta and meta.end else None,
+        "control": control.to_dict(),
+        "attempts": attempts,
+        "progress": progress,
+        "events": recent[-events:],
+        "corrupt_files": [str(p) for p in paths.corrupt_files()],
+        "dir": str(paths.dir),
+        "daemon": daemon_view(home, now),
+        "commands": commands_view(paths, now),
+    }
+
+
+def commands_view(paths: RunPaths, now: float) -> dict[str, Any]:
+    """The run's runtime commands: those not acknowledged yet (oldest first, with their age), and how many were.
+
+    Each command is its envelope plus the receipts the workload wrote
+    (fray.wrapper.commands); a corrupt file is moved aside and listed with the run's
+    corrupt files, not shown here.
+    """
+    waiting: list[dict[str, Any]] = []
+    acknowledged = 0
+    for command_id in paths.command_ids():
+        if paths.command_ack(command_id).exists():
+            acknowledged += 1
+            continue
+        envelope = _safe(paths.command(command_id), "command")
+        if envelope is None:
+            continue
+        delivered = _safe(paths.command_delivered(command_id), "command-delivered")
+        waiting.append({
+            **envelope,
+            "age_sec": round(max(0.0, now - envelope["issued_at"]), 3),
+            "delivered_at": delivered["delivered_at"] if delivered else None,
+            "delivered_attempt": delivered["attempt"] if delivered else None,
+        })
+    waiting.sort(key=lambda c: (c["issued_at"], c["id"]))
+    return {"unacknowledged": waiting, "acknowledged": acknowledged}
+
+
+def _safe(path: Any, schema: str) -> dict[str, Any] | None:
+    try:
+        return store.read_json(path, schema)
+    except CorruptFileError:
+        return None
+
+
+def queue_view(home: Home, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Runs waiting for an attempt to start, in the order they will be tried, each with why it waits.
+
+    First those already handed to a backend (its queue decides), then the queued
+    ones as the daemon admits them: oldest first, those backing off when their
+    delay is over, paused ones only after unpause. `rows` (from list_view or the
+    TUI) saves reading every run again; only the waiting runs' meta is read.
+    """
+    now = time.time()
+    rows = list_view(home, include_ended=False)["runs"] if rows is None else rows
+    waiting = []
+    for row in rows:
+        submitted = row["phase"] == "active" and row["status"] in WAITING_STATUSES
+        if row["phase"] != "queued" and not submitted:
+            continue
+        try:
+            raw = store.read_json(home.run(row["run_id"]).meta, "meta") or {}
+        except CorruptFileError:
+            raw = {}
+        next_at = raw.get("next_attempt_at")
+        if submitted:
+            why, rank = f"submitted, waiting for {row['backend']} to start it: {row['reason']}", 0
+        elif row["paused"]:
+            why, rank = "paused: no attempt starts until unpause", 3
+        elif next_at is not None and next_at > now:
+            why, rank = f"backing off after failures: next attempt in {next_at - now:.0f}s", 2
+        else:
+            why, rank = raw.get("wait_reason") or row["reason"], 1
+        order = (rank, next_at if rank == 2 else 0.0, row["created_at"] or 0.0, row["run_id"])
+        waiting.append((order, {"run_id": row["run_id"], "name": row["name"], "status": row["status"],
+                                "icon": row["icon"], "attempt": row["attempt"], "backend": row["backend"],
+                                "created_at": row["created_at"], "next_attempt_at": next_at, "reason": why}))
+    waiting.sort(key=lambda pair: pair[0])
+    queue = [{"position": position, **item} for position, (_, item) in enumerate(waiting, start=1)]
+    return {"generated_at": now, "queue": queue}
+
+
+WAITING_STATUSES = frozenset({Status.PENDING.value, Status.RESTARTING.value, Status.CRASH_LOOP.value})
+
+
+SCRIPT_SHOWN_BYTES = 256 * 1024
+
+
+def detail_view(home: Home, run_id: str) -> dict[str, Any]:
+    """What the TUI's run screen shows: status_view, plus each attempt's probe results, the
+    runtime commands not yet acknowledged, and the frozen script's text."""
+    data = status_view(home, run_id, events=50)
+    paths = home.run(run_id)
+    probes = []
+    for attempt in data["attempts"]:
+        probe = _safe(paths.attempt(attempt["number"]).probe, "probe")
+        if probe is not None:
+            probes.append({"attempt": attempt["number"], **probe})
+    data["probes"] = probes
+    script = data["script"]
+    text = None
+    if script:
+        try:
+            with open(paths.script(script["frozen"]), "rb") as handle:
+                text = handle.read(SCRIPT_SHOWN_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            text = None
+    data["script_text"] = text
+    return data
+
+
+# -- families (the cluster API) ---------------------------------------------------------
+
+
+def _summary(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in ("run_id", "name", "status", "icon", "reason")}
+
+
+def family_view(home: Home, meta: Meta | None) -> dict[str, Any] | None:
+    """A run's family for `fray status`: namespace, parent, children, group, reservation (None: it has none).
+
+    Children are found among `list_view`'s rows (ended ones come from the row cache).
+    """
+    if meta is None:
+        return None
+    rows = list_view(home)["runs"]
+    children = sorted((_summary(r) for r in rows if r.get("parent_run_id") == meta.run_id), key=lambda r: r["run_id"])
+    parent = None
+    if meta.parent_run_id:
+        found = next((r for r in rows if r["run_id"] == meta.parent_run_id), None)
+        parent = _summary(found) if found else {"run_id": meta.parent_run_id, "name": meta.parent_run_id,
+                                                "status": "error_unknown", "icon": "✗", "reason": "no such run"}
+    if parent is None and not children and not meta.namespace and not meta.group and not meta.reservation:
+        return None
+    return {"namespace": meta.namespace or (meta.run_id if children else None), "parent": parent,
+            "parent_attempt": meta.parent_attempt, "children": children, "group": meta.group,
+            "reservation": meta.reservation}

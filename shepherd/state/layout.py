@@ -1,0 +1,311 @@
+"""The layout of FRAY_HOME: the one place that knows where every file lives.
+
+Nobody else joins path strings. `Home` is the state directory, `RunPaths` one
+run's folder, `AttemptPaths` one attempt's folder (names from fray.wrapper.contract).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from fray.wrapper import contract
+
+DEFAULT_HOME = "~/.fray"
+
+
+def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """`--home` if given, else $FRAY_HOME, else ~/.fray; always absolute."""
+    chosen = explicit or os.environ.get(contract.ENV_HOME) or DEFAULT_HOME
+    return Path(os.path.abspath(os.path.expanduser(str(chosen))))
+
+
+@dataclass(frozen=True)
+class AttemptPaths:
+    """The files of one attempt, in runs/<id>/attempts/<n>/."""
+
+    dir: Path
+
+    @property
+    def number(self) -> int:
+        return int(self.dir.name)
+
+    @property
+    def stdout(self) -> Path:
+        return self.dir / contract.STDOUT
+
+    @property
+    def stderr(self) -> Path:
+        return self.dir / contract.STDERR
+
+    @property
+    def wrapper_log(self) -> Path:
+        return self.dir / contract.WRAPPER_LOG
+
+    @property
+    def heartbeat(self) -> Path:
+        return self.dir / contract.HEARTBEAT
+
+    @property
+    def started(self) -> Path:
+        return self.dir / contract.STARTED
+
+    @property
+    def progress(self) -> Path:
+        return self.dir / contract.PROGRESS
+
+    @property
+    def probe(self) -> Path:
+        return self.dir / contract.PROBE
+
+    @property
+    def result(self) -> Path:
+        return self.dir / contract.RESULT
+
+    @property
+    def final(self) -> Path:
+        return self.dir / contract.FINAL
+
+    @property
+    def failure(self) -> Path:
+        return self.dir / contract.FAILURE
+
+    @property
+    def exit(self) -> Path:
+        return self.dir / contract.EXIT
+
+    @property
+    def health(self) -> Path:
+        return self.dir / contract.HEALTH
+
+    @property
+    def call_record(self) -> Path:
+        """How a launched callable ended: returned or raised, with the traceback text (schemas/call-result.json)."""
+        return self.dir / "call-result.json"
+
+    @property
+    def call_value(self) -> Path:
+        """A launched callable's return value (cloudpickle), for `wait` and `poll`."""
+        return self.dir / "call-result.pkl"
+
+    @property
+    def slurm_script(self) -> Path:
+        """The batch script the Slurm backend submitted for this attempt."""
+        return self.dir / "sbatch.sh"
+
+    @property
+    def slurm_log(self) -> Path:
+        """Slurm's own output of the batch job (the wrapper's stdout and stderr)."""
+        return self.dir / "slurm.log"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The files of one run, in runs/<id>/."""
+
+    dir: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.dir.name
+
+    @property
+    def meta(self) -> Path:
+        return self.dir / "meta.json"
+
+    @property
+    def control(self) -> Path:
+        return self.dir / "control.json"
+
+    @property
+    def events(self) -> Path:
+        return self.dir / "events.jsonl"
+
+    @property
+    def badnode_events(self) -> Path:
+        return self.dir / "badnode_events.log"
+
+    @property
+    def ended(self) -> Path:
+        return self.dir / "ended.json"
+
+    @property
+    def commands_dir(self) -> Path:
+        return self.dir / "commands"
+
+    @property
+    def attempts_dir(self) -> Path:
+        return self.dir / "attempts"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.dir / "checkpoints"
+
+    def command(self, command_id: str) -> Path:
+        """A runtime command's envelope (written once, by the CLI)."""
+        return self.commands_dir / f"{command_id}{contract.COMMAND_SUFFIX}"
+
+    def command_delivered(self, command_id: str) -> Path:
+        """Its delivery receipt (written once, by the workload through fray.wrapper.report)."""
+        return self.commands_dir / f"{command_id}{contract.DELIVERED_SUFFIX}"
+
+    def command_ack(self, command_id: str) -> Path:
+        """Its acknowledgement (written once, by the workload through fray.wrapper.report)."""
+        return self.commands_dir / f"{command_id}{contract.ACK_SUFFIX}"
+
+    def command_ids(self) -> list[str]:
+        """Every runtime command's id (receipts and temp files are not commands)."""
+        pattern = re.compile(contract.COMMAND_ID_PATTERN)
+        try:
+            names = os.listdir(self.commands_dir)
+        except FileNotFoundError:
+            return []
+        suffix = contract.COMMAND_SUFFIX
+        return sorted(n[: -len(suffix)] for n in names if n.endswith(suffix) and pattern.fullmatch(n[: -len(suffix)]))
+
+    def ended_archive(self, stamp: int) -> Path:
+        """Where a reactivated run's previous ended.json is kept."""
+        return self.dir / f"ended.{stamp}.json"
+
+    def script(self, frozen_name: str) -> Path:
+        return self.dir / frozen_name
+
+    def attempt(self, number: int) -> AttemptPaths:
+        return AttemptPaths(self.attempts_dir / str(number))
+
+    @property
+    def job(self) -> Path:
+        """What a job launched through the cluster API runs: entrypoint kind, environment (schemas/job.json)."""
+        return self.dir / "job.json"
+
+    @property
+    def payload(self) -> Path:
+        """The cloudpickled callable and arguments of a job launched with Entrypoint.from_callable."""
+        return self.dir / "payload.pkl"
+
+    def entrypoint_script(self, suffix: str) -> Path:
+        """The user's script of a job launched with Entrypoint.from_script (the frozen script is the shim)."""
+        return self.dir / f"entrypoint{suffix}"
+
+    def corrupt_files(self) -> list[Path]:
+        """Files of this run that were moved aside as corrupt (`<name>.corrupt-<ts>`)."""
+        try:
+            return sorted(p for p in self.dir.iterdir() if ".corrupt-" in p.name)
+        except FileNotFoundError:
+            return []
+
+
+@dataclass(frozen=True)
+class Home:
+    """FRAY_HOME and where everything in it lives."""
+
+    root: Path
+
+    @classmethod
+    def resolve(cls, explicit: str | os.PathLike[str] | None = None) -> "Home":
+        return cls(resolve_home(explicit))
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def daemon_lease(self) -> Path:
+        return self.root / "daemon.json"
+
+    @property
+    def daemon_log(self) -> Path:
+        return self.root / "daemon.log"
+
+    @property
+    def nodes(self) -> Path:
+        """The daemon's inventory of what each backend offers."""
+        return self.root / "nodes.json"
+
+    @property
+    def blacklist(self) -> Path:
+        return self.root / "blacklist.json"
+
+    @property
+    def audit(self) -> Path:
+        return self.root / "audit.jsonl"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.root / "locks"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def cache_dir(self) -> Path:
+        """Derived data that may be deleted at any time."""
+        return self.root / "cache"
+
+    @property
+    def list_cache(self) -> Path:
+        return self.cache_dir / "list-rows.json"
+
+    @property
+    def namespaces_dir(self) -> Path:
+        return self.root / "namespaces"
+
+    @property
+    def secret(self) -> Path:
+        """The shared secret (0600) an actor connection proves it can read before anything is unpickled."""
+        return self.root / "secret"
+
+    def actors_dir(self, namespace: str) -> Path:
+        return self.namespaces_dir / namespace / "actors"
+
+    def actor_dir(self, namespace: str, name: str) -> Path:
+        """namespaces/<ns>/actors/<name>/: one endpoint file per registered actor."""
+        return self.actors_dir(namespace) / name
+
+    def endpoint(self, namespace: str, name: str, actor_id: str) -> Path:
+        return self.actor_dir(namespace, name) / f"{actor_id}.json"
+
+    @property
+    def reservations_dir(self) -> Path:
+        return self.root / "reservations"
+
+    def reservation(self, reservation_id: str) -> Path:
+        return self.reservations_dir / f"{reservation_id}.json"
+
+    @property
+    def venvs_dir(self) -> Path:
+        """Virtual environments of EnvironmentConfig, one per hash of their requirements."""
+        return self.root / "venvs"
+
+    def venv(self, key: str) -> Path:
+        return self.venvs_dir / key
+
+    def venv_ready(self, key: str) -> Path:
+        """Written last, once the environment is complete (schemas/venv.json)."""
+        return self.venvs_dir / key / "fray-venv.json"
+
+    def lock_file(self, name: str) -> Path:
+        return self.locks_dir / f"{name}.lock"
+
+    def meta_file(self, run_id: str) -> str:
+        """runs/<id>/meta.json as a plain string: `fray list` stats a thousand of these."""
+        return f"{self._runs_prefix}{run_id}{os.sep}meta.json"
+
+    @cached_property
+    def _runs_prefix(self) -> str:
+        return os.path.join(self.root, "runs", "")
+
+    def run(self, run_id: str) -> RunPaths:
+        return RunPaths(self.runs_dir / run_id)
+
+    def run_ids(self) -> list[str]:
+        """Every run folder's name, oldest first (run ids sort by creation time)."""
+        try:
+            names = [e.name for e in os.scandir(self.runs_dir) if e.is_dir() and not e.name.startswith(".")]
+        except FileNotFoundError:
+            return []
+        return sorted(names)

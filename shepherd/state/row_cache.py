@@ -1,0 +1,102 @@
+"""A cache of `fray list` inputs, keyed by the stat of the files they came from.
+
+Ended runs: the whole row, keyed by the stat of meta.json. An ended run's row
+depends only on its meta.json, and the daemon replaces that file (new inode, new
+mtime) whenever anything about the run changes, so a row whose key still matches
+is exactly what a fresh read would give. Listing 1,000 runs then costs one stat
+per ended run instead of a read, a parse and a validation.
+
+Runs still going: their validated meta.json and whether they are paused, keyed
+by the stats of meta.json and control.json. Their rows move with time, heartbeat
+and progress, which are always read; what the cache saves is reading, parsing
+and validating the two files that change only when the run does.
+
+The cache is derived data, not state: when it is unreadable or from another
+version it is ignored and rebuilt, never reported as corrupt. Any `fray list`
+may rewrite it (atomically; the last writer wins, each version whole).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import orjson
+
+from fray.state import store
+from fray.state.layout import Home
+
+VERSION = 3  # 2: rows carry parent_run_id (cluster API families); 3: runs still going keep their meta
+StatKey = list[int]
+
+
+def stat_key(path: os.PathLike[str] | str) -> StatKey | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return [st.st_ino, st.st_mtime_ns, st.st_size]
+
+
+class RowCache:
+    def __init__(self, home: Home, entries: dict[str, list[Any]], live: dict[str, list[Any]]) -> None:
+        self.home = home
+        self._entries = entries  # ended run id -> [meta.json key, row]
+        self._live = live  # going run id -> [meta.json key, control.json key, meta, paused]
+        self._dirty = False
+
+    @classmethod
+    def load(cls, home: Home) -> "RowCache":
+        try:
+            data = orjson.loads(home.list_cache.read_bytes())
+            if (isinstance(data, dict) and data.get("version") == VERSION and isinstance(data.get("rows"), dict)
+                    and isinstance(data.get("live"), dict)):
+                return cls(home, data["rows"], data["live"])
+        except (OSError, orjson.JSONDecodeError):
+            pass
+        return cls(home, {}, {})
+
+    def get(self, run_id: str, key: StatKey | None) -> dict[str, Any] | None:
+        """The cached row of an ended run whose meta.json still has this key."""
+        hit = self._entries.get(run_id)
+        if key is not None and isinstance(hit, list) and len(hit) == 2 and hit[0] == key:
+            return hit[1]
+        return None
+
+    def put(self, run_id: str, key: StatKey | None, row: dict[str, Any]) -> None:
+        if key is not None:
+            self._entries[run_id] = [key, row]
+            self._live.pop(run_id, None)
+            self._dirty = True
+
+    def get_live(self, run_id: str, meta_key: StatKey | None,
+                 control_key: StatKey | None) -> tuple[dict[str, Any], bool] | None:
+        """(validated meta, paused) of a run still going, when neither file changed since."""
+        hit = self._live.get(run_id)
+        if (meta_key is not None and control_key is not None and isinstance(hit, list) and len(hit) == 4
+                and hit[0] == meta_key and hit[1] == control_key and isinstance(hit[2], dict)):
+            return hit[2], hit[3] is True
+        return None
+
+    def put_live(self, run_id: str, meta_key: StatKey | None, control_key: StatKey | None,
+                 meta: dict[str, Any], paused: bool) -> None:
+        if meta_key is not None and control_key is not None:
+            self._live[run_id] = [meta_key, control_key, meta, paused]
+            self._entries.pop(run_id, None)
+            self._dirty = True
+
+    def save(self, existing_ids: set[str]) -> None:
+        """Write the cache if it changed or lost runs; a failure only costs speed."""
+        stale = False
+        for entries in (self._entries, self._live):
+            for run_id in [r for r in entries if r not in existing_ids]:
+                del entries[run_id]
+                stale = True
+        if not (self._dirty or stale):
+            return
+        try:
+            store.make_dirs(self.home.cache_dir)
+            document = {"version": VERSION, "rows": self._entries, "live": self._live}
+            store.write_bytes_atomic(self.home.list_cache, orjson.dumps(document))
+        except OSError:
+            pass

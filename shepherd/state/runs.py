@@ -1,0 +1,211 @@
+"""Runs from the CLI's side: creating one, finding one by what a person typed,
+and writing a person's requests into control.json (the CLI is its only writer).
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fray.state import audit, store
+
+from fray.core import directives
+from fray.errors import CorruptFileError, RunLookupError, UsageError
+from fray.state.layout import Home
+from fray.core.model import Control, Meta, Phase, RunSpec
+
+AVAILABLE_BACKENDS = ("local", "slurm")
+CONTROL_OPS = ("stop", "start", "restart", "pause", "unpause")
+_NAME_SEGMENT = re.compile(r"^[0-9]{8}-[0-9]{6}-(.+)-[0-9a-f]{4}$")
+
+
+def make_run_id(name: str, now: float, suffix: str | None = None) -> str:
+    """Sortable and readable: `YYYYMMDD-HHMMSS-<name>-<4 hex>` (UTC)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    return f"{stamp}-{slug(name)}-{suffix or secrets.token_hex(2)}"
+
+
+def slug(name: str) -> str:
+    cleaned = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40].strip("-")
+    return cleaned or "run"
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    script: Path
+    overrides: dict[str, Any]  # RunSpec field -> value, from CLI flags
+    name: str | None = None
+    args: tuple[str, ...] = ()
+    workdir: str | None = None
+
+
+def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> Meta:
+    """Freeze the script, parse its directives and write the new run folder atomically."""
+    now = time.time() if now is None else now
+    data = _read_script(options.script)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{options.script} is not UTF-8 text; submit a script (Python, bash, ...)") from None
+    parsed = directives.parse_script(text, str(options.script))
+    workdir = options.workdir or os.getcwd()
+    spec = directives.build_spec(parsed, options.overrides, workdir=workdir, args=list(options.args))
+    if spec.backend not in AVAILABLE_BACKENDS:
+        raise UsageError(f"backend {spec.backend!r} is not available yet; available: {', '.join(AVAILABLE_BACKENDS)}")
+    name = options.name or parsed.name or options.script.stem
+    run_id = make_run_id(name, now)
+    suffix = options.script.suffix if re.fullmatch(r"\.[A-Za-z0-9_]+", options.script.suffix) else ""
+    frozen = f"script{suffix}"
+    meta = Meta(
+        run_id=run_id, name=name[:128], created_at=now,
+        submitted_by={"user": getpass.getuser(), "host": socket.gethostname(), "cwd": workdir},
+        script={"source": str(options.script.resolve()), "frozen": frozen, "sha256": hashlib.sha256(data).hexdigest()},
+        spec=spec, phase=Phase.QUEUED.value, wait_reason="waiting for the daemon",
+    )
+    store.ensure_home(home)
+    final_dir = home.run(run_id).dir
+    staging = home.runs_dir / f".new-{run_id}"
+    store.make_dirs(staging)
+    try:
+        store.write_bytes_atomic(staging / frozen, data)
+        store.write_json(staging / "meta.json", meta.to_dict(), "meta")
+        store.write_json(staging / "control.json", Control(updated_at=now, updated_by=meta.submitted_by["user"]).to_dict(),
+                         "control")
+        # The run appears whole or not at all: readers never see a half-made folder.
+        os.rename(staging, final_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return meta
+
+
+def _read_script(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"script not found: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory; give the script to run") from None
+    except PermissionError:
+        raise UsageError(f"cannot read {path}: permission denied") from None
+
+
+def resolve(home: Home, ref: str) -> str:
+    """The run id that `ref` names: an id, a unique id prefix, or a run name."""
+    ids = home.run_ids()
+    if ref in ids:
+        return ref
+    prefixed = [i for i in ids if i.startswith(ref)]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    named = [i for i in ids if _name_segment(i) == slug(ref)]
+    if len(named) == 1:
+        return named[0]
+    if len(named) > 1:
+        active = [i for i in named if not home.run(i).ended.exists()]
+        if len(active) == 1:
+            return active[0]
+        raise RunLookupError(_ambiguous(ref, named, "runs are named"))
+    if prefixed:
+        raise RunLookupError(_ambiguous(ref, prefixed, "run ids start with"))
+    hint = f"; newest: {ids[-1]}" if ids else ""
+    raise RunLookupError(f"no run matches {ref!r} in {home.root} (give an id, a unique id prefix, or a name; "
+                         f"`fray list` shows them{hint})")
+
+
+def _ambiguous(ref: str, candidates: list[str], what: str) -> str:
+    shown = "\n  ".join(reversed(candidates[-10:]))
+    more = f"\n  ... and {len(candidates) - 10} more" if len(candidates) > 10 else ""
+    return f"{len(candidates)} {what} {ref!r}; give the run id:\n  {shown}{more}"
+
+
+def _name_segment(run_id: str) -> str | None:
+    match = _NAME_SEGMENT.match(run_id)
+    return match.group(1) if match else None
+
+
+def read_meta(home: Home, run_id: str) -> Meta:
+    """The run's meta, or a UsageError explaining why it cannot be read."""
+    paths = home.run(run_id)
+    try:
+        raw = store.read_json(paths.meta, "meta")
+    except CorruptFileError as exc:
+        raise UsageError(f"run {run_id} cannot be used: {exc}") from None
+    if raw is None:
+        aside = ", ".join(p.name for p in paths.corrupt_files())
+        why = f" (moved aside as corrupt: {aside})" if aside else ""
+        raise UsageError(f"run {run_id} has no meta.json{why}")
+    return Meta.from_dict(raw)
+
+
+def read_control(home: Home, run_id: str) -> Control:
+    try:
+        return Control.from_dict(store.read_json(home.run(run_id).control, "control"))
+    except CorruptFileError:
+        return Control()  # moved aside (and reported by status); the next request rewrites it
+
+
+def set_overrides(home: Home, run_id: str, settings: dict[str, Any]) -> Control:
+    """`fray control config-set`: change safe settings of a live run (validated as a whole)."""
+    from fray.core.policy import SAFE_OVERRIDES
+
+    unsafe = sorted(set(settings) - SAFE_OVERRIDES)
+    if unsafe:
+        allowed = ", ".join(sorted(key.replace("_sec", "").replace("_", "-") for key in SAFE_OVERRIDES))
+        raise UsageError(f"cannot change {', '.join(unsafe)} on a live run; the settings that can change: {allowed}")
+    meta = read_meta(home, run_id)
+    if meta.phase == Phase.ENDED.value:
+        raise UsageError(f"run {run_id} has ended; settings can change only on a live run")
+    with store.lock(home, f"control-{run_id}"):
+        control = read_control(home, run_id)
+        merged = {**control.overrides, **settings}
+        directives.check_spec(RunSpec.from_dict({**meta.spec.to_dict(), **merged}))
+        control.overrides = merged
+        _stamp_and_write(home, run_id, control)
+    audit.record(home, "control.config-set", run_id, {"settings": settings})
+    return control
+
+
+def _stamp_and_write(home: Home, run_id: str, control: Control) -> None:
+    control.updated_at = time.time()
+    control.updated_by = getpass.getuser()
+    store.write_json(home.run(run_id).control, control.to_dict(), "control")
+
+
+def request(home: Home, run_id: str, op: str) -> Control:
+    """Record a person's request for a run in control.json; the daemon acts on it."""
+    if op not in CONTROL_OPS:
+        raise UsageError(f"unknown control operation {op!r}; choose one of {', '.join(CONTROL_OPS)}")
+    meta = read_meta(home, run_id)
+    ended = meta.phase == Phase.ENDED.value
+    status = meta.end.status if meta.end else ""
+    if op in ("stop", "restart", "pause") and ended:
+        raise UsageError(f"run {run_id} has already ended ({status}); use `fray control start` to run it again")
+    if op == "start" and not ended:
+        raise UsageError(f"run {run_id} has not ended; use `fray control restart` to start a new attempt now")
+    with store.lock(home, f"control-{run_id}"):
+        control = read_control(home, run_id)
+        if op == "stop":
+            control.stop_requested = True
+        elif op == "start":
+            control.stop_requested = False
+            control.paused = False
+            control.start_nonce = max(control.start_nonce, meta.applied.start_nonce) + 1
+        elif op == "restart":
+            control.restart_nonce = max(control.restart_nonce, meta.applied.restart_nonce) + 1
+        elif op == "pause":
+            control.paused = True
+        elif op == "unpause":
+            control.paused = False
+        _stamp_and_write(home, run_id, control)
+    audit.record(home, f"control.{op}", run_id)
+    return control

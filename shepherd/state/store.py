@@ -1,0 +1,232 @@
+"""Reading and writing state files: atomic, validated, private, and corruption-proof.
+
+Rules (from the design): every write is temp-file + fsync + os.replace in the
+same folder, UTF-8, newline-terminated; folders are 0700 and files 0600; every
+read validates against its schema, and a file that fails is moved aside as
+`<name>.corrupt-<timestamp>` and reported as `CorruptFileError`, never crashed
+on and never silently overwritten. Shared files are written under a filelock.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+
+from fray.core import validation
+from fray.wrapper import records
+from fray.errors import CorruptFileError, StateError
+from fray.state.layout import Home
+
+DIR_MODE = records.DIR_MODE
+FILE_MODE = records.FILE_MODE
+
+
+def ensure_home(home: Home) -> None:
+    """Create FRAY_HOME and its fixed folders (0700), or explain why it cannot be used."""
+    try:
+        for folder in (home.root, home.runs_dir, home.locks_dir):
+            folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StateError(
+            f"cannot create the state directory {home.root}: {exc.strerror or exc}. "
+            "Choose a writable place with --home DIR or FRAY_HOME=DIR."
+        ) from None
+    if not os.access(home.root, os.W_OK | os.X_OK) or not os.access(home.runs_dir, os.W_OK | os.X_OK):
+        raise StateError(
+            f"the state directory {home.root} is not writable by you. "
+            "Fix its permissions or choose another with --home DIR or FRAY_HOME=DIR."
+        )
+
+
+def make_dirs(path: Path) -> None:
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+
+
+def dumps(document: Any) -> bytes:
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Temp file, fsync, os.replace: the wrapper's writer, so both sides write files one way."""
+    records.write_bytes(path, data)
+
+
+def write_json(path: Path, document: Any, schema: str) -> None:
+    """Validate `document` against `schema`, then replace `path` with it atomically.
+
+    A writer never writes what its own readers would reject: an invalid document
+    is a bug, raised as ValueError before anything touches the disk.
+    """
+    problems = validation.errors(schema, document)
+    if problems:
+        raise ValueError(f"refusing to write {path} that violates schema {schema!r}: {'; '.join(problems)}")
+    write_bytes_atomic(path, dumps(document))
+
+
+def create_json(path: Path, document: Any, schema: str) -> bool:
+    """Write `path` only if it does not exist yet (write-once files). True if written."""
+    problems = validation.errors(schema, document)
+    if problems:
+        raise ValueError(f"refusing to write {path} that violates schema {schema!r}: {'; '.join(problems)}")
+    return records.create_bytes(path, dumps(document))
+
+
+def read_json(path: Path | str, schema: str) -> Any | None:
+    """The validated document at `path`, or None when there is no such file.
+
+    Raises CorruptFileError (after moving the file aside) when it is empty, not
+    JSON, or violates the schema. `path` may be a plain string: the daemon reads
+    tens of thousands of files in its first cycle and builds no Path for them.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in a file's place must not hang the reader
+    except FileNotFoundError:
+        return None
+    except PermissionError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror}. Check its permissions.") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise CorruptFileError(Path(path), f"{what} where a file belongs", quarantine(Path(path), info.st_ino))
+    try:
+        data = os.read(fd, info.st_size + 1)  # one read, no file object: the daemon reads thousands
+        if len(data) > info.st_size:  # it grew after the fstat: read the rest
+            chunks = [data]
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    return _parse(path, data, schema, info.st_ino)
+
+
+def _parse(path: Path | str, data: bytes, schema: str, identity: int) -> Any:
+    if not data.strip():
+        problem = "the file is empty"
+    else:
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            problem = f"not valid JSON ({exc})"
+        else:
+            violations = validation.errors(schema, document)
+            if not violations:
+                return document
+            problem = "; ".join(violations[:5])
+    raise CorruptFileError(Path(path), problem, quarantine(Path(path), identity))
+
+
+def quarantine(path: Path, identity: int | None = None) -> Path | None:
+    """Move a corrupt file aside as `<name>.corrupt-<timestamp>`; None if it changed meanwhile.
+
+    `identity` is the inode that was read: if a writer has replaced the file since,
+    the new (probably good) file is left alone.
+    """
+    try:
+        if identity is not None and os.stat(path).st_ino != identity:
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{os.urandom(2).hex()}")
+        os.replace(path, target)
+        return target
+    except FileNotFoundError:
+        return None
+
+
+def append_jsonl(path: Path, record: dict[str, Any], schema: str) -> None:
+    """Append one validated line. A single O_APPEND write, so lines never interleave.
+
+    A last line left without its newline (a crash mid-write, a corrupt file) stays
+    a line of its own: the new record starts on the next line, readable.
+    """
+    problems = validation.errors(schema, record)
+    if problems:
+        raise ValueError(f"refusing to append to {path} a line that violates {schema!r}: {'; '.join(problems)}")
+    line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line  # after a cut-off last line, start a new one rather than be glued to it
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class JsonLine:
+    """One line of a JSON-lines file: its record, or the problem that made it unreadable."""
+
+    line_no: int
+    record: dict[str, Any] | None  # None when the line is corrupt
+    problem: str = ""
+
+
+def read_jsonl(path: Path, schema: str) -> Iterator[JsonLine]:
+    """Every line of a JSON-lines file; corrupt lines (e.g. cut by a crash) are reported, not raised."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    check = validation.validator(schema)
+    for line_no, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield JsonLine(line_no, None, f"not valid JSON ({exc})")
+            continue
+        problems = check(record, "$")
+        yield JsonLine(line_no, None if problems else record, "; ".join(problems))
+
+
+def lock(home: Home, name: str, timeout: float = 10.0) -> Any:
+    """A cross-process lock for a shared file (filelock, imported only by writers)."""
+    from filelock import FileLock
+
+    make_dirs(home.locks_dir)
+    return FileLock(str(home.lock_file(name)), timeout=timeout, mode=FILE_MODE)
+
+
+def read_heartbeat(path: Path) -> float | None:
+    """The epoch in a heartbeat file, or None when absent or unreadable (a bad one is simply old)."""
+    try:
+        return float(path.read_bytes().split(b"\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
+class CachedReader:
+    """Reads validated JSON files, re-parsing only those whose stat changed.
+
+    The daemon reads every active run's files each cycle; most have not changed.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, tuple[tuple[int, int, int], Any]] = {}
+
+    def read(self, path: Path, schema: str) -> Any | None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            self._cache.pop(path, None)
+            return None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        hit = self._cache.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        document = read_json(path, schema)
+        self._cache[path] = (key, document)
+        return document
+
+    def forget(self, prefix: Path) -> None:
+        for path in [p for p in self._cache if prefix in p.parents]:
+            del self._cache[path]
