@@ -119,7 +119,7 @@ def start_daemon(home, wait: bool = True) -> subprocess.Popen[bytes]:
     from fray.state import store
 
     store.ensure_home(home)
-    proc = subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
+    proc = subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     if wait:
         wait_until(lambda: home.daemon_lease.exists() and json.loads(home.daemon_lease.read_text())["pid"] == proc.pid,

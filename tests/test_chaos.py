@@ -101,9 +101,9 @@ class Watch:
             except OSError:
                 continue
             argv = raw.split(b"\0")
-            if b"wrapper" not in argv or home_arg not in argv:
+            if b"fray.wrapper" not in argv or home_arg not in argv:
                 continue
-            at = argv.index(b"wrapper")
+            at = argv.index(b"fray.wrapper")
             if at == 0 or argv[at - 1] != b"-m" or argv[at + 1:at + 2] != [b"run"]:
                 continue
             fields = stat[stat.rindex(b")") + 2:].split()
@@ -147,7 +147,7 @@ def _same_process(pid: int, cmdline: bytes) -> bool:
 
 
 def start_daemon(home: Home) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
+    return subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 

@@ -77,7 +77,7 @@ def test_submit_wait_then_list_status_logs(home, tmp_path):
 def test_submit_json_with_wait_reports_the_end_and_result(home, tmp_path):
     script = write(tmp_path, "result.py",
                    "#FRAY --cpus 2\n#FRAY --max-retries 5\n"
-                   "from wrapper import report\nreport.final(accuracy=0.9)\n")
+                   "from fray import report\nreport.final(accuracy=0.9)\n")
     data = fray_json("submit", str(script), "--max-retries", "1", "--wait", schema="cli-submit")
     assert data["spec"]["cpus"] == 2 and data["spec"]["max_retries"] == 1  # flags override directives
     assert data["end"]["status"] == "completed_success" and data["end"]["attempts"] == 1

@@ -163,7 +163,7 @@ def test_commands_are_yielded_oldest_first_once_and_acknowledged(inbox: Path) ->
     assert acked["result"] == {"applied": {"learning_rate": 0.01}}
     # Another process (the next attempt) gets what is not acknowledged, and the first delivery stamp stays.
     first_delivery = (inbox / "b.delivered.json").read_text()
-    script = "from wrapper import report; print([c.id for c in report.commands()])"
+    script = "from fray import report; print([c.id for c in report.commands()])"
     other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                            env={**os.environ, "PYTHONPATH": str(REPO)})
     assert other.stdout.strip() == "['b']"

@@ -97,7 +97,7 @@ def python(code: str, *args: str) -> subprocess.Popen[str]:
 def test_8_processes_issuing_500_control_operations_each_lose_nothing_and_tear_nothing(home, tmp_path):
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 8, "gpus": 0}}))
-    daemon = subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
+    daemon = subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         storm(home, tmp_path)

@@ -87,7 +87,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     home = Home(base / "fray home's; dir")
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 4, "gpus": 0, "poll_interval_sec": 0.05}}))
-    daemon = subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
+    daemon = subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         script = base / "serve.sh"

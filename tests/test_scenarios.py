@@ -57,7 +57,7 @@ def serving(home: Home, **local: object) -> Iterator[subprocess.Popen[bytes]]:
     """A real daemon for `home` with these `local` backend settings; killed however the test ends."""
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 8, "gpus": 0, **local}}))
-    proc = subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
+    proc = subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_until(lambda: home.daemon_lease.exists() and json.loads(home.daemon_lease.read_text())["pid"] == proc.pid,

@@ -228,7 +228,7 @@ def test_scancel_by_hand_is_a_preemption_and_the_run_comes_back(home, daemon, tm
 
 def test_a_restarted_daemon_adopts_the_running_slurm_job(home, tmp_path, slurm_cluster):
     def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)],
+        return subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
                                 start_new_session=True)
 
     first = start()

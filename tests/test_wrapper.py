@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import stat
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -495,18 +496,25 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path: Path, change: Callable[[l
     assert not (tmp_path / "a").exists()
 
 
-def test_wrapper_imports_only_the_standard_library() -> None:
+def test_wrapper_imports_only_the_standard_library(tmp_path: Path) -> None:
+    # `fray.wrapper` as a compute node sees it: the `fray` package's own
+    # __init__ (which must stay standard-library-only too) and the wrapper folder.
+    package = tmp_path / "fray"
+    package.mkdir()
+    shutil.copy(REPO / "shepherd" / "__init__.py", package / "__init__.py")
+    (package / "wrapper").symlink_to(REPO / "wrapper")
     code = textwrap.dedent(
         """
         import importlib, pkgutil, sys
-        import fray.wrapper
-        for module in pkgutil.iter_modules(fray.wrapper.__path__):
-            if module.name != "__main__":
-                importlib.import_module("wrapper." + module.name)
+        import fray, fray.wrapper
+        for module in pkgutil.walk_packages(fray.wrapper.__path__, "fray.wrapper."):
+            if not module.name.endswith("__main__"):
+                importlib.import_module(module.name)
+        from fray import report
         foreign = sorted(
             name for name in sys.modules
             if name.split(".")[0] not in sys.stdlib_module_names
-            and name.split(".")[0] != "wrapper"
+            and name.split(".")[0] != "fray"
             and name != "__main__"
         )
         print(",".join(foreign))
@@ -515,7 +523,7 @@ def test_wrapper_imports_only_the_standard_library() -> None:
     # -S -E: no site-packages, no .pth files, no PYTHONPATH: nothing foreign is
     # preloaded, and a foreign import would fail outright.
     proc = subprocess.run(
-        [sys.executable, "-E", "-S", "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=20,
+        [sys.executable, "-E", "-S", "-c", code], cwd=str(tmp_path), capture_output=True, text=True, timeout=20,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "", f"wrapper imports outside the standard library: {proc.stdout}"

@@ -83,7 +83,9 @@ def _inherit_packages(venv: Path) -> None:
     if sys.prefix == sys.base_prefix:
         return  # --system-site-packages already covers it
     own = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
-    inherited = "\n".join(site.getsitepackages()) + "\n"
+    # addsitedir, not a bare path line: the parent's own .pth files must run too,
+    # or an editable install of fray (a .pth that installs an import hook) is not seen.
+    inherited = "".join(f"import site; site.addsitedir({path!r})\n" for path in site.getsitepackages())
     Path(own, "_fray_parent_packages.pth").write_text(inherited)
 
 

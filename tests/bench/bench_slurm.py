@@ -107,7 +107,7 @@ def node_fault_recovery(cluster: SlurmCluster, tmp: Path) -> None:
     script = tmp / "serve.sh"
     script.write_text(SERVE)
     env = {**os.environ, **cluster.env}
-    daemon = subprocess.Popen([sys.executable, "-m", "fray.daemon.loop", "--home", str(home.root)], env=env,
+    daemon = subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)], env=env,
                               start_new_session=True)
     node = None
     try:
