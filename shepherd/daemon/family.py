@@ -24,14 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from fray.core import family, reservations
-
-from fray.state import store
 from fray.actors import endpoints
-from fray.errors import CorruptFileError
-from fray.state.layout import Home
+from fray.core import family, reservations
 from fray.core.model import Control, Meta
 from fray.core.scheduler import Admission, Ledger, Request
+from fray.errors import CorruptFileError
+from fray.state import store
+from fray.state.layout import Home
 
 log = logging.getLogger("fray.daemon")
 

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from fray.state import store
 from fray.errors import CorruptFileError, StateError
+from fray.state import store
 from fray.state.layout import Home
 
 START_TIMEOUT_SEC = 15.0

@@ -13,17 +13,15 @@ Crash-only: it may be killed at any line. An attempt is recorded as
 (and adopts it) instead of submitting twice. One daemon per FRAY_HOME: it holds
 locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
-Run as `python -m fray.daemon --home DIR` (what `fray daemon start` spawns).
+The process entry is `fray.daemon.__main__`; the file watcher is `fray.daemon.watching`.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import logging.handlers
 import os
 import random
-import signal
 import socket
 import threading
 import time
@@ -32,36 +30,29 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fray import __version__
-
-from fray.daemon import alerts
-
-from fray.state import blacklist, store
-
-from fray.core import policy
-from fray.state.config import load_config
-from fray.core import family
-from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.backends import load_backend
 from fray.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequest, Tracked
-from fray.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
-from fray.state.layout import Home, RunPaths
+from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta, Phase
 from fray.core.partition_policy import Candidates as PartitionCandidates
 from fray.core.policy import AttemptFiles, BackendView, Situation
-from fray.state.row_cache import StatKey, stat_key
 from fray.core.scheduler import Ledger, Request
 from fray.core.status import normalized_status
+from fray.daemon import alerts
+from fray.daemon import watching as watching_runs
+from fray.daemon.family import CyclePlan, FamilyKeeper
+from fray.daemon.nodes import NodeKeeper
+from fray.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
+from fray.state import store
+from fray.state.config import load_config
+from fray.state.layout import Home, RunPaths
+from fray.state.row_cache import StatKey, stat_key
 
 log = logging.getLogger("fray.daemon")
 
-# Files whose change should wake the daemon at once. meta.json is not among
-# them: the daemon writes it itself.
-WAKE_NAMES = frozenset({"control.json", "started.json", "exit.json"})
 # Between full scans, ended runs are looked at only when the watcher saw their
 # folder change; a full scan every so often is the level-triggered safety net.
 FULL_SCAN_EVERY_SEC = 30.0
-WATCH_PROBE = ".watch-probe"  # touched in runs/ at start until the watcher reports it (a dot: never a run)
-WATCH_READY_TIMEOUT_SEC = 10.0
 _ENDED = Phase.ENDED.value  # compared for every run each cycle; an Enum's .value is a slow lookup
 INVENTORY_EVERY_SEC = 60.0
 
@@ -105,8 +96,8 @@ class Daemon:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._exclude: tuple[str, ...] = ()
-        self._inventory_at = float("-inf")
         self._config = load_config(home)
+        self._nodes = NodeKeeper(home, self._reader, self._config, clock)
         self._family = FamilyKeeper(home)
         self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
         self._alerter = alerts.Alerter.from_config(self._config)
@@ -123,7 +114,7 @@ class Daemon:
         stats.runs, stats.active = len(runs), len(active)
         views = self._snapshots(active, stats)
         ledgers = self._ledgers(active)
-        self._exclude = self._blacklisted_now() if active else ()
+        self._exclude = self._nodes.excluded() if active else ()
         cancels: dict[str, list[CancelTarget]] = {}
         now = self.clock()
         # Children of ended parents, groups, reservations: decided for all runs at once (daemon_family).
@@ -293,7 +284,11 @@ class Daemon:
                 if run.paths.ended.exists():
                     os.replace(run.paths.ended, run.paths.ended_archive(int(now)))
             elif isinstance(action, policy.SuspectNode):
-                self._suspect(run.paths, action, meta.current.number if meta.current else None, now)
+                attempt_number = meta.current.number if meta.current else None
+                entry, ttl = self._nodes.suspect(run.paths, action, attempt_number, now)
+                self._exclude = self._nodes.excluded()  # the resubmission this same cycle must already avoid it
+                self._event(run.paths, "suspect_node", f"{action.node} blacklisted for {ttl:.0f}s ({entry.strikes} "
+                            f"strikes): {action.reason}", attempt_number, {"node": action.node})
         self._commit(run.paths, meta, plan)
         for action in plan.actions:
             if isinstance(action, policy.Submit):
@@ -391,44 +386,6 @@ class Daemon:
         for event in plan.events:
             self._event(paths, event.kind, event.reason, event.attempt, event.data, at=plan.now)
 
-    def _blacklisted_now(self) -> tuple[str, ...]:
-        """The top-K blacklisted nodes that resubmissions exclude this cycle."""
-        try:
-            raw = self._reader.read(self.home.blacklist, "blacklist")
-        except CorruptFileError as exc:
-            log.error("%s", exc)
-            raw = None
-        settings = self._config.get("blacklist", {})
-        return blacklist.Blacklist.from_dict(raw).exclude(self.clock(), int(settings.get("top_k", blacklist.DEFAULT_TOP_K)))
-
-    def _suspect(self, paths: RunPaths, action: policy.SuspectNode, attempt: int | None, now: float) -> None:
-        settings = self._config.get("blacklist", {})
-        ttl = float(settings.get("ttl_sec", blacklist.DEFAULT_TTL_SEC))
-        entry = blacklist.update(self.home, lambda b: b.strike(action.node, action.reason, now, ttl, paths.run_id), now)
-        self._exclude = self._blacklisted_now()  # the resubmission this same cycle must already avoid it
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-        line = f"{stamp} node={action.node} attempt={attempt} strikes={entry.strikes} reason={action.reason}\n"
-        fd = os.open(paths.badnode_events, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
-        self._event(paths, "suspect_node", f"{action.node} blacklisted for {ttl:.0f}s ({entry.strikes} strikes): "
-                    f"{action.reason}", attempt, {"node": action.node})
-
-    def _write_inventory(self) -> None:
-        """nodes.json: what each backend in use offers, for `fray nodes` and the TUI (which never call backends)."""
-        inventory: dict[str, Any] = {"generated_at": self.clock(), "backends": {}}
-        for name, backend in self._backends.items():
-            try:
-                inventory["backends"][name] = [
-                    {"name": n.name, "state": n.state, "cpus": n.cpus, "mem_mb": n.mem_mb, "gpus": n.gpus,
-                     "gpu_type": n.gpu_type, "partitions": list(n.partitions)} for n in backend.nodes()]
-            except (BackendError, OSError) as exc:
-                log.warning("listing the nodes of %s failed: %s", name, exc)
-        store.write_json(self.home.nodes, inventory, "nodes")
-        self._inventory_at = time.monotonic()
-
     def _finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None:
         last = meta.current
         result = None
@@ -473,12 +430,12 @@ class Daemon:
     def serve(self) -> None:
         """Cycle until `request_stop`, waking on the timer and on file changes."""
         stop, wake, watching = self._stop, self._wake, threading.Event()
-        watcher = threading.Thread(target=_watch_runs, args=(self.home.runs_dir, wake, stop, self._mark_dirty, watching),
+        watcher = threading.Thread(target=watching_runs.watch_runs, args=(self.home.runs_dir, wake, stop, self._mark_dirty, watching),
                                    name="fray-watch", daemon=True)
         full_scan_at = float("-inf")
         watcher.start()
         self._backend("local")  # the embedded default: ready before the first run arrives
-        _await_watch(self.home.runs_dir, watching, watcher)
+        watching_runs.await_watch(self.home.runs_dir, watching, watcher)
         while not stop.is_set():
             wake.clear()
             started = time.perf_counter()
@@ -493,8 +450,7 @@ class Daemon:
                 log.exception("cycle failed")
                 stats, error = CycleStats(), f"cycle failed: {exc}"
             self._write_lease(stats, (time.perf_counter() - started) * 1000, error)
-            if time.monotonic() - self._inventory_at > INVENTORY_EVERY_SEC:
-                self._write_inventory()
+            self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
             wake.wait(self.poll_interval)
         self._write_lease(CycleStats(), 0.0, None, stopping=True)
 
@@ -518,84 +474,3 @@ def _needs_attention(meta: Meta, control: Control) -> bool:
 def _settled(state: RunState) -> bool:
     """Ended, readable, and nothing asked of it: a steady cycle need not look at it."""
     return state.problem is None and state.meta is not None and not _needs_attention(state.meta, state.control)
-
-
-def _await_watch(runs_dir: Path, watching: threading.Event, watcher: threading.Thread) -> None:
-    """Return once the watcher reports a file touched in runs/ (or gave up): only then is the first cycle full.
-
-    Setting up the watches takes a moment (one per folder), and a run submitted
-    in that moment raises no event: were the first full cycle over by then, it
-    would wait for the poll timer. Touching a probe file until the watcher
-    reports it makes "the watch is on" an observed fact, not a hope.
-    """
-    probe = runs_dir / WATCH_PROBE
-    deadline = time.monotonic() + WATCH_READY_TIMEOUT_SEC
-    try:
-        while not watching.is_set() and watcher.is_alive() and time.monotonic() < deadline:
-            probe.write_bytes(b"")
-            watching.wait(0.05)
-    except OSError as exc:
-        log.warning("could not probe the file watcher (%s); the timer and full scans cover for it", exc)
-    finally:
-        probe.unlink(missing_ok=True)
-    if not watching.is_set():
-        log.warning("the file watcher did not report in %.0f s; full scans until it does", WATCH_READY_TIMEOUT_SEC)
-
-
-def _watch_runs(runs_dir: Path, wake: threading.Event, stop: threading.Event,
-                on_change: Callable[[set[str]], None], watching: threading.Event) -> None:
-    import watchfiles
-
-    def relevant(change: Any, path: str) -> bool:
-        p = Path(path)
-        return p.name in WAKE_NAMES or p.parent == runs_dir
-
-    root = str(runs_dir) + os.sep
-    try:
-        for changes in watchfiles.watch(runs_dir, watch_filter=relevant, stop_event=stop, debounce=100, step=10,
-                                        recursive=True, raise_interrupt=False, ignore_permission_denied=True):
-            watching.set()  # any event at all: the watches were all set up before the first one
-            run_ids = {path[len(root):].split(os.sep, 1)[0] for _, path in changes if path.startswith(root)}
-            run_ids.discard(WATCH_PROBE)
-            if run_ids:
-                on_change(run_ids)
-                wake.set()
-    except Exception:  # the timer still drives the loop without file events
-        log.exception("file watcher stopped; falling back to the poll timer")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fray.daemon", description="Run the fray daemon in the foreground.")
-    parser.add_argument("--home", help="FRAY_HOME (default: $FRAY_HOME or ~/.fray)")
-    args = parser.parse_args(argv)
-    home = Home.resolve(args.home)
-    store.ensure_home(home)
-    _configure_logging(home)
-    from filelock import Timeout
-
-    lock = store.lock(home, "daemon", timeout=2.0)
-    try:
-        lock.acquire()
-    except Timeout:
-        log.info("another daemon holds %s; exiting", home.lock_file("daemon"))
-        print(f"fray daemon: another daemon is already running for {home.root}")
-        return 0
-    daemon = Daemon(home)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: daemon.request_stop())
-    log.info("daemon %s started for %s (pid %d)", __version__, home.root, os.getpid())
-    try:
-        daemon.serve()
-    finally:
-        log.info("daemon stopping; attempts keep running and will be adopted by the next daemon")
-        lock.release()
-    return 0
-
-
-def _configure_logging(home: Home) -> None:
-    handler = logging.handlers.RotatingFileHandler(home.daemon_log, maxBytes=5_000_000, backupCount=2)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    root = logging.getLogger("fray")
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-

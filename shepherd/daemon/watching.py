@@ -1,0 +1,66 @@
+"""The daemon's file watcher: which changes under runs/ wake the loop, and knowing the watch is on.
+
+Watching is an optimisation over the poll timer, never a dependency: if the
+watcher dies or never reports, the loop falls back to full scans on the timer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger("fray.daemon")
+
+# Files whose change should wake the daemon at once. meta.json is not among
+# them: the daemon writes it itself.
+WAKE_NAMES = frozenset({"control.json", "started.json", "exit.json"})
+WATCH_PROBE = ".watch-probe"  # touched in runs/ at start until the watcher reports it (a dot: never a run)
+WATCH_READY_TIMEOUT_SEC = 10.0
+
+
+def await_watch(runs_dir: Path, watching: threading.Event, watcher: threading.Thread) -> None:
+    """Return once the watcher reports a file touched in runs/ (or gave up): only then is the first cycle full.
+
+    Setting up the watches takes a moment (one per folder), and a run submitted
+    in that moment raises no event: were the first full cycle over by then, it
+    would wait for the poll timer. Touching a probe file until the watcher
+    reports it makes "the watch is on" an observed fact, not a hope.
+    """
+    probe = runs_dir / WATCH_PROBE
+    deadline = time.monotonic() + WATCH_READY_TIMEOUT_SEC
+    try:
+        while not watching.is_set() and watcher.is_alive() and time.monotonic() < deadline:
+            probe.write_bytes(b"")
+            watching.wait(0.05)
+    except OSError as exc:
+        log.warning("could not probe the file watcher (%s); the timer and full scans cover for it", exc)
+    finally:
+        probe.unlink(missing_ok=True)
+    if not watching.is_set():
+        log.warning("the file watcher did not report in %.0f s; full scans until it does", WATCH_READY_TIMEOUT_SEC)
+
+
+def watch_runs(runs_dir: Path, wake: threading.Event, stop: threading.Event,
+                on_change: Callable[[set[str]], None], watching: threading.Event) -> None:
+    import watchfiles
+
+    def relevant(change: Any, path: str) -> bool:
+        p = Path(path)
+        return p.name in WAKE_NAMES or p.parent == runs_dir
+
+    root = str(runs_dir) + os.sep
+    try:
+        for changes in watchfiles.watch(runs_dir, watch_filter=relevant, stop_event=stop, debounce=100, step=10,
+                                        recursive=True, raise_interrupt=False, ignore_permission_denied=True):
+            watching.set()  # any event at all: the watches were all set up before the first one
+            run_ids = {path[len(root):].split(os.sep, 1)[0] for _, path in changes if path.startswith(root)}
+            run_ids.discard(WATCH_PROBE)
+            if run_ids:
+                on_change(run_ids)
+                wake.set()
+    except Exception:  # the timer still drives the loop without file events
+        log.exception("file watcher stopped; falling back to the poll timer")
