@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from fray.actors import client
 from fray.actors.client import ActorConnectionError, ActorFuture
-from fray.actors.resolver import Target
+from fray.actors.target import Target
 
 REFRESH_SEC = 1.0
 DEAD_SEC = 10.0

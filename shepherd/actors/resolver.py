@@ -9,27 +9,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from fray.actors import endpoints
-
-if TYPE_CHECKING:
-    from fray.actors.pool import ActorPool
-
-
-@dataclass(frozen=True)
-class Target:
-    """One actor a pool can call: where it listens and what the server knows it by."""
-
-    address: str
-    actor: str  # an actor id (ClusterResolver) or a name (FixedResolver)
-    actor_id: str | None = None
-    run_id: str | None = None
-    metadata: Mapping[str, Any] | None = None
-
-    def __str__(self) -> str:
-        return f"{self.actor}@{self.address}"
+from fray.actors.pool import ActorPool
+from fray.actors.target import Target
 
 
 class ClusterResolver:
@@ -55,9 +39,7 @@ class ClusterResolver:
         self._targets[name] = (records, targets)
         return list(targets)
 
-    def lookup(self, name: str) -> "ActorPool":
-        from fray.actors.pool import ActorPool
-
+    def lookup(self, name: str) -> ActorPool:
         endpoints.check_name(name, "actor name")
         return ActorPool(self, name)
 
@@ -81,7 +63,5 @@ class FixedResolver:
     def resolve(self, name: str) -> list[Target]:
         return [Target(address, name) for address in self._addresses.get(name, [])]
 
-    def lookup(self, name: str) -> "ActorPool":
-        from fray.actors.pool import ActorPool
-
+    def lookup(self, name: str) -> ActorPool:
         return ActorPool(self, name)
