@@ -8,7 +8,8 @@ import pytest
 
 from fray.core import policy
 from fray.core.model import Control, Meta, RunSpec
-from fray.core.policy import AttemptFiles, BackendView, Situation, decide
+from fray.core.policy import AttemptFiles, Situation, decide
+from fray.core.observation import BackendView
 from fray.core.scheduler import Admission, Capacity, Ledger, Request
 from fray.core.status import Status, normalized_status
 

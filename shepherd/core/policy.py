@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from fray.wrapper import contract
 from fray.core import partition_policy
+from fray.core.observation import BackendView
 from fray.core.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.scheduler import Admission, Request
 from fray.core.status import progress_stalled_for
@@ -55,17 +56,6 @@ class AttemptFiles:
     final: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
     progress: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class BackendView:
-    """What the backend's snapshot says of one attempt."""
-
-    state: str  # "pending" | "running" | "gone" | "unknown"
-    node: str | None = None
-    ref: dict[str, Any] | None = None
-    detail: str | None = None  # e.g. the scheduler's reason or final state
-    cause: str | None = None  # for "gone": the backend's reading (a Cause value), used when the wrapper left no exit record
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ from fray.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequest,
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta, Phase
 from fray.core.partition_policy import Candidates as PartitionCandidates
-from fray.core.policy import AttemptFiles, BackendView, Situation
+from fray.core.policy import AttemptFiles, Situation
+from fray.core.observation import BackendView
 from fray.core.scheduler import Ledger, Request
 from fray.core.status import normalized_status
 from fray.daemon import alerts

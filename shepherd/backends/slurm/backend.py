@@ -38,7 +38,7 @@ from fray.errors import AmbiguousSubmission, BackendError
 from fray.state.layout import AttemptPaths, Home
 from fray.core.model import RunSpec
 from fray.core.partition_policy import Candidates
-from fray.core.policy import BackendView
+from fray.core.observation import BackendView
 
 DEFAULTS: dict[str, Any] = {
     "poll_interval_sec": 15.0,
