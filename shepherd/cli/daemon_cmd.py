@@ -64,10 +64,10 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def run(ctx: click.Context, as_json: bool) -> None:
     """Run the daemon in the foreground until interrupted (Ctrl-C or SIGTERM)."""
-    from fray.daemon import loop as daemon_module
+    from fray.daemon import process
 
     home = home_of(ctx)
-    code = daemon_module.main(["--home", str(home.root)])
+    code = process.main(["--home", str(home.root)])
     if as_json:
         _emit(home, "run", changed=False, as_json=True)
     ctx.exit(code)

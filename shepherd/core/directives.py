@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from fray.core import values
+from fray.core.backend_names import BACKEND_NAMES
 from fray.core.values import format_duration, parse_duration, parse_memory_mb  # also what front ends use
 from fray.core.model import Mode, RunSpec
 from fray.errors import DirectiveError, UsageError
@@ -152,8 +153,8 @@ OPTIONS: tuple[DirectiveOption, ...] = (
     ),
     DirectiveOption(
         "--backend", "backend", "BACKEND",
-        f"where attempts run: local, slurm or tpu (default {_DEFAULT.backend})",
-        values.choice(("local", "slurm", "tpu")),
+        f"where attempts run: {', '.join(BACKEND_NAMES)} (default {_DEFAULT.backend})",
+        values.choice(BACKEND_NAMES),
     ),
     DirectiveOption(
         "--env", "env", "KEY=VALUE", "set a variable in the workload's environment (repeatable)",

@@ -13,7 +13,7 @@ Crash-only: it may be killed at any line. An attempt is recorded as
 (and adopts it) instead of submitting twice. One daemon per FRAY_HOME: it holds
 locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
-The process entry is `fray.daemon.__main__`; the file watcher is `fray.daemon.watching`.
+The process entry is `fray.daemon.process`; the file watcher is `fray.daemon.watching`.
 """
 
 from __future__ import annotations

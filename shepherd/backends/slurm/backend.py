@@ -87,6 +87,11 @@ class SlurmBackend:
         self._sinfo: tuple[float, list[partitions.NodeRow]] | None = None
         self._sacct_after = 0.0
 
+    @classmethod
+    def for_daemon(cls, home: Home, on_attempt_exit: Callable[[], None] | None = None) -> "SlurmBackend":
+        """The backend as `load_backend` builds it: Slurm reports ends through squeue, not a callback."""
+        return cls(home)
+
     def capacity(self) -> None:
         return None  # Slurm queues by itself
 
