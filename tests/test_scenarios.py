@@ -90,7 +90,8 @@ def test_a_probe_style_failure_blacklists_the_node_and_later_submissions_exclude
     assert (first["cause"], first["exit_code"]) == ("node_fault", 42)
     assert "fallen off the bus" in first["detail"]
     assert second["cause"] == "success"
-    assert meta["counters"] == {"workload_failures": 0, "node_failures": 1, "consecutive_fast_failures": 1}
+    assert meta["counters"] == {"workload_failures": 0, "node_failures": 1, "consecutive_fast_failures": 1, "since": None}
+    assert first["counted_as"] == "node" and second["counted_as"] is None
 
     node = socket.gethostname()  # the local backend's one node
     assert first["node"] == node

@@ -300,11 +300,11 @@ class Daemon:
                     AttemptKey(meta.run_id, action.attempt), attempt.backend_ref if attempt else None,
                     force=action.force, workload_pid=started.get("workload_pid")))
         if self._alerter.rules:
-            self._alert(plan.meta, files, now)
+            self._alert(plan.meta, run.control, files, now)
 
-    def _alert(self, meta: Meta, files: AttemptFiles, now: float) -> None:
+    def _alert(self, meta: Meta, control: Control, files: AttemptFiles, now: float) -> None:
         """Send the alerts a change of this run's status calls for (in the background)."""
-        status = normalized_status(meta, files.heartbeat_at, now, None, files.progress).status.value
+        status = normalized_status(meta, files.heartbeat_at, now, None, files.progress, control.paused).status.value
         for firing in self._alerter.observe(meta.run_id, status, now):
             from fray.ops.views import run_row
 

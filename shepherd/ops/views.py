@@ -99,7 +99,7 @@ def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, he
                 "attempt": None, "node": None, "created_at": None, "uptime_sec": None, "heartbeat_age_sec": None,
                 "step": None, "loss": None, "paused": paused}
     attempt = meta.in_flight
-    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem, progress)
+    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem, progress, paused)
     current = meta.current
     started = attempt.started_at if attempt else None
     age = heartbeat_age(meta, heartbeat_at, now)
