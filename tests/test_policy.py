@@ -360,3 +360,21 @@ def test_a_crash_loop_says_how_long_each_attempt_ran():
     status = normalized_status(meta, None, T0 + 60)
     assert status.status is Status.CRASH_LOOP
     assert status.reason.startswith("3 failures in a row (attempts ran 50s, 48s, 3s; under 60s is a fast failure)")
+
+
+def test_an_attempt_that_ends_before_it_was_seen_running_still_logs_its_start():
+    meta = step(make_meta(), T0).meta
+    meta.in_flight.state = "submitted"
+    files = exited(0, final=True, at=T0 + 3)
+    files = dataclasses.replace(files, started={"started_at": T0 + 1, "host": "n1"})
+    plan = step(meta, T0 + 4, files=files, view="pending")
+    assert kinds(plan)[:2] == ["started", "attempt_ended"]
+    attempt = plan.meta.attempts[0]
+    assert attempt.started_at == T0 + 1 and attempt.cause == "success"
+
+
+def test_the_first_heartbeat_is_the_start_even_while_the_scheduler_cannot_tell():
+    meta = step(make_meta(), T0).meta
+    meta.in_flight.state = "submitted"
+    plan = step(meta, T0 + 2, files=AttemptFiles(started={"started_at": T0 + 1, "host": "n1"}), view="unknown")
+    assert plan.meta.in_flight.state == "running" and kinds(plan) == ["started"]

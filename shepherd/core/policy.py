@@ -298,6 +298,8 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         # The scheduler's name for the node wins over the host the wrapper saw (the blacklist and
         # sbatch --exclude speak Slurm's names), also for an attempt that ends before it was seen running.
         attempt.node = view.node
+    if attempt.state == AttemptState.SUBMITTED.value and files.started is not None:
+        _started(plan, attempt, view, files)  # also for an attempt that ended before it was seen running
     if files.exit is not None:
         if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
             attempt.node = _recorded_node(files)
@@ -316,11 +318,6 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         return
     if view.state == "unknown":
         return  # the backend could not tell this cycle; look again next cycle
-    if attempt.state == AttemptState.SUBMITTED.value and files.started is not None:
-        attempt.state = AttemptState.RUNNING.value
-        attempt.started_at = files.started["started_at"]
-        attempt.node = view.node or _recorded_node(files)  # the scheduler's node name, where it has one
-        plan.log("started", f"running on {attempt.node}", attempt.number)
     if attempt.state == AttemptState.STOPPING.value:
         waited = now - (attempt.stop_requested_at or now)
         if s.first_sight and waited <= meta.spec.stop_grace_sec + STOP_MARGIN_SEC:
@@ -338,6 +335,14 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         _stop(plan, attempt, Cause.EXPIRED.value, f"keep-alive of {meta.spec.keep_alive_sec:.0f}s has passed")
         return
     _check_stall(plan, attempt, files, view, now)
+
+
+def _started(plan: Plan, attempt: Attempt, view: BackendView, files: AttemptFiles) -> None:
+    """The wrapper's first heartbeat (started.json) is the start: it needs no word from the scheduler."""
+    attempt.state = AttemptState.RUNNING.value
+    attempt.started_at = files.started["started_at"]  # type: ignore[index]
+    attempt.node = view.node or _recorded_node(files)  # the scheduler's node name, where it has one
+    plan.log("started", f"running on {attempt.node}", attempt.number)
 
 
 def _recorded_node(files: AttemptFiles) -> str | None:
