@@ -347,7 +347,16 @@ def test_a_paused_run_is_pending_with_the_pause_as_its_reason_not_restarting():
     assert meta.in_flight is None and meta.attempts
     status = normalized_status(meta, None, T0 + 3, paused=True)
     assert status.status is Status.PENDING and status.reason.startswith("paused")
-    assert normalized_status(meta, None, T0 + 3).status is Status.RESTARTING  # unpaused: the next one is coming
+
+
+def test_a_run_held_back_after_an_attempt_is_pending_and_one_backing_off_is_restarting():
+    meta = running(make_meta(backoff_base_sec=10), T0)
+    meta = step(meta, T0 + 100, files=exited(50, at=T0 + 100), view="gone").meta
+    assert normalized_status(meta, None, T0 + 101).status is Status.RESTARTING  # backing off
+    full = lambda request: Admission(False, "waiting for resources: 2 CPUs wanted, 0 of 2 free")  # noqa: E731
+    meta = step(meta, T0 + 200, admit=full).meta
+    held = normalized_status(meta, None, T0 + 200)
+    assert held.status is Status.PENDING and "waiting for resources" in held.reason
 
 
 def test_a_crash_loop_says_how_long_each_attempt_ran():

@@ -102,6 +102,10 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
             return RunStatus(Status.PENDING, PAUSED_REASON)
         if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
             return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
+        backing_off = meta.next_attempt_at is not None and now < meta.next_attempt_at
+        if meta.attempts and not backing_off and meta.wait_reason:
+            # Not restarting: held back by something outside the run (resources, a ban).
+            return RunStatus(Status.PENDING, _queued_reason(meta))
         if meta.attempts:
             return RunStatus(Status.RESTARTING, _queued_reason(meta))
         return RunStatus(Status.PENDING, meta.wait_reason or "waiting for the daemon")

@@ -243,7 +243,11 @@ class Daemon:
             name = meta.spec.backend
             if name not in ledgers:
                 try:
-                    ledgers[name] = Ledger(self._backend(name).capacity())
+                    backend = self._backend(name)
+                    capacity = backend.capacity()
+                    # A backend that places work itself (local) must honour bans there too.
+                    closed = self._nodes.all_banned(name, backend) if capacity is not None else None
+                    ledgers[name] = Ledger(capacity, closed=closed)
                 except FrayError:
                     ledgers[name] = Ledger.unlimited()
             attempt = meta.in_flight
