@@ -15,6 +15,7 @@ import click
 from fray.ops import views
 from fray.actors import endpoints
 from fray.cli import output, render
+from fray.ops import human
 from fray.cli.main import home_of
 
 COLUMNS = (
@@ -67,10 +68,10 @@ def render_actors(data: dict[str, Any]) -> list[str]:
     for namespace in sorted({r["namespace"] for r in rows}):
         mine = [r for r in rows if r["namespace"] == namespace]
         names = len({r["name"] for r in mine})
-        lines.append(render.heading(f"{namespace}: {render.plural(names, 'name')}, {render.plural(len(mine), 'actor')}"))
-        cells = [[r["name"], r["actor_id"], r["address"], r["run_id"] or render.MISSING, render.number(r["attempt"]),
-                  (r["run_status"] or render.MISSING, render.status_style(r["run_status"]) if r["run_status"] else {}),
-                  render.duration(now - r["registered_at"])] for r in mine]
+        lines.append(render.heading(f"{namespace}: {human.plural(names, 'name')}, {human.plural(len(mine), 'actor')}"))
+        cells = [[r["name"], r["actor_id"], r["address"], r["run_id"] or human.MISSING, human.number(r["attempt"]),
+                  (r["run_status"] or human.MISSING, render.status_style(r["run_status"]) if r["run_status"] else {}),
+                  human.duration(now - r["registered_at"])] for r in mine]
         lines += render.indent_block(render.table(COLUMNS, cells, width=render.terminal_width()), "  ")
         lines.append("")
     return lines[:-1]

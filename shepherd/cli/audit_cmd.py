@@ -8,6 +8,7 @@ import click
 
 from fray.state import audit, store
 from fray.cli import output, render
+from fray.ops import human
 from fray.cli.main import home_of
 
 
@@ -43,7 +44,7 @@ def show(ctx: click.Context, limit: int, as_json: bool) -> None:
 
 def render_verify(data: dict[str, Any]) -> list[str]:
     if data["ok"]:
-        return [f"audit log intact: {render.plural(data['lines'], 'line')} in {data['path']}"]
+        return [f"audit log intact: {human.plural(data['lines'], 'line')} in {data['path']}"]
     return [render.style(f"audit log broken at line {data['first_bad_line']} of {data['path']}:", fg="red", bold=True),
             *[f"  {problem}" for problem in data["problems"]]]
 
@@ -53,6 +54,6 @@ def render_show(data: dict[str, Any]) -> list[str]:
         return [f"no control actions recorded yet in {data['path']}"]
     columns = [render.Column("TIME"), render.Column("WHO"), render.Column("ACTION"), render.Column("RUN"),
                render.Column("DETAILS", shrinkable=True)]
-    rows = [[render.timestamp(e["at"]), f"{e['user']}@{e['host']}", e["action"], e["run_id"] or render.MISSING,
+    rows = [[human.timestamp(e["at"]), f"{e['user']}@{e['host']}", e["action"], e["run_id"] or human.MISSING,
              output.dumps(e["details"]) if e["details"] else ""] for e in data["entries"]]
     return render.table(columns, rows, width=render.terminal_width())

@@ -16,6 +16,7 @@ from fray.daemon import lease
 
 from fray.ops import views
 from fray.cli import output, render
+from fray.ops import human
 from fray.cli.main import home_of
 from fray.state.layout import Home
 
@@ -93,10 +94,10 @@ def render_daemon(data: dict[str, Any]) -> list[str]:
     record = data["lease"]
     if record:
         facts = [("pid", f"{record['pid']} on {record['host']}"), ("version", record["version"]),
-                 ("started", render.timestamp(record["started_at"])),
-                 ("cycles", f"{record['cycles']}, every {render.duration(record['poll_interval_sec'])}"
+                 ("started", human.timestamp(record["started_at"])),
+                 ("cycles", f"{record['cycles']}, every {human.duration(record['poll_interval_sec'])}"
                             + (f", last took {record['last_cycle_ms']:.0f} ms" if "last_cycle_ms" in record else "")),
-                 ("active runs", render.number(record.get("active_runs")))]
+                 ("active runs", human.number(record.get("active_runs")))]
         if record.get("last_error"):
             facts.append(("last error", render.style(record["last_error"], fg="red")))
         lines += render.key_values(facts)

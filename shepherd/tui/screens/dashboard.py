@@ -104,9 +104,7 @@ class DashboardScreen(RunActions, FrayScreen):
     # -- keys ---------------------------------------------------------------------------
 
     def on_run_table_selected(self, event: RunTable.Selected) -> None:
-        from fray.tui.screens.detail import DetailScreen
-
-        self.app.push_screen(DetailScreen(event.run_id))
+        self.fray.open_details(event.run_id)
 
     def action_search(self) -> None:
         self.table.focus()

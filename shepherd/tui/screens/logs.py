@@ -1,7 +1,7 @@
 """Logs of a run: the tail of any attempt's stdout or stderr, follow mode, search, where you are.
 
 Opens on the latest attempt's stdout, its last lines (the files are read with
-the CLI's tail reader, fray.cli.watch). `o`/`e` switch to stdout/stderr,
+fray.ops.logs, as `fray logs` reads them). `o`/`e` switch to stdout/stderr,
 `[`/`]` to the previous/next attempt, space turns follow mode on and off: while
 following, new lines are appended as they are written and a new attempt is
 switched to when it starts (as `fray logs -f` does). `/` searches (n/N step
@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, Input, Static
 
 from fray.state import runs
-from fray.cli import watch
+from fray.ops import human, logs as runlogs
 from fray.errors import FrayError
 from fray.tui.screens.base import FrayScreen
 from fray.tui.widgets.log_view import LogView
@@ -53,7 +53,7 @@ class LogsScreen(FrayScreen):
         self.attempt = attempt
         self.attempts = 0
         self.name_of_run = run_id
-        self._tail: watch._Tail | None = None
+        self._tail: runlogs.Tail | None = None
         self._note = ""
 
     def compose(self) -> ComposeResult:
@@ -99,13 +99,8 @@ class LogsScreen(FrayScreen):
             self.log_view.set_lines([])
             self._status()
             return
-        path = watch.log_path(home, self.run_id, self.attempt, self.stream)
-        lines = watch.read_lines(path, TAIL_LINES)
-        try:
-            offset = path.stat().st_size
-        except FileNotFoundError:
-            offset = 0
-        self._tail = watch._Tail(path, offset)
+        path = runlogs.log_path(home, self.run_id, self.attempt, self.stream)
+        lines, self._tail = runlogs.tail_now(path, TAIL_LINES)
         self._note = "" if path.exists() else "(the file does not exist yet)"
         self.log_view.set_lines(lines)
         self._status()
@@ -123,9 +118,9 @@ class LogsScreen(FrayScreen):
                 self.log_view.append(list(self._tail.read(final=True)))
             self.attempt = len(meta.attempts)
             node = meta.attempts[-1].node
-            self.log_view.append([f"── attempt {self.attempt}{f' on {node}' if node else ''} ──"])
-            path = watch.log_path(self.fray.home, self.run_id, self.attempt, self.stream)
-            self._tail = watch._Tail(path, 0)
+            self.log_view.append([human.separator(self.attempt, node)])
+            path = runlogs.log_path(self.fray.home, self.run_id, self.attempt, self.stream)
+            self._tail = runlogs.Tail(path, 0)
             self.attempts = len(meta.attempts)
         if self._tail is not None:
             self.log_view.append(list(self._tail.read(final=False)))
@@ -192,7 +187,7 @@ class LogsScreen(FrayScreen):
         where.append(f"  {attempt}  ")
         where.append(self.stream, style="bold reverse" if self.stream == "stderr" else "bold")
         if self.attempt:
-            where.append(f"  {watch.log_path(self.fray.home, self.run_id, self.attempt, self.stream)}", style="dim")
+            where.append(f"  {runlogs.log_path(self.fray.home, self.run_id, self.attempt, self.stream)}", style="dim")
         self.query_one("#where", Static).update(where)
         above, below, total = view.position()
         position = Text()

@@ -1,0 +1,67 @@
+"""Submitting a script: what it would do (a preview that writes nothing), and creating the run.
+
+`fray submit` and the dashboard's new-run screen both create runs here
+(runs.create_run: the one way a run comes to be); each front end then makes
+sure a daemon serves FRAY_HOME (`ensure_daemon`, which the dashboard runs in
+a thread so the screen never waits for it).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any, Sequence
+
+from fray.core import directives
+from fray.core.model import Meta
+from fray.daemon import lease
+from fray.errors import StateError, UsageError
+from fray.ops import human
+from fray.state import runs
+from fray.state.layout import Home
+
+
+def script_args(text: str) -> tuple[str, ...]:
+    """The script's arguments from one line typed as a shell would read it."""
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as exc:
+        raise UsageError(f"arguments: {exc}") from None
+
+
+def preview(script: Path, args: str = "") -> tuple[str, str | None]:
+    """What submitting `script` would do, without writing anything: (summary, error)."""
+    try:
+        data = runs._read_script(script)  # the same errors as fray submit
+        text = data.decode("utf-8")
+    except UsageError as exc:
+        return "", str(exc)
+    except UnicodeDecodeError:
+        return "", f"{script} is not UTF-8 text; submit a script (Python, bash, ...)"
+    try:
+        parsed = directives.parse_script(text, str(script))
+        spec = directives.build_spec(parsed, {}, workdir=str(Path.cwd()), args=shlex.split(args))
+    except (UsageError, ValueError) as exc:
+        return "", str(exc)
+    name = parsed.name or script.stem
+    mode = spec.mode + (f", keep alive {directives.format_duration(spec.keep_alive_sec)}" if spec.keep_alive_sec else "")
+    lines = [f"name: {name}", f"mode: {mode}", f"on: {spec.backend}, {human.resources(spec.to_dict())}"]
+    if spec.sbatch:
+        lines.append(f"#SBATCH lines: {len(spec.sbatch)}")
+    return "\n".join(lines), None
+
+
+def submit(home: Home, script: Path, args: Sequence[str] = (), overrides: dict[str, Any] | None = None,
+           name: str | None = None) -> Meta:
+    """Create the run (everything is checked first: a bad script or directive writes nothing)."""
+    return runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides or {}, name=name or None,
+                                                    args=tuple(args)))
+
+
+def ensure_daemon(home: Home, meta: Meta) -> None:
+    """Make sure a daemon serves the new run; the error says the run exists and how to start one."""
+    try:
+        lease.ensure_running(home)
+    except StateError as exc:
+        raise StateError(f"run {meta.run_id} was created, but {exc}; it starts once a daemon runs "
+                         f"(`fray daemon start`)") from None
