@@ -17,7 +17,7 @@ from click.core import ParameterSource
 
 from fray.core import directives
 
-from fray.ops import logs as runlogs, submit as submitting, views, wait
+from fray.ops import logs as runlogs, submit as submitting, views, wait as waiting
 from fray.cli import output, render
 from fray.ops import human
 from fray.cli.main import fray_prefix, home_of
@@ -107,7 +107,7 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], wait: bool, f
         if follow:
             ended = _follow(home, meta.run_id, as_json)
         else:
-            ended = wait.wait_for_end(home, meta.run_id)
+            ended = waiting.wait_for_end(home, meta.run_id)
     except KeyboardInterrupt:
         output.note(f"\nstopped watching; run {meta.run_id} goes on (`{fray_prefix(home)} status {meta.run_id}`)")
         ctx.exit(130)
@@ -138,7 +138,7 @@ def submitted_view(home: Home, meta: Meta) -> dict[str, Any]:
 def end_view(home: Home, meta: Meta) -> dict[str, Any] | None:
     if meta.end is None:
         return None
-    record = wait.ended_record(home, meta.run_id) or {}
+    record = waiting.ended_record(home, meta.run_id) or {}
     return {"status": meta.end.status, "reason": meta.end.reason, "at": meta.end.at,
             "attempts": len(meta.attempts), "result": record.get("result")}
 
