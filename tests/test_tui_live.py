@@ -29,7 +29,7 @@ import pytest
 
 from fray.state import runs, store
 from fray.tui import theme as themes
-from fray.tui.data import Hint, RunsModel, hint_of
+from fray.ops.live import Hint, RunsModel, hint_of
 from tests.conftest import REPO, wait_until
 from tests.tui_support import dashboard, go_to, make_runs, run, screen_text, until
 

@@ -12,11 +12,10 @@ from typing import Any
 
 import click
 
-from fray.ops import views
 from fray.actors import endpoints
 from fray.cli import output, render
-from fray.ops import human
 from fray.cli.main import home_of
+from fray.ops import human, views
 
 COLUMNS = (
     render.Column("NAME", shrinkable=True, min_width=8),

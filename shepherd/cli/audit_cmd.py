@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from fray.state import audit, store
 from fray.cli import output, render
-from fray.ops import human
 from fray.cli.main import home_of
+from fray.ops import human
+from fray.state import audit, store
 
 
 @click.group("audit")

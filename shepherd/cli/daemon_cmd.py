@@ -12,12 +12,10 @@ from typing import Any
 
 import click
 
-from fray.daemon import lease
-
-from fray.ops import views
 from fray.cli import output, render
-from fray.ops import human
 from fray.cli.main import home_of
+from fray.daemon import lease
+from fray.ops import human, views
 from fray.state.layout import Home
 
 JSON_HELP = "Print JSON (schemas/cli-daemon.json)."

@@ -11,11 +11,10 @@ from typing import Any
 
 import click
 
-from fray.ops import views
 from fray.cli import output, render
-from fray.ops import human
 from fray.cli.main import home_of
 from fray.core.status import Status
+from fray.ops import human, views
 
 COLUMNS = (
     render.Column(""),

@@ -11,11 +11,11 @@ from typing import Any
 
 import click
 
-from fray.state import runs
 from fray.cli import output, render
-from fray.ops import logs as runlogs
 from fray.cli.main import fray_prefix, home_of
 from fray.errors import UsageError
+from fray.ops import logs as runlogs
+from fray.state import runs
 
 
 @click.command("logs")

@@ -13,15 +13,12 @@ from typing import Any
 
 import click
 
-from fray.core import directives
-
-from fray.state import runs
-
-from fray.ops import detail, views
 from fray.cli import output, render
-from fray.ops import human
 from fray.cli.main import fray_prefix, home_of
+from fray.core import directives
 from fray.errors import UsageError
+from fray.ops import detail, human, views
+from fray.state import runs
 
 ATTEMPT_COLUMNS = (
     render.Column("#", ">"),

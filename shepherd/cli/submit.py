@@ -15,14 +15,12 @@ from typing import Any, Callable
 import click
 from click.core import ParameterSource
 
-from fray.core import directives
-
-from fray.ops import logs as runlogs, submit as submitting, views, wait as waiting
 from fray.cli import output, render
-from fray.ops import human
 from fray.cli.main import fray_prefix, home_of
-from fray.state.layout import Home
+from fray.core import directives
 from fray.core.model import Meta
+from fray.ops import human, logs as runlogs, submit as submitting, views, wait as waiting
+from fray.state.layout import Home
 
 SUCCESS = "completed_success"
 

@@ -12,14 +12,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fray.daemon import lease
-
-from fray.state import store
-from fray.errors import CorruptFileError
-from fray.state.layout import Home, RunPaths
 from fray.core.model import Control, Meta
-from fray.state.row_cache import RowCache, stat_key
 from fray.core.status import RunStatus, Status, heartbeat_age, normalized_status
+from fray.daemon import lease
+from fray.errors import CorruptFileError
+from fray.state import store
+from fray.state.layout import Home, RunPaths
+from fray.state.row_cache import RowCache, stat_key
 
 
 def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Control, str | None]:

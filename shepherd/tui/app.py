@@ -30,9 +30,9 @@ from textual.theme import Theme
 
 from fray.daemon import lease
 from fray.errors import FrayError
+from fray.ops.live import Hint, RunsModel, Snapshot, Watcher
 from fray.state.layout import Home
 from fray.tui import theme as themes
-from fray.tui.data import Hint, RunsModel, Snapshot, Watcher
 
 FULL_SCAN_WITH_WATCHER_SEC = 30.0
 FULL_SCAN_WITHOUT_WATCHER_SEC = 2.0

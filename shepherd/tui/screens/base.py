@@ -18,9 +18,9 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from fray.errors import FrayError
+from fray.ops.live import Snapshot
 from fray.state.layout import Home
 from fray.tui import actions
-from fray.tui.data import Snapshot
 from fray.tui.theme import Palette
 
 

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from rich.text import Text
 from textual.widgets import Footer, Static
 
-from fray.tui.data import Snapshot
+from fray.ops.live import Snapshot
 from fray.tui.screens.base import FrayScreen, RunActions
 from fray.tui.widgets.run_table import RunTable
 from fray.tui.widgets.status_bar import DaemonBanner, EventsPane, StatusBar, counts_text

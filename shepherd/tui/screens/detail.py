@@ -20,9 +20,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from fray.ops import detail
-from fray.ops import human
-from fray.tui.data import Snapshot
+from fray.ops import detail, human
+from fray.ops.live import Snapshot
 from fray.tui.screens.base import FrayScreen, RunActions
 from fray.tui.widgets.script_view import script_text
 

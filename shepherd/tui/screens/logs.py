@@ -16,9 +16,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Input, Static
 
-from fray.state import runs
-from fray.ops import human, logs as runlogs
 from fray.errors import FrayError
+from fray.ops import human, logs as runlogs
+from fray.state import runs
 from fray.tui.screens.base import FrayScreen
 from fray.tui.widgets.log_view import LogView
 

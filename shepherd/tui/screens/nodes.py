@@ -17,8 +17,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
 from fray.ops import human, nodes as node_table
+from fray.ops.live import Snapshot
 from fray.tui import actions
-from fray.tui.data import Snapshot
 from fray.tui.screens.base import FilterBox, FrayScreen, RunActions
 from fray.tui.widgets.key_table import KeyTable
 

@@ -15,9 +15,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
-from fray.ops import queue as run_queue
-from fray.ops import human
-from fray.tui.data import Snapshot
+from fray.ops import human, queue as run_queue
+from fray.ops.live import Snapshot
 from fray.tui.screens.base import FilterBox, FrayScreen, RunActions
 from fray.tui.widgets.key_table import KeyTable
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fray.ops import human
 from fray.core.status import Status
+from fray.ops import human
 
 Row = dict[str, Any]
 GAP = 1

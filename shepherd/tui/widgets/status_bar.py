@@ -7,8 +7,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from fray.ops import human
 from fray.core.status import ICONS, Status
+from fray.ops import human
 
 ENDED = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED.value, Status.STOPPED_MANUAL.value,
                    Status.FAILED.value, Status.ERROR_UNKNOWN.value})
