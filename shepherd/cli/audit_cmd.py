@@ -8,8 +8,7 @@ import click
 
 from fray.cli import output, render
 from fray.cli.main import home_of
-from fray.ops import human
-from fray.state import audit, store
+from fray.ops import audit, human
 
 
 @click.group("audit")
@@ -22,12 +21,9 @@ def audit_group() -> None:
 @click.pass_context
 def verify(ctx: click.Context, as_json: bool) -> None:
     """Check that no line of audit.jsonl was edited, removed or inserted. Exits 1 if one was."""
-    home = home_of(ctx)
-    count, problems = audit.verify_lines(home)
-    data = {"path": str(home.audit), "lines": count, "ok": not problems, "problems": problems,
-            "first_bad_line": int(problems[0].split(":")[0].split()[1]) if problems else None}
+    data = audit.verify_view(home_of(ctx))
     output.emit(data, as_json, render_verify)
-    if problems:
+    if not data["ok"]:
         raise click.exceptions.Exit(1)
 
 
@@ -37,9 +33,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def show(ctx: click.Context, limit: int, as_json: bool) -> None:
     """The latest control actions, newest last."""
-    home = home_of(ctx)
-    entries = [line.record for line in store.read_jsonl(home.audit, "audit") if line.record is not None]
-    output.emit({"path": str(home.audit), "entries": entries[-limit:] if limit > 0 else []}, as_json, render_show)
+    output.emit(audit.show_view(home_of(ctx), limit), as_json, render_show)
 
 
 def render_verify(data: dict[str, Any]) -> list[str]:

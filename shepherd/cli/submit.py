@@ -19,7 +19,7 @@ from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
 from fray.core import directives
 from fray.core.model import Meta
-from fray.ops import human, logs as runlogs, submit as submitting, views, wait as waiting
+from fray.ops import human, logs as runlogs, submit as submitting, wait as waiting
 from fray.state.layout import Home
 
 SUCCESS = "completed_success"
@@ -94,7 +94,7 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], wait: bool, f
     name, overrides = _overrides(ctx, flags)
     meta = submitting.submit(home, Path(script), args, overrides, name)
     submitting.ensure_daemon(home, meta)
-    data = submitted_view(home, meta)
+    data = submitting.submitted_view(home, meta, fray_prefix(home))
     if not (wait or follow):
         output.emit(data, as_json, render_submitted)
         return
@@ -109,36 +109,13 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], wait: bool, f
     except KeyboardInterrupt:
         output.note(f"\nstopped watching; run {meta.run_id} goes on (`{fray_prefix(home)} status {meta.run_id}`)")
         ctx.exit(130)
-    data["end"] = end_view(home, ended)
+    data["end"] = submitting.end_view(home, ended)
     if as_json:
         output.json_line(data)
     else:
         for text in render_end(data):
             output.line(text)
     ctx.exit(0 if ended.end and ended.end.status == SUCCESS else 1)
-
-
-def submitted_view(home: Home, meta: Meta) -> dict[str, Any]:
-    paths = home.run(meta.run_id)
-    prefix = fray_prefix(home)
-    return {
-        "run_id": meta.run_id,
-        "name": meta.name,
-        "dir": str(paths.dir),
-        "script": {"source": meta.script["source"], "frozen": str(paths.script(meta.script["frozen"]))},
-        "spec": meta.spec.to_dict(),
-        "daemon": views.daemon_view(home),
-        "next": [f"{prefix} status {meta.run_id}", f"{prefix} logs {meta.run_id} -f"],
-        "end": None,
-    }
-
-
-def end_view(home: Home, meta: Meta) -> dict[str, Any] | None:
-    if meta.end is None:
-        return None
-    record = waiting.ended_record(home, meta.run_id) or {}
-    return {"status": meta.end.status, "reason": meta.end.reason, "at": meta.end.at,
-            "attempts": len(meta.attempts), "result": record.get("result")}
 
 
 def _follow(home: Home, run_id: str, as_json: bool) -> Meta:

@@ -1,4 +1,4 @@
-"""Submitting a script: what it would do (a preview that writes nothing), and creating the run.
+"""Submitting a script: what it would do (a preview that writes nothing), creating the run, and what it became.
 
 `fray submit` and the dashboard's new-run screen both create runs here
 (runs.create_run: the one way a run comes to be); each front end then makes
@@ -16,7 +16,7 @@ from fray.core import directives
 from fray.core.model import Meta
 from fray.daemon import lease
 from fray.errors import StateError, UsageError
-from fray.ops import human
+from fray.ops import human, views, wait
 from fray.state import runs
 from fray.state.layout import Home
 
@@ -65,3 +65,27 @@ def ensure_daemon(home: Home, meta: Meta) -> None:
     except StateError as exc:
         raise StateError(f"run {meta.run_id} was created, but {exc}; it starts once a daemon runs "
                          f"(`fray daemon start`)") from None
+
+
+def submitted_view(home: Home, meta: Meta, prefix: str = "fray") -> dict[str, Any]:
+    """A new run: its files, spec and the daemon serving it (schemas/cli-submit.json); `prefix` starts the hints."""
+    paths = home.run(meta.run_id)
+    return {
+        "run_id": meta.run_id,
+        "name": meta.name,
+        "dir": str(paths.dir),
+        "script": {"source": meta.script["source"], "frozen": str(paths.script(meta.script["frozen"]))},
+        "spec": meta.spec.to_dict(),
+        "daemon": views.daemon_view(home),
+        "next": [f"{prefix} status {meta.run_id}", f"{prefix} logs {meta.run_id} -f"],
+        "end": None,
+    }
+
+
+def end_view(home: Home, meta: Meta) -> dict[str, Any] | None:
+    """How a run waited for ended, with the result its workload reported; None while it has not."""
+    if meta.end is None:
+        return None
+    record = wait.ended_record(home, meta.run_id) or {}
+    return {"status": meta.end.status, "reason": meta.end.reason, "at": meta.end.at,
+            "attempts": len(meta.attempts), "result": record.get("result")}
