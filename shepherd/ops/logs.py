@@ -133,45 +133,55 @@ class Follower:
     """Streams a run's log lines as they are written, attempt after attempt, until the run ends.
 
     `on_attempt(number, node)` is called when an attempt's output begins (the
-    separator), `on_line(LogLine)` for each line.
+    separator), `on_line(LogLine)` for each line. `run` blocks until the run
+    ends (`fray logs -f`); `step` is one pass, for a reader with its own timer
+    (the dashboard's logs screen), which may hand over `tails` it already read
+    `start_attempt` up to, so that attempt is neither announced nor read again.
     """
 
     def __init__(self, home: Home, run_id: str, streams: tuple[str, ...], start_attempt: int | None = None,
-                 last: int | None = None, poll: float = POLL_SEC) -> None:
+                 last: int | None = None, poll: float = POLL_SEC, tails: dict[str, Tail] | None = None) -> None:
         self.home = home
         self.run_id = run_id
         self.streams = streams
-        self.start_attempt = start_attempt
         self.last = last
         self.poll = poll
+        self.number = start_attempt
+        self.tails = tails
+        self.first = tails is None  # only the first attempt shown starts at its last `last` lines
+        self.meta: Meta | None = None  # as the last step read it
 
     def run(self, on_attempt: Callable[[int, str | None], None], on_line: Callable[[LogLine], None]) -> Meta:
         keeper = DaemonKeeper(self.home)
-        number = self.start_attempt
-        tails: dict[str, Tail] | None = None
-        first = True  # only the first attempt shown starts at its last `last` lines
+        while not self.step(on_attempt, on_line):
+            keeper.tick()
+            time.sleep(self.poll)
+        assert self.meta is not None
+        return self.meta
+
+    def step(self, on_attempt: Callable[[int, str | None], None], on_line: Callable[[LogLine], None]) -> bool:
+        """Read what is new (moving on to the next attempt when this one has ended); True once the run has
+        ended and all its output is read."""
         while True:
-            meta = runs.read_meta(self.home, self.run_id)
-            if number is None:
-                number = meta.current.number if meta.current else 1
+            meta = self.meta = runs.read_meta(self.home, self.run_id)
+            if self.number is None:
+                self.number = meta.current.number if meta.current else 1
+            number = self.number
             attempt = meta.attempts[number - 1] if len(meta.attempts) >= number else None
-            if attempt is not None and tails is None:
+            if attempt is not None and self.tails is None:
                 begun, node = self._begun(attempt.state, attempt.node, number)
                 if begun:
                     on_attempt(number, node)
-                    tails, first = self._open(number, first), False
-            if attempt is not None and tails is not None:
+                    self.tails, self.first = self._open(number, self.first), False
+            if attempt is not None and self.tails is not None:
                 ended = attempt.state == AttemptState.ENDED.value
-                for stream, tail in tails.items():
+                for stream, tail in self.tails.items():
                     for text in tail.read(final=ended):
                         on_line(LogLine(self.run_id, number, stream, text))
                 if ended and len(meta.attempts) > number:
-                    number, tails = number + 1, None
+                    self.number, self.tails = number + 1, None
                     continue
-            if meta.phase == Phase.ENDED.value and (attempt is None or attempt.state == AttemptState.ENDED.value):
-                return meta
-            keeper.tick()
-            time.sleep(self.poll)
+            return meta.phase == Phase.ENDED.value and (attempt is None or attempt.state == AttemptState.ENDED.value)
 
     def _begun(self, state: str, node: str | None, number: int) -> tuple[bool, str | None]:
         """Whether the attempt's output has begun (announce it then), and its node.

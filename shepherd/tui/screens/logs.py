@@ -53,7 +53,7 @@ class LogsScreen(FrayScreen):
         self.attempt = attempt
         self.attempts = 0
         self.name_of_run = run_id
-        self._tail: runlogs.Tail | None = None
+        self._follower: runlogs.Follower | None = None
         self._note = ""
 
     def compose(self) -> ComposeResult:
@@ -85,6 +85,7 @@ class LogsScreen(FrayScreen):
         try:
             meta = runs.read_meta(home, self.run_id)
         except FrayError as exc:
+            self._follower = None
             self._note = str(exc)
             self.log_view.set_lines([])
             self._status()
@@ -94,36 +95,37 @@ class LogsScreen(FrayScreen):
         if self.attempt is None or self.attempt > self.attempts:
             self.attempt = self.attempts or None
         if self.attempt is None:
-            self._tail = None
+            self._follower = runlogs.Follower(home, self.run_id, (self.stream,))
             self._note = f"no attempt yet ({meta.wait_reason or meta.phase}); lines appear when it starts"
             self.log_view.set_lines([])
             self._status()
             return
         path = runlogs.log_path(home, self.run_id, self.attempt, self.stream)
-        lines, self._tail = runlogs.tail_now(path, TAIL_LINES)
+        lines, tail = runlogs.tail_now(path, TAIL_LINES)
+        self._follower = runlogs.Follower(home, self.run_id, (self.stream,), start_attempt=self.attempt,
+                                          tails={self.stream: tail})
         self._note = "" if path.exists() else "(the file does not exist yet)"
         self.log_view.set_lines(lines)
         self._status()
 
     def poll(self) -> None:
-        """Follow: new lines of the open file, and a newer attempt when one starts."""
-        if not self.log_view.follow:
+        """Follow: new lines of the open file, and the next attempt once it starts (as `fray logs -f`)."""
+        if not self.log_view.follow or self._follower is None:
             return
+        new: list[str] = []
+
+        def on_attempt(number: int, node: str | None) -> None:
+            self.attempt = number
+            new.append(human.separator(number, node))
+
         try:
-            meta = runs.read_meta(self.fray.home, self.run_id)
+            self._follower.step(on_attempt, lambda item: new.append(item.line))
         except FrayError:
             return
-        if len(meta.attempts) > (self.attempt or 0):
-            if self._tail is not None:
-                self.log_view.append(list(self._tail.read(final=True)))
-            self.attempt = len(meta.attempts)
-            node = meta.attempts[-1].node
-            self.log_view.append([human.separator(self.attempt, node)])
-            path = runlogs.log_path(self.fray.home, self.run_id, self.attempt, self.stream)
-            self._tail = runlogs.Tail(path, 0)
-            self.attempts = len(meta.attempts)
-        if self._tail is not None:
-            self.log_view.append(list(self._tail.read(final=False)))
+        if self._follower.meta is not None:
+            self.attempts = len(self._follower.meta.attempts)
+        if new:
+            self.log_view.append(new)
         self._status()
 
     # -- keys ---------------------------------------------------------------------------
