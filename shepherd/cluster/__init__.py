@@ -1,4 +1,4 @@
-"""The cluster API used inside jobs (private package; `shepherd` exports the public names).
+"""The cluster API used inside jobs (`fray` exports the public names).
 
     api          the records: JobRequest, ResourceConfig, Entrypoint, EnvironmentConfig, ...
     base         what every cluster shares: waiting, monitoring, the actor secret
@@ -8,6 +8,7 @@
     environment  virtual environments cached by the hash of their requirements
     entry        what a launched job runs (`python -m fray.cluster.entry`)
     payloads     cloudpickle files, unpickled only when private to this user inside FRAY_HOME
+    job_view     the cluster a LocalCluster job thread sees as current
 
 `current_cluster()` reads FRAY_CLUSTER_SPEC: unset or `local` gives the
 process's LocalCluster (inside a LocalCluster job thread: that job's view of
@@ -21,16 +22,16 @@ import os
 import threading
 from typing import Any
 
+from fray.cluster.job_view import job_view
 from fray.wrapper import contract
 
 _lock = threading.Lock()
 _clusters: dict[str, Any] = {}
-_job_view = threading.local()  # set in LocalCluster job threads: that job's cluster
 
 
 def current_cluster() -> Any:
     """The cluster this code runs in (see the module docstring); one instance per process and spec."""
-    view = getattr(_job_view, "cluster", None)
+    view = getattr(job_view, "cluster", None)
     if view is not None:
         return view
     spec = os.environ.get(contract.ENV_CLUSTER_SPEC, "").strip() or "local"

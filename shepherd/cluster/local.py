@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from fray.cluster import _job_view, payloads
+from fray.cluster import payloads
+from fray.cluster.job_view import job_view
 from fray.cluster.api import (ClusterError, JobGroupConfig, JobInfo, JobRequest, JobStatus, Reservation,
                                   ReservationConfig, ResourceConfig)
 from fray.cluster.base import ClusterBase
@@ -139,7 +140,7 @@ class LocalCluster(ClusterBase):
         if not self._admit(job):
             return
         self._set(job, JobStatus.RUNNING, "running in a thread")
-        _job_view.cluster = LocalCluster(_state=self._state, _job=job)
+        job_view.cluster = LocalCluster(_state=self._state, _job=job)
         try:
             if payload is None:
                 self._run_script(job)
@@ -154,7 +155,7 @@ class LocalCluster(ClusterBase):
             job.error = traceback.format_exc()
             self._set(job, JobStatus.FAILED, f"{type(exc).__name__}: {exc}")
         finally:
-            _job_view.cluster = None
+            job_view.cluster = None
             self._release(job)
 
     def _run_script(self, job: _Job) -> None:
