@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 from fray.core import values
 from fray.core.backend_names import BACKEND_NAMES
-from fray.core.values import format_duration, parse_duration, parse_memory_mb  # also what front ends use
+from fray.core.values import format_duration, parse_memory_mb
 from fray.core.model import Mode, RunSpec
 from fray.errors import DirectiveError, UsageError
 from fray.wrapper import contract
