@@ -15,6 +15,9 @@ from pathlib import Path
 from fray.wrapper import contract
 
 DEFAULT_HOME = "~/.fray"
+FROZEN_SCRIPT_STEM = "script"  # runs/<id>/script<.suffix>: the submitted script, frozen
+ENTRYPOINT_STEM = "entrypoint"  # a launched job's own script, beside the shim
+NEW_RUN_PREFIX = ".new-"  # a dot: `run_ids` and the daemon never see a run being built
 
 
 def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -188,7 +191,7 @@ class RunPaths:
 
     def entrypoint_script(self, suffix: str) -> Path:
         """The user's script of a job launched with Entrypoint.from_script (the frozen script is the shim)."""
-        return self.dir / f"entrypoint{suffix}"
+        return self.dir / f"{ENTRYPOINT_STEM}{suffix}"
 
     def corrupt_files(self) -> list[Path]:
         """Files of this run that were moved aside as corrupt (`<name>.corrupt-<ts>`)."""
@@ -301,6 +304,10 @@ class Home:
 
     def run(self, run_id: str) -> RunPaths:
         return RunPaths(self.runs_dir / run_id)
+
+    def new_run(self, run_id: str) -> RunPaths:
+        """Where a new run's folder is built, under a hidden name, before it is renamed into place."""
+        return RunPaths(self.runs_dir / f"{NEW_RUN_PREFIX}{run_id}")
 
     def run_ids(self) -> list[str]:
         """Every run folder's name, oldest first (run ids sort by creation time)."""
