@@ -18,6 +18,7 @@ from fray.core.status import Status
 from fray.daemon import lease
 from fray.errors import CorruptFileError
 from fray.state import store
+from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import RowCache, stat_key
 
@@ -29,7 +30,7 @@ def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Cont
     try:
         raw = store.read_json(paths.meta, "meta")
         if raw is None:
-            aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith("meta.json"))
+            aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith(layout.META))
             problem = f"meta.json was corrupt and moved aside ({aside})" if aside else "meta.json is missing"
         else:
             meta = Meta.from_dict(raw)
@@ -43,7 +44,7 @@ def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Cont
         raw_control = None
         problem = problem or f"control.json was corrupt ({exc.problem}); moved aside, requests ignored until the next one"
     if raw_control is None and not problem:  # another reader (the daemon) may have moved it aside
-        aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith("control.json"))
+        aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith(layout.CONTROL))
         if aside:
             problem = f"control.json was corrupt and moved aside ({aside}); requests ignored until the next one"
     return meta, Control.from_dict(raw_control), problem

@@ -15,6 +15,15 @@ from pathlib import Path
 from fray.wrapper import contract
 
 DEFAULT_HOME = "~/.fray"
+# Names that readers watching FRAY_HOME match files by (the TUI, the daemon's watcher).
+META = "meta.json"
+CONTROL = "control.json"
+EVENTS = "events.jsonl"
+ENDED = "ended.json"
+DAEMON_LEASE = "daemon.json"
+NODES = "nodes.json"
+BLACKLIST = "blacklist.json"
+RUNS = "runs"
 FROZEN_SCRIPT_STEM = "script"  # runs/<id>/script<.suffix>: the submitted script, frozen
 ENTRYPOINT_STEM = "entrypoint"  # a launched job's own script, beside the shim
 NEW_RUN_PREFIX = ".new-"  # a dot: `run_ids` and the daemon never see a run being built
@@ -117,15 +126,15 @@ class RunPaths:
 
     @property
     def meta(self) -> Path:
-        return self.dir / "meta.json"
+        return self.dir / META
 
     @property
     def control(self) -> Path:
-        return self.dir / "control.json"
+        return self.dir / CONTROL
 
     @property
     def events(self) -> Path:
-        return self.dir / "events.jsonl"
+        return self.dir / EVENTS
 
     @property
     def badnode_events(self) -> Path:
@@ -133,7 +142,7 @@ class RunPaths:
 
     @property
     def ended(self) -> Path:
-        return self.dir / "ended.json"
+        return self.dir / ENDED
 
     @property
     def commands_dir(self) -> Path:
@@ -217,7 +226,7 @@ class Home:
 
     @property
     def daemon_lease(self) -> Path:
-        return self.root / "daemon.json"
+        return self.root / DAEMON_LEASE
 
     @property
     def daemon_log(self) -> Path:
@@ -226,11 +235,11 @@ class Home:
     @property
     def nodes(self) -> Path:
         """The daemon's inventory of what each backend offers."""
-        return self.root / "nodes.json"
+        return self.root / NODES
 
     @property
     def blacklist(self) -> Path:
-        return self.root / "blacklist.json"
+        return self.root / BLACKLIST
 
     @property
     def audit(self) -> Path:
@@ -242,7 +251,7 @@ class Home:
 
     @property
     def runs_dir(self) -> Path:
-        return self.root / "runs"
+        return self.root / RUNS
 
     @property
     def cache_dir(self) -> Path:
@@ -296,11 +305,11 @@ class Home:
 
     def meta_file(self, run_id: str) -> str:
         """runs/<id>/meta.json as a plain string: `fray list` stats a thousand of these."""
-        return f"{self._runs_prefix}{run_id}{os.sep}meta.json"
+        return f"{self._runs_prefix}{run_id}{os.sep}{META}"
 
     @cached_property
     def _runs_prefix(self) -> str:
-        return os.path.join(self.root, "runs", "")
+        return os.path.join(self.root, RUNS, "")
 
     def run(self, run_id: str) -> RunPaths:
         return RunPaths(self.runs_dir / run_id)
