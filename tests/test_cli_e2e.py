@@ -97,8 +97,11 @@ def test_failing_run_exits_1_and_status_shows_the_failure(home, tmp_path):
     assert data["run"]["status"] == "failed" and len(data["attempts"]) == 1
     failure = data["attempts"][0]["failure"]
     assert failure["stderr_tail"] == ["ValueError: the loss is nan"]
+    assert data["budgets"] == {"window_sec": 86400.0, "workload": {"used": 1, "max": 0},
+                               "node": {"used": 0, "max": 100}}
     text = run_fray("status", "boom").stdout
     assert "Last failure (attempt 1" in text and "ValueError: the loss is nan" in text
+    assert "budget left: 0 of 0 workload, 100 of 100 node-side (last 1d)" in text
     assert run_fray("control", "stop", "boom").returncode == 2  # it has ended already
 
 

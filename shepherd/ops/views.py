@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fray.core.model import Control, Meta
+from fray.core.policy import budgets_used
 from fray.core.run_row import row_of
 from fray.core.status import Status
 from fray.daemon import lease
@@ -88,6 +89,15 @@ def read_row_inputs(paths: RunPaths) -> tuple[Meta | None, bool, str | None, flo
     """
     meta, control, problem = _load(paths)
     return (meta, control.paused, problem, *_attempt_inputs(paths, meta))
+
+
+def budgets_view(meta: Meta, now: float) -> dict[str, Any]:
+    """What is left of each retry budget: failures inside the retry window against the maximum."""
+    used = budgets_used(meta, now)
+    spec = meta.spec
+    return {"window_sec": spec.retry_window_sec,
+            "workload": {"used": used.workload, "max": spec.max_retries},
+            "node": {"used": used.node, "max": spec.max_retries_preemption}}
 
 
 def daemon_view(home: Home, now: float | None = None) -> dict[str, Any]:
@@ -171,6 +181,7 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
         "script": meta.script if meta else None,
         "submitted_by": meta.submitted_by if meta else None,
         "counters": vars(meta.counters) if meta else None,
+        "budgets": budgets_view(meta, now) if meta else None,
         "wait_reason": meta.wait_reason if meta else None,
         "next_attempt_at": meta.next_attempt_at if meta else None,
         "end": vars(meta.end) if meta and meta.end else None,
