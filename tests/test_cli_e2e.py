@@ -233,3 +233,13 @@ def test_daemon_run_serves_in_the_foreground_until_terminated(home, tmp_path):
     final = json.loads(out)
     schema_validate("cli-daemon", final)
     assert final["action"] == "run" and final["state"] == "stopped"
+
+
+def test_a_top_level_run_has_a_namespace_its_own_run_id(home, tmp_path):
+    script = write(tmp_path, "ns.py", "import os\nfrom fray import report\nprint('ns=' + os.environ['FRAY_NAMESPACE'])\n"
+                                      "report.final()\n")
+    proc = run_fray("submit", str(script), "--wait", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_id = json.loads(proc.stdout)["run_id"]
+    assert f"ns={run_id}" in run_fray("logs", run_id, check=True).stdout
+    assert status_of(run_id)["namespace"] == run_id

@@ -353,7 +353,8 @@ class Daemon:
                                 script=paths.script(meta.script["frozen"]),
                                 attempt_dir=paths.attempt(attempt.number).dir,
                                 checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids,
-                                exclude_nodes=self._exclude, partition=attempt.partition)
+                                exclude_nodes=self._exclude, partition=attempt.partition,
+                                namespace=meta.job_namespace)
         try:
             ref = backend.submit(request)
         except AmbiguousSubmission as exc:

@@ -180,6 +180,7 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
         "spec": meta.spec.to_dict() if meta else None,
         "script": meta.script if meta else None,
         "submitted_by": meta.submitted_by if meta else None,
+        "namespace": meta.job_namespace if meta else None,
         "counters": vars(meta.counters) if meta else None,
         "budgets": budgets_view(meta, now) if meta else None,
         "wait_reason": meta.wait_reason if meta else None,
