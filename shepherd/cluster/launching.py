@@ -73,7 +73,7 @@ def prepare(request: JobRequest, family: Family, now: float, group: dict[str, An
         spec_env[contract.ENV_PARENT_JOB_ID] = family.parent_run_id
     res = request.resources
     spec = RunSpec(backend=family.backend, max_retries=request.max_retries_failure,
-                   max_retries_preemption=request.max_retries_preemption, cpus=max(1, res.cpus), mem_mb=res.mem_mb,
+                   max_retries_preemption=request.max_retries_preemption, cpus=res.cpus, mem_mb=res.mem_mb,
                    gpus=res.gpus, env=spec_env, workdir=family.workdir)
     try:
         directives.check_spec(spec)
