@@ -284,6 +284,16 @@ def test_a_multi_node_run_starts_one_wrapper_per_node(home, daemon, tmp_path):
     assert coord0 == coord1 and coord0.startswith(node0 + ":")
     assert (first.dir / "tasks" / "1" / "heartbeat").exists()  # every node beats on its own
 
+    # `fray logs` shows both tasks, each line marked; --task picks one.
+    shown = run_fray("logs", run_id, check=True).stdout.splitlines()
+    assert shown == [f"[task 0] {lines[0].strip()}", f"[task 1] {lines[1].strip()}"]
+    data = json.loads(run_fray("logs", run_id, "--json", check=True).stdout)
+    schema_validate("cli-logs", data)
+    assert [t["task"] for t in data["tasks"]] == [0, 1]
+    assert run_fray("logs", run_id, "--task", "1", check=True).stdout.strip() == lines[1].strip()
+    followed = [json.loads(line) for line in run_fray("logs", run_id, "-f", "--json", check=True).stdout.splitlines()]
+    assert sorted((item["task"], item["line"]) for item in followed) == [(0, lines[0].strip()), (1, lines[1].strip())]
+
 
 def test_scontrol_requeue_is_refused_for_fray_jobs_so_the_attempt_runs_on(home, daemon, tmp_path, slurm_cluster):
     run_id = submit(home, write(tmp_path, "serve.sh", SERVE))

@@ -26,6 +26,7 @@ BLACKLIST = "blacklist.json"
 RUNS = "runs"
 FROZEN_SCRIPT_STEM = "script"  # runs/<id>/script<.suffix>: the submitted script, frozen
 ENTRYPOINT_STEM = "entrypoint"  # a launched job's own script, beside the shim
+TASKS_DIR = "tasks"  # attempts/<n>/tasks/<i>/: the files of task i > 0 of a multi-node attempt
 NEW_RUN_PREFIX = ".new-"  # a dot: `run_ids` and the daemon never see a run being built
 
 
@@ -44,6 +45,18 @@ class AttemptPaths:
     @property
     def number(self) -> int:
         return int(self.dir.name)
+
+    def task(self, index: int) -> "AttemptPaths":
+        """Task `index` of a multi-node attempt: task 0 writes here, task i in tasks/<i>/ (Slurm -N, TPU hosts)."""
+        return self if index == 0 else AttemptPaths(self.dir / TASKS_DIR / str(index))
+
+    def task_indexes(self) -> list[int]:
+        """The tasks that have a folder (always 0), in order."""
+        try:
+            found = [int(e.name) for e in os.scandir(self.dir / TASKS_DIR) if e.is_dir() and e.name.isdigit()]
+        except FileNotFoundError:
+            found = []
+        return [0, *sorted(i for i in found if i > 0)]
 
     @property
     def stdout(self) -> Path:
