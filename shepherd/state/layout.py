@@ -16,14 +16,14 @@ from fray.wrapper import contract
 
 DEFAULT_HOME = "~/.fray"
 # Names that readers watching FRAY_HOME match files by (the TUI, the daemon's watcher).
-META = "meta.json"
+META = contract.META  # the wrapper reads it too, to know whether its attempt is current
 CONTROL = "control.json"
 EVENTS = "events.jsonl"
 ENDED = "ended.json"
 DAEMON_LEASE = "daemon.json"
 NODES = "nodes.json"
 BLACKLIST = "blacklist.json"
-RUNS = "runs"
+RUNS = contract.RUNS_DIR
 FROZEN_SCRIPT_STEM = "script"  # runs/<id>/script<.suffix>: the submitted script, frozen
 ENTRYPOINT_STEM = "entrypoint"  # a launched job's own script, beside the shim
 TASKS_DIR = "tasks"  # attempts/<n>/tasks/<i>/: the files of task i > 0 of a multi-node attempt
