@@ -109,3 +109,39 @@ def test_a_wrapper_cut_off_from_fray_home_kills_its_workload_after_the_grace(hom
     attempt = Home(moved).run(meta.run_id).attempt(1)
     assert not attempt.exit.exists() and not attempt.failure.exists()
     assert contract.EXIT_FENCED == 45
+
+
+def test_a_checkpoint_is_promoted_whole_while_current_and_never_once_superseded(home, tmp_path, monkeypatch):
+    from fray import report
+
+    store.ensure_home(home)
+    script = tmp_path / "job.sh"
+    script.write_text("true\n")
+    meta = runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, workdir=str(tmp_path)))
+    paths = home.run(meta.run_id)
+    meta.attempts.append(Attempt(number=1, state=AttemptState.RUNNING.value, backend="local", submitted_at=time.time()))
+    store.write_json(paths.meta, meta.to_dict(), "meta")
+    for name, value in {"FRAY_HOME": str(home.root), "FRAY_RUN_ID": meta.run_id, "FRAY_ATTEMPT": "1",
+                        "FRAY_CHECKPOINT_DIR": str(paths.checkpoints_dir)}.items():
+        monkeypatch.setenv(name, value)
+
+    assert report.latest_checkpoint() is None
+    with report.checkpoint("step-10") as folder:
+        (folder / "state").write_text("10")
+        assert not (paths.checkpoints_dir / "step-10").exists()  # not visible until whole
+    assert (paths.checkpoints_dir / "step-10" / "state").read_text() == "10"
+    with report.checkpoint("step-20") as folder:
+        (folder / "state").write_text("20")
+    assert report.latest_checkpoint() == paths.checkpoints_dir / "step-20"
+    with pytest.raises(FileExistsError):
+        with report.checkpoint("step-20") as folder:
+            (folder / "state").write_text("again")
+    assert (paths.checkpoints_dir / "step-20" / "state").read_text() == "20"
+
+    meta.attempts[0].state = AttemptState.ENDED.value  # the daemon closes attempt 1
+    store.write_json(paths.meta, meta.to_dict(), "meta")
+    with pytest.raises(report.Superseded):
+        with report.checkpoint("step-30") as folder:
+            (folder / "state").write_text("30")
+    assert not (paths.checkpoints_dir / "step-30").exists()
+    assert report.latest_checkpoint() == paths.checkpoints_dir / "step-20"
