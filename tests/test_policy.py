@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from fray.core import policy
+from fray.core import budgets, policy
 from fray.core.model import Control, Meta, RunSpec
 from fray.core.policy import AttemptFiles, Situation, decide
 from fray.core.observation import BackendView
@@ -111,8 +111,8 @@ def test_a_vanished_process_is_lost_and_retried():
 
 def test_backoff_grows_exponentially_with_a_cap_and_jitter():
     spec = RunSpec(backoff_base_sec=2, backoff_max_sec=10)
-    assert [policy.backoff_delay(spec, n, jitter=0.999999) for n in (1, 2, 3, 4)] == pytest.approx([2, 4, 8, 10], rel=1e-3)
-    assert policy.backoff_delay(spec, 3, jitter=0.0) == pytest.approx(4)  # half is fixed, half random
+    assert [budgets.backoff_delay(spec, n, jitter=0.999999) for n in (1, 2, 3, 4)] == pytest.approx([2, 4, 8, 10], rel=1e-3)
+    assert budgets.backoff_delay(spec, 3, jitter=0.0) == pytest.approx(4)  # half is fixed, half random
 
 
 def test_a_failed_attempt_waits_for_its_backoff_before_the_next():
@@ -320,7 +320,7 @@ def test_failures_count_against_the_budget_only_inside_the_retry_window():
         meta = fail_at(meta, T0 + n * 2 * day)
         assert meta.phase != "ended", meta.end
     assert meta.counters.workload_failures == 6
-    assert policy.budgets_used(meta, T0 + 10 * day).workload == 1
+    assert budgets.budgets_used(meta, T0 + 10 * day).workload == 1
     for n in range(1, 3):  # three within an hour: more than --max-retries 2
         meta = fail_at(meta, T0 + 10 * day + n * 60)
     assert meta.phase == "ended" and meta.end.status == "failed"
@@ -340,7 +340,7 @@ def test_starting_an_ended_run_again_starts_the_budgets_afresh():
     assert meta.phase == "ended"
     plan = step(meta, T0 + 20, control=Control(start_nonce=1))
     assert plan.meta.counters.since == T0 + 20
-    assert policy.budgets_used(plan.meta, T0 + 20).workload == 0
+    assert budgets.budgets_used(plan.meta, T0 + 20).workload == 0
 
 
 def test_a_paused_run_is_pending_with_the_pause_as_its_reason_not_restarting():

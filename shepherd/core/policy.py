@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from fray.wrapper import contract
 from fray.core import partition_policy
+from fray.core.budgets import NODE_BUDGET, WORKLOAD_BUDGET, backoff_delay, budgets_used
 from fray.core.observation import BackendView
 from fray.core.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.scheduler import Admission, Request
@@ -149,41 +150,6 @@ def record_submit_failure(meta: Meta, attempt_number: int, error: str, now: floa
     attempt = plan.meta.attempts[attempt_number - 1]
     _attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None, f"submission failed: {error}", jitter)
     return plan
-
-
-WORKLOAD_BUDGET, NODE_BUDGET = "workload", "node"
-
-
-@dataclass(frozen=True)
-class BudgetsUsed:
-    """Failures that count against each retry budget now."""
-
-    workload: int
-    node: int
-
-
-def budgets_used(meta: Meta, now: float) -> BudgetsUsed:
-    """Failures inside the retry window (and since the run was last (re)started), per budget."""
-    since = meta.counters.since or float("-inf")
-    if meta.spec.retry_window_sec:
-        since = max(since, now - meta.spec.retry_window_sec)
-    workload = node = 0
-    for attempt in meta.attempts:
-        if attempt.counted_as is None or (attempt.ended_at or now) < since:
-            continue
-        if attempt.counted_as == WORKLOAD_BUDGET:
-            workload += 1
-        else:
-            node += 1
-    return BudgetsUsed(workload, node)
-
-
-def backoff_delay(spec: RunSpec, streak: int, jitter: float) -> float:
-    """Exponential in the failure streak, capped, with 'equal jitter' (half fixed, half random)."""
-    if streak <= 0 or spec.backoff_base_sec <= 0:
-        return 0.0
-    ceiling = min(spec.backoff_max_sec, spec.backoff_base_sec * 2 ** min(streak - 1, 32))
-    return ceiling * (0.5 + 0.5 * jitter)
 
 
 def classify_exit(exit_record: dict[str, Any], final: dict[str, Any] | None, failure: dict[str, Any] | None,
