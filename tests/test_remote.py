@@ -136,3 +136,24 @@ def test_sync_refuses_a_huge_folder_without_force(remote_host, tmp_path):
         sync.sync(conn, project, str(tmp_path / "copy"), size_limit=1024)
     assert not (tmp_path / "copy" / "weights.bin").exists()
     assert sync.sync(conn, project, str(tmp_path / "copy"), size_limit=1024, force=True).sent == ("weights.bin",)
+
+
+@pytest.mark.slow
+def test_bootstrap_installs_fray_into_a_fresh_remote_home_then_runs_it(remote_host, tmp_path):
+    from fray.remote import bootstrap
+    from fray.remote.run import run_fray
+
+    home = tmp_path / "remote home"  # nothing there: no venv, no fray
+    result = run_fray(remote_host.alias, ["list"], home=str(home))
+    assert result.exit_code == 0, result.stderr
+    listing = json.loads(result.stdout)
+    assert (listing["home"], listing["runs"]) == (str(home), [])
+    installed = home / "venv" / "bin" / "fray"
+    assert installed.exists()
+
+    stamp = installed.stat().st_mtime_ns
+    conn = connection.connect(remote_host.alias)
+    assert bootstrap.ensure(conn, str(home)).executable == str(installed)  # found, not reinstalled
+    assert installed.stat().st_mtime_ns == stamp
+    missing = run_fray(remote_host.alias, ["status", "no-such-run"], home=str(home))
+    assert missing.exit_code != 0 and b"no-such-run" in missing.stdout + missing.stderr
