@@ -144,7 +144,7 @@ def test_bootstrap_installs_fray_into_a_fresh_remote_home_then_runs_it(remote_ho
     from fray.remote.run import run_fray
 
     home = tmp_path / "remote home"  # nothing there: no venv, no fray
-    result = run_fray(remote_host.alias, ["list"], home=str(home))
+    result = run_fray(remote_host.alias, ["list"], home=str(home), reuse=False)
     assert result.exit_code == 0, result.stderr
     listing = json.loads(result.stdout)
     assert (listing["home"], listing["runs"]) == (str(home), [])
@@ -155,5 +155,23 @@ def test_bootstrap_installs_fray_into_a_fresh_remote_home_then_runs_it(remote_ho
     conn = connection.connect(remote_host.alias)
     assert bootstrap.ensure(conn, str(home)).executable == str(installed)  # found, not reinstalled
     assert installed.stat().st_mtime_ns == stamp
-    missing = run_fray(remote_host.alias, ["status", "no-such-run"], home=str(home))
+    missing = run_fray(remote_host.alias, ["status", "no-such-run"], home=str(home), reuse=False)
     assert missing.exit_code != 0 and b"no-such-run" in missing.stdout + missing.stderr
+
+
+@pytest.mark.slow
+def test_a_second_command_reuses_the_background_master(remote_host, tmp_path, monkeypatch):
+    from fray.remote import master
+    from fray.remote.run import run_fray
+    from tests.conftest import wait_until
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir()
+    home = tmp_path / "remote home"
+    first = run_fray(remote_host.alias, ["list"], home=str(home))  # connects, installs, leaves a master
+    sock = master.socket_path(remote_host.alias, str(home))
+    wait_until(sock.exists, timeout=60, what="the master's socket")
+    served = master.ask(remote_host.alias, str(home), ["list", "--json"], timeout=30)
+    assert served is not None and served.exit_code == 0
+    assert json.loads(served.stdout)["runs"] == json.loads(first.stdout)["runs"] == []
+    assert oct(sock.parent.stat().st_mode & 0o777) == "0o700"
