@@ -175,3 +175,20 @@ def test_a_second_command_reuses_the_background_master(remote_host, tmp_path, mo
     assert served is not None and served.exit_code == 0
     assert json.loads(served.stdout)["runs"] == json.loads(first.stdout)["runs"] == []
     assert oct(sock.parent.stat().st_mode & 0o777) == "0o700"
+
+
+def test_remote_option_is_found_anywhere_before_the_separator(monkeypatch, tmp_path):
+    from fray.remote.forward import split
+
+    monkeypatch.delenv("FRAY_REMOTE", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert split(["list", "--remote", "gpu", "--json"]) == ("gpu", ["list", "--json"])
+    assert split(["--remote=gpu", "logs", "r1", "--", "--remote", "x"]) == ("gpu", ["logs", "r1", "--", "--remote", "x"])
+    assert split(["list"]) == (None, ["list"])
+    (tmp_path / "fray").mkdir()
+    (tmp_path / "fray" / "config.toml").write_text('remote = "from-config"\n')
+    assert split(["list"]) == ("from-config", ["list"])
+    monkeypatch.setenv("FRAY_REMOTE", "from-env")
+    assert split(["list"]) == ("from-env", ["list"])
+    monkeypatch.setenv("FRAY_REMOTE", "")  # what the remote side is given: never forward again
+    assert split(["list"]) == (None, ["list"])

@@ -97,7 +97,7 @@ def _handle(client: socket.socket, conn, remote: bootstrap.RemoteFray) -> None: 
     try:
         request = json.loads(_read_line(client))
         argv = [remote.executable, *request["argv"]]
-        result = command.run(conn, argv, env={"FRAY_HOME": remote.home}, timeout=float(request["timeout"]))
+        result = command.run(conn, argv, env={"FRAY_HOME": remote.home, "FRAY_REMOTE": ""}, timeout=float(request["timeout"]))
         reply = {
             "exit_code": result.exit_code,
             "stdout": base64.b64encode(result.stdout).decode(),

@@ -42,7 +42,7 @@ def run_fray(
             return served
     conn = connect(target)
     remote = bootstrap.ensure(conn, home)
-    result = command.run(conn, [remote.executable, *args], env={"FRAY_HOME": remote.home}, timeout=timeout)
+    result = command.run(conn, [remote.executable, *args], env={"FRAY_HOME": remote.home, "FRAY_REMOTE": ""}, timeout=timeout)
     if reuse:
         master.spawn(target, home)
     return result
