@@ -129,6 +129,11 @@ def run(argv: list[str]) -> int:
     Every failure is reported here or in `LazyGroup.invoke`: as text on stderr,
     or, when --json was given anywhere, as one JSON object on stdout.
     """
+    from fray.remote import forward  # `--remote HOST`: the command runs there (no paramiko until then)
+
+    host, local_argv = forward.split(argv)
+    if forward.handles(host, local_argv):
+        return forward.main(host, local_argv)
     invocation = arguments.normalize(argv)
     failures.json_errors.set(invocation.as_json)
     try:

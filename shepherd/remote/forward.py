@@ -7,7 +7,8 @@ one, so a config file there can never forward again).
 
 The remote runs the same fray version (bootstrap makes sure), so its output,
 human or `--json`, is what a local run prints; it is passed through byte for
-byte, and its exit code becomes ours. `fray submit` first syncs the project
+byte, and its exit code becomes ours. FRAY_REMOTE_HOME names the remote FRAY_HOME (default: the remote's
+$FRAY_HOME, else ~/.fray there). `fray submit` first syncs the project
 (the current folder) and runs the remote submit inside the synced copy.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 
 SEPARATOR = "--"
 ENV_REMOTE = "FRAY_REMOTE"
+ENV_REMOTE_HOME = "FRAY_REMOTE_HOME"  # the remote FRAY_HOME, when not the remote's own default
 
 
 def user_config_path() -> Path:
@@ -73,17 +75,50 @@ def code_folder(remote_home: str, project: Path) -> str:
     return posixpath.join(remote_home, "code", project.resolve().name or "project")
 
 
-def main(host: str, argv: list[str]) -> int:
+def _interactive(words: list[str], argv: list[str]) -> bool:
+    """Commands that draw on a terminal or follow output until interrupted need a PTY."""
+    if "--json" in argv and words[:1] != ["logs"]:
+        return False
+    command = words[:1]
+    return command == ["tui"] or (command == ["logs"] and bool({"-f", "--follow"} & set(argv))) or (
+        command == ["nodes"] and len(words) == 1 and sys.stdout.isatty()
+    )
+
+
+def handles(host: str | None, argv: list[str]) -> bool:
+    """Whether this module runs the command: any command with a host, `fray sync`, `fray remote`."""
+    return host is not None or argv[:1] in (["sync"], ["remote"])
+
+
+def main(host: str | None, argv: list[str]) -> int:
     """Run `fray *argv` on `host`, printing what it prints; its exit code (255: it could not run)."""
-    from fray.errors import failure_message
-    from fray.remote.errors import RemoteError
+    from fray.errors import FrayError, failure_message
 
     try:
+        if argv[:1] == ["remote"]:
+            return _remote_command(argv[1:])
+        if host is None:
+            print("fray: error: `fray sync` needs a host: --remote HOST (or FRAY_REMOTE)", file=sys.stderr)
+            return 2
         return _forward(host, argv)
-    except RemoteError as exc:
+    except FrayError as exc:
         message, code = failure_message(exc) or (str(exc), 255)
         print(message, file=sys.stderr)
         return code
+
+
+def _remote_command(words: list[str]) -> int:
+    """`fray remote trust HOST`: record the host's key after showing its fingerprint."""
+    if len(words) != 2 or words[0] != "trust":
+        print("usage: fray remote trust HOST   (record HOST's key in known_hosts)", file=sys.stderr)
+        return 2
+    from fray.remote import hosts
+    from fray.remote.ssh_config import resolve
+
+    spec = resolve(words[1])
+    key_type, fingerprint = hosts.trust(spec)
+    print(f"trusted {words[1]} ({spec.known_hosts_name}): {key_type} {fingerprint} in {spec.known_hosts[0]}")
+    return 0
 
 
 def _forward(host: str, argv: list[str]) -> int:
@@ -94,7 +129,7 @@ def _forward(host: str, argv: list[str]) -> int:
     words = [w for w in argv[: argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)] if not w.startswith("-")]
     if words[:1] == ["submit"] or words[:1] == ["sync"]:
         conn = connect(host)
-        remote = bootstrap.ensure(conn)
+        remote = bootstrap.ensure(conn, os.environ.get(ENV_REMOTE_HOME) or None)
         project = Path.cwd()
         force = "--force" in argv
         copied = sync.sync(conn, project, code_folder(remote.home, project), force=force)
@@ -106,8 +141,14 @@ def _forward(host: str, argv: list[str]) -> int:
                "FRAY_CODE_HASH": copied.tree_hash}
         script = 'cd "$1" && shift && exec "$@"'
         result = command.run(conn, ["sh", "-c", script, "sh", copied.remote_path, remote.executable, *argv], env=env)
+    elif _interactive(words, argv):
+        from fray.remote.pty import interactive
+
+        conn = connect(host)
+        remote = bootstrap.ensure(conn, os.environ.get(ENV_REMOTE_HOME) or None)
+        return interactive(conn, [remote.executable, *argv], {"FRAY_HOME": remote.home, ENV_REMOTE: ""})
     else:
-        result = run_fray(host, argv, json=False)
+        result = run_fray(host, argv, home=os.environ.get(ENV_REMOTE_HOME) or None, json=False)
     sys.stdout.buffer.write(result.stdout)
     sys.stdout.flush()
     sys.stderr.buffer.write(result.stderr)
