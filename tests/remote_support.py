@@ -67,11 +67,8 @@ def _accepts(port: int) -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory) -> Iterator[Sshd]:
-    if not os.path.exists(SSHD):
-        pytest.skip("openssh-server is not installed")
-    root = tmp_path_factory.mktemp("sshd")
+def start_sshd(root: Path) -> tuple[Sshd, subprocess.Popen[bytes]]:
+    """sshd serving on a free 127.0.0.1 port with keys made under `root`; it and its process."""
     _keygen(root / "host_key")
     _keygen(root / "user_key")
     shutil.copy(root / "user_key.pub", root / "authorized_keys")
@@ -85,11 +82,19 @@ def sshd(tmp_path_factory) -> Iterator[Sshd]:
     )
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=open(root / "sshd.log", "wb"))
+    wait_until(lambda: proc.poll() is not None or _accepts(port), what="sshd to serve")
+    if proc.poll() is not None:
+        raise RuntimeError(f"sshd exited: {(root / 'sshd.log').read_text()}")
+    return Sshd(port, root / "host_key.pub", root / "user_key", root), proc
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory) -> Iterator[Sshd]:
+    if not os.path.exists(SSHD):
+        pytest.skip("openssh-server is not installed")
+    server, proc = start_sshd(tmp_path_factory.mktemp("sshd"))
     try:
-        wait_until(lambda: proc.poll() is not None or _accepts(port), what="sshd to serve")
-        if proc.poll() is not None:
-            raise RuntimeError(f"sshd exited: {(root / 'sshd.log').read_text()}")
-        yield Sshd(port, root / "host_key.pub", root / "user_key", root)
+        yield server
     finally:
         proc.terminate()
         proc.wait(timeout=10)
