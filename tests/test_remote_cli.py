@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -50,8 +55,35 @@ def test_submit_list_logs_over_remote_match_local(remote_host, tmp_path, monkeyp
         assert logs.stdout == run_fray("logs", run_id, home=remote_home, check=True).stdout
         assert logs.stdout == f"hello from the synced copy ['--lr', '3e-4; `touch {marker}`']\n"
 
+        _tui_over_pty(remote_host, tmp_path, remote_home)
+
         missing = run_fray("status", "no-such-run", "--remote", remote_host.alias)
         assert missing.returncode == run_fray("status", "no-such-run", home=remote_home).returncode != 0
         assert not marker.exists()
     finally:
         _kill_everything_of(remote_home)
+
+
+def _tui_over_pty(remote_host, tmp_path, remote_home) -> None:  # noqa: ANN001
+    """`fray tui --remote` in tmux shows the remote's run, follows a resize, and quits on `q` (exit restores the pane)."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    name = f"fray-remote-{os.getpid()}"
+
+    def tmux(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", "-L", name, *args], capture_output=True, text=True, timeout=20)
+
+    env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in ("FRAY_SSH_CONFIG", "FRAY_REMOTE_HOME", "FRAY_HOME"))
+    command = (f"env -u COLUMNS -u LINES -u SSH_AUTH_SOCK {env} FRAY_REMOTE_NO_MASTER=1 TERM=xterm-256color "
+               f"{shlex.quote(sys.executable)} -m fray.cli.main tui --remote {remote_host.alias}")
+    assert tmux("new-session", "-d", "-s", name, "-x", "90", "-y", "30", command).returncode == 0
+    try:
+        screen = lambda: tmux("capture-pane", "-p", "-t", name).stdout  # noqa: E731
+        wait_until(lambda: "a $(touch" in screen() and "1 run" in screen(), timeout=60, what="the remote's run in the TUI")
+        # Wider: only a remote that learnt the new size can draw past column 90.
+        tmux("resize-window", "-t", name, "-x", "140", "-y", "40")
+        wait_until(lambda: max(len(line.rstrip()) for line in screen().splitlines()) > 100, what="the redraw at 140 columns")
+        tmux("send-keys", "-t", name, "q")
+        wait_until(lambda: tmux("has-session", "-t", name).returncode != 0, timeout=20, what="fray tui to quit")
+    finally:
+        tmux("kill-server")
