@@ -53,9 +53,8 @@ class RemoteFray:
 
 
 def local_version() -> str:
-    import fray
-
-    return fray.__version__
+    # The installed distribution's version (importing `fray` itself would load the cluster API).
+    return importlib.metadata.version("fray")
 
 
 def probe(conn: Connection, home: str | None) -> dict[str, str]:
@@ -116,9 +115,7 @@ def install(conn: Connection, home: str, python: str, wheelhouse: Path | None) -
 
 def build_wheel(folder: Path) -> Path:
     """A wheel of the fray running here: built from its source tree, or zipped from its install."""
-    import fray
-
-    source = Path(fray.__file__).resolve().parent.parent
+    source = Path(__file__).resolve().parents[2]  # shepherd/remote/bootstrap.py -> the source tree, if any
     if (source / "pyproject.toml").is_file():
         subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder), str(source)],
