@@ -39,6 +39,11 @@ def superseded(meta: Mapping[str, Any], attempt: int) -> str | None:
     return None
 
 
+def _well_formed(meta: Any) -> bool:
+    attempts = meta.get("attempts") if isinstance(meta, dict) else None
+    return isinstance(attempts, list) and all(isinstance(a, dict) for a in attempts)
+
+
 def meta_path(home: str, run_id: str) -> str:
     return os.path.join(home, contract.RUNS_DIR, run_id, contract.META)
 
@@ -47,9 +52,10 @@ def current(home: str, run_id: str, attempt: int) -> bool:
     """Whether `attempt` is still the run's current attempt (False when that cannot be read)."""
     try:
         with open(meta_path(home, run_id), "rb") as handle:
-            return superseded(json.loads(handle.read()), attempt) is None
+            meta = json.loads(handle.read())
     except (OSError, ValueError):
         return False
+    return _well_formed(meta) and superseded(meta, attempt) is None
 
 
 class Fence:
@@ -83,11 +89,16 @@ class Fence:
             with open(self.path, "rb") as handle:
                 meta = json.loads(handle.read())
         except FileNotFoundError:
-            if os.path.isdir(os.path.dirname(os.path.dirname(self.path))):
+            run_folder = os.path.dirname(self.path)
+            if not os.path.isdir(run_folder) and os.path.isdir(os.path.dirname(run_folder)):
                 return "the run's folder is gone"
-            return None  # FRAY_HOME itself is missing: unreachable, judged by the grace period
+            # meta.json moved aside as corrupt (the daemon writes it again), or FRAY_HOME itself
+            # missing: unreadable, judged by the grace period.
+            return None
         except (OSError, ValueError):
             return None  # unreachable, or caught mid-replace on a filesystem without atomic rename
+        if not _well_formed(meta):
+            return None  # corrupt: the daemon moves it aside and writes it again; the grace clock runs
         self._last_read = self._clock()
         return superseded(meta, self.attempt)
 
