@@ -55,6 +55,13 @@ def test_submit_list_logs_over_remote_match_local(remote_host, tmp_path, monkeyp
         assert logs.stdout == run_fray("logs", run_id, home=remote_home, check=True).stdout
         assert logs.stdout == f"hello from the synced copy ['--lr', '3e-4; `touch {marker}`']\n"
 
+        # The run records which code it ran: the synced copy's path and the project's content hash.
+        from fray.remote import sync
+
+        status = json.loads(run_fray("status", run_id, "--json", "--remote", remote_host.alias, check=True).stdout)
+        assert status["spec"]["env"]["SYNCED_CODE_HASH"] == sync.tree_hash(sync.manifest(project))
+        assert status["spec"]["env"]["SYNCED_CODE_PATH"] == status["spec"]["workdir"] == str(remote_home / "code" / "my project")
+
         _tui_over_pty(remote_host, tmp_path, remote_home)
 
         missing = run_fray("status", "no-such-run", "--remote", remote_host.alias)

@@ -9,7 +9,8 @@ The remote runs the same fray version (bootstrap makes sure), so its output,
 human or `--json`, is what a local run prints; it is passed through byte for
 byte, and its exit code becomes ours. FRAY_REMOTE_HOME names the remote FRAY_HOME (default: the remote's
 $FRAY_HOME, else ~/.fray there). `fray submit` first syncs the project
-(the current folder) and runs the remote submit inside the synced copy.
+(the current folder) and runs the remote submit inside the synced copy, recording
+the copy's path and content hash in the run (SYNCED_CODE_PATH, SYNCED_CODE_HASH).
 """
 
 from __future__ import annotations
@@ -137,10 +138,13 @@ def _forward(host: str, argv: list[str]) -> int:
             print(f"synced {project} to {host}:{copied.remote_path} ({len(copied.sent)} sent, "
                   f"{len(copied.removed)} removed, tree {copied.tree_hash[:12]})")
             return 0
-        env = {"FRAY_HOME": remote.home, ENV_REMOTE: "", "FRAY_CODE_PATH": copied.remote_path,
-               "FRAY_CODE_HASH": copied.tree_hash}
+        # The run records which code it ran (in its spec's env, shown by `fray status`; the workload sees it too).
+        cut = argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)
+        recorded = ["--env", f"SYNCED_CODE_PATH={copied.remote_path}", "--env", f"SYNCED_CODE_HASH={copied.tree_hash}"]
+        submit = [*argv[:cut], *recorded, *argv[cut:]]
         script = 'cd "$1" && shift && exec "$@"'
-        result = command.run(conn, ["sh", "-c", script, "sh", copied.remote_path, remote.executable, *argv], env=env)
+        result = command.run(conn, ["sh", "-c", script, "sh", copied.remote_path, remote.executable, *submit],
+                             env={"FRAY_HOME": remote.home, ENV_REMOTE: ""})
     elif _interactive(words, argv):
         from fray.remote.pty import interactive
 
