@@ -163,18 +163,21 @@ def test_bootstrap_installs_fray_into_a_fresh_remote_home_then_runs_it(remote_ho
 def test_a_second_command_reuses_the_background_master(remote_host, tmp_path, monkeypatch):
     from fray.remote import master
     from fray.remote.run import run_fray
-    from tests.conftest import wait_until
+    from tests.conftest import _kill_everything_of, wait_until
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     (tmp_path / "run").mkdir()
     home = tmp_path / "remote home"
-    first = run_fray(remote_host.alias, ["list"], home=str(home))  # connects, installs, leaves a master
-    sock = master.socket_path(remote_host.alias, str(home))
-    wait_until(sock.exists, timeout=60, what="the master's socket")
-    served = master.ask(remote_host.alias, str(home), ["list", "--json"], timeout=30)
-    assert served is not None and served.exit_code == 0
-    assert json.loads(served.stdout)["runs"] == json.loads(first.stdout)["runs"] == []
-    assert oct(sock.parent.stat().st_mode & 0o777) == "0o700"
+    try:
+        first = run_fray(remote_host.alias, ["list"], home=str(home))  # connects, installs, leaves a master
+        sock = master.socket_path(remote_host.alias, str(home))
+        wait_until(sock.exists, timeout=60, what="the master's socket")
+        served = master.ask(remote_host.alias, str(home), ["list", "--json"], timeout=30)
+        assert served is not None and served.exit_code == 0
+        assert json.loads(served.stdout)["runs"] == json.loads(first.stdout)["runs"] == []
+        assert oct(sock.parent.stat().st_mode & 0o777) == "0o700"
+    finally:
+        _kill_everything_of(home)  # the master names the remote home on its command line
 
 
 def test_remote_option_is_found_anywhere_before_the_separator(monkeypatch, tmp_path):
