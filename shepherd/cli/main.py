@@ -112,7 +112,9 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog="Start with `fray submit train.py`, then `fray list`. Every command takes --json.")
+             epilog="Start with `fray submit train.py`, then `fray list`. Every command takes --json, and "
+                    "--remote HOST to run on a cluster's login node over SSH (`fray remote trust HOST` once; "
+                    "`fray sync --remote HOST` copies the project).")
 @click.option("--home", metavar="DIR", help="The state directory (default: $FRAY_HOME, else ~/.fray).")
 @click.version_option(__version__, "-V", "--version", prog_name="fray")
 @click.pass_context
