@@ -112,7 +112,7 @@ def test_ssh_worker_all_starts_one_detached_wrapper_per_host_with_task_and_jax_v
     gcloud(commands.create(commands.SliceRequest("r5", 1, "us-west4-a", "v4-32", "v")))
     wait_until(lambda: listed("us-west4-a")["fray-r5-a1"].state == "READY", what="READY")
     ips = listed("us-west4-a")["fray-r5-a1"].ips
-    result = gcloud(commands.ssh_all("fray-r5-a1", "us-west4-a", launch.host_command(str(fake_python), request, ips)))
+    result = gcloud(commands.ssh_all("fray-r5-a1", "us-west4-a", launch.with_host0(launch.host_command(str(fake_python), request, 4), ips[0])))
     assert result.ok, result.describe()
     host_files = [attempt_dir / "host.env"] + [attempt_dir / "tasks" / str(i) / "host.env" for i in (1, 2, 3)]
     wait_until(lambda: all(f.exists() and f.read_text() for f in host_files), what="a wrapper on each of 4 hosts")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from fray.backends.external import CommandResult, Runner
 
@@ -46,6 +46,10 @@ class CloudCalls:
         """Run every argv (creates rate-limited), at most `workers` at once; results in input order."""
         futures = [self._pool.submit(self._one, list(argv)) for argv in argvs]
         return [f.result() for f in futures]
+
+    def submit(self, argv: Sequence[str]) -> Future:
+        """Start one call and return at once (deletes and launches the caller need not wait for)."""
+        return self._pool.submit(self._one, list(argv))
 
     def _one(self, argv: list[str]) -> CommandResult:
         if "create" in argv[:6]:

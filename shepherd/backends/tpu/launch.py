@@ -21,16 +21,24 @@ _WORKER_NUMBER = ("curl -sf -H 'Metadata-Flavor: Google' "
                   "http://metadata.google.internal/computeMetadata/v1/instance/attributes/agent-worker-number")
 
 
-def host_command(python: str, request: SubmitRequest, ips: tuple[str, ...]) -> str:
-    """One shell line for every host; `ips[0]` (host 0's internal address) coordinates."""
+COORDINATOR_PLACEHOLDER = "@FRAY_HOST0@"
+
+
+def host_command(python: str, request: SubmitRequest, hosts: int, host0: str = COORDINATOR_PLACEHOLDER) -> str:
+    """One shell line for every host; `host0` (host 0's internal address) coordinates.
+
+    Built at submit time with the placeholder and kept in the attempt's reference,
+    so a restarted daemon can still launch a slice that became READY meanwhile
+    (`with_host0` fills in the address from `networkEndpoints[0]`).
+    """
     q = shlex.quote
-    coordinator = f"{ips[0]}:{COORDINATOR_PORT}"
+    coordinator = f"{host0}:{COORDINATOR_PORT}"
     task_dir = '"$task_dir"'
     per_host = "; ".join([
         f'i="${{TPU_WORKER_ID:-$({_WORKER_NUMBER})}}"',
-        f'export FRAY_TASK_INDEX="$i" FRAY_NUM_TASKS={len(ips)}',
+        f'export FRAY_TASK_INDEX="$i" FRAY_NUM_TASKS={hosts}',
         f"export FRAY_COORDINATOR_ADDRESS={q(coordinator)} JAX_COORDINATOR_ADDRESS={q(coordinator)}",
-        f'export JAX_PROCESS_ID="$i" JAX_NUM_PROCESSES={len(ips)}',
+        f'export JAX_PROCESS_ID="$i" JAX_NUM_PROCESSES={hosts}',
         *(f"export {key}={q(value)}" for key, value in sorted(request.spec.env.items())),
         f"task_dir={q(str(request.attempt_dir))}",
         f'[ "$i" = 0 ] || task_dir="$task_dir/{layout.TASKS_DIR}/$i"',
@@ -41,3 +49,7 @@ def host_command(python: str, request: SubmitRequest, ips: tuple[str, ...]) -> s
     # Detached: the wrapper outlives the ssh session; its own output goes to the attempt's folder.
     log = q(str(request.attempt_dir / "launch-host-")) + '"${TPU_WORKER_ID:-x}".log'
     return f"nohup bash -c {q(per_host)} > {log} 2>&1 < /dev/null &"
+
+
+def with_host0(command: str, ip: str) -> str:
+    return command.replace(COORDINATOR_PLACEHOLDER, ip)
