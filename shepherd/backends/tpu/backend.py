@@ -38,6 +38,8 @@ LAUNCHED = "tpu-launched"  # marker in the attempt folder: the ssh that starts t
 class TpuBackend:
     name = "tpu"
     poll_interval_sec = DEFAULTS["poll_interval_sec"]
+    # Looked at every cycle, even with no attempt in flight: a finished attempt's slice is deleted there.
+    snapshot_when_idle = True
 
     def __init__(self, home: Home, config: dict[str, Any] | None = None,
                  runner: external.Runner = external.run) -> None:
