@@ -70,3 +70,105 @@ def test_a_run_creates_a_slice_runs_on_it_and_the_slice_is_deleted_after(home, s
         wait_until(lambda: not slices(sim), what="the finished run's slice to be deleted")
     finally:
         stop_daemon(daemon)
+
+
+def gcloud_sim(*args: str) -> None:
+    import subprocess
+
+    subprocess.run(["gcloud", "sim", *args], check=True, capture_output=True, timeout=30)
+
+
+def test_every_host_of_a_multi_host_slice_runs_a_wrapper_with_its_own_heartbeat(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, 'echo "task $FRAY_TASK_INDEX of $FRAY_NUM_TASKS jax $JAX_PROCESS_ID"\n'),
+                    tpu="v4-32")
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        attempt = home.run(run_id).attempt(1)
+        assert "task 0 of 4 jax 0" in attempt.stdout.read_text()
+        for index in (1, 2, 3):
+            task = attempt.task(index)
+            assert f"task {index} of 4 jax {index}" in task.stdout.read_text()
+            assert task.heartbeat.exists() or task.started.exists()
+    finally:
+        stop_daemon(daemon)
+
+
+RESUMING = """\
+ckpt="$FRAY_CHECKPOINT_DIR/step"
+if [ -f "$ckpt" ]; then echo "resumed from step $(cat "$ckpt")"; exit 0; fi
+mkdir -p "$FRAY_CHECKPOINT_DIR"; echo 5 > "$ckpt"
+sleep 120
+"""
+
+
+def test_a_preempted_slice_is_deleted_and_the_run_resumes_on_a_new_one(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, RESUMING))
+    daemon = start_daemon(home)
+    try:
+        paths = home.run(run_id)
+        wait_until(lambda: (paths.checkpoints_dir / "step").exists(), timeout=60, what="the first checkpoint")
+        gcloud_sim("preempt", slices_name(run_id, 1), "--zone", ZONE)
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        assert [a["cause"] for a in meta["attempts"]] == ["preempted", "success"]
+        assert "resumed from step 5" in paths.attempt(2).stdout.read_text()
+        wait_until(lambda: not slices(sim), what="both slices deleted")
+    finally:
+        stop_daemon(daemon)
+
+
+def slices_name(run_id: str, attempt: int) -> str:
+    from fray.backends.tpu.commands import slice_name
+
+    return slice_name(run_id, attempt)
+
+
+def test_a_quota_error_moves_the_slice_to_the_next_zone(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, "echo done\n"), zones=["us-east1-d", ZONE])
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        assert meta["attempts"][0]["backend_ref"]["zone"] == ZONE
+        assert not slices(sim, "us-east1-d")
+    finally:
+        stop_daemon(daemon)
+
+
+def test_a_restarted_daemon_adopts_its_slice_and_creates_no_second_one(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, RESUMING))
+    daemon = start_daemon(home)
+    paths = home.run(run_id)
+    try:
+        wait_until(lambda: (paths.checkpoints_dir / "step").exists(), timeout=60, what="the workload to start")
+    finally:
+        stop_daemon(daemon)
+    before = slices(sim)
+    daemon = start_daemon(home)
+    try:
+        wait_until(lambda: meta_of(home, run_id)["phase"] == "active", what="the adopted attempt")
+        # Several of the new daemon's cycles: still the one slice, still attempt 1.
+        wait_until(lambda: paths.attempt(1).heartbeat.exists() and
+                   paths.attempt(1).heartbeat.stat().st_mtime > paths.checkpoints_dir.joinpath("step").stat().st_mtime + 1,
+                   what="heartbeats going on under the new daemon")
+        assert slices(sim).keys() == before.keys() == {slices_name(run_id, 1)}
+        assert len(meta_of(home, run_id)["attempts"]) == 1
+    finally:
+        stop_daemon(daemon)
+
+
+def test_a_leaked_fray_slice_is_deleted(home, sim, tmp_path):
+    from fray.backends import external
+    from fray.backends.tpu import commands
+
+    leaked = commands.create(commands.SliceRequest("gone-run", 3, ZONE, "v4-8", "v"))
+    assert external.run(leaked, timeout=30).ok
+    run_id = submit(home, script(tmp_path, "echo done\n"))
+    daemon = start_daemon(home)
+    try:
+        wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        wait_until(lambda: "fray-gone-run-a3" not in slices(sim), what="the leaked slice deleted")
+    finally:
+        stop_daemon(daemon)
