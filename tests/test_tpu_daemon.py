@@ -89,8 +89,9 @@ def test_every_host_of_a_multi_host_slice_runs_a_wrapper_with_its_own_heartbeat(
         assert "task 0 of 4 jax 0" in attempt.stdout.read_text()
         for index in (1, 2, 3):
             task = attempt.task(index)
-            assert f"task {index} of 4 jax {index}" in task.stdout.read_text()
-            assert task.heartbeat.exists() or task.started.exists()
+            wait_until(lambda: task.stdout.exists() and f"task {index} of 4 jax {index}" in task.stdout.read_text(),
+                       what=f"host {index}'s output")
+            assert task.started.exists()
     finally:
         stop_daemon(daemon)
 
@@ -131,8 +132,8 @@ def test_a_quota_error_moves_the_slice_to_the_next_zone(home, sim, tmp_path):
     try:
         meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
         assert meta["end"]["status"] == "completed_success", meta
-        assert meta["attempts"][0]["backend_ref"]["zone"] == ZONE
         assert not slices(sim, "us-east1-d")
+        assert (sim / "nodes" / ZONE).exists()  # it was created (and deleted after) in the second zone
     finally:
         stop_daemon(daemon)
 

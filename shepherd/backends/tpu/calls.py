@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 from fray.backends.external import CommandResult, Runner
 
@@ -38,18 +38,18 @@ class CloudCalls:
     def __init__(self, runner: Runner, workers: int = 16, create_rate: float = 10.0,
                  timeout: float = 120.0) -> None:
         self._runner = runner
-        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="gcloud")
+        self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="gcloud")
         self._creates = RateLimit(create_rate)
         self.timeout = timeout
 
     def run_all(self, argvs: Sequence[Sequence[str]]) -> list[CommandResult]:
         """Run every argv (creates rate-limited), at most `workers` at once; results in input order."""
-        futures = [self._pool.submit(self._one, list(argv)) for argv in argvs]
+        futures = [self.pool.submit(self._one, list(argv)) for argv in argvs]
         return [f.result() for f in futures]
 
-    def submit(self, argv: Sequence[str]) -> Future:
-        """Start one call and return at once (deletes and launches the caller need not wait for)."""
-        return self._pool.submit(self._one, list(argv))
+    def call(self, argv: Sequence[str]) -> CommandResult:
+        """One call on the caller's thread (rate-limited when it is a create); submit it to `pool` to not wait."""
+        return self._one(list(argv))
 
     def _one(self, argv: list[str]) -> CommandResult:
         if "create" in argv[:6]:
@@ -57,4 +57,4 @@ class CloudCalls:
         return self._runner(argv, self.timeout)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown(wait=False, cancel_futures=True)
