@@ -35,7 +35,9 @@ def sim(tmp_path, monkeypatch, home):
 
 def submit(home: Home, script: Path, **overrides) -> str:
     overrides = {"backend": "tpu", "tpu": "v4-8", "zones": [ZONE], "runtime_version": "tpu-ubuntu2204-base",
-                 "spot": True, "heartbeat_interval_sec": 0.5, "backoff_base_sec": 0.0, **overrides}
+                 "spot": True, "heartbeat_interval_sec": 0.5, "backoff_base_sec": 0.0,
+                 # The simulator's hosts are this machine: no TPU chips (the probe's own test is below).
+                 "skip_probes": ["tpu"], **overrides}
     meta = runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides, workdir=str(script.parent)))
     return meta.run_id
 
@@ -171,5 +173,18 @@ def test_a_leaked_fray_slice_is_deleted(home, sim, tmp_path):
     try:
         wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
         wait_until(lambda: "fray-gone-run-a3" not in slices(sim), what="the leaked slice deleted")
+    finally:
+        stop_daemon(daemon)
+
+
+def test_a_host_without_its_tpu_chips_fails_preflight_as_a_node_fault(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, "echo never\n"), skip_probes=[], max_retries_preemption=0)
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        assert meta["attempts"][0]["cause"] == "node_fault", meta["attempts"][0]
+        assert "accelerator device" in meta["attempts"][0]["detail"], meta["attempts"][0]
+        stdout = home.run(run_id).attempt(1).stdout
+        assert not stdout.exists() or "never" not in stdout.read_text()
     finally:
         stop_daemon(daemon)

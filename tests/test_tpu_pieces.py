@@ -134,3 +134,14 @@ def test_creates_are_spaced_by_the_rate_limit():
     for _ in range(5):
         limit.wait()
     assert slept == pytest.approx([0.1, 0.2, 0.3, 0.4])
+
+
+def test_the_wrapper_on_each_host_checks_for_that_hosts_share_of_the_chips(tmp_path):
+    from fray.backends.base import AttemptKey, SubmitRequest
+    from fray.backends.wrapper_command import wrapper_argv
+    from fray.core.model import RunSpec
+
+    spec = RunSpec(backend="tpu", tpu="v4-32", zones=["z"], runtime_version="v", args=["x"])
+    request = SubmitRequest(AttemptKey("r", 1), "r", spec, tmp_path, tmp_path / "s", tmp_path / "a", tmp_path / "c")
+    argv = wrapper_argv("python", request)
+    assert argv[argv.index("--tpu-devices") + 1] == "4"
