@@ -65,7 +65,10 @@ class _Attempt:
         self.superseded = False
 
     def fenced(self, reason: str) -> None:
-        """This attempt was superseded (fray.wrapper.fence): kill everything, write nothing, exit now."""
+        """This attempt was superseded (fray.wrapper.fence): kill everything, write nothing, exit now.
+
+        `reason` is not written anywhere, on purpose: every file here may be the next attempt's.
+        """
         self.superseded = True  # first: the main thread may be about to write a record
         self.log.silence()
         self.heartbeat.silence()

@@ -9,8 +9,9 @@ writing nothing more: no heartbeat, no failure.json, no exit.json, no log line.
 A superseded attempt therefore never touches a file the new one uses, even when
 it was cut off from the scheduler (a killed slurmd) and kept running.
 
-The same happens when meta.json cannot be read for `grace` seconds (FRAY_HOME
-unreachable from this node): the backends set it to half the run's heartbeat
+The same happens when the run's folder cannot be read for `grace` seconds
+(FRAY_HOME unreachable from this node; a corrupt meta.json, which the daemon
+moves aside, is no reason to stop): the backends set it to half the run's heartbeat
 timeout, so by the time the daemon gives up on this attempt and starts another,
 this one is gone. A read that hangs (a dead NFS server) counts as unreachable
 too: the clock runs from the last successful read, not from the last attempt.
@@ -39,6 +40,11 @@ def superseded(meta: Mapping[str, Any], attempt: int) -> str | None:
     return None
 
 
+def _well_formed(meta: Any) -> bool:
+    attempts = meta.get("attempts") if isinstance(meta, dict) else None
+    return isinstance(attempts, list) and all(isinstance(a, dict) for a in attempts)
+
+
 def meta_path(home: str, run_id: str) -> str:
     return os.path.join(home, contract.RUNS_DIR, run_id, contract.META)
 
@@ -47,9 +53,10 @@ def current(home: str, run_id: str, attempt: int) -> bool:
     """Whether `attempt` is still the run's current attempt (False when that cannot be read)."""
     try:
         with open(meta_path(home, run_id), "rb") as handle:
-            return superseded(json.loads(handle.read()), attempt) is None
+            meta = json.loads(handle.read())
     except (OSError, ValueError):
         return False
+    return _well_formed(meta) and superseded(meta, attempt) is None
 
 
 class Fence:
@@ -78,18 +85,26 @@ class Fence:
         self._stopping.set()
 
     def check(self) -> str | None:
-        """One read of meta.json: why this attempt is fenced, or None (also while it cannot be read yet)."""
+        """One read of meta.json: why this attempt is fenced, or None (also when that cannot be told)."""
         try:
             with open(self.path, "rb") as handle:
-                meta = json.loads(handle.read())
+                raw = handle.read()
         except FileNotFoundError:
-            if os.path.isdir(os.path.dirname(os.path.dirname(self.path))):
+            run_folder = os.path.dirname(self.path)
+            if os.path.isdir(run_folder):
+                self._last_read = self._clock()  # reachable; meta.json moved aside as corrupt: nothing to judge
+                return None
+            if os.path.isdir(os.path.dirname(run_folder)):
                 return "the run's folder is gone"
             return None  # FRAY_HOME itself is missing: unreachable, judged by the grace period
-        except (OSError, ValueError):
-            return None  # unreachable, or caught mid-replace on a filesystem without atomic rename
+        except OSError:
+            return None  # unreachable (a lost mount): judged by the grace period
         self._last_read = self._clock()
-        return superseded(meta, self.attempt)
+        try:
+            meta = json.loads(raw)
+        except ValueError:
+            return None  # caught mid-replace on a filesystem without atomic rename, or corrupt
+        return superseded(meta, self.attempt) if _well_formed(meta) else None
 
     def _read_loop(self) -> None:
         while not self._stopping.wait(self.interval):

@@ -30,6 +30,7 @@ from fray.core.model import Control, Meta
 from fray.core.scheduler import Admission, Ledger, Request
 from fray.errors import CorruptFileError
 from fray.state import store
+from fray.state import layout
 from fray.state.layout import Home
 
 log = logging.getLogger("fray.daemon")
@@ -90,13 +91,12 @@ class FamilyKeeper:
     def _reservations(self) -> list[dict[str, Any]]:
         found = []
         try:
-            names = [e.name for e in os.scandir(self.home.reservations_dir) if e.name.endswith(".json")
-                     and not e.name.startswith(".")]
+            ids = [i for i in (layout.record_id(e.name) for e in os.scandir(self.home.reservations_dir)) if i]
         except FileNotFoundError:
             return []
-        for name in names:
+        for reservation_id in ids:
             try:
-                record = self._reader.read(self.home.reservations_dir / name, "reservation")
+                record = self._reader.read(self.home.reservation(reservation_id), "reservation")
             except CorruptFileError as exc:
                 log.error("%s", exc)
                 continue
@@ -158,7 +158,7 @@ def _endpoint_files(home: Home) -> Iterable[Path]:
         for folder in names:
             try:
                 for entry in os.scandir(folder):
-                    if entry.name.endswith(".json") and not entry.name.startswith("."):
+                    if layout.record_id(entry.name) is not None:
                         yield Path(entry.path)
             except FileNotFoundError:
                 continue

@@ -46,7 +46,6 @@ from fray.daemon.nodes import NodeKeeper
 from fray.daemon.settings import Settings
 from fray.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
 from fray.state import store
-from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import StatKey, stat_key
 
@@ -88,7 +87,6 @@ class Daemon:
         self._reader = store.CachedReader()
         self._runs: dict[str, RunState] = {}
         self._unsettled: set[str] = set()  # run ids looked at every cycle, whatever the watcher saw
-        self._runs_root = str(home.runs_dir)
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._seen_in_flight: set[AttemptKey] = set()
@@ -167,7 +165,7 @@ class Daemon:
             return list(self._runs.values())
         added = False
         for run_id in dirty:
-            if run_id.startswith(".") or not os.path.isdir(os.path.join(self._runs_root, run_id)):
+            if run_id.startswith(".") or not os.path.isdir(self.home.run_folder(run_id)):
                 self._runs.pop(run_id, None)
                 self._unsettled.discard(run_id)
                 continue
@@ -188,8 +186,7 @@ class Daemon:
             self._unsettled.add(run_id)
 
     def _refresh(self, run_id: str, state: RunState | None, stats: CycleStats) -> RunState:
-        folder = os.path.join(self._runs_root, run_id)
-        meta_file, control_file = os.path.join(folder, layout.META), os.path.join(folder, layout.CONTROL)
+        meta_file, control_file = self.home.meta_file(run_id), self.home.control_file(run_id)
         meta_key = stat_key(meta_file)  # taken before reading: a later change shows
         control_key = stat_key(control_file)
         if state is not None and state.problem is None and (meta_key, control_key) == (state.meta_key, state.control_key):
@@ -459,7 +456,7 @@ class Daemon:
         full_scan_at = float("-inf")
         watcher.start()
         self._backend("local")  # the embedded default: ready before the first run arrives
-        watching_runs.await_watch(self.home.runs_dir, watching, watcher)
+        watching_runs.await_watch(self.home.watch_probe, watching, watcher)
         while not stop.is_set():
             wake.clear()
             started = time.perf_counter()

@@ -29,7 +29,7 @@ from fray.state import store
 from fray.backends import wrapper_command
 from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from fray.errors import BackendError
-from fray.state.layout import Home
+from fray.state.layout import AttemptPaths, Home
 from fray.core.observation import BackendView
 from fray.core.scheduler import Capacity
 from fray.wrapper import contract, procs
@@ -67,7 +67,7 @@ class LocalBackend:
         env = {**os.environ, **spec.env}
         # A CPU run must not land on a GPU another run was given.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, request.gpu_ids))
-        log_fd = os.open(request.attempt_dir / contract.WRAPPER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
+        log_fd = os.open(AttemptPaths(request.attempt_dir).wrapper_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
         try:
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, env=env,
                                      cwd=str(request.attempt_dir), start_new_session=True, close_fds=True)
