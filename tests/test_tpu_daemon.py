@@ -81,8 +81,12 @@ def gcloud_sim(*args: str) -> None:
 
 
 def test_every_host_of_a_multi_host_slice_runs_a_wrapper_with_its_own_heartbeat(home, sim, tmp_path):
-    run_id = submit(home, script(tmp_path, 'echo "task $FRAY_TASK_INDEX of $FRAY_NUM_TASKS jax $JAX_PROCESS_ID"\n'),
-                    tpu="v4-32")
+    # Every host waits for all four, as jax.distributed.initialize does, then says who it is.
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    body = (f'touch {barrier}/$FRAY_TASK_INDEX; while [ "$(ls {barrier} | wc -l)" -lt 4 ]; do sleep 0.1; done\n'
+            'echo "task $FRAY_TASK_INDEX of $FRAY_NUM_TASKS jax $JAX_PROCESS_ID"\n')
+    run_id = submit(home, script(tmp_path, body), tpu="v4-32")
     daemon = start_daemon(home)
     try:
         meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
@@ -186,5 +190,16 @@ def test_a_host_without_its_tpu_chips_fails_preflight_as_a_node_fault(home, sim,
         assert "accelerator device" in meta["attempts"][0]["detail"], meta["attempts"][0]
         stdout = home.run(run_id).attempt(1).stdout
         assert not stdout.exists() or "never" not in stdout.read_text()
+    finally:
+        stop_daemon(daemon)
+
+
+def test_a_queued_run_waits_for_its_queued_resource_and_runs(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, "echo queued-done\n"), queued=True)
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        assert "queued-done" in home.run(run_id).attempt(1).stdout.read_text()
     finally:
         stop_daemon(daemon)

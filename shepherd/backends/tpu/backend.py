@@ -112,6 +112,7 @@ class TpuBackend:
                 answered.add(zone)
                 by_name.update({s.name: dataclasses.replace(s, zone=s.zone or zone)
                                 for s in parse.parse_nodes(result.stdout)})
+        queued = self._queued_resources(tracked)
         views: dict[AttemptKey, BackendView] = {}
         to_delete: list[list[str]] = []
         owned: set[str] = set()
@@ -121,6 +122,13 @@ class TpuBackend:
                 continue
             owned.add(ref["slice"])
             node = by_name.get(ref["slice"])
+            if node is None and ref["slice"] in queued:
+                # Queued mode: no node until the queued resource is provisioned.
+                reading = parse.read_queued(queued[ref["slice"]])
+                views[item.key] = BackendView("gone" if reading.phase == "lost" else "pending", ref=ref,
+                                              detail=reading.detail,
+                                              cause=Cause.PREEMPTED.value if reading.phase == "lost" else None)
+                continue
             if node is None:
                 views[item.key] = self._not_listed(ref, answered)
                 continue
@@ -141,6 +149,15 @@ class TpuBackend:
         for argv in to_delete:
             self.calls.pool.submit(self.calls.call, argv)
         return views
+
+    def _queued_resources(self, tracked: list[Tracked]) -> dict[str, parse.QueuedResource]:
+        """Node id -> its queued resource, listed only in the zones of attempts created in queued mode."""
+        zones = sorted({z for t in tracked if t.ref and t.ref.get("queued") for z in _zones_of(t.ref)})
+        found: dict[str, parse.QueuedResource] = {}
+        for result in self.calls.run_all([commands.list_queued(z) for z in zones]):
+            if result.ok:
+                found.update({node: q for q in parse.parse_queued(result.stdout) for node in q.node_ids})
+        return found
 
     def _not_listed(self, ref: dict[str, Any], answered: set[str]) -> BackendView:
         """A slice in no list: still being created, refused everywhere, or gone."""
