@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Sequence
 
 from fray.backends.base import SubmitRequest
+from fray.backends.tpu.topology import shape
 from fray.core.model import RunSpec
 from fray.state.layout import Home
 from fray.wrapper import contract
@@ -52,6 +53,9 @@ def shell_command(argv: Sequence[str], verbatim: str | None = None) -> str:
 def _probe_and_health(spec: RunSpec, commands_dir: object) -> list[str]:
     """`--gpus N --probes ... --health-cmd ...` for this spec (each option followed by one value)."""
     args = ["--commands-dir", str(commands_dir), "--gpus", str(spec.gpus)]
+    if spec.backend == "tpu" and spec.tpu:
+        # Every host of a slice must see its share of the chips (the wrapper's tpu probe, exit 42 if not).
+        args += ["--tpu-devices", str(shape(spec.tpu).chips_per_host)]
     if spec.probes is not None:
         args += ["--probes", ",".join(spec.probes) or "none"]
     if spec.skip_probes:

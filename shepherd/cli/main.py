@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nodes": ("fray.cli.nodes_cmd:nodes", "The nodes runs can use; ban and unban them."),
     "actors": ("fray.cli.actors_cmd:actors", "The actors jobs registered, by namespace and name."),
     "partitions": ("fray.cli.partitions_cmd:partitions_cmd", "The Slurm partitions and their GPUs, as fray chooses them."),
+    "tpus": ("fray.cli.tpus_cmd:tpus_cmd", "The TPU accelerator types and zones configured, with hosts and chips."),
     "audit": ("fray.cli.audit_cmd:audit_group", "Verify or show the log of every control action."),
     "tui": ("fray.tui.commands:tui", "A live dashboard of runs in the terminal (Textual)."),
     "web": ("fray.tui.commands:web", "Serve the dashboard to a browser, behind a token."),

@@ -14,6 +14,7 @@ BACKEND_NAMES: tuple[str, ...] = ("local", "slurm", "tpu")
 BACKENDS: dict[str, str] = {
     "local": "fray.backends.local.backend:LocalBackend",
     "slurm": "fray.backends.slurm.backend:SlurmBackend.for_daemon",
+    "tpu": "fray.backends.tpu.backend:TpuBackend.for_daemon",
 }
 
 

@@ -159,6 +159,23 @@ OPTIONS: tuple[DirectiveOption, ...] = (
         values.choice(BACKEND_NAMES),
     ),
     DirectiveOption(
+        "--tpu", "tpu", "TYPE", "TPU accelerator type for backend tpu, like v5litepod-16 or v4-32", values.parse_tpu_type,
+    ),
+    DirectiveOption(
+        "--zone", "zones", "Z1,Z2", "zones to create the TPU slice in, in this order (quota or capacity: the next)",
+        values.parse_zones,
+    ),
+    DirectiveOption(
+        "--runtime-version", "runtime_version", "VERSION", "TPU VM software version, like tpu-ubuntu2204-base",
+        values.parse_zone_word,
+    ),
+    DirectiveOption("--spot", "spot", "", "Spot TPU slice", values.parse_bool, is_flag=True),
+    DirectiveOption("--preemptible", "preemptible", "", "preemptible TPU slice", values.parse_bool, is_flag=True),
+    DirectiveOption("--reserved", "reserved", "", "TPU slice from a reservation", values.parse_bool, is_flag=True),
+    DirectiveOption(
+        "--queued", "queued", "", "create the TPU slice through a queued resource", values.parse_bool, is_flag=True,
+    ),
+    DirectiveOption(
         "--env", "env", "KEY=VALUE", "set a variable in the workload's environment (repeatable)",
         values.parse_env, repeatable=True,
     ),

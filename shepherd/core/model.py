@@ -157,6 +157,18 @@ class RunSpec:
     health_cmd: str | None = None
     health_interval_sec: float = contract.DEFAULT_HEALTH_INTERVAL_SEC
     health_retries: int = contract.DEFAULT_HEALTH_RETRIES
+    # Cloud TPU slices (backend tpu): accelerator type, zones to try in order, runtime, provisioning.
+    tpu: str | None = None
+    zones: list[str] = field(default_factory=list)
+    runtime_version: str | None = None
+    spot: bool = False
+    preemptible: bool = False
+    reserved: bool = False
+    queued: bool = False
+
+    @property
+    def provisioning(self) -> str:
+        return "spot" if self.spot else "preemptible" if self.preemptible else "reserved" if self.reserved else "on-demand"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunSpec":

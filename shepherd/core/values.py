@@ -231,3 +231,29 @@ def parse_fallback(text: str) -> dict[str, Any]:
 def closest(word: str, choices: Any) -> str | None:
     matches = difflib.get_close_matches(word, list(choices), n=1)
     return matches[0] if matches else None
+
+
+_CLOUD_WORD = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+
+
+def parse_zone_word(text: str) -> str:
+    """A zone or runtime version: lowercase letters, digits, `_`, `.` and `-`."""
+    if not _CLOUD_WORD.fullmatch(text.strip()):
+        raise ValueError(f"{text!r}: expected lowercase letters, digits, _, . and -, like us-west4-a")
+    return text.strip()
+
+
+def parse_zones(text: str) -> list[str]:
+    zones = [parse_zone_word(word) for word in text.split(",")]
+    if len(set(zones)) != len(zones):
+        raise ValueError("each zone may be named once")
+    return zones
+
+
+def parse_tpu_type(text: str) -> str:
+    """An accelerator type this version knows the shape of (v2/v3/v4/v5p-N cores, v5litepod/v6e-N chips)."""
+    word = parse_zone_word(text)
+    generation, _, count = word.rpartition("-")
+    if generation not in ("v2", "v3", "v4", "v5p", "v5litepod", "v6e") or not count.isdigit():
+        raise ValueError(f"{text!r}: expected an accelerator type like v4-32, v5p-8, v5litepod-16 or v6e-8")
+    return word

@@ -228,6 +228,8 @@ class Daemon:
             if attempt is not None:
                 key = AttemptKey(run.paths.run_id, attempt.number)
                 tracked.setdefault(attempt.backend, []).append(Tracked(key, attempt.backend_ref))
+        for name in [n for n, b in self._backends.items() if getattr(b, "snapshot_when_idle", False)]:
+            tracked.setdefault(name, [])  # the TPU backend deletes finished attempts' slices from its snapshot
         views: dict[AttemptKey, BackendView] = {}
         for name, items in tracked.items():
             try:

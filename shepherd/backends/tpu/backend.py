@@ -1,0 +1,211 @@
+"""The TPU backend: one slice per attempt, created with gcloud, the wrapper started on every host.
+
+submit    create the slice (`--async`), zones in order: quota/capacity -> next zone.
+snapshot  one `tpu-vm list` per zone, all zones in parallel; READY and not yet
+          launched -> `ssh --worker=all` in the background (never waited on);
+          PREEMPTED/TERMINATED/unhealthy or missing -> gone as a preemption, and the
+          slice is deleted; fray-labelled slices no tracked attempt owns (leaks, or
+          a finished attempt's) are deleted in the same batch.
+cancel    delete the slices, in parallel.
+Everything it needs to find or launch a slice again is in the attempt's reference,
+so a restarted daemon adopts its slices by name and label and creates none twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from fray.backends import external
+from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
+from fray.backends.tpu import commands, launch, parse
+from fray.backends.tpu.calls import CloudCalls
+from fray.backends.tpu.topology import shape
+from fray.core.model import Cause
+from fray.core.observation import BackendView
+from fray.errors import BackendError
+from fray.state import store
+from fray.state.layout import Home
+
+DEFAULTS: dict[str, Any] = {"poll_interval_sec": 5.0, "workers": 16, "create_rate": 10.0,
+                            "command_timeout_sec": 120.0, "python": None}
+# An --async create may take this long to show in `tpu-vm list`; missing before that is not gone.
+LIST_LAG_SEC = 60.0
+LAUNCHED = "tpu-launched"  # marker in the attempt folder: the ssh that starts the wrappers was sent
+
+
+class TpuBackend:
+    name = "tpu"
+    poll_interval_sec = DEFAULTS["poll_interval_sec"]
+    # Looked at every cycle, even with no attempt in flight: a finished attempt's slice is deleted there.
+    snapshot_when_idle = True
+
+    def __init__(self, home: Home, config: dict[str, Any] | None = None,
+                 runner: external.Runner = external.run) -> None:
+        self.home = home
+        settings = {**DEFAULTS, **(config if config is not None else _tpu_config(home))}
+        self.python = str(settings.get("python") or sys.executable)
+        self.poll_interval_sec = float(settings["poll_interval_sec"])
+        self.calls = CloudCalls(runner, workers=int(settings["workers"]), create_rate=float(settings["create_rate"]),
+                                timeout=float(settings["command_timeout_sec"]))
+        self._launches: dict[str, Future] = {}  # slice name -> its ssh, running in the pool
+        self._creates: dict[str, Future] = {}  # slice name -> its create (zones in order), in the pool
+        self._zones_seen: set[str] = set(settings.get("zones", []))  # where leaks may be
+
+    @classmethod
+    def for_daemon(cls, home: Home, on_attempt_exit: Callable[[], None] | None = None) -> "TpuBackend":
+        return cls(home)
+
+    def capacity(self) -> None:
+        return None  # the cloud queues (or refuses) by itself
+
+    def nodes(self) -> list[Node]:
+        return []
+
+    def submit(self, request: SubmitRequest) -> dict[str, Any]:
+        """Check the request and start the create in the background; the snapshot reports how it went.
+
+        Never waits on the cloud: fifty resubmissions after a preemption storm cost
+        fifty queued calls, not fifty round trips in a row.
+        """
+        spec = request.spec
+        if not spec.tpu or not spec.zones or not spec.runtime_version:
+            raise BackendError("the tpu backend needs --tpu TYPE, --zone Z and --runtime-version V", temporary=False)
+        try:
+            hosts = shape(spec.tpu).hosts
+        except ValueError as exc:
+            raise BackendError(str(exc), temporary=False) from exc
+        store.make_dirs(request.attempt_dir)
+        name = commands.slice_name(request.key.run_id, request.key.attempt)
+        wanted = [commands.SliceRequest(request.key.run_id, request.key.attempt, zone, spec.tpu,
+                                        spec.runtime_version, spec.provisioning, spec.queued) for zone in spec.zones]
+        self._zones_seen.update(spec.zones)
+        self._creates[name] = self.calls.pool.submit(self._create, wanted)
+        return {"slice": name, "zones": list(spec.zones), "queued": spec.queued, "hosts": hosts,
+                "attempt_dir": str(request.attempt_dir),
+                "launch": launch.host_command(self.python, request, hosts)}
+
+    def _create(self, wanted: list[commands.SliceRequest]) -> _Created:
+        """Zones in order: quota or capacity -> the next; any other refusal ends the try."""
+        refused = []
+        for request in wanted:
+            result = self.calls.call(commands.create(request))
+            if result.ok or "ALREADY_EXISTS" in result.stderr:
+                return _Created(request.zone, None, time.monotonic())
+            refused.append(f"{request.zone}: {result.describe()}")
+            if not parse.is_capacity_error(result.stderr):
+                break
+        return _Created(None, "; ".join(refused), time.monotonic())
+
+    def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
+        zones = sorted(self._zones_seen | {z for t in tracked if t.ref for z in _zones_of(t.ref)})
+        results = self.calls.run_all([commands.list_nodes(z) for z in zones])
+        by_name: dict[str, parse.Slice] = {}
+        answered: set[str] = set()
+        for zone, result in zip(zones, results):
+            if result.ok:
+                answered.add(zone)
+                by_name.update({s.name: dataclasses.replace(s, zone=s.zone or zone)
+                                for s in parse.parse_nodes(result.stdout)})
+        queued = self._queued_resources(tracked)
+        views: dict[AttemptKey, BackendView] = {}
+        to_delete: list[list[str]] = []
+        owned: set[str] = set()
+        for item in tracked:
+            ref = item.ref
+            if not ref or "slice" not in ref:
+                continue
+            owned.add(ref["slice"])
+            node = by_name.get(ref["slice"])
+            if node is None and ref["slice"] in queued:
+                # Queued mode: no node until the queued resource is provisioned.
+                reading = parse.read_queued(queued[ref["slice"]])
+                views[item.key] = BackendView("gone" if reading.phase == "lost" else "pending", ref=ref,
+                                              detail=reading.detail,
+                                              cause=Cause.PREEMPTED.value if reading.phase == "lost" else None)
+                continue
+            if node is None:
+                views[item.key] = self._not_listed(ref, answered)
+                continue
+            reading = parse.read_slice(node)
+            if reading.phase == "lost":
+                to_delete.append(commands.delete(node.name, node.zone))
+                views[item.key] = BackendView("gone", node=node.name, ref=ref, detail=reading.detail,
+                                              cause=Cause.PREEMPTED.value)
+            elif reading.phase == "ready":
+                self._launch(node, ref)
+                views[item.key] = BackendView("running", node=node.name, ref=ref, detail=node.state)
+            else:
+                views[item.key] = BackendView("pending", node=node.name, ref=ref, detail=node.state)
+        # Leaks: fray's label, no tracked attempt (a finished attempt's slice, or one from a crash).
+        to_delete += [commands.delete(name, node.zone) for name, node in by_name.items()
+                      if name not in owned and node.run_id and node.state != "DELETING"
+                      and not self._create_running(name)]
+        for argv in to_delete:
+            self.calls.pool.submit(self.calls.call, argv)
+        return views
+
+    def _queued_resources(self, tracked: list[Tracked]) -> dict[str, parse.QueuedResource]:
+        """Node id -> its queued resource, listed only in the zones of attempts created in queued mode."""
+        zones = sorted({z for t in tracked if t.ref and t.ref.get("queued") for z in _zones_of(t.ref)})
+        found: dict[str, parse.QueuedResource] = {}
+        for result in self.calls.run_all([commands.list_queued(z) for z in zones]):
+            if result.ok:
+                found.update({node: q for q in parse.parse_queued(result.stdout) for node in q.node_ids})
+        return found
+
+    def _not_listed(self, ref: dict[str, Any], answered: set[str]) -> BackendView:
+        """A slice in no list: still being created, refused everywhere, or gone."""
+        if not set(_zones_of(ref)) <= answered:
+            return BackendView("unknown", ref=ref, detail="tpu-vm list failed")
+        future = self._creates.get(ref["slice"])
+        if future is not None and not future.done():
+            return BackendView("pending", ref=ref, detail="creating the slice")
+        created = future.result() if future is not None else None
+        if created is not None and created.zone is None:
+            return BackendView("gone", ref=ref, detail=f"no zone would create the slice: {created.refused}",
+                               cause=Cause.SUBMIT_FAILED.value)
+        if created is not None and time.monotonic() - created.at < LIST_LAG_SEC:
+            return BackendView("pending", ref=ref, detail="created, not listed yet")
+        return BackendView("gone", ref=ref, detail="slice missing", cause=Cause.PREEMPTED.value)
+
+    def _create_running(self, name: str) -> bool:
+        future = self._creates.get(name)
+        return future is not None and not future.done()
+
+    def _launch(self, node: parse.Slice, ref: dict[str, Any]) -> None:
+        marker = Path(ref["attempt_dir"]) / LAUNCHED
+        if marker.exists() or node.name in self._launches or not node.ips:
+            return
+        store.write_bytes_atomic(marker, f"{time.time()}\n".encode())
+        command = launch.with_host0(ref["launch"], node.ips[0])
+        self._launches[node.name] = self.calls.pool.submit(self.calls.call, commands.ssh_all(node.name, node.zone, command))
+
+    def cancel(self, targets: list[CancelTarget]) -> None:
+        # The slice's zone is known only from a listing; deleting in a zone without it is a harmless NOT_FOUND.
+        for target in targets:
+            if target.ref and "slice" in target.ref:
+                for zone in _zones_of(target.ref):
+                    self.calls.pool.submit(self.calls.call, commands.delete(target.ref["slice"], zone))
+
+
+@dataclass(frozen=True)
+class _Created:
+    zone: str | None  # where the slice was created; None: every zone refused
+    refused: str | None
+    at: float
+
+
+def _zones_of(ref: dict[str, Any]) -> list[str]:
+    return list(ref.get("zones") or ([ref["zone"]] if ref.get("zone") else []))
+
+
+def _tpu_config(home: Home) -> dict[str, Any]:
+    from fray.state.config import load_config
+
+    return load_config(home).get("tpu", {})

@@ -1,0 +1,205 @@
+"""The real daemon running TPU runs against the gcloud simulator (tests/fakes/gcloud).
+
+The simulator's `ssh --worker=all` runs one local process per host, so the real
+wrapper runs on every "host" and writes into the shared FRAY_HOME.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import start_daemon, stop_daemon, wait_until
+from fray.backends.tpu import parse
+from fray.state import runs
+from fray.state.layout import Home
+
+FAKES = Path(__file__).parent / "fakes" / "gcloud"
+ZONE = "us-west4-a"
+
+
+@pytest.fixture
+def sim(tmp_path, monkeypatch, home):
+    state = tmp_path / "gcloud-state"
+    state.mkdir()
+    (state / "config.json").write_text(json.dumps({"ready_after_sec": 0.3, "quota_zones": ["us-east1-d"]}))
+    monkeypatch.setenv("FRAY_GCLOUD_SIM", str(state))
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    home.root.mkdir(parents=True, exist_ok=True)
+    home.config.write_text(json.dumps({"tpu": {"poll_interval_sec": 0.3, "zones": [ZONE]}}))
+    return state
+
+
+def submit(home: Home, script: Path, **overrides) -> str:
+    overrides = {"backend": "tpu", "tpu": "v4-8", "zones": [ZONE], "runtime_version": "tpu-ubuntu2204-base",
+                 "spot": True, "heartbeat_interval_sec": 0.5, "backoff_base_sec": 0.0,
+                 # The simulator's hosts are this machine: no TPU chips (the probe's own test is below).
+                 "skip_probes": ["tpu"], **overrides}
+    meta = runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides, workdir=str(script.parent)))
+    return meta.run_id
+
+
+def meta_of(home: Home, run_id: str) -> dict:
+    return json.loads(home.run(run_id).meta.read_text())
+
+
+def ended(home: Home, run_id: str) -> dict | None:
+    meta = meta_of(home, run_id)
+    return meta if meta["phase"] == "ended" else None
+
+
+def slices(state: Path, zone: str = ZONE) -> dict[str, dict]:
+    folder = state / "nodes" / zone
+    return {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")} if folder.exists() else {}
+
+
+def script(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "train.sh"
+    path.write_text("#!/bin/sh\n" + body)
+    return path
+
+
+def test_a_run_creates_a_slice_runs_on_it_and_the_slice_is_deleted_after(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, 'echo "task $FRAY_TASK_INDEX of $FRAY_NUM_TASKS at $JAX_COORDINATOR_ADDRESS"\n'))
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        assert "task 0 of 1 at 10." in home.run(run_id).attempt(1).stdout.read_text()
+        wait_until(lambda: not slices(sim), what="the finished run's slice to be deleted")
+    finally:
+        stop_daemon(daemon)
+
+
+def gcloud_sim(*args: str) -> None:
+    import subprocess
+
+    subprocess.run(["gcloud", "sim", *args], check=True, capture_output=True, timeout=30)
+
+
+def test_every_host_of_a_multi_host_slice_runs_a_wrapper_with_its_own_heartbeat(home, sim, tmp_path):
+    # Every host waits for all four, as jax.distributed.initialize does, then says who it is.
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    body = (f'touch {barrier}/$FRAY_TASK_INDEX; while [ "$(ls {barrier} | wc -l)" -lt 4 ]; do sleep 0.1; done\n'
+            'echo "task $FRAY_TASK_INDEX of $FRAY_NUM_TASKS jax $JAX_PROCESS_ID"\n')
+    run_id = submit(home, script(tmp_path, body), tpu="v4-32")
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        attempt = home.run(run_id).attempt(1)
+        assert "task 0 of 4 jax 0" in attempt.stdout.read_text()
+        for index in (1, 2, 3):
+            task = attempt.task(index)
+            wait_until(lambda: task.stdout.exists() and f"task {index} of 4 jax {index}" in task.stdout.read_text(),
+                       what=f"host {index}'s output")
+            assert task.started.exists()
+    finally:
+        stop_daemon(daemon)
+
+
+RESUMING = """\
+ckpt="$FRAY_CHECKPOINT_DIR/step"
+if [ -f "$ckpt" ]; then echo "resumed from step $(cat "$ckpt")"; exit 0; fi
+mkdir -p "$FRAY_CHECKPOINT_DIR"; echo 5 > "$ckpt"
+sleep 120
+"""
+
+
+def test_a_preempted_slice_is_deleted_and_the_run_resumes_on_a_new_one(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, RESUMING))
+    daemon = start_daemon(home)
+    try:
+        paths = home.run(run_id)
+        wait_until(lambda: (paths.checkpoints_dir / "step").exists(), timeout=60, what="the first checkpoint")
+        gcloud_sim("preempt", slices_name(run_id, 1), "--zone", ZONE)
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        assert [a["cause"] for a in meta["attempts"]] == ["preempted", "success"]
+        assert "resumed from step 5" in paths.attempt(2).stdout.read_text()
+        wait_until(lambda: not slices(sim), what="both slices deleted")
+    finally:
+        stop_daemon(daemon)
+
+
+def slices_name(run_id: str, attempt: int) -> str:
+    from fray.backends.tpu.commands import slice_name
+
+    return slice_name(run_id, attempt)
+
+
+def test_a_quota_error_moves_the_slice_to_the_next_zone(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, "echo done\n"), zones=["us-east1-d", ZONE])
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        assert not slices(sim, "us-east1-d")
+        assert (sim / "nodes" / ZONE).exists()  # it was created (and deleted after) in the second zone
+    finally:
+        stop_daemon(daemon)
+
+
+def test_a_restarted_daemon_adopts_its_slice_and_creates_no_second_one(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, RESUMING))
+    daemon = start_daemon(home)
+    paths = home.run(run_id)
+    try:
+        wait_until(lambda: (paths.checkpoints_dir / "step").exists(), timeout=60, what="the workload to start")
+    finally:
+        stop_daemon(daemon)
+    before = slices(sim)
+    daemon = start_daemon(home)
+    try:
+        wait_until(lambda: meta_of(home, run_id)["phase"] == "active", what="the adopted attempt")
+        # Several of the new daemon's cycles: still the one slice, still attempt 1.
+        wait_until(lambda: paths.attempt(1).heartbeat.exists() and
+                   paths.attempt(1).heartbeat.stat().st_mtime > paths.checkpoints_dir.joinpath("step").stat().st_mtime + 1,
+                   what="heartbeats going on under the new daemon")
+        assert slices(sim).keys() == before.keys() == {slices_name(run_id, 1)}
+        assert len(meta_of(home, run_id)["attempts"]) == 1
+    finally:
+        stop_daemon(daemon)
+
+
+def test_a_leaked_fray_slice_is_deleted(home, sim, tmp_path):
+    from fray.backends import external
+    from fray.backends.tpu import commands
+
+    leaked = commands.create(commands.SliceRequest("gone-run", 3, ZONE, "v4-8", "v"))
+    assert external.run(leaked, timeout=30).ok
+    run_id = submit(home, script(tmp_path, "echo done\n"))
+    daemon = start_daemon(home)
+    try:
+        wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        wait_until(lambda: "fray-gone-run-a3" not in slices(sim), what="the leaked slice deleted")
+    finally:
+        stop_daemon(daemon)
+
+
+def test_a_host_without_its_tpu_chips_fails_preflight_as_a_node_fault(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, "echo never\n"), skip_probes=[], max_retries_preemption=0)
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        assert meta["attempts"][0]["cause"] == "node_fault", meta["attempts"][0]
+        assert "accelerator device" in meta["attempts"][0]["detail"], meta["attempts"][0]
+        stdout = home.run(run_id).attempt(1).stdout
+        assert not stdout.exists() or "never" not in stdout.read_text()
+    finally:
+        stop_daemon(daemon)
+
+
+def test_a_queued_run_waits_for_its_queued_resource_and_runs(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, "echo queued-done\n"), queued=True)
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        assert "queued-done" in home.run(run_id).attempt(1).stdout.read_text()
+    finally:
+        stop_daemon(daemon)

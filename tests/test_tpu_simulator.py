@@ -1,0 +1,123 @@
+"""The gcloud simulator (tests/fakes/gcloud) driven by the TPU backend's own command lines and parser.
+
+Real processes: every call runs the simulator executable the way the backend's
+runner would, and its output goes through `fray.backends.tpu.parse`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from conftest import wait_until
+from fray.backends import external
+from fray.backends.base import AttemptKey, SubmitRequest
+from fray.backends.tpu import commands, launch, parse
+from fray.backends.tpu.calls import CloudCalls
+from fray.core.model import RunSpec
+
+FAKES = Path(__file__).parent / "fakes" / "gcloud"
+
+
+@pytest.fixture
+def sim(tmp_path, monkeypatch):
+    state = tmp_path / "gcloud-state"
+    state.mkdir()
+    (state / "config.json").write_text(json.dumps({"ready_after_sec": 0.3, "quota_zones": ["us-east1-d"]}))
+    monkeypatch.setenv("FRAY_GCLOUD_SIM", str(state))
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    return state
+
+
+def gcloud(argv: list[str]) -> external.CommandResult:
+    return external.run(argv, timeout=30)
+
+
+def listed(zone: str) -> dict[str, parse.Slice]:
+    result = gcloud(commands.list_nodes(zone))
+    assert result.ok, result.describe()
+    return {s.name: s for s in parse.parse_nodes(result.stdout)}
+
+
+def test_a_slice_is_created_async_then_becomes_ready_with_one_ip_per_host(sim):
+    request = commands.SliceRequest("r1", 1, "us-west4-a", "v5litepod-16", "v2-alpha-tpuv5-lite", "spot")
+    created = gcloud(commands.create(request))
+    assert created.ok and json.loads(created.stdout)["done"] is False  # --async: an operation, not the node
+    node = listed("us-west4-a")["fray-r1-a1"]
+    assert parse.read_slice(node).phase == "pending" and (node.run_id, node.attempt, node.spot) == ("r1", 1, True)
+    wait_until(lambda: parse.read_slice(listed("us-west4-a")["fray-r1-a1"]).phase == "ready", what="READY")
+    assert len(listed("us-west4-a")["fray-r1-a1"].ips) == 4
+    raw = json.loads(gcloud(commands.list_nodes("us-west4-a")).stdout)[0]
+    assert raw["name"].startswith("projects/") and "/locations/us-west4-a/nodes/fray-r1-a1" in raw["name"]
+
+
+def test_preemption_is_seen_and_a_deleted_slice_is_missing_from_the_list(sim):
+    gcloud(commands.create(commands.SliceRequest("r2", 1, "us-west4-a", "v4-8", "tpu-ubuntu2204-base")))
+    assert gcloud(["gcloud", "sim", "preempt", "fray-r2-a1", "--zone", "us-west4-a"]).ok
+    assert parse.read_slice(listed("us-west4-a")["fray-r2-a1"]) == parse.Reading("lost", "slice PREEMPTED")
+    assert gcloud(commands.delete("fray-r2-a1", "us-west4-a")).ok
+    assert "fray-r2-a1" not in listed("us-west4-a")
+
+
+def test_a_quota_error_is_recognised_and_the_next_zone_succeeds(sim):
+    zones = ["us-east1-d", "us-west4-a"]
+    chosen = None
+    for zone in zones:
+        result = gcloud(commands.create(commands.SliceRequest("r3", 1, zone, "v4-8", "v")))
+        if result.ok:
+            chosen = zone
+            break
+        assert parse.is_capacity_error(result.stderr), result.stderr
+    assert chosen == "us-west4-a" and "fray-r3-a1" in listed("us-west4-a")
+
+
+def test_queued_mode_creates_a_queued_resource_with_its_node(sim):
+    assert gcloud(commands.create(commands.SliceRequest("r4", 1, "us-west4-a", "v4-8", "v", queued=True))).ok
+    [queued] = parse.parse_queued(gcloud(commands.list_queued("us-west4-a")).stdout)
+    assert queued.node_ids == ("fray-r4-a1",) and parse.read_queued(queued).phase == "ready"
+    assert "fray-r4-a1" in listed("us-west4-a")
+
+
+def test_fifty_preempted_slices_are_deleted_and_recreated_in_parallel(sim):
+    calls = CloudCalls(lambda argv, timeout: external.run(argv, timeout), workers=16, create_rate=1000)
+    zone = "us-west4-a"
+    calls.run_all([commands.create(commands.SliceRequest(f"s{i}", 1, zone, "v4-8", "v")) for i in range(50)])
+    calls.run_all([["gcloud", "sim", "preempt", f"fray-s{i}-a1", "--zone", zone] for i in range(50)])
+    lost = [s for s in listed(zone).values() if parse.read_slice(s).phase == "lost"]
+    assert len(lost) == 50
+    results = calls.run_all([commands.delete(s.name, zone) for s in lost]
+                            + [commands.create(commands.SliceRequest(s.run_id, s.attempt + 1, zone, "v4-8", "v"))
+                               for s in lost])
+    calls.close()
+    assert all(r.ok for r in results), [r.describe() for r in results if not r.ok][:3]
+    assert sorted(listed(zone)) == sorted(f"fray-s{i}-a2" for i in range(50))
+
+
+def test_ssh_worker_all_starts_one_detached_wrapper_per_host_with_task_and_jax_variables(sim, tmp_path):
+    # A stand-in interpreter that records what each host's wrapper was started with.
+    fake_python = tmp_path / "python"
+    fake_python.write_text("#!/bin/sh\n"
+                           "while [ \"$1\" != --attempt-dir ]; do shift; done\n"
+                           "env | grep -E '^(FRAY_|JAX_)' | sort > \"$2/host.env\"\n")
+    fake_python.chmod(fake_python.stat().st_mode | stat.S_IXUSR)
+    attempt_dir = tmp_path / "home" / "runs" / "r5" / "attempts" / "1"
+    attempt_dir.mkdir(parents=True)
+    request = SubmitRequest(key=AttemptKey("r5", 1), name="train", spec=RunSpec(args=["train.py"]),
+                            home=tmp_path / "home", script=tmp_path / "train.sh", attempt_dir=attempt_dir,
+                            checkpoint_dir=tmp_path / "ckpt")
+    gcloud(commands.create(commands.SliceRequest("r5", 1, "us-west4-a", "v4-32", "v")))
+    wait_until(lambda: listed("us-west4-a")["fray-r5-a1"].state == "READY", what="READY")
+    ips = listed("us-west4-a")["fray-r5-a1"].ips
+    result = gcloud(commands.ssh_all("fray-r5-a1", "us-west4-a", launch.with_host0(launch.host_command(str(fake_python), request, 4), ips[0])))
+    assert result.ok, result.describe()
+    host_files = [attempt_dir / "host.env"] + [attempt_dir / "tasks" / str(i) / "host.env" for i in (1, 2, 3)]
+    wait_until(lambda: all(f.exists() and f.read_text() for f in host_files), what="a wrapper on each of 4 hosts")
+    for index, path in enumerate(host_files):
+        env = dict(line.split("=", 1) for line in path.read_text().splitlines())
+        assert env["FRAY_TASK_INDEX"] == env["JAX_PROCESS_ID"] == str(index)
+        assert env["FRAY_NUM_TASKS"] == env["JAX_NUM_PROCESSES"] == "4"
+        assert env["JAX_COORDINATOR_ADDRESS"] == env["FRAY_COORDINATOR_ADDRESS"] == f"{ips[0]}:8476"
