@@ -21,6 +21,7 @@ from fray.core import directives
 
 from fray.state import runs
 from fray.cli import render
+from fray.ops import human
 from fray.state.layout import Home
 from tests.conftest import REPO, run_fray, schema_validate
 
@@ -346,7 +347,7 @@ def test_light_commands_import_nothing_heavy(home, tmp_path, args):
 @pytest.mark.parametrize("seconds, text", [(0.42, "0.4s"), (45, "45s"), (192, "3m12s"), (7500, "2h05m"),
                                            (3 * 86400 + 4 * 3600, "3d04h"), (None, "-")])
 def test_durations_read_as_people_write_them(seconds, text):
-    assert render.duration(seconds) == text
+    assert human.duration(seconds) == text
 
 
 def test_tables_align_and_fit_the_width():
@@ -355,7 +356,7 @@ def test_tables_align_and_fit_the_width():
     assert [len(line) <= 30 for line in lines] == [True] * 3
     assert lines[0].startswith("NAME     N  REASON")
     assert lines[2].endswith("…")
-    assert render.timestamp(time.time()).count(":") == 2
+    assert human.timestamp(time.time()).count(":") == 2
 
 
 # ---------------------------------------------------------------- the schemas of --json

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
@@ -80,11 +81,34 @@ def test_blacklist_add_bans_the_runs_node_and_restarts_it_without_cost(home, dae
     added = json.loads(run_fray("control", "blacklist-add", run_id, "--reason", "flaky GPU", "--json", check=True).stdout)
     schema_validate("cli-control", added)
     assert added["node"] == node
-    wait_until(lambda: len(status()["attempts"]) == 2, what="the restart")
-    first = status()["attempts"][0]
-    assert first["cause"] == "restarted" and status()["counters"]["workload_failures"] == 0
+    # The local backend's one node is banned: the attempt is stopped and the run waits, saying why.
+    held = wait_until(lambda: (s := status())["attempts"][0]["cause"] == "restarted" and "banned" in s["run"]["reason"]
+                      and s, what="the run to be held off the banned node")
+    assert len(held["attempts"]) == 1 and held["run"]["status"] == "pending"
+    assert held["counters"]["workload_failures"] == 0
     listing = json.loads(run_fray("nodes", "list", "--json", check=True).stdout)
     assert [n["blacklist"]["source_run"] for n in listing["nodes"] if n["name"] == node] == [run_id]
     run_fray("control", "blacklist-remove", run_id, check=True)
     assert json.loads(home.blacklist.read_text())["nodes"] == {}
+    wait_until(lambda: len(status()["attempts"]) == 2, what="the restart once the node is no longer banned")
     run_fray("control", "stop", run_id, check=True)
+
+
+def test_a_banned_local_node_gets_no_work_and_runs_wait_as_pending_saying_why(home, daemon, tmp_path):
+    node = socket.gethostname()  # the local backend's one node
+    run_fray("nodes", "ban", node, "--reason", "bad fan", "--json", check=True)
+    script = tmp_path / "ok.py"
+    script.write_text("from fray import report\nreport.final(ok=True)\n")
+    run_id = json.loads(run_fray("submit", str(script), "--json", check=True).stdout)["run_id"]
+
+    def row() -> dict:
+        rows = json.loads(run_fray("list", "--json", check=True).stdout)["runs"]
+        return next(r for r in rows if r["run_id"] == run_id)
+
+    waiting = wait_until(lambda: "banned" in (r := row())["reason"] and r, what="the run to wait for the ban")
+    assert waiting["status"] == "pending" and node in waiting["reason"] and "bad fan" in waiting["reason"]
+    assert not (home.run(run_id).attempts_dir / "1").exists()  # no attempt was started
+    run_fray("nodes", "unban", node, check=True)
+    done = wait_until(lambda: (r := row())["status"] in ("completed_success", "failed") and r,
+                      timeout=60, what="the run to start once the node is unbanned")
+    assert done["status"] == "completed_success"

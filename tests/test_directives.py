@@ -106,7 +106,10 @@ EVERY_OPTION = [
     ("--env WANDB_MODE=offline", "env", {"WANDB_MODE": "offline"}),
     ("--clean-exit-ok", "clean_exit_ok", True),
     ("--progress-timeout 10m", "progress_timeout_sec", 600.0),
+    ("--progress-timeout off", "progress_timeout_sec", None),
     ("--restart-on-progress-stall", "restart_on_progress_stall", True),
+    ("--retry-window 6h", "retry_window_sec", 21600.0),
+    ("--retry-window off", "retry_window_sec", None),
     ("--probes gpu,cuda", "probes", ["gpu", "cuda"]),
     ("--probes none", "probes", []),
     ("--skip-probes trespassers", "skip_probes", ["trespassers"]),
@@ -126,6 +129,10 @@ def test_every_option_in_both_forms(directive: str, field: str, value: object, f
     parsed = parse(directive)
     got = parsed.name if field == "name" else parsed.overrides[field]
     assert got == value
+
+
+def test_a_default_on_flag_is_turned_off_with_false() -> None:
+    assert parse("--restart-on-progress-stall=false").overrides == {"restart_on_progress_stall": False}
 
 
 def test_the_table_above_covers_every_option() -> None:

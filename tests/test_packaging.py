@@ -7,7 +7,6 @@ top level of site-packages.
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys

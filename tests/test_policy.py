@@ -8,7 +8,8 @@ import pytest
 
 from fray.core import policy
 from fray.core.model import Control, Meta, RunSpec
-from fray.core.policy import AttemptFiles, BackendView, Situation, decide
+from fray.core.policy import AttemptFiles, Situation, decide
+from fray.core.observation import BackendView
 from fray.core.scheduler import Admission, Capacity, Ledger, Request
 from fray.core.status import Status, normalized_status
 
@@ -250,7 +251,7 @@ def test_a_node_fault_or_stall_makes_the_node_a_suspect_but_a_workload_failure_d
 
 
 def test_a_step_that_stops_advancing_degrades_the_status_and_optionally_restarts():
-    meta = running(make_meta(progress_timeout_sec=60), T0)
+    meta = running(make_meta(progress_timeout_sec=60, restart_on_progress_stall=False), T0)
     progress = {"updated_at": T0 + 200, "step": 7, "step_changed_at": T0 + 10}
     assert normalized_status(meta, T0 + 200, T0 + 50, progress=progress).status is Status.HEALTHY_RUNNING
     degraded = normalized_status(meta, T0 + 200, T0 + 200, progress=progress)
@@ -279,3 +280,110 @@ def test_a_new_daemon_asks_again_for_a_stop_its_predecessor_decided():
                              first_sight=True), always)
     assert again.actions == [policy.Cancel(1)]  # polite, not a kill
     assert step(stopping, T0 + 4, control=Control(stop_requested=True)).actions == []  # once is enough
+
+
+def test_by_default_a_hung_workload_is_restarted_once_it_has_reported_progress():
+    """The heartbeat comes from the wrapper's thread: only a step that stops advancing shows a hang."""
+    meta = running(make_meta(), T0)
+    timeout = RunSpec().progress_timeout_sec
+    assert timeout and RunSpec().restart_on_progress_stall
+    beating = AttemptFiles(heartbeat_at=T0 + timeout + 100)
+    assert step(meta, T0 + timeout + 100, files=beating).actions == []  # never reported: nothing to judge
+    progress = {"updated_at": T0 + 10, "step": 3, "step_changed_at": T0 + 10}
+    reported = AttemptFiles(heartbeat_at=T0 + timeout + 5, progress=progress)
+    assert step(meta, T0 + timeout + 5, files=reported).actions == []  # not yet past the timeout
+    late = AttemptFiles(heartbeat_at=T0 + timeout + 20, progress=progress)
+    plan = step(meta, T0 + timeout + 20, files=late)
+    assert plan.actions == [policy.Cancel(1)]
+    attempt = plan.meta.attempts[0]
+    assert attempt.stop_reason == "progress_stall" and "step 3 has not advanced" in attempt.detail
+
+
+def fail_at(meta: Meta, at: float) -> Meta:
+    """Run an attempt that exits 50 at `at` (started just before), and let the backoff pass."""
+    meta = step(meta, at - 1).meta
+    attempt = meta.in_flight
+    attempt.state, attempt.started_at = "running", at - 1
+    meta = step(meta, at, files=exited(50, at=at), view="gone").meta
+    meta.next_attempt_at = None
+    return meta
+
+
+def test_failures_count_against_the_budget_only_inside_the_retry_window():
+    day = 86400.0
+    meta = make_meta(mode="indefinite", max_retries=2, retry_window_sec=day)
+    for n in range(6):  # six crashes, two days apart: never more than one in the window
+        meta = fail_at(meta, T0 + n * 2 * day)
+        assert meta.phase != "ended", meta.end
+    assert meta.counters.workload_failures == 6
+    assert policy.budgets_used(meta, T0 + 10 * day).workload == 1
+    for n in range(1, 3):  # three within an hour: more than --max-retries 2
+        meta = fail_at(meta, T0 + 10 * day + n * 60)
+    assert meta.phase == "ended" and meta.end.status == "failed"
+    assert "3 workload failures, more than --max-retries 2 within --retry-window 1d" in meta.end.reason
+
+
+def test_without_a_retry_window_every_failure_since_the_start_counts():
+    meta = make_meta(mode="indefinite", max_retries=2, retry_window_sec=None)
+    for n in range(3):
+        meta = fail_at(meta, T0 + n * 86400.0 * 30)
+    assert meta.phase == "ended" and "3 workload failures, more than --max-retries 2; last:" in meta.end.reason
+
+
+def test_starting_an_ended_run_again_starts_the_budgets_afresh():
+    meta = make_meta(max_retries=0, retry_window_sec=None)
+    meta = fail_at(meta, T0 + 10)
+    assert meta.phase == "ended"
+    plan = step(meta, T0 + 20, control=Control(start_nonce=1))
+    assert plan.meta.counters.since == T0 + 20
+    assert policy.budgets_used(plan.meta, T0 + 20).workload == 0
+
+
+def test_a_paused_run_is_pending_with_the_pause_as_its_reason_not_restarting():
+    meta = running(make_meta(), T0)
+    paused = Control(paused=True, updated_by="ana")
+    plan = step(meta, T0 + 1, control=paused)  # the attempt is stopped for the pause...
+    meta = step(plan.meta, T0 + 2, control=paused, files=exited(143, signal="SIGTERM", at=T0 + 2), view="gone").meta
+    assert meta.in_flight is None and meta.attempts
+    status = normalized_status(meta, None, T0 + 3, paused=True)
+    assert status.status is Status.PENDING and status.reason.startswith("paused")
+
+
+def test_a_run_held_back_after_an_attempt_is_pending_and_one_backing_off_is_restarting():
+    meta = running(make_meta(backoff_base_sec=10), T0)
+    meta = step(meta, T0 + 100, files=exited(50, at=T0 + 100), view="gone").meta
+    assert normalized_status(meta, None, T0 + 101).status is Status.RESTARTING  # backing off
+    full = lambda request: Admission(False, "waiting for resources: 2 CPUs wanted, 0 of 2 free")  # noqa: E731
+    meta = step(meta, T0 + 200, admit=full).meta
+    held = normalized_status(meta, None, T0 + 200)
+    assert held.status is Status.PENDING and "waiting for resources" in held.reason
+
+
+def test_a_crash_loop_says_how_long_each_attempt_ran():
+    meta = make_meta(backoff_base_sec=0)
+    for ran in (50.0, 48.0, 3.0):
+        meta = step(meta, T0).meta
+        attempt = meta.in_flight
+        attempt.state, attempt.started_at = "running", T0
+        meta = step(meta, T0 + ran, files=exited(50, at=T0 + ran), view="gone").meta
+    status = normalized_status(meta, None, T0 + 60)
+    assert status.status is Status.CRASH_LOOP
+    assert status.reason.startswith("3 failures in a row (attempts ran 50s, 48s, 3s; under 60s is a fast failure)")
+
+
+def test_an_attempt_that_ends_before_it_was_seen_running_still_logs_its_start():
+    meta = step(make_meta(), T0).meta
+    meta.in_flight.state = "submitted"
+    files = exited(0, final=True, at=T0 + 3)
+    files = dataclasses.replace(files, started={"started_at": T0 + 1, "host": "n1"})
+    plan = step(meta, T0 + 4, files=files, view="pending")
+    assert kinds(plan)[:2] == ["started", "attempt_ended"]
+    attempt = plan.meta.attempts[0]
+    assert attempt.started_at == T0 + 1 and attempt.cause == "success"
+
+
+def test_the_first_heartbeat_is_the_start_even_while_the_scheduler_cannot_tell():
+    meta = step(make_meta(), T0).meta
+    meta.in_flight.state = "submitted"
+    plan = step(meta, T0 + 2, files=AttemptFiles(started={"started_at": T0 + 1, "host": "n1"}), view="unknown")
+    assert plan.meta.in_flight.state == "running" and kinds(plan) == ["started"]

@@ -56,7 +56,7 @@ def test_a_trespassed_gpu_is_a_node_fault_and_the_workload_never_starts(home: Ho
     [attempt] = meta["attempts"]
     assert attempt["exit_code"] == 43 and attempt["cause"] == "node_fault"
     assert "preflight probe trespassers failed" in attempt["detail"]
-    assert meta["counters"] == {"workload_failures": 0, "node_failures": 1, "consecutive_fast_failures": 1}
+    assert meta["counters"] == {"workload_failures": 0, "node_failures": 1, "consecutive_fast_failures": 1, "since": None}
     assert meta["end"]["status"] == "failed"
     files = home.run(run_id).attempt(1)
     assert not (files.dir / "ran").exists()

@@ -90,7 +90,8 @@ def test_a_probe_style_failure_blacklists_the_node_and_later_submissions_exclude
     assert (first["cause"], first["exit_code"]) == ("node_fault", 42)
     assert "fallen off the bus" in first["detail"]
     assert second["cause"] == "success"
-    assert meta["counters"] == {"workload_failures": 0, "node_failures": 1, "consecutive_fast_failures": 1}
+    assert meta["counters"] == {"workload_failures": 0, "node_failures": 1, "consecutive_fast_failures": 1, "since": None}
+    assert first["counted_as"] == "node" and second["counted_as"] is None
 
     node = socket.gethostname()  # the local backend's one node
     assert first["node"] == node
@@ -126,7 +127,7 @@ def test_a_crash_loop_backs_off_longer_each_time_and_shows_as_crash_loop(home, d
     run_id = submit(home, script(tmp_path, "crash.sh", ALWAYS_CRASHES))
     seen = wait_until(lambda: (row := views.status_view(home, run_id)["run"])["status"] == "crash_loop" and row,
                       timeout=30, what="the crash_loop status")
-    assert "fast failures in a row" in seen["reason"] and "Segmentation fault" in seen["reason"]
+    assert "failures in a row (attempts ran" in seen["reason"] and "Segmentation fault" in seen["reason"]
 
     meta = wait_until(lambda: ended(home, run_id), timeout=30, what="the retry budget to run out")
     assert meta["end"]["status"] == "failed"

@@ -223,7 +223,7 @@ def test_scancel_by_hand_is_a_preemption_and_the_run_comes_back(home, daemon, tm
     wait_until(lambda: attempt(home, run_id, 2), timeout=30, what="attempt 2 to run")
     meta = meta_of(home, run_id)
     assert meta["attempts"][0]["cause"] == "preempted"
-    assert meta["counters"] == {"workload_failures": 0, "node_failures": 1, "consecutive_fast_failures": 1}
+    assert meta["counters"] == {"workload_failures": 0, "node_failures": 1, "consecutive_fast_failures": 1, "since": None}
 
 
 def test_a_restarted_daemon_adopts_the_running_slurm_job(home, tmp_path, slurm_cluster):

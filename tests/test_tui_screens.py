@@ -188,6 +188,35 @@ def test_logs_move_between_attempts_and_follow_a_new_one(home, tmp_path):
     run(scenario())
 
 
+def test_following_logs_moves_on_to_the_next_attempt_as_fray_logs_f_does(home, tmp_path):
+    ids = make_runs(home, tmp_path / "scripts")
+    run_id = ids["healthy"]
+    paths = home.run(run_id)
+
+    async def scenario():
+        async with dashboard(home, size=(120, 30)) as (app, pilot):
+            app.push_screen(LogsScreen(run_id))
+            await until(pilot, lambda: "step 299 loss 1.701" in screen_text(app), what="the tail")
+            # the daemon ends attempt 1 (its last words still come) and attempt 2 starts on another node
+            with open(paths.attempt(1).stdout, "a") as handle:
+                handle.write("last words of attempt 1")
+            meta = runs.read_meta(home, run_id).to_dict()
+            now = time.time()
+            meta["attempts"][0].update(state="ended", ended_at=now, exit_code=42, cause="node_fault")
+            second = {**meta["attempts"][0], "number": 2, "state": "running", "node": "gpu-node-9",
+                      "submitted_at": now, "started_at": now, "ended_at": None, "exit_code": None, "cause": None}
+            meta["attempts"].append(second)
+            store.make_dirs(paths.attempt(2).dir)
+            paths.attempt(2).stdout.write_text("hello from attempt 2\n")
+            store.write_json(paths.meta, meta, "meta")
+            await until(pilot, lambda: "hello from attempt 2" in screen_text(app), what="attempt 2's output")
+            text = screen_text(app)
+            assert "last words of attempt 1" in text and "── attempt 2 on gpu-node-9 ──" in text
+            assert "attempt 2 of 2" in text
+
+    run(scenario())
+
+
 def test_logs_of_a_run_without_attempts_say_so(home, tmp_path):
     ids = make_runs(home, tmp_path / "scripts")
 

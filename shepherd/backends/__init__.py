@@ -1,8 +1,15 @@
-"""Backends: where attempts run. Each answers the small `Backend` protocol in `base`."""
+"""Backends: where attempts run. Each answers the small `Backend` protocol in `base`.
+
+Which backends exist is `fray.core.backend_names.BACKENDS`; `load_backend`
+imports one only when a run needs it.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Callable
+
+from fray.core.backend_names import BACKENDS
 
 if TYPE_CHECKING:
     from fray.backends.base import Backend
@@ -10,19 +17,19 @@ if TYPE_CHECKING:
 
 
 def load_backend(name: str, home: "Home", on_attempt_exit: Callable[[], None] | None = None) -> "Backend":
-    """The backend called `name`, imported only when a run needs it.
+    """The backend called `name`.
 
     `on_attempt_exit` is called when an attempt this process started ends, where
     the backend can tell (the local backend is the parent of its wrappers).
     """
-    if name == "local":
-        from fray.backends.local.backend import LocalBackend
+    target = BACKENDS.get(name)
+    if target is None:
+        from fray.errors import UsageError
 
-        return LocalBackend(home, on_attempt_exit=on_attempt_exit)
-    if name == "slurm":
-        from fray.backends.slurm.backend import SlurmBackend
-
-        return SlurmBackend(home)
-    from fray.errors import UsageError
-
-    raise UsageError(f"backend {name!r} is not available in this version of fray (available: local, slurm)")
+        raise UsageError(f"backend {name!r} is not available in this version of fray "
+                         f"(available: {', '.join(BACKENDS)})")
+    module, _, attribute = target.partition(":")
+    factory = importlib.import_module(module)
+    for part in attribute.split("."):
+        factory = getattr(factory, part)
+    return factory(home, on_attempt_exit=on_attempt_exit)

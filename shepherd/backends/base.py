@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fray.core.model import RunSpec
-from fray.core.policy import BackendView
+from fray.core.observation import BackendView
 from fray.core.scheduler import Capacity
 
 

@@ -1,21 +1,19 @@
 """`fray actors list`: the actor endpoints jobs registered, by namespace and name.
 
-Read-only, from the endpoint files (namespaces/<ns>/actors/<name>/<id>.json),
-with the status of the run that serves each one. It imports no cloudpickle:
-listing is reading JSON.
+Read-only: fray.ops.actors reads the endpoint files
+(namespaces/<ns>/actors/<name>/<id>.json) with the status of the run that
+serves each one. It imports no cloudpickle: listing is reading JSON.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import click
 
-from fray.ops import views
-from fray.actors import endpoints
 from fray.cli import output, render
 from fray.cli.main import home_of
+from fray.ops import actors as actor_table, human
 
 COLUMNS = (
     render.Column("NAME", shrinkable=True, min_width=8),
@@ -39,21 +37,7 @@ def actors() -> None:
 @click.pass_context
 def list_actors(ctx: click.Context, namespace: str | None, as_json: bool) -> None:
     """Every registered actor endpoint, by namespace and name, with its run's status."""
-    home = home_of(ctx)
-    now = time.time()
-    statuses: dict[str, str] = {}
-    found = []
-    for endpoint in endpoints.scan(home):
-        if namespace and endpoint.namespace != namespace:
-            continue
-        run_status = None
-        if endpoint.run_id:
-            if endpoint.run_id not in statuses:
-                statuses[endpoint.run_id] = views.run_row(home, endpoint.run_id, now)["status"] \
-                    if home.run(endpoint.run_id).dir.exists() else "error_unknown"
-            run_status = statuses[endpoint.run_id]
-        found.append({**endpoint.to_dict(), "address": endpoint.address, "run_status": run_status})
-    data = {"home": str(home.root), "generated_at": now, "namespace": namespace, "endpoints": found}
+    data = actor_table.actors_view(home_of(ctx), namespace)
     output.emit(data, as_json, render_actors)
 
 
@@ -67,10 +51,10 @@ def render_actors(data: dict[str, Any]) -> list[str]:
     for namespace in sorted({r["namespace"] for r in rows}):
         mine = [r for r in rows if r["namespace"] == namespace]
         names = len({r["name"] for r in mine})
-        lines.append(render.heading(f"{namespace}: {render.plural(names, 'name')}, {render.plural(len(mine), 'actor')}"))
-        cells = [[r["name"], r["actor_id"], r["address"], r["run_id"] or render.MISSING, render.number(r["attempt"]),
-                  (r["run_status"] or render.MISSING, render.status_style(r["run_status"]) if r["run_status"] else {}),
-                  render.duration(now - r["registered_at"])] for r in mine]
+        lines.append(render.heading(f"{namespace}: {human.plural(names, 'name')}, {human.plural(len(mine), 'actor')}"))
+        cells = [[r["name"], r["actor_id"], r["address"], r["run_id"] or human.MISSING, human.number(r["attempt"]),
+                  (r["run_status"] or human.MISSING, render.status_style(r["run_status"]) if r["run_status"] else {}),
+                  human.duration(now - r["registered_at"])] for r in mine]
         lines += render.indent_block(render.table(COLUMNS, cells, width=render.terminal_width()), "  ")
         lines.append("")
     return lines[:-1]

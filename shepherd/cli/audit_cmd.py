@@ -6,9 +6,9 @@ from typing import Any
 
 import click
 
-from fray.state import audit, store
 from fray.cli import output, render
 from fray.cli.main import home_of
+from fray.ops import audit, human
 
 
 @click.group("audit")
@@ -21,12 +21,9 @@ def audit_group() -> None:
 @click.pass_context
 def verify(ctx: click.Context, as_json: bool) -> None:
     """Check that no line of audit.jsonl was edited, removed or inserted. Exits 1 if one was."""
-    home = home_of(ctx)
-    count, problems = audit.verify_lines(home)
-    data = {"path": str(home.audit), "lines": count, "ok": not problems, "problems": problems,
-            "first_bad_line": int(problems[0].split(":")[0].split()[1]) if problems else None}
+    data = audit.verify_view(home_of(ctx))
     output.emit(data, as_json, render_verify)
-    if problems:
+    if not data["ok"]:
         raise click.exceptions.Exit(1)
 
 
@@ -36,14 +33,12 @@ def verify(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def show(ctx: click.Context, limit: int, as_json: bool) -> None:
     """The latest control actions, newest last."""
-    home = home_of(ctx)
-    entries = [line.record for line in store.read_jsonl(home.audit, "audit") if line.record is not None]
-    output.emit({"path": str(home.audit), "entries": entries[-limit:] if limit > 0 else []}, as_json, render_show)
+    output.emit(audit.show_view(home_of(ctx), limit), as_json, render_show)
 
 
 def render_verify(data: dict[str, Any]) -> list[str]:
     if data["ok"]:
-        return [f"audit log intact: {render.plural(data['lines'], 'line')} in {data['path']}"]
+        return [f"audit log intact: {human.plural(data['lines'], 'line')} in {data['path']}"]
     return [render.style(f"audit log broken at line {data['first_bad_line']} of {data['path']}:", fg="red", bold=True),
             *[f"  {problem}" for problem in data["problems"]]]
 
@@ -53,6 +48,6 @@ def render_show(data: dict[str, Any]) -> list[str]:
         return [f"no control actions recorded yet in {data['path']}"]
     columns = [render.Column("TIME"), render.Column("WHO"), render.Column("ACTION"), render.Column("RUN"),
                render.Column("DETAILS", shrinkable=True)]
-    rows = [[render.timestamp(e["at"]), f"{e['user']}@{e['host']}", e["action"], e["run_id"] or render.MISSING,
+    rows = [[human.timestamp(e["at"]), f"{e['user']}@{e['host']}", e["action"], e["run_id"] or human.MISSING,
              output.dumps(e["details"]) if e["details"] else ""] for e in data["entries"]]
     return render.table(columns, rows, width=render.terminal_width())

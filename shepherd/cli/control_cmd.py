@@ -12,9 +12,10 @@ released; `unpause` starts a new one), `pause --in-process` asks the running
 workload to pause itself and keep its allocation (`resume` continues it).
 "pause" kept its first meaning so scripts written against it keep working.
 
-The request goes into the run's control.json (runs.request, which also audits
-it); the daemon acts on it, so one is started if none serves FRAY_HOME. The
-output says what was asked and what the daemon will do about it.
+The request goes into the run's control.json (fray.ops.control, the same
+requests the dashboard makes); the daemon acts on it, so one is started if
+none serves FRAY_HOME. The output says what was asked and what the daemon
+will do about it.
 """
 
 from __future__ import annotations
@@ -23,15 +24,13 @@ from typing import Any
 
 import click
 
-from fray.state import blacklist, runtime_commands as commands, runs
-
-from fray.core import directives
-
-from fray.daemon import lease
 from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
+from fray.daemon import lease
 from fray.errors import UsageError
-from fray.core.model import Meta
+from fray.ops import control as requests, nodes as node_table, runtime, settings as live_settings
+from fray.state import runs, runtime_commands as commands
+from fray.state.layout import Home
 
 HELP = {
     "stop": "End RUN as stopped_manual, stopping its attempt gracefully.",
@@ -54,11 +53,10 @@ def control() -> None:
 def _request(ctx: click.Context, run: str, op: str, as_json: bool) -> None:
     home = home_of(ctx)
     run_id = runs.resolve(home, run)
-    control_record = runs.request(home, run_id, op)
-    meta = runs.read_meta(home, run_id)
+    asked = requests.request(home, run_id, op)
     lease.ensure_running(home)
-    data = {"run_id": run_id, "name": meta.name, "op": op, "control": control_record.to_dict(),
-            "effect": effect(op, meta), "next": f"{fray_prefix(home)} status {run_id}"}
+    data = {"run_id": run_id, "name": asked.meta.name, "op": op, "control": asked.control.to_dict(),
+            "effect": asked.effect, "next": f"{fray_prefix(home)} status {run_id}"}
     output.emit(data, as_json, render_control)
 
 
@@ -91,17 +89,9 @@ def _send(ctx: click.Context, run: str, op: str, payload: dict[str, Any], comman
           found: list[str] | None = None) -> None:
     home = home_of(ctx)
     run_id = runs.resolve(home, run)
-    envelope, created = commands.issue(home, run_id, op, payload, command_id, found=found)
-    meta = runs.read_meta(home, run_id)
-    if not created:
-        what = f"command {envelope['id']} was sent already (same id, same command): nothing new written"
-    elif meta.in_flight is not None:
-        what = (f"command {envelope['id']} written; attempt {meta.in_flight.number}'s workload reads it with "
-                "report.commands() and acknowledges it")
-    else:
-        what = f"command {envelope['id']} written; no attempt runs now, the next one reads it"
-    data = {"run_id": run_id, "name": meta.name, "op": op, "command": envelope, "created": created, "effect": what,
-            "next": f"{fray_prefix(home)} status {run_id}"}
+    sent = runtime.send(home, run_id, op, payload, command_id, found=found)
+    data = {"run_id": run_id, "name": sent.meta.name, "op": op, "command": sent.command, "created": sent.created,
+            "effect": sent.effect, "next": f"{fray_prefix(home)} status {run_id}"}
     output.emit(data, as_json, render_control)
 
 
@@ -196,22 +186,13 @@ def config_set(ctx: click.Context, run: str, settings: tuple[str, ...], as_json:
     """
     home = home_of(ctx)
     run_id = runs.resolve(home, run)
-    parsed = dict(parse_setting(item) for item in settings)
-    record = runs.set_overrides(home, run_id, parsed)
+    parsed = dict(live_settings.parse_setting(item) for item in settings)
+    record, effect = live_settings.change(home, run_id, parsed)
     meta = runs.read_meta(home, run_id)
     lease.ensure_running(home)
-    shown = ", ".join(f"{key}={value}" for key, value in parsed.items())
     data = {"run_id": run_id, "name": meta.name, "op": "config-set", "control": record.to_dict(),
-            "effect": f"the daemon applies {shown} now; new attempts use them", "settings": parsed,
-            "next": f"{fray_prefix(home)} status {run_id}"}
+            "effect": effect, "settings": parsed, "next": f"{fray_prefix(home)} status {run_id}"}
     output.emit(data, as_json, render_control)
-
-
-def parse_setting(item: str) -> tuple[str, Any]:
-    key, sep, value = item.partition("=")
-    if not sep or not key.strip("-"):
-        raise UsageError(f"{item!r}: expected KEY=VALUE, like max-retries=5")
-    return directives.parse_flag_value("--" + key.strip("-").replace("_", "-"), value)
 
 
 @control.command("blacklist-add")
@@ -223,27 +204,13 @@ def parse_setting(item: str) -> tuple[str, Any]:
 @click.pass_context
 def blacklist_add(ctx: click.Context, run: str, node: str | None, ttl: str, reason: str | None, as_json: bool) -> None:
     """Ban the node RUN is on and move RUN elsewhere (a restart that costs no retry)."""
-    from fray.cli.nodes_cmd import parse_ttl
-
     home = home_of(ctx)
     run_id = runs.resolve(home, run)
-    meta = runs.read_meta(home, run_id)
-    target = node or _node_of(meta, run_id)
-    blacklist.ban(home, target, reason or f"bad for run {run_id}", parse_ttl(ttl), source_run=run_id)
-    attempt = meta.in_flight
-    moving = attempt is not None and attempt.node == target
-    record = runs.request(home, run_id, "restart") if moving else runs.read_control(home, run_id)
+    target = node or _node_of(home, run_id)
+    change = requests.ban_run_node(home, run_id, target, node_table.parse_ttl(ttl), reason)
     lease.ensure_running(home)
-    if meta.spec.backend == "local":
-        effect_text = f"{target} is blacklisted; the local backend has only this machine, so runs stay here"
-        if moving and attempt:
-            effect_text += f" (attempt {attempt.number} restarts)"
-    elif moving and attempt:
-        effect_text = f"{target} is blacklisted; attempt {attempt.number} restarts elsewhere"
-    else:
-        effect_text = f"{target} is blacklisted; new attempts avoid it"
-    data = {"run_id": run_id, "name": meta.name, "op": "blacklist-add", "control": record.to_dict(),
-            "effect": effect_text, "node": target, "next": f"{fray_prefix(home)} nodes list"}
+    data = {"run_id": run_id, "name": change.meta.name, "op": "blacklist-add", "control": change.control.to_dict(),
+            "effect": change.effect, "node": change.node, "next": f"{fray_prefix(home)} nodes list"}
     output.emit(data, as_json, render_control)
 
 
@@ -256,43 +223,17 @@ def blacklist_remove(ctx: click.Context, run: str, node: str | None, as_json: bo
     """Let runs use RUN's node again."""
     home = home_of(ctx)
     run_id = runs.resolve(home, run)
-    meta = runs.read_meta(home, run_id)
-    target = node or _node_of(meta, run_id)
-    blacklist.unban(home, target, source_run=run_id)
-    data = {"run_id": run_id, "name": meta.name, "op": "blacklist-remove",
-            "control": runs.read_control(home, run_id).to_dict(), "effect": f"{target} may be used again",
-            "node": target, "next": f"{fray_prefix(home)} nodes list"}
+    change = requests.unban_run_node(home, run_id, node or _node_of(home, run_id))
+    data = {"run_id": run_id, "name": change.meta.name, "op": "blacklist-remove", "control": change.control.to_dict(),
+            "effect": change.effect, "node": change.node, "next": f"{fray_prefix(home)} nodes list"}
     output.emit(data, as_json, render_control)
 
 
-def _node_of(meta: Meta, run_id: str) -> str:
-    node = next((a.node for a in reversed(meta.attempts) if a.node), None)
+def _node_of(home: Home, run_id: str) -> str:
+    node = requests.node_of(runs.read_meta(home, run_id))
     if node is None:
         raise UsageError(f"run {run_id} has not run on any node yet; name one with --node")
     return node
-
-
-def effect(op: str, meta: Meta) -> str:
-    """What the daemon will do about `op`, for this run as it is now."""
-    attempt = meta.in_flight
-    grace = render.duration(meta.spec.stop_grace_sec)
-    if op == "stop":
-        if attempt:
-            return (f"attempt {attempt.number} is asked to stop (killed if still running after {grace}); "
-                    "the run then ends as stopped_manual")
-        return "no attempt starts; the run ends as stopped_manual"
-    if op == "start":
-        return f"the run becomes active again with fresh retry budgets; attempt {len(meta.attempts) + 1} starts"
-    if op == "restart":
-        if attempt:
-            return f"attempt {attempt.number} is stopped and attempt {attempt.number + 1} starts right after"
-        return "any backoff is skipped: the next attempt starts now"
-    if op == "pause":
-        if attempt:
-            return (f"attempt {attempt.number} is asked to stop (it should checkpoint; killed after {grace}); "
-                    "no attempt starts until `fray control unpause`")
-        return "no attempt starts until `fray control unpause`"
-    return "the run may start attempts again"
 
 
 def render_control(data: dict[str, Any]) -> list[str]:

@@ -1,6 +1,6 @@
 """`fray daemon start|stop|status|run`: the daemon that serves FRAY_HOME.
 
-`start` spawns one in the background unless one is serving (lease.ensure_running);
+`start` spawns one in the background unless one is serving (fray.ops.daemon);
 `stop` asks it to exit (attempts keep running, and the next daemon adopts them);
 `status` shows its health and lease and exits 0 either way; `run` is the daemon
 itself in the foreground, for supervisors and debugging.
@@ -12,12 +12,9 @@ from typing import Any
 
 import click
 
-from fray.daemon import lease
-
-from fray.ops import views
 from fray.cli import output, render
 from fray.cli.main import home_of
-from fray.state.layout import Home
+from fray.ops import daemon as daemons, human
 
 JSON_HELP = "Print JSON (schemas/cli-daemon.json)."
 
@@ -35,10 +32,7 @@ def daemon() -> None:
 @click.pass_context
 def start(ctx: click.Context, as_json: bool) -> None:
     """Start a daemon in the background unless one is running."""
-    home = home_of(ctx)
-    before, _ = lease.current_health(home)
-    lease.ensure_running(home)
-    _emit(home, "start", changed=before.state != "running", as_json=as_json)
+    output.emit(daemons.start(home_of(ctx)), as_json, render_daemon)
 
 
 @daemon.command("stop")
@@ -46,9 +40,7 @@ def start(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def stop(ctx: click.Context, as_json: bool) -> None:
     """Stop the daemon; attempts keep running and the next daemon adopts them."""
-    home = home_of(ctx)
-    stopped = lease.stop(home)
-    _emit(home, "stop", changed=stopped is not None, as_json=as_json)
+    output.emit(daemons.stop(home_of(ctx)), as_json, render_daemon)
 
 
 @daemon.command("status")
@@ -56,7 +48,7 @@ def stop(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Whether a daemon serves FRAY_HOME, and its lease (exit 0 either way)."""
-    _emit(home_of(ctx), "status", changed=False, as_json=as_json)
+    output.emit(daemons.daemon_view(home_of(ctx)), as_json, render_daemon)
 
 
 @daemon.command("run")
@@ -64,18 +56,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def run(ctx: click.Context, as_json: bool) -> None:
     """Run the daemon in the foreground until interrupted (Ctrl-C or SIGTERM)."""
-    from fray.daemon import loop as daemon_module
-
     home = home_of(ctx)
-    code = daemon_module.main(["--home", str(home.root)])
+    code = daemons.run(home)
     if as_json:
-        _emit(home, "run", changed=False, as_json=True)
+        output.emit(daemons.daemon_view(home, "run"), True, render_daemon)
     ctx.exit(code)
-
-
-def _emit(home: Home, action: str, changed: bool, as_json: bool) -> None:
-    data = {"home": str(home.root), "action": action, "changed": changed, **views.daemon_view(home)}
-    output.emit(data, as_json, render_daemon)
 
 
 def render_daemon(data: dict[str, Any]) -> list[str]:
@@ -93,10 +78,10 @@ def render_daemon(data: dict[str, Any]) -> list[str]:
     record = data["lease"]
     if record:
         facts = [("pid", f"{record['pid']} on {record['host']}"), ("version", record["version"]),
-                 ("started", render.timestamp(record["started_at"])),
-                 ("cycles", f"{record['cycles']}, every {render.duration(record['poll_interval_sec'])}"
+                 ("started", human.timestamp(record["started_at"])),
+                 ("cycles", f"{record['cycles']}, every {human.duration(record['poll_interval_sec'])}"
                             + (f", last took {record['last_cycle_ms']:.0f} ms" if "last_cycle_ms" in record else "")),
-                 ("active runs", render.number(record.get("active_runs")))]
+                 ("active runs", human.number(record.get("active_runs")))]
         if record.get("last_error"):
             facts.append(("last error", render.style(record["last_error"], fg="red")))
         lines += render.key_values(facts)

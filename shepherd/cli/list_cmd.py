@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from fray.ops import views
 from fray.cli import output, render
 from fray.cli.main import home_of
 from fray.core.status import Status
+from fray.ops import human, views
 
 COLUMNS = (
     render.Column(""),
@@ -72,11 +72,11 @@ def summary(data: dict[str, Any]) -> str:
     counts = {status: count for status, count in data["counts"].items() if count}
     total = sum(counts.values())
     scope = "active run" if data.get("active_only") else "run"
-    parts = [render.style(f"{count} {render.icon(status)} {status}", **render.status_style(status))
+    parts = [render.style(f"{count} {human.icon(status)} {status}", **render.status_style(status))
              for status, count in counts.items()]
     daemon = data["daemon"]
     health = render.style(daemon["state"], **render.DAEMON_COLOURS.get(daemon["state"], {}))
-    head = render.plural(total, scope)
+    head = human.plural(total, scope)
     return f"{head}{': ' + ', '.join(parts) if parts else ''} · daemon {health}: {daemon['detail']}"
 
 
@@ -88,7 +88,7 @@ def daemon_warning(data: dict[str, Any]) -> str | None:
         text = ("warning: the daemon has stopped completing cycles, so runs are not being watched; "
                 "see its log (daemon.log in FRAY_HOME) or restart it: fray daemon stop; fray daemon start")
     elif state == "stopped" and waiting:
-        text = (f"warning: no daemon is running, so {render.plural(waiting, 'active run')} "
+        text = (f"warning: no daemon is running, so {human.plural(waiting, 'active run')} "
                 f"{'is' if waiting == 1 else 'are'} not making progress; start one: fray daemon start")
     else:
         return None
@@ -103,11 +103,11 @@ def row_cells(row: dict[str, Any]) -> list[Any]:
         ("  " * (row["depth"] - 1) + "└ " if row.get("depth") else "") + row["name"],
         row["run_id"],
         (status, colour),
-        render.number(row["attempt"]),
-        row["node"] or render.MISSING,
-        render.duration(row["uptime_sec"]),
-        render.duration(row["heartbeat_age_sec"]),
-        render.number(row["step"]),
-        render.number(row["loss"]),
+        human.number(row["attempt"]),
+        row["node"] or human.MISSING,
+        human.duration(row["uptime_sec"]),
+        human.duration(row["heartbeat_age_sec"]),
+        human.number(row["step"]),
+        human.number(row["loss"]),
         row["reason"].replace("\n", " "),
     ]

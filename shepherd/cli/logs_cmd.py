@@ -11,10 +11,11 @@ from typing import Any
 
 import click
 
-from fray.state import runs
-from fray.cli import output, render, watch
+from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
 from fray.errors import UsageError
+from fray.ops import logs as runlogs
+from fray.state import runs
 
 
 @click.command("logs")
@@ -44,9 +45,9 @@ def logs(ctx: click.Context, run: str, follow: bool, use_stderr: bool, attempt: 
         _follow(home, run_id, stream, attempt, last, as_json, waiting=count == 0)
         return
     number = attempt or (meta.current.number if meta.current else None)
-    path = watch.log_path(home, run_id, number, stream) if number else None
+    path = runlogs.log_path(home, run_id, number, stream) if number else None
     data = {"run_id": run_id, "attempt": number, "stream": stream, "path": str(path) if path else None,
-            "lines": watch.read_lines(path, last) if path else []}
+            "lines": runlogs.read_lines(path, last) if path else []}
     if number is None and not as_json:
         output.note(f"run {run_id} has no attempt yet ({meta.wait_reason or meta.phase}); "
                     f"`{fray_prefix(home)} logs {run_id} -f` waits for its output")
@@ -66,13 +67,13 @@ def _follow(home: Any, run_id: str, stream: str, attempt: int | None, last: int 
         if not as_json:
             output.line(render.separator(number, node))
 
-    def on_line(item: watch.LogLine) -> None:
+    def on_line(item: runlogs.LogLine) -> None:
         if as_json:
             output.json_line(item.to_dict())
         else:
             output.line(item.line)
 
     try:
-        watch.Follower(home, run_id, (stream,), start_attempt=attempt, last=last).run(on_attempt, on_line)
+        runlogs.Follower(home, run_id, (stream,), start_attempt=attempt, last=last).run(on_attempt, on_line)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None

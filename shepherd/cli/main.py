@@ -3,7 +3,9 @@
 Subcommands load lazily: `fray --help` imports none of them, and `fray list`
 imports only list_cmd and what it needs, never textual, paramiko, cloudpickle,
 the daemon or the backends. Each subcommand is named here as "module:attribute"
-with its one-line help, so listing them costs no import.
+with its one-line help, so listing them costs no import. `tui` and `web` are the
+dashboard's own commands (fray.tui.commands): named here, never imported by the
+CLI's modules, so the two front ends stay apart.
 
 Errors: a `FrayError` prints `fray: error: <message>` on stderr and exits with
 its `exit_code` (2); click's usage errors exit 2 with a "Did you mean" for a
@@ -34,8 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "actors": ("fray.cli.actors_cmd:actors", "The actors jobs registered, by namespace and name."),
     "partitions": ("fray.cli.partitions_cmd:partitions_cmd", "The Slurm partitions and their GPUs, as fray chooses them."),
     "audit": ("fray.cli.audit_cmd:audit_group", "Verify or show the log of every control action."),
-    "tui": ("fray.cli.tui_cmd:tui", "A live dashboard of runs in the terminal (Textual)."),
-    "web": ("fray.cli.tui_cmd:web", "Serve the dashboard to a browser, behind a token."),
+    "tui": ("fray.tui.commands:tui", "A live dashboard of runs in the terminal (Textual)."),
+    "web": ("fray.tui.commands:web", "Serve the dashboard to a browser, behind a token."),
 }
 
 
@@ -124,8 +126,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    # `python -m fray.cli.main` runs this file as __main__; the subcommands import
-    # fray.cli.main, so run the console script's path, not a second copy of this module.
-    from fray.cli.entry import main as _main
+    # `python -m fray.cli.main` runs this file as a second module, __main__, but the
+    # subcommands share the importable fray.cli.main (its State, its group): run that one.
+    from fray.cli import main as _shared
 
-    _main()
+    _shared.main()

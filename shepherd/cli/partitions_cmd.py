@@ -1,27 +1,21 @@
 """`fray partitions`: the Slurm partitions, their nodes and GPUs, as fray's partition choice sees them.
 
-Partitions are the scheduler's facts, not fray state, so this reads them where
-`sinfo` does (one `sinfo` call, bounded), through the same parsers and GPU
-memory table the Slurm backend uses. With `--gpus N` (and `--min-vram`,
-`--max-vram`, `--prefer`, `--partitions`) it also shows the order a run with
-those directives would try them in.
+Partitions are the scheduler's facts, not fray state: fray.ops.partitions reads
+them through the Slurm backend (one bounded `sinfo`), with the same parsers and
+GPU memory table the backend's partition choice uses. With `--gpus N` (and
+`--min-vram`, `--max-vram`, `--prefer`, `--partitions`) it also shows the order
+a run with those directives would try them in.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import click
 
-from fray.core import directives
-
-from fray.backends.slurm import partitions
-from fray.backends import external
 from fray.cli import output, render
-from fray.errors import StateError
+from fray.ops import partitions as slurm_partitions
 
-SINFO_TIMEOUT_SEC = 30.0
 COLUMNS = (render.Column("PARTITION"), render.Column("AVAIL"), render.Column("NODES", ">"),
            render.Column("STATES", shrinkable=True), render.Column("GPUS PER NODE", shrinkable=True, min_width=12))
 
@@ -36,34 +30,8 @@ COLUMNS = (render.Column("PARTITION"), render.Column("AVAIL"), render.Column("NO
 def partitions_cmd(gpus: str | None, min_vram: str | None, max_vram: str | None, prefer: str | None,
                    named: str | None, as_json: bool) -> None:
     """The Slurm partitions with their nodes, states and GPUs (type, count, memory)."""
-    need = _need(gpus, min_vram, max_vram, prefer, named)
-    result = external.run(["sinfo", "--noheader", "--Node", f"--format={partitions.SINFO_FORMAT}"], SINFO_TIMEOUT_SEC)
-    if not result.ok:
-        raise StateError(f"cannot list the Slurm partitions: {result.describe()}. "
-                         "Run this where `sinfo` works (a login node, with SLURM_CONF if the cluster needs it).")
-    found = partitions.summarize(partitions.parse_sinfo(result.stdout))
-    data: dict[str, Any] = {"generated_at": time.time(), "partitions": [p.to_dict() for p in found], "order": None}
-    if need is not None:
-        chosen = partitions.choose(found, need)
-        data["order"] = {
-            "gpus": need.gpus, "min_vram_gb": need.min_vram_gb, "max_vram_gb": need.max_vram_gb,
-            "prefer": need.prefer, "partitions": list(need.named),
-            "chain": list(chosen.chain) if chosen else [],
-            "reason": (chosen.reason or None) if chosen else "no GPUs and no --partitions: Slurm's default partition",
-        }
-    output.emit(data, as_json, render_partitions)
-
-
-def _need(gpus: str | None, min_vram: str | None, max_vram: str | None, prefer: str | None,
-          named: str | None) -> partitions.Need | None:
-    """The run these flags describe, parsed as the `#FRAY` directives of the same names are."""
-    raw = {"--gpus": gpus, "--min-vram": min_vram, "--max-vram": max_vram, "--prefer": prefer, "--partitions": named}
-    values = dict(directives.parse_flag_value(flag, text) for flag, text in raw.items() if text is not None)
-    if not values:
-        return None
-    return partitions.Need(gpus=values.get("gpus", 0), min_vram_gb=values.get("min_vram_gb"),
-                           max_vram_gb=values.get("max_vram_gb"), prefer=values.get("prefer", "min"),
-                           named=tuple(values.get("partitions", ())))
+    need = slurm_partitions.need_of(gpus, min_vram, max_vram, prefer, named)
+    output.emit(slurm_partitions.partitions_view(need), as_json, render_partitions)
 
 
 def render_partitions(data: dict[str, Any]) -> list[str]:

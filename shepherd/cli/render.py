@@ -1,6 +1,8 @@
-"""Turning data into text a person reads: tables, icons, colours, durations, times.
+"""The terminal's side of the CLI's output: colours, aligned tables, key/value blocks.
 
-Pure formatting: nothing here reads state. Colour goes through `style`, which
+The words and numbers themselves (durations, times, sizes, icons) are
+fray.ops.human, shared with the dashboard; this module only lays them out
+and colours them for a terminal. Nothing here reads state. Colour goes through `style`, which
 leaves text plain when NO_COLOR is set or stdout is not a terminal, so piped
 output and logs never carry ANSI escapes. Widths are measured on the plain
 text and colour is applied after padding, so columns stay aligned.
@@ -8,17 +10,16 @@ text and colour is applied after padding, so columns stay aligned.
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import click
 
-from fray.core.status import ICONS, Status
+from fray.core.status import Status
+from fray.ops import human
 
 # Colour of each status: green is good, yellow needs a look, red is bad, dim is over.
 STATUS_COLOURS: dict[str, dict[str, Any]] = {
@@ -36,8 +37,6 @@ STATUS_COLOURS: dict[str, dict[str, Any]] = {
 }
 DAEMON_COLOURS: dict[str, dict[str, Any]] = {"running": {"fg": "green"}, "stale": {"fg": "yellow", "bold": True},
                   "stopped": {"fg": "red", "bold": True}}
-ELLIPSIS = "…"
-MISSING = "-"
 
 
 def colour_enabled(stream: Any = None) -> bool:
@@ -59,16 +58,9 @@ def status_style(status: str | None) -> dict[str, Any]:
     return STATUS_COLOURS.get(status or "", {})
 
 
-def icon(status: str | None) -> str:
-    try:
-        return ICONS[Status(status)]
-    except ValueError:
-        return "?"
-
-
 def status_label(status: str | None) -> str:
     """`● healthy_running`, coloured by status."""
-    return style(f"{icon(status)} {status}", **status_style(status))
+    return style(f"{human.icon(status)} {status}", **status_style(status))
 
 
 def terminal_width() -> int | None:
@@ -79,62 +71,6 @@ def terminal_width() -> int | None:
     except (AttributeError, ValueError):
         return None
     return shutil.get_terminal_size((100, 24)).columns
-
-
-# ---------------------------------------------------------------- numbers and times
-
-
-def duration(seconds: float | None) -> str:
-    """Two significant units: `0.4s`, `45s`, `3m12s`, `2h05m`, `3d04h`."""
-    if seconds is None or not math.isfinite(seconds):
-        return MISSING
-    if seconds < 0:
-        return "-" + duration(-seconds)
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    whole = int(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    if whole < 86400:
-        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
-
-
-def age(at: float | None, now: float) -> str:
-    """`3m12s ago`."""
-    return MISSING if at is None else f"{duration(max(0.0, now - at))} ago"
-
-
-def timestamp(at: float | None, now: float | None = None) -> str:
-    """Local time: `14:03:27` today, `2025-11-20 14:03` otherwise."""
-    if at is None:
-        return MISSING
-    now = time.time() if now is None else now
-    local = time.localtime(at)
-    if time.strftime("%Y-%m-%d", local) == time.strftime("%Y-%m-%d", time.localtime(now)):
-        return time.strftime("%H:%M:%S", local)
-    return time.strftime("%Y-%m-%d %H:%M", local)
-
-
-def number(value: Any) -> str:
-    if value is None:
-        return MISSING
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def resources(spec: dict[str, Any]) -> str:
-    """`2 CPUs, 1 GPU, memory 32G` from a run spec."""
-    return f"{plural(spec['cpus'], 'CPU')}, {plural(spec['gpus'], 'GPU')}, memory {size_mb(spec['mem_mb'])}"
-
-
-def size_mb(mb: int | None) -> str:
-    if mb is None:
-        return "backend default"
-    return f"{mb / 1024:g}G" if mb % 1024 == 0 else f"{mb}M"
 
 
 # ---------------------------------------------------------------- tables
@@ -148,12 +84,6 @@ class Column:
     align: str = "<"  # "<" or ">"
     shrinkable: bool = False  # may be cut with … to fit the terminal
     min_width: int = 8
-
-
-def truncate(text: str, width: int) -> str:
-    if width <= 0:
-        return ""
-    return text if len(text) <= width else text[: max(0, width - 1)] + ELLIPSIS
 
 
 def table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int | None = None,
@@ -172,7 +102,7 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int |
     for row, row_styles in zip(plain, styles):
         cells = []
         for i, col in enumerate(columns):
-            text = _pad(truncate(row[i], widths[i]), widths[i], col.align)
+            text = _pad(human.truncate(row[i], widths[i]), widths[i], col.align)
             if i == len(columns) - 1:
                 text = text.rstrip()
             cells.append(style(text, **row_styles[i]) if row_styles[i] else text)
@@ -214,10 +144,5 @@ def indent_block(lines: Sequence[str], indent: str = "    ") -> list[str]:
 
 def separator(attempt: int, node: str | None) -> str:
     """The line between two attempts' output: `── attempt 2 on gpu-7 ──`."""
-    where = f" on {node}" if node else ""
-    return style(f"── attempt {attempt}{where} ──", dim=True)
-
-
-def plural(count: int, word: str, many: str | None = None) -> str:
-    return f"{count} {word if count == 1 else (many or word + 's')}"
+    return style(human.separator(attempt, node), dim=True)
 

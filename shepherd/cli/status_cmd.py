@@ -13,14 +13,12 @@ from typing import Any
 
 import click
 
-from fray.core import directives
-
-from fray.state import runs
-
-from fray.ops import views
 from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
+from fray.core import values
 from fray.errors import UsageError
+from fray.ops import detail, human, views
+from fray.state import runs
 
 ATTEMPT_COLUMNS = (
     render.Column("#", ">"),
@@ -36,8 +34,7 @@ EVENT_COLUMNS = (render.Column("TIME"), render.Column("KIND"), render.Column("#"
                  render.Column("REASON", shrinkable=True, min_width=12))
 COMMAND_COLUMNS = (render.Column("ID"), render.Column("TYPE"), render.Column("AGE", ">"), render.Column("DELIVERED"),
                    render.Column("PAYLOAD", shrinkable=True, min_width=12))
-GOOD_CAUSES = frozenset({"success"})
-NEUTRAL_CAUSES = frozenset({"stopped", "restarted", "paused", "expired"})
+CAUSE_COLOURS: dict[str, dict[str, Any]] = {"neutral": {}, "good": {"fg": "green"}, "bad": {"fg": "red"}}
 
 
 @click.command("status")
@@ -68,25 +65,23 @@ def render_status(data: dict[str, Any]) -> list[str]:
     if data["wait_reason"] and row["phase"] != "ended":
         facts.append(("waiting", data["wait_reason"]))
     if data["next_attempt_at"]:
-        facts.append(("next attempt", render.timestamp(data["next_attempt_at"], now)))
+        facts.append(("next attempt", human.timestamp(data["next_attempt_at"], now)))
     facts += [
-        ("mode", mode_summary(spec)),
-        ("resources", f"{render.resources(spec)} on {spec['backend']}"),
-        ("heartbeat", f"every {directives.format_duration(spec['heartbeat_interval_sec'])}, restart after "
-                      f"{directives.format_duration(spec['heartbeat_timeout_sec'])} without one"),
-        ("failures", f"{counters['workload_failures']} workload, {counters['node_failures']} node-side, "
-                     f"{counters['consecutive_fast_failures']} fast in a row"),
+        ("mode", detail.mode_summary(spec)),
+        ("resources", detail.resources_summary(spec)),
+        ("heartbeat", f"every {values.format_duration(spec['heartbeat_interval_sec'])}, restart after "
+                      f"{values.format_duration(spec['heartbeat_timeout_sec'])} without one"),
+        ("failures", detail.failures_summary(counters)),
     ]
     progress = data["progress"]
     if progress:
-        facts.append(("progress", progress_summary(progress, now)))
-    requests = control_summary(data["control"])
+        facts.append(("progress", detail.progress_summary(progress, now)))
+    requests = detail.control_summary(data["control"])
     if requests:
         facts.append(("requested", requests))
-    facts.append(("submitted", f"{render.timestamp(row['created_at'], now)} by {data['submitted_by'].get('user')}"
-                               f"@{data['submitted_by'].get('host')}"))
+    facts.append(("submitted", detail.submitted_summary(row["created_at"], data["submitted_by"], now)))
     if data["end"]:
-        facts.append(("ended", render.timestamp(data["end"]["at"], now)))
+        facts.append(("ended", human.timestamp(data["end"]["at"], now)))
     lines += render.key_values(facts)
 
     lines += family_lines(data.get("family"))
@@ -97,7 +92,7 @@ def render_status(data: dict[str, Any]) -> list[str]:
     else:
         lines.append("  none yet")
 
-    failed = last_failure(data["attempts"])
+    failed = detail.last_failure(data["attempts"])
     if failed:
         failure = failed["failure"]
         lines += ["", render.heading(f"Last failure (attempt {failed['number']}, exit {failure['exit_code']})")]
@@ -111,7 +106,7 @@ def render_status(data: dict[str, Any]) -> list[str]:
 
     if data["events"]:
         lines += ["", render.heading(f"Recent events ({len(data['events'])})")]
-        cells = [[render.timestamp(e["at"], now), e["kind"], render.number(e.get("attempt")), e["reason"]]
+        cells = [[human.timestamp(e["at"], now), e["kind"], human.number(e.get("attempt")), e["reason"]]
                  for e in data["events"]]
         lines += render.indent_block(render.table(EVENT_COLUMNS, cells, width=width and width - 2), "  ")
 
@@ -161,61 +156,26 @@ def command_lines(commands: dict[str, Any] | None, now: float, width: int | None
     waiting = commands["unacknowledged"]
     lines = ["", render.heading(f"Runtime commands ({len(waiting)} not acknowledged, "
                                 f"{commands['acknowledged']} acknowledged)")]
-    cells = [[c["id"], c["type"], render.duration(c["age_sec"]),
-              f"{render.timestamp(c['delivered_at'], now)} (attempt {c['delivered_attempt']})" if c["delivered_at"]
+    cells = [[c["id"], c["type"], human.duration(c["age_sec"]),
+              f"{human.timestamp(c['delivered_at'], now)} (attempt {c['delivered_attempt']})" if c["delivered_at"]
               else "not yet", json.dumps(c["payload"], separators=(",", ":"))] for c in waiting]
     if cells:
         lines += render.indent_block(render.table(COMMAND_COLUMNS, cells, width=width and width - 2), "  ")
     return lines
 
 
-def mode_summary(spec: dict[str, Any]) -> str:
-    retries = (f"allows {render.plural(spec['max_retries'], 'workload failure')} and "
-               f"{spec['max_retries_preemption']} node-side")
-    if spec["mode"] == "indefinite":
-        keep = directives.format_duration(spec["keep_alive_sec"]) if spec["keep_alive_sec"] else "until stopped"
-        return f"indefinite (keep alive {keep}), {retries}"
-    return f"run_once, {retries}"
-
-
-def progress_summary(progress: dict[str, Any], now: float) -> str:
-    parts = [f"{key} {render.number(progress[key])}" for key in ("step", "loss", "samples_per_sec", "checkpoint_version")
-             if progress.get(key) is not None]
-    return f"{', '.join(parts) or 'reported'} ({render.age(progress['updated_at'], now)})"
-
-
-def control_summary(control: dict[str, Any]) -> str:
-    asked = []
-    if control.get("stop_requested"):
-        asked.append("stop")
-    if control.get("paused"):
-        asked.append("paused")
-    if asked and control.get("updated_by"):
-        return f"{', '.join(asked)} (by {control['updated_by']})"
-    return ", ".join(asked)
-
-
 def attempt_cells(attempt: dict[str, Any], now: float) -> list[Any]:
     started = attempt["started_at"]
-    if started is None:
-        took = None
-    else:
-        took = (attempt["ended_at"] or now) - started
+    took = detail.attempt_took(attempt, now)
     cause = attempt["cause"]
-    colour = {} if cause is None or cause in NEUTRAL_CAUSES else {"fg": "green"} if cause in GOOD_CAUSES else {"fg": "red"}
+    colour = CAUSE_COLOURS[detail.cause_kind(cause)]
     return [
         str(attempt["number"]),
         attempt["state"],
-        attempt["node"] or render.MISSING,
-        render.timestamp(started or attempt["submitted_at"], now),
-        render.duration(took),
-        render.number(attempt["exit_code"]),
-        (cause or render.MISSING, colour),
+        attempt["node"] or human.MISSING,
+        human.timestamp(started or attempt["submitted_at"], now),
+        human.duration(took),
+        human.number(attempt["exit_code"]),
+        (cause or human.MISSING, colour),
         (attempt["detail"] or "").replace("\n", " "),
     ]
-
-
-def last_failure(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The last attempt that failed and left a failure record (not one fray stopped on request)."""
-    return next((a for a in reversed(attempts)
-                 if a.get("failure") and a["cause"] not in NEUTRAL_CAUSES | GOOD_CAUSES), None)

@@ -15,18 +15,12 @@ from typing import Any, Callable
 import click
 from click.core import ParameterSource
 
-from fray.core import directives
-
-from fray.daemon import lease
-
-from fray.state import runs
-
-from fray.ops import views
 from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
-from fray.errors import StateError
-from fray.state.layout import Home
+from fray.core import directives
 from fray.core.model import Meta
+from fray.ops import human, logs as runlogs, submit as submitting, wait as waiting
+from fray.state.layout import Home
 
 SUCCESS = "completed_success"
 
@@ -98,13 +92,9 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], wait: bool, f
     """
     home = home_of(ctx)
     name, overrides = _overrides(ctx, flags)
-    meta = runs.create_run(home, runs.SubmitOptions(script=Path(script), overrides=overrides, name=name, args=args))
-    try:
-        lease.ensure_running(home)
-    except StateError as exc:
-        raise StateError(f"run {meta.run_id} was created, but {exc}; it starts once a daemon runs "
-                         f"(`fray daemon start`)") from None
-    data = submitted_view(home, meta)
+    meta = submitting.submit(home, Path(script), args, overrides, name)
+    submitting.ensure_daemon(home, meta)
+    data = submitting.submitted_view(home, meta, fray_prefix(home))
     if not (wait or follow):
         output.emit(data, as_json, render_submitted)
         return
@@ -115,13 +105,11 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], wait: bool, f
         if follow:
             ended = _follow(home, meta.run_id, as_json)
         else:
-            from fray.cli import watch
-
-            ended = watch.wait_for_end(home, meta.run_id)
+            ended = waiting.wait_for_end(home, meta.run_id)
     except KeyboardInterrupt:
         output.note(f"\nstopped watching; run {meta.run_id} goes on (`{fray_prefix(home)} status {meta.run_id}`)")
         ctx.exit(130)
-    data["end"] = end_view(home, ended)
+    data["end"] = submitting.end_view(home, ended)
     if as_json:
         output.json_line(data)
     else:
@@ -130,39 +118,12 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], wait: bool, f
     ctx.exit(0 if ended.end and ended.end.status == SUCCESS else 1)
 
 
-def submitted_view(home: Home, meta: Meta) -> dict[str, Any]:
-    paths = home.run(meta.run_id)
-    prefix = fray_prefix(home)
-    return {
-        "run_id": meta.run_id,
-        "name": meta.name,
-        "dir": str(paths.dir),
-        "script": {"source": meta.script["source"], "frozen": str(paths.script(meta.script["frozen"]))},
-        "spec": meta.spec.to_dict(),
-        "daemon": views.daemon_view(home),
-        "next": [f"{prefix} status {meta.run_id}", f"{prefix} logs {meta.run_id} -f"],
-        "end": None,
-    }
-
-
-def end_view(home: Home, meta: Meta) -> dict[str, Any] | None:
-    if meta.end is None:
-        return None
-    from fray.cli import watch
-
-    record = watch.ended_record(home, meta.run_id) or {}
-    return {"status": meta.end.status, "reason": meta.end.reason, "at": meta.end.at,
-            "attempts": len(meta.attempts), "result": record.get("result")}
-
-
 def _follow(home: Home, run_id: str, as_json: bool) -> Meta:
-    from fray.cli import watch
-
     def on_attempt(number: int, node: str | None) -> None:
         if not as_json:
             output.line(render.separator(number, node))
 
-    def on_line(item: watch.LogLine) -> None:
+    def on_line(item: runlogs.LogLine) -> None:
         if as_json:
             output.json_line(item.to_dict())
         elif item.stream == "stderr":
@@ -170,7 +131,7 @@ def _follow(home: Home, run_id: str, as_json: bool) -> Meta:
         else:
             output.line(item.line)
 
-    return watch.Follower(home, run_id, watch.STREAMS, start_attempt=1).run(on_attempt, on_line)
+    return runlogs.Follower(home, run_id, runlogs.STREAMS, start_attempt=1).run(on_attempt, on_line)
 
 
 def render_submitted(data: dict[str, Any]) -> list[str]:
@@ -179,7 +140,7 @@ def render_submitted(data: dict[str, Any]) -> list[str]:
     lines = [
         f"submitted run {render.style(data['run_id'], bold=True)} ({data['name']})",
         *render.key_values([
-            ("mode", f"{spec['mode']} on {spec['backend']}, {render.resources(spec)}"),
+            ("mode", f"{spec['mode']} on {spec['backend']}, {human.resources(spec)}"),
             ("script", f"{data['script']['source']} (frozen copy: {data['script']['frozen']})"),
             ("files", data["dir"]),
             ("daemon", render.style(f"{daemon['state']}: {daemon['detail']}", **render.DAEMON_COLOURS.get(daemon["state"], {}))),
@@ -195,7 +156,7 @@ def render_end(data: dict[str, Any]) -> list[str]:
     if end is None:
         return []
     lines = [f"run {data['run_id']} ended: {render.status_label(end['status'])}: {end['reason']}"
-             f" ({render.plural(end['attempts'], 'attempt')})"]
+             f" ({human.plural(end['attempts'], 'attempt')})"]
     if end.get("result"):
         lines.append(f"result: {output.dumps(end['result'])}")
     if end["status"] != SUCCESS:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from fray.core import values
-from fray.core.values import format_duration, parse_duration, parse_memory_mb  # also what front ends use
+from fray.core.backend_names import BACKEND_NAMES
+from fray.core.values import format_duration, parse_memory_mb
 from fray.core.model import Mode, RunSpec
 from fray.errors import DirectiveError, UsageError
 from fray.wrapper import contract
@@ -152,8 +153,8 @@ OPTIONS: tuple[DirectiveOption, ...] = (
     ),
     DirectiveOption(
         "--backend", "backend", "BACKEND",
-        f"where attempts run: local, slurm or tpu (default {_DEFAULT.backend})",
-        values.choice(("local", "slurm", "tpu")),
+        f"where attempts run: {', '.join(BACKEND_NAMES)} (default {_DEFAULT.backend})",
+        values.choice(BACKEND_NAMES),
     ),
     DirectiveOption(
         "--env", "env", "KEY=VALUE", "set a variable in the workload's environment (repeatable)",
@@ -161,13 +162,20 @@ OPTIONS: tuple[DirectiveOption, ...] = (
     ),
     DirectiveOption(
         "--progress-timeout", "progress_timeout_sec", "DURATION",
-        "show the run as degraded when its reported step has not advanced for this long (default: off)",
-        values.duration(positive=True),
+        "a hang: the step a workload reports (report.progress) has not advanced for this long; "
+        f"checked from its first report on (default {format_duration(_DEFAULT.progress_timeout_sec or 0)}; off disables)",
+        values.duration_or_off,
     ),
     DirectiveOption(
         "--restart-on-progress-stall", "restart_on_progress_stall", "",
-        "with --progress-timeout: restart the run when its step stops advancing, not only show it",
+        "restart the run when its step stops advancing (default true); false only shows it as degraded",
         values.parse_bool, is_flag=True,
+    ),
+    DirectiveOption(
+        "--retry-window", "retry_window_sec", "DURATION",
+        "failures count against --max-retries and --max-retries-preemption only while this recent "
+        f"(default {format_duration(_DEFAULT.retry_window_sec or 0)}; off: every failure counts)",
+        values.duration_or_off,
     ),
     DirectiveOption(
         "--clean-exit-ok", "clean_exit_ok", "",

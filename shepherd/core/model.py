@@ -110,6 +110,12 @@ class EndStatus(str, Enum):
 # Partition fallback: after this many failures in a row on a partition, use the next
 # one; try the preferred one again this long after its last failure.
 PARTITION_FALLBACK_DEFAULTS: dict[str, Any] = {"after_failures": 2, "retry_preferred_sec": 1800.0}
+# A reported step that has not advanced this long is a hang: the wrapper's
+# heartbeat comes from its own thread, so only progress shows a stuck workload.
+DEFAULT_PROGRESS_TIMEOUT_SEC = 1800.0
+# Failures count against a budget only while they are this recent, so a service
+# kept alive for weeks is not ended by crashes days apart.
+DEFAULT_RETRY_WINDOW_SEC = 86400.0
 
 
 @dataclass
@@ -128,8 +134,9 @@ class RunSpec:
     backoff_base_sec: float = 2.0
     backoff_max_sec: float = 300.0
     stop_grace_sec: float = 30.0
-    progress_timeout_sec: float | None = None
-    restart_on_progress_stall: bool = False
+    progress_timeout_sec: float | None = DEFAULT_PROGRESS_TIMEOUT_SEC  # None: off
+    restart_on_progress_stall: bool = True
+    retry_window_sec: float | None = DEFAULT_RETRY_WINDOW_SEC  # None: every failure since the run (re)started
     cpus: int = 1
     mem_mb: int | None = None
     gpus: int = 0
@@ -177,6 +184,7 @@ class Attempt:
     cause: str | None = None
     detail: str | None = None
     partition: str | None = None  # the Slurm partition it was submitted to
+    counted_as: str | None = None  # the budget its end drew on: "workload" | "node" | None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Attempt":
@@ -203,9 +211,10 @@ class End:
 class Counters:
     """Failures drawn from each budget, and the streak of fast failures behind crash_loop."""
 
-    workload_failures: int = 0
+    workload_failures: int = 0  # in all, since `since`; the budgets count only those in the retry window
     node_failures: int = 0
     consecutive_fast_failures: int = 0
+    since: float | None = None  # when counting (re)started: a restart of an ended run starts afresh
 
 
 @dataclass

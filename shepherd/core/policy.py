@@ -6,10 +6,15 @@ value, and returns a `Plan`: the updated meta, the actions for the daemon to
 carry out (submit, cancel, finish, reactivate) and the events to log with their
 reasons. Time and randomness are inputs, so every branch is testable as values.
 
-Budgets: workload failures (exit 50, or exit 0 where that is not success) draw
-on `max_retries`; node-side failures (node fault exits, lost process, stalled
-heartbeat, preemption, failed submission) on `max_retries_preemption`. Manual
-restarts, pauses and stops draw on neither.
+Budgets: workload failures (exit 50, or exit 0 where that is not success, or a
+progress stall) draw on `max_retries`; node-side failures (node fault exits,
+lost process, stalled heartbeat, preemption, failed submission) on
+`max_retries_preemption`. Manual restarts, pauses and stops draw on neither.
+A budget counts only the failures inside the sliding `retry_window_sec` (as
+Kubernetes forgets a crash-loop back-off after a healthy while), so a service
+kept alive for weeks is not ended by crashes days apart; each attempt records
+the budget it drew on (`counted_as`), and the counts are recomputed from the
+attempts, never kept as a running total that could drift.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from typing import Any, Callable
 
 from fray.wrapper import contract
 from fray.core import partition_policy
+from fray.core.observation import BackendView
 from fray.core.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.scheduler import Admission, Request
-from fray.core.status import progress_stalled_for
+from fray.core.status import PAUSED_REASON, healthy_period, progress_stalled_for
+from fray.core.values import format_duration
 
 # An attempt stuck in SUBMITTING this long (the daemon died mid-submit and the
 # backend does not know it) is given up and resubmitted.
@@ -39,7 +46,7 @@ SUSPECT_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.HEARTBEAT_STALL.value}
 SAFE_OVERRIDES = frozenset({
     "max_retries", "max_retries_preemption", "keep_alive_sec", "clean_exit_ok", "heartbeat_interval_sec",
     "heartbeat_timeout_sec", "startup_grace_sec", "stop_grace_sec", "backoff_base_sec", "backoff_max_sec",
-    "progress_timeout_sec", "restart_on_progress_stall",
+    "progress_timeout_sec", "restart_on_progress_stall", "retry_window_sec",
 })
 NODE_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.LOST.value, Cause.HEARTBEAT_STALL.value,
                          Cause.PREEMPTED.value, Cause.SUBMIT_FAILED.value})
@@ -55,17 +62,6 @@ class AttemptFiles:
     final: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
     progress: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class BackendView:
-    """What the backend's snapshot says of one attempt."""
-
-    state: str  # "pending" | "running" | "gone" | "unknown"
-    node: str | None = None
-    ref: dict[str, Any] | None = None
-    detail: str | None = None  # e.g. the scheduler's reason or final state
-    cause: str | None = None  # for "gone": the backend's reading (a Cause value), used when the wrapper left no exit record
 
 
 @dataclass(frozen=True)
@@ -155,17 +151,39 @@ def record_submit_failure(meta: Meta, attempt_number: int, error: str, now: floa
     return plan
 
 
+WORKLOAD_BUDGET, NODE_BUDGET = "workload", "node"
+
+
+@dataclass(frozen=True)
+class BudgetsUsed:
+    """Failures that count against each retry budget now."""
+
+    workload: int
+    node: int
+
+
+def budgets_used(meta: Meta, now: float) -> BudgetsUsed:
+    """Failures inside the retry window (and since the run was last (re)started), per budget."""
+    since = meta.counters.since or float("-inf")
+    if meta.spec.retry_window_sec:
+        since = max(since, now - meta.spec.retry_window_sec)
+    workload = node = 0
+    for attempt in meta.attempts:
+        if attempt.counted_as is None or (attempt.ended_at or now) < since:
+            continue
+        if attempt.counted_as == WORKLOAD_BUDGET:
+            workload += 1
+        else:
+            node += 1
+    return BudgetsUsed(workload, node)
+
+
 def backoff_delay(spec: RunSpec, streak: int, jitter: float) -> float:
     """Exponential in the failure streak, capped, with 'equal jitter' (half fixed, half random)."""
     if streak <= 0 or spec.backoff_base_sec <= 0:
         return 0.0
     ceiling = min(spec.backoff_max_sec, spec.backoff_base_sec * 2 ** min(streak - 1, 32))
     return ceiling * (0.5 + 0.5 * jitter)
-
-
-def healthy_period(spec: RunSpec) -> float:
-    """An attempt that ran this long resets the failure streak (and so the backoff)."""
-    return max(60.0, 3 * spec.heartbeat_interval_sec)
 
 
 def classify_exit(exit_record: dict[str, Any], final: dict[str, Any] | None, failure: dict[str, Any] | None,
@@ -212,6 +230,7 @@ def _apply_control(plan: Plan, s: Situation) -> None:
             meta.next_attempt_at = None
             meta.counters.workload_failures = meta.counters.node_failures = 0
             meta.counters.consecutive_fast_failures = 0
+            meta.counters.since = s.now
             plan.actions.append(Reactivate())
             plan.log("reactivated", f"started again by {control.updated_by or 'a user'}")
     if control.restart_nonce > meta.applied.restart_nonce:
@@ -279,6 +298,8 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         # The scheduler's name for the node wins over the host the wrapper saw (the blacklist and
         # sbatch --exclude speak Slurm's names), also for an attempt that ends before it was seen running.
         attempt.node = view.node
+    if attempt.state == AttemptState.SUBMITTED.value and files.started is not None:
+        _started(plan, attempt, view, files)  # also for an attempt that ended before it was seen running
     if files.exit is not None:
         if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
             attempt.node = _recorded_node(files)
@@ -297,11 +318,6 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         return
     if view.state == "unknown":
         return  # the backend could not tell this cycle; look again next cycle
-    if attempt.state == AttemptState.SUBMITTED.value and files.started is not None:
-        attempt.state = AttemptState.RUNNING.value
-        attempt.started_at = files.started["started_at"]
-        attempt.node = view.node or _recorded_node(files)  # the scheduler's node name, where it has one
-        plan.log("started", f"running on {attempt.node}", attempt.number)
     if attempt.state == AttemptState.STOPPING.value:
         waited = now - (attempt.stop_requested_at or now)
         if s.first_sight and waited <= meta.spec.stop_grace_sec + STOP_MARGIN_SEC:
@@ -319,6 +335,14 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         _stop(plan, attempt, Cause.EXPIRED.value, f"keep-alive of {meta.spec.keep_alive_sec:.0f}s has passed")
         return
     _check_stall(plan, attempt, files, view, now)
+
+
+def _started(plan: Plan, attempt: Attempt, view: BackendView, files: AttemptFiles) -> None:
+    """The wrapper's first heartbeat (started.json) is the start: it needs no word from the scheduler."""
+    attempt.state = AttemptState.RUNNING.value
+    attempt.started_at = files.started["started_at"]  # type: ignore[index]
+    attempt.node = view.node or _recorded_node(files)  # the scheduler's node name, where it has one
+    plan.log("started", f"running on {attempt.node}", attempt.number)
 
 
 def _recorded_node(files: AttemptFiles) -> str | None:
@@ -389,19 +413,23 @@ def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float) -> N
     counters = meta.counters
     ran = (attempt.ended_at or now) - attempt.started_at if attempt.started_at else 0.0
     counters.consecutive_fast_failures = 1 if ran >= healthy_period(spec) else counters.consecutive_fast_failures + 1
+    used = budgets_used(meta, now)
+    window = f" within --retry-window {format_duration(spec.retry_window_sec)}" if spec.retry_window_sec else ""
     if cause in WORKLOAD_CAUSES:
         counters.workload_failures += 1
-        if counters.workload_failures > spec.max_retries:
+        attempt.counted_as = WORKLOAD_BUDGET
+        if used.workload + 1 > spec.max_retries:
             _end(plan, EndStatus.FAILED.value,
-                 f"{counters.workload_failures} workload failures, more than --max-retries {spec.max_retries}; "
+                 f"{used.workload + 1} workload failures, more than --max-retries {spec.max_retries}{window}; "
                  f"last: {attempt.detail}")
             return
     else:
         counters.node_failures += 1
-        if counters.node_failures > spec.max_retries_preemption:
+        attempt.counted_as = NODE_BUDGET
+        if used.node + 1 > spec.max_retries_preemption:
             _end(plan, EndStatus.FAILED.value,
-                 f"{counters.node_failures} node-side failures, more than --max-retries-preemption "
-                 f"{spec.max_retries_preemption}; last: {attempt.detail}")
+                 f"{used.node + 1} node-side failures, more than --max-retries-preemption "
+                 f"{spec.max_retries_preemption}{window}; last: {attempt.detail}")
             return
     delay = backoff_delay(spec, counters.consecutive_fast_failures, jitter)
     meta.next_attempt_at = now + delay
@@ -415,7 +443,7 @@ def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> 
         _end(plan, EndStatus.ENDED_EXPIRED.value, f"keep-alive of {meta.spec.keep_alive_sec:.0f}s has passed")
         return
     if s.control.paused:
-        _wait(plan, "paused: `fray control unpause` resumes it")
+        _wait(plan, PAUSED_REASON)
         return
     choice = partition_policy.choose(s.partitions, meta.attempts, meta.spec.partition_fallback, now)
     if choice.wait:

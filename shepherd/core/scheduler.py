@@ -38,6 +38,7 @@ class Ledger:
     used_cpus: int = 0
     used_mem_mb: int = 0
     used_gpu_ids: set[int] = field(default_factory=set)
+    closed: str | None = None  # why nothing may start now (every node is banned), whatever is free
 
     @classmethod
     def unlimited(cls) -> "Ledger":
@@ -51,6 +52,8 @@ class Ledger:
 
     def admit(self, request: Request) -> Admission:
         """Reserve `request` if it fits now; otherwise say why it waits."""
+        if self.closed:
+            return Admission(False, self.closed)
         cap = self.capacity
         if cap is None:
             return Admission(True)

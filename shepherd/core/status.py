@@ -48,6 +48,7 @@ ICONS: dict[Status, str] = {
 DEGRADED_AFTER_INTERVALS = 3
 UNRESPONSIVE_AFTER_INTERVALS = 6
 CRASH_LOOP_AFTER = 3  # consecutive fast failures
+PAUSED_REASON = "paused: `fray control unpause` resumes it"
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,14 @@ def progress_stalled_for(spec: RunSpec, progress: dict[str, Any] | None, started
     return stalled if stalled > spec.progress_timeout_sec else None
 
 
+def healthy_period(spec: RunSpec) -> float:
+    """An attempt that ran this long was no fast failure: it resets the failure streak (and the backoff)."""
+    return max(60.0, 3 * spec.heartbeat_interval_sec)
+
+
 def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float, problem: str | None = None,
-                      progress: dict[str, Any] | None = None) -> RunStatus:
-    """The one status of a run. `problem` reports an unreadable state file."""
+                      progress: dict[str, Any] | None = None, paused: bool = False) -> RunStatus:
+    """The one status of a run. `problem` reports an unreadable state file; `paused` is control.json's."""
     if meta is None:
         return RunStatus(Status.ERROR_UNKNOWN, problem or "meta.json is missing")
     if meta.phase == Phase.ENDED.value and meta.end is not None:
@@ -92,8 +98,14 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
         return RunStatus(Status.ERROR_UNKNOWN, problem)
     attempt = meta.in_flight
     if attempt is None:
+        if paused:  # held on purpose: waiting to start again, not restarting
+            return RunStatus(Status.PENDING, PAUSED_REASON)
         if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
             return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
+        backing_off = meta.next_attempt_at is not None and now < meta.next_attempt_at
+        if meta.attempts and not backing_off and meta.wait_reason:
+            # Not restarting: held back by something outside the run (resources, a ban).
+            return RunStatus(Status.PENDING, _queued_reason(meta))
         if meta.attempts:
             return RunStatus(Status.RESTARTING, _queued_reason(meta))
         return RunStatus(Status.PENDING, meta.wait_reason or "waiting for the daemon")
@@ -129,5 +141,14 @@ def _queued_reason(meta: Meta, crash_loop: bool = False) -> str:
     if last and last.detail:
         why += f" ({last.detail})"
     wait = meta.wait_reason or "waiting for the daemon"
-    prefix = f"{meta.counters.consecutive_fast_failures} fast failures in a row; " if crash_loop else ""
+    prefix = f"{_streak(meta)}; " if crash_loop else ""
     return f"{prefix}{why}; {wait}" if why else f"{prefix}{wait}"
+
+
+def _streak(meta: Meta) -> str:
+    """'3 failures in a row (attempts ran 50s, 48s, 3s; under 60s is a fast failure)': what happened, in numbers."""
+    count = meta.counters.consecutive_fast_failures
+    ended = [a for a in meta.attempts if a.state == AttemptState.ENDED.value][-count:]
+    ran = [f"{a.ended_at - a.started_at:.0f}s" if a.started_at and a.ended_at else "never started" for a in ended]
+    return (f"{count} failures in a row (attempts ran {', '.join(ran)}; "
+            f"under {healthy_period(meta.spec):.0f}s is a fast failure)")

@@ -87,6 +87,17 @@ def duration(*, positive: bool) -> Callable[[str], float]:
     return parse
 
 
+def duration_or_off(text: str) -> float | None:
+    """A positive duration, or `off` / 0 for none (a check that can be turned off)."""
+    if text.strip().lower() in ("off", "none", "0"):
+        return None
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        raise ValueError(f"expected {_DURATION_FORM}, or off") from None
+    return seconds or None
+
+
 def count(*, minimum: int, example: str) -> Callable[[str], int]:
     at_least = f" of at least {minimum}," if minimum else ""
     form = f"a whole number{at_least} like {example}"

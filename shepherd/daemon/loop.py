@@ -13,7 +13,7 @@ Crash-only: it may be killed at any line. An attempt is recorded as
 (and adopts it) instead of submitting twice. One daemon per FRAY_HOME: it holds
 locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
-The process entry is `fray.daemon.__main__`; the file watcher is `fray.daemon.watching`.
+The process entry is `fray.daemon.process`; the file watcher is `fray.daemon.watching`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from fray.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequest,
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta, Phase
 from fray.core.partition_policy import Candidates as PartitionCandidates
-from fray.core.policy import AttemptFiles, BackendView, Situation
+from fray.core.policy import AttemptFiles, Situation
+from fray.core.observation import BackendView
 from fray.core.scheduler import Ledger, Request
 from fray.core.status import normalized_status
 from fray.daemon import alerts
@@ -242,7 +243,11 @@ class Daemon:
             name = meta.spec.backend
             if name not in ledgers:
                 try:
-                    ledgers[name] = Ledger(self._backend(name).capacity())
+                    backend = self._backend(name)
+                    capacity = backend.capacity()
+                    # A backend that places work itself (local) must honour bans there too.
+                    closed = self._nodes.all_banned(name, backend) if capacity is not None else None
+                    ledgers[name] = Ledger(capacity, closed=closed)
                 except FrayError:
                     ledgers[name] = Ledger.unlimited()
             attempt = meta.in_flight
@@ -299,11 +304,11 @@ class Daemon:
                     AttemptKey(meta.run_id, action.attempt), attempt.backend_ref if attempt else None,
                     force=action.force, workload_pid=started.get("workload_pid")))
         if self._alerter.rules:
-            self._alert(plan.meta, files, now)
+            self._alert(plan.meta, run.control, files, now)
 
-    def _alert(self, meta: Meta, files: AttemptFiles, now: float) -> None:
+    def _alert(self, meta: Meta, control: Control, files: AttemptFiles, now: float) -> None:
         """Send the alerts a change of this run's status calls for (in the background)."""
-        status = normalized_status(meta, files.heartbeat_at, now, None, files.progress).status.value
+        status = normalized_status(meta, files.heartbeat_at, now, None, files.progress, control.paused).status.value
         for firing in self._alerter.observe(meta.run_id, status, now):
             from fray.ops.views import run_row
 

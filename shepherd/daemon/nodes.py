@@ -42,6 +42,30 @@ class NodeKeeper:
         top_k = int(self._settings.get("top_k", blacklist.DEFAULT_TOP_K))
         return blacklist.Blacklist.from_dict(raw).exclude(self._clock(), top_k)
 
+    def all_banned(self, name: str, backend: Backend) -> str | None:
+        """Why no run may start on `backend` when a person banned every node it has; else None.
+
+        The daemon's own strikes never close a backend: where a node is the only
+        one (local), retrying there is the only way to make progress.
+        """
+        try:
+            raw = self._reader.read(self.home.blacklist, "blacklist")
+        except CorruptFileError:
+            return None
+        now = self._clock()
+        banned = {node: entry for node, entry in blacklist.Blacklist.from_dict(raw).nodes.items()
+                  if entry.active(now) and entry.by_person}
+        try:
+            nodes = [node.name for node in backend.nodes()]
+        except (BackendError, OSError):
+            return None
+        if not nodes or any(node not in banned for node in nodes):
+            return None
+        first = banned[nodes[0]]
+        until = "" if first.expires_at is None else f" until {time.strftime('%H:%M:%S', time.localtime(first.expires_at))}"
+        return (f"every node of the {name} backend is banned: {nodes[0]}{until} ({first.reason}); "
+                f"`fray nodes unban {nodes[0]}` lets runs start")
+
     def suspect(self, paths: RunPaths, action: policy.SuspectNode, attempt: int | None,
                 now: float) -> tuple[blacklist.Entry, float]:
         """Strike the node in the blacklist and the run's badnode_events.log; the entry and its TTL."""

@@ -2,4 +2,17 @@
 
 Front ends (cli, tui, remote) parse input and render output; everything they do
 or show is a plain function here, over the state directory, front-end neutral.
+They never import each other, and nothing here imports them.
+
+    read models   views (run rows, `fray list`, `fray status`), live (rows kept current,
+                  recent events, file changes), detail (one run in full, its summaries),
+                  queue, nodes (inventory and bans), partitions (Slurm, via its backend)
+    actions       control (stop/start/restart/pause/unpause, ban a run's node), nodes
+                  (ban, unban), settings (a live run's safe settings), runtime (tune, pause
+                  --in-process, resume, terminate), submit (preview, create)
+    output        logs (read, tail, follow across attempts), wait (until a run ends)
+    words         human (durations, times, sizes, icons: what every front end prints)
+
+Actions record intent; making sure a daemon acts on it is the front end's last
+step (fray.daemon.lease.ensure_running), since the dashboard does it in a thread.
 """

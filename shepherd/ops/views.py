@@ -12,14 +12,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fray.daemon import lease
-
-from fray.state import store
-from fray.errors import CorruptFileError
-from fray.state.layout import Home, RunPaths
 from fray.core.model import Control, Meta
-from fray.state.row_cache import RowCache, stat_key
 from fray.core.status import RunStatus, Status, heartbeat_age, normalized_status
+from fray.daemon import lease
+from fray.errors import CorruptFileError
+from fray.state import store
+from fray.state.layout import Home, RunPaths
+from fray.state.row_cache import RowCache, stat_key
 
 
 def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Control, str | None]:
@@ -99,7 +98,7 @@ def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, he
                 "attempt": None, "node": None, "created_at": None, "uptime_sec": None, "heartbeat_age_sec": None,
                 "step": None, "loss": None, "paused": paused}
     attempt = meta.in_flight
-    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem, progress)
+    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem, progress, paused)
     current = meta.current
     started = attempt.started_at if attempt else None
     age = heartbeat_age(meta, heartbeat_at, now)
@@ -189,7 +188,7 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
     attempts = []
     for attempt in (meta.attempts if meta else []):
         files = paths.attempt(attempt.number)
-        attempts.append({**attempt.to_dict(), "failure": _safe(files.failure, "failure"),
+        attempts.append({**attempt.to_dict(), "failure": read_record(files.failure, "failure"),
                          "stdout": str(files.stdout), "stderr": str(files.stderr)})
     recent = [line.record for line in store.read_jsonl(paths.events, "event") if line.record is not None]
     return {
@@ -225,10 +224,10 @@ def commands_view(paths: RunPaths, now: float) -> dict[str, Any]:
         if paths.command_ack(command_id).exists():
             acknowledged += 1
             continue
-        envelope = _safe(paths.command(command_id), "command")
+        envelope = read_record(paths.command(command_id), "command")
         if envelope is None:
             continue
-        delivered = _safe(paths.command_delivered(command_id), "command-delivered")
+        delivered = read_record(paths.command_delivered(command_id), "command-delivered")
         waiting.append({
             **envelope,
             "age_sec": round(max(0.0, now - envelope["issued_at"]), 3),
@@ -239,77 +238,12 @@ def commands_view(paths: RunPaths, now: float) -> dict[str, Any]:
     return {"unacknowledged": waiting, "acknowledged": acknowledged}
 
 
-def _safe(path: Any, schema: str) -> dict[str, Any] | None:
+def read_record(path: Any, schema: str) -> dict[str, Any] | None:
+    """A small record file (failure, probe, command...); None when absent or corrupt (moved aside)."""
     try:
         return store.read_json(path, schema)
     except CorruptFileError:
         return None
-
-
-def queue_view(home: Home, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Runs waiting for an attempt to start, in the order they will be tried, each with why it waits.
-
-    First those already handed to a backend (its queue decides), then the queued
-    ones as the daemon admits them: oldest first, those backing off when their
-    delay is over, paused ones only after unpause. `rows` (from list_view or the
-    TUI) saves reading every run again; only the waiting runs' meta is read.
-    """
-    now = time.time()
-    rows = list_view(home, include_ended=False)["runs"] if rows is None else rows
-    waiting = []
-    for row in rows:
-        submitted = row["phase"] == "active" and row["status"] in WAITING_STATUSES
-        if row["phase"] != "queued" and not submitted:
-            continue
-        try:
-            raw = store.read_json(home.run(row["run_id"]).meta, "meta") or {}
-        except CorruptFileError:
-            raw = {}
-        next_at = raw.get("next_attempt_at")
-        if submitted:
-            why, rank = f"submitted, waiting for {row['backend']} to start it: {row['reason']}", 0
-        elif row["paused"]:
-            why, rank = "paused: no attempt starts until unpause", 3
-        elif next_at is not None and next_at > now:
-            why, rank = f"backing off after failures: next attempt in {next_at - now:.0f}s", 2
-        else:
-            why, rank = raw.get("wait_reason") or row["reason"], 1
-        order = (rank, next_at if rank == 2 else 0.0, row["created_at"] or 0.0, row["run_id"])
-        waiting.append((order, {"run_id": row["run_id"], "name": row["name"], "status": row["status"],
-                                "icon": row["icon"], "attempt": row["attempt"], "backend": row["backend"],
-                                "created_at": row["created_at"], "next_attempt_at": next_at, "reason": why}))
-    waiting.sort(key=lambda pair: pair[0])
-    queue = [{"position": position, **item} for position, (_, item) in enumerate(waiting, start=1)]
-    return {"generated_at": now, "queue": queue}
-
-
-WAITING_STATUSES = frozenset({Status.PENDING.value, Status.RESTARTING.value, Status.CRASH_LOOP.value})
-
-
-SCRIPT_SHOWN_BYTES = 256 * 1024
-
-
-def detail_view(home: Home, run_id: str) -> dict[str, Any]:
-    """What the TUI's run screen shows: status_view, plus each attempt's probe results, the
-    runtime commands not yet acknowledged, and the frozen script's text."""
-    data = status_view(home, run_id, events=50)
-    paths = home.run(run_id)
-    probes = []
-    for attempt in data["attempts"]:
-        probe = _safe(paths.attempt(attempt["number"]).probe, "probe")
-        if probe is not None:
-            probes.append({"attempt": attempt["number"], **probe})
-    data["probes"] = probes
-    script = data["script"]
-    text = None
-    if script:
-        try:
-            with open(paths.script(script["frozen"]), "rb") as handle:
-                text = handle.read(SCRIPT_SHOWN_BYTES).decode("utf-8", errors="replace")
-        except OSError:
-            text = None
-    data["script_text"] = text
-    return data
 
 
 # -- families (the cluster API) ---------------------------------------------------------

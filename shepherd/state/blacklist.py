@@ -29,6 +29,7 @@ class Entry:
     expires_at: float | None
     source_run: str | None = None
     strikes: int = 1
+    by_person: bool = False  # a person's ban: honoured even on a backend's only node
 
     def active(self, now: float) -> bool:
         return self.expires_at is None or self.expires_at > now
@@ -45,14 +46,17 @@ class Blacklist:
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": 1, "nodes": {name: vars(entry) for name, entry in sorted(self.nodes.items())}}
 
-    def strike(self, node: str, reason: str, now: float, ttl_sec: float | None, source_run: str | None) -> Entry:
-        """A fault seen on `node`: add it, or renew it with one more strike."""
+    def strike(self, node: str, reason: str, now: float, ttl_sec: float | None, source_run: str | None,
+               by_person: bool = False) -> Entry:
+        """A fault seen on `node` (or a person's ban): add it, or renew it with one more strike."""
         expires = None if ttl_sec is None else now + ttl_sec
         old = self.nodes.get(node)
         strikes = old.strikes + 1 if old is not None and old.active(now) else 1
         if old is not None and old.expires_at is None:
             expires = None  # a ban without expiry stays so
-        entry = Entry(reason=reason, added_at=now, expires_at=expires, source_run=source_run, strikes=strikes)
+        by_person = by_person or (old is not None and old.active(now) and old.by_person)
+        entry = Entry(reason=reason, added_at=now, expires_at=expires, source_run=source_run, strikes=strikes,
+                      by_person=by_person)
         self.nodes[node] = entry
         return entry
 
@@ -94,7 +98,7 @@ def ban(home: Home, node: str, reason: str, ttl_sec: float | None, source_run: s
     from fray.state import audit
 
     now = time.time()
-    entry = update(home, lambda b: b.strike(node, reason, now, ttl_sec, source_run), now)
+    entry = update(home, lambda b: b.strike(node, reason, now, ttl_sec, source_run, by_person=True), now)
     audit.record(home, "nodes.ban", source_run, {"node": node, "reason": reason, "ttl_sec": ttl_sec})
     return entry
 

@@ -18,12 +18,11 @@ from typing import Any
 
 from fray.state import audit, store
 
-from fray.core import directives
+from fray.core import backend_names, directives
 from fray.errors import CorruptFileError, RunLookupError, UsageError
 from fray.state.layout import Home
 from fray.core.model import Control, Meta, Phase, RunSpec
 
-AVAILABLE_BACKENDS = ("local", "slurm")
 CONTROL_OPS = ("stop", "start", "restart", "pause", "unpause")
 _NAME_SEGMENT = re.compile(r"^[0-9]{8}-[0-9]{6}-(.+)-[0-9a-f]{4}$")
 
@@ -59,8 +58,10 @@ def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> 
     parsed = directives.parse_script(text, str(options.script))
     workdir = options.workdir or os.getcwd()
     spec = directives.build_spec(parsed, options.overrides, workdir=workdir, args=list(options.args))
-    if spec.backend not in AVAILABLE_BACKENDS:
-        raise UsageError(f"backend {spec.backend!r} is not available yet; available: {', '.join(AVAILABLE_BACKENDS)}")
+    try:
+        backend_names.check_available(spec.backend)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     name = options.name or parsed.name or options.script.stem
     run_id = make_run_id(name, now)
     suffix = options.script.suffix if re.fullmatch(r"\.[A-Za-z0-9_]+", options.script.suffix) else ""

@@ -12,7 +12,7 @@ a missed event costs seconds, not correctness. Each scan is handed to every scre
 that fails (a permission problem, a bug) is reported on screen and retried; it
 never ends the app.
 
-Writing intent: the screens call fray.tui.actions (as the CLI commands do)
+Writing intent: the screens call fray.tui.actions (fray.ops, as the CLI commands do)
 and then `intent_written`, which makes sure a daemon serves FRAY_HOME
 (lease.ensure_running, in a thread: it may wait for the daemon's first cycle)
 and refreshes at once.
@@ -30,9 +30,9 @@ from textual.theme import Theme
 
 from fray.daemon import lease
 from fray.errors import FrayError
+from fray.ops.live import Hint, RunsModel, Snapshot, Watcher
 from fray.state.layout import Home
 from fray.tui import theme as themes
-from fray.tui.data import Hint, RunsModel, Snapshot, Watcher
 
 FULL_SCAN_WITH_WATCHER_SEC = 30.0
 FULL_SCAN_WITHOUT_WATCHER_SEC = 2.0
@@ -99,9 +99,7 @@ class FrayApp(App):
         if self.start in ("queue", "nodes"):
             self.action_show(self.start)
         if self.start_run:
-            from fray.tui.screens.detail import DetailScreen
-
-            self.push_screen(DetailScreen(self.start_run))
+            self.open_details(self.start_run)
         if self.use_watcher:
             self._start_watcher()
         if self.tick:
@@ -223,6 +221,18 @@ class FrayApp(App):
             self.push_screen(QueueScreen())
         elif name == "nodes":
             self.push_screen(NodesScreen())
+
+    def open_details(self, run_id: str) -> None:
+        """The run's screen (screens open it through the app, which imports them: no cycle)."""
+        from fray.tui.screens.detail import DetailScreen
+
+        self.push_screen(DetailScreen(run_id))
+
+    def open_logs(self, run_id: str) -> None:
+        """The run's logs screen."""
+        from fray.tui.screens.logs import LogsScreen
+
+        self.push_screen(LogsScreen(run_id))
 
     def action_search(self) -> None:
         handler = getattr(self.screen, "action_search", None)

@@ -115,7 +115,7 @@ async def baseline(repeats: int) -> dict[str, list[float]]:
 
 async def dashboard(home: Home, repeats: int) -> dict[str, list[float]]:
     from fray.tui.app import FrayApp
-    from fray.tui.data import Hint
+    from fray.ops.live import Hint
 
     samples: dict[str, list[float]] = {k: [] for k in (
         "first", "first_scan", "tick", "watch", "full", "j", "G", "g", "ctrl+d", "filter", "enter",

@@ -30,7 +30,7 @@ from fray.backends import wrapper_command
 from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from fray.errors import BackendError
 from fray.state.layout import Home
-from fray.core.policy import BackendView
+from fray.core.observation import BackendView
 from fray.core.scheduler import Capacity
 from fray.wrapper import contract, procs
 

@@ -38,7 +38,7 @@ from fray.errors import AmbiguousSubmission, BackendError
 from fray.state.layout import AttemptPaths, Home
 from fray.core.model import RunSpec
 from fray.core.partition_policy import Candidates
-from fray.core.policy import BackendView
+from fray.core.observation import BackendView
 
 DEFAULTS: dict[str, Any] = {
     "poll_interval_sec": 15.0,
@@ -86,6 +86,11 @@ class SlurmBackend:
         self._ambiguous_at: dict[str, float] = {}  # job name -> when its sbatch gave no clear answer
         self._sinfo: tuple[float, list[partitions.NodeRow]] | None = None
         self._sacct_after = 0.0
+
+    @classmethod
+    def for_daemon(cls, home: Home, on_attempt_exit: Callable[[], None] | None = None) -> "SlurmBackend":
+        """The backend as `load_backend` builds it: Slurm reports ends through squeue, not a callback."""
+        return cls(home)
 
     def capacity(self) -> None:
         return None  # Slurm queues by itself

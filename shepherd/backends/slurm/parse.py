@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from fray.backends.base import AttemptKey
 from fray.core.model import Cause
-from fray.core.policy import BackendView
+from fray.core.observation import BackendView
 from fray.wrapper import contract
 
 JOB_PREFIX = "fray-"

@@ -28,7 +28,6 @@ from pathlib import Path
 from fray.backends import wrapper_command
 from fray.backends.base import SubmitRequest
 from fray.backends.slurm.parse import job_name
-from fray.state.layout import Home
 
 ENV_TASK_INDEX = "FRAY_TASK_INDEX"
 ENV_NUM_TASKS = "FRAY_NUM_TASKS"

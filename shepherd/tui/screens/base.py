@@ -1,34 +1,57 @@
 """What every screen shares: taking a refresh, the actions on a run (r, s, p, t, b, e),
 and the `/` filter box of the list screens.
 
-The run actions write intent through fray.tui.actions (as the CLI does),
-ask first when they are destructive, then have the app make sure a daemon
-serves FRAY_HOME and refresh at once, so the change shows without waiting.
+The run actions write intent through fray.tui.actions (fray.ops, as the CLI
+does), ask first when they are destructive, then have the app make sure a
+daemon serves FRAY_HOME and refresh at once, so the change shows without waiting.
+
+Screens never import the app (fray.tui.app imports them): what they use of it
+is the `Dashboard` protocol, and they open the run and logs screens through it
+(`open_details`, `open_logs`), so the import graph has no cycle.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol, cast
 
 from textual.screen import Screen
 from textual.widgets import Input
 
 from fray.errors import FrayError
+from fray.ops.live import Snapshot
+from fray.state.layout import Home
 from fray.tui import actions
+from fray.tui.theme import Palette
 
-if TYPE_CHECKING:
-    from fray.tui.app import FrayApp
-    from fray.tui.data import Snapshot
+
+class Dashboard(Protocol):
+    """What screens use of the app (fray.tui.app.FrayApp)."""
+
+    home: Home
+    palette: Palette
+    snapshot: Snapshot | None
+
+    def intent_written(self, daemon: bool = True) -> None: ...
+
+    def open_details(self, run_id: str) -> None: ...
+
+    def open_logs(self, run_id: str) -> None: ...
+
+    def notify(self, message: str, *, severity: str = "information", timeout: float | None = None) -> None: ...
+
+    def push_screen(self, screen: Any, callback: Any = None) -> Any: ...
+
+    def action_back(self) -> None: ...
 
 
 class FrayScreen(Screen):
     """A full screen of the dashboard app."""
 
     @property
-    def fray(self) -> "FrayApp":
-        return self.app  # type: ignore[return-value]
+    def fray(self) -> Dashboard:
+        return cast(Dashboard, self.app)
 
-    def on_snapshot(self, snapshot: "Snapshot") -> None:
+    def on_snapshot(self, snapshot: Snapshot) -> None:
         """A refresh arrived (the app calls this on every screen in the stack)."""
 
     def focus_runs(self) -> set[str] | None:
@@ -91,7 +114,7 @@ class RunActions:
 
     def _do(self, work: Callable[[], actions.Outcome], daemon: bool = True) -> None:
         """Write the intent now; report the outcome; then (as the CLI) make sure a daemon serves it; refresh."""
-        app: FrayApp = self.app  # type: ignore[attr-defined]
+        app: Dashboard = self.app  # type: ignore[attr-defined]
         try:
             outcome = work()
         except FrayError as exc:
@@ -140,16 +163,12 @@ class RunActions:
     def action_logs(self) -> None:
         row = self._row_or_warn()
         if row is not None:
-            from fray.tui.screens.logs import LogsScreen
-
-            self.app.push_screen(LogsScreen(row["run_id"]))  # type: ignore[attr-defined]
+            self.app.open_logs(row["run_id"])  # type: ignore[attr-defined]
 
     def action_details(self) -> None:
         row = self._row_or_warn()
         if row is not None:
-            from fray.tui.screens.detail import DetailScreen
-
-            self.app.push_screen(DetailScreen(row["run_id"]))  # type: ignore[attr-defined]
+            self.app.open_details(row["run_id"])  # type: ignore[attr-defined]
 
     def action_blacklist(self) -> None:
         row = self._row_or_warn()

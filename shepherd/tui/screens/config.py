@@ -4,7 +4,7 @@ One field per safe #FRAY option (policy.SAFE_OVERRIDES: retries, keep-alive,
 heartbeat and grace timeouts, backoff, progress stall), showing the value in
 force. Values are read as the directives read them (`10m`, `3`, `true`); a bad
 value is named under its field, and the whole spec is checked again as
-`fray control config-set` checks it (runs.set_overrides) before control.json
+`fray control config-set` checks it (fray.ops.settings) before control.json
 is written.
 """
 
@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from fray.errors import FrayError
+from fray.ops import settings as live_settings
 from fray.tui import actions
 
 
@@ -42,7 +43,7 @@ class ConfigScreen(ModalScreen[bool]):
     def __init__(self, run_id: str) -> None:
         super().__init__()
         self.run_id = run_id
-        self.fields: list[actions.Setting] = []
+        self.fields: list[live_settings.Setting] = []
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -56,7 +57,7 @@ class ConfigScreen(ModalScreen[bool]):
 
     def on_mount(self) -> None:
         try:
-            self.fields = actions.config_fields(self.app.home, self.run_id)  # type: ignore[attr-defined]
+            self.fields = live_settings.current(self.app.home, self.run_id)  # type: ignore[attr-defined]
         except FrayError as exc:
             self.query_one("#error", Static).update(str(exc))
             return
@@ -75,7 +76,7 @@ class ConfigScreen(ModalScreen[bool]):
         return {s.field: self.query_one(f"#{_id(s.field)}", Input).value for s in self.fields}
 
     def action_save(self) -> None:
-        settings, errors = actions.parse_config(self.fields, self.texts())
+        settings, errors = live_settings.parse_changes(self.fields, self.texts())
         for setting in self.fields:
             self.query_one(f"#error-{setting.field}", Static).update(errors.get(setting.field, ""))
         message = self.query_one("#error", Static)

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from rich.text import Text
 from textual.widgets import Footer, Static
 
-from fray.tui.data import Snapshot
+from fray.ops.live import Snapshot
 from fray.tui.screens.base import FrayScreen, RunActions
 from fray.tui.widgets.run_table import RunTable
 from fray.tui.widgets.status_bar import DaemonBanner, EventsPane, StatusBar, counts_text
@@ -104,9 +104,7 @@ class DashboardScreen(RunActions, FrayScreen):
     # -- keys ---------------------------------------------------------------------------
 
     def on_run_table_selected(self, event: RunTable.Selected) -> None:
-        from fray.tui.screens.detail import DetailScreen
-
-        self.app.push_screen(DetailScreen(event.run_id))
+        self.fray.open_details(event.run_id)
 
     def action_search(self) -> None:
         self.table.focus()

@@ -4,7 +4,7 @@ Sections: the run's status and facts (mode, resources, heartbeat policy,
 failures, progress, requests), attempts with their causes, the failure records,
 the preflight probe results, runtime commands not yet acknowledged, recent
 events, and the frozen script (`#SBATCH` lines green, `#FRAY` purple). Data is
-views.detail_view, re-read whenever a refresh says this run changed.
+fray.ops.detail.detail_view, re-read whenever a refresh says this run changed.
 """
 
 from __future__ import annotations
@@ -20,13 +20,10 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from fray.ops import views
-from fray.cli import render
-from fray.tui.data import Snapshot
+from fray.ops import detail, human
+from fray.ops.live import Snapshot
 from fray.tui.screens.base import FrayScreen, RunActions
 from fray.tui.widgets.script_view import script_text
-
-NEUTRAL_CAUSES = frozenset({"stopped", "restarted", "paused", "expired"})
 
 
 class DetailScreen(RunActions, FrayScreen):
@@ -88,7 +85,7 @@ class DetailScreen(RunActions, FrayScreen):
 
     def reload(self) -> None:
         try:
-            self.data = views.detail_view(self.fray.home, self.run_id)
+            self.data = detail.detail_view(self.fray.home, self.run_id)
         except OSError as exc:
             self.query_one("#facts", Static).update(Text(f"cannot read run {self.run_id}: {exc}", style="bold red"))
             return
@@ -120,8 +117,6 @@ class DetailScreen(RunActions, FrayScreen):
         self.query_one("#script", Static).update(Group(heading, script_text(data.get("script_text"), palette)))
 
     def _facts(self, data: dict[str, Any], now: float) -> Any:
-        from fray.cli.status_cmd import control_summary, mode_summary, progress_summary
-
         row, spec = data["run"], data["spec"]
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
@@ -136,27 +131,25 @@ class DetailScreen(RunActions, FrayScreen):
         if data["wait_reason"] and row["phase"] != "ended":
             table.add_row("waiting", data["wait_reason"])
         if data["next_attempt_at"]:
-            table.add_row("next attempt", render.timestamp(data["next_attempt_at"], now))
-        table.add_row("mode", mode_summary(spec))
-        table.add_row("resources", f"{render.resources(spec)} on {spec['backend']}")
+            table.add_row("next attempt", human.timestamp(data["next_attempt_at"], now))
+        table.add_row("mode", detail.mode_summary(spec))
+        table.add_row("resources", detail.resources_summary(spec))
         if spec.get("sbatch"):
             table.add_row("#SBATCH", " ".join(spec["sbatch"]))
-        table.add_row("heartbeat", f"every {render.duration(spec['heartbeat_interval_sec'])}, restart after "
-                                   f"{render.duration(spec['heartbeat_timeout_sec'])} without one")
-        table.add_row("failures", f"{counters['workload_failures']} workload, {counters['node_failures']} node-side, "
-                                  f"{counters['consecutive_fast_failures']} fast in a row")
+        table.add_row("heartbeat", f"every {human.duration(spec['heartbeat_interval_sec'])}, restart after "
+                                   f"{human.duration(spec['heartbeat_timeout_sec'])} without one")
+        table.add_row("failures", detail.failures_summary(counters))
         if data["progress"]:
-            table.add_row("progress", progress_summary(data["progress"], now))
-        requested = control_summary(data["control"])
+            table.add_row("progress", detail.progress_summary(data["progress"], now))
+        requested = detail.control_summary(data["control"])
         if requested:
             table.add_row("requested", requested)
         overrides = data["control"].get("overrides") or {}
         if overrides:
             table.add_row("changed", ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())))
-        who = data["submitted_by"] or {}
-        table.add_row("submitted", f"{render.timestamp(row['created_at'], now)} by {who.get('user')}@{who.get('host')}")
+        table.add_row("submitted", detail.submitted_summary(row["created_at"], data["submitted_by"], now))
         if data["end"]:
-            table.add_row("ended", f"{render.timestamp(data['end']['at'], now)}: {data['end']['reason']}")
+            table.add_row("ended", f"{human.timestamp(data['end']['at'], now)}: {data['end']['reason']}")
         table.add_row("run dir", data["dir"])
         if data["corrupt_files"]:
             table.add_row(Text("corrupt", style="bold red"), "\n".join(data["corrupt_files"]))
@@ -175,13 +168,13 @@ class DetailScreen(RunActions, FrayScreen):
                              no_wrap=name != "DETAIL", ratio=1 if name == "DETAIL" else None)
         for attempt in data["attempts"]:
             started = attempt["started_at"]
-            took = None if started is None else (attempt["ended_at"] or now) - started
+            took = detail.attempt_took(attempt, now)
             cause = attempt["cause"]
-            style = "" if cause is None or cause in NEUTRAL_CAUSES else palette.good if cause == "success" else palette.bad
+            style = {"neutral": "", "good": palette.good, "bad": palette.bad}[detail.cause_kind(cause)]
             table.add_row(str(attempt["number"]), attempt["state"], attempt["node"] or "-",
                           attempt.get("partition") or attempt["backend"],
-                          render.timestamp(started or attempt["submitted_at"], now), render.duration(took),
-                          render.number(attempt["exit_code"]), Text(cause or "-", style=style),
+                          human.timestamp(started or attempt["submitted_at"], now), human.duration(took),
+                          human.number(attempt["exit_code"]), Text(cause or "-", style=style),
                           (attempt["detail"] or "").replace("\n", " "))
         return table
 
@@ -231,7 +224,7 @@ class DetailScreen(RunActions, FrayScreen):
         for command in waiting:
             delivered = "delivered" if command.get("delivered_at") else "not delivered yet"
             payload = ", ".join(f"{k}={v}" for k, v in (command.get("payload") or {}).items())
-            parts.append(Text(f"  {command['type']} {payload} ({command['id']}, {render.age(command['issued_at'], now)}, "
+            parts.append(Text(f"  {command['type']} {payload} ({command['id']}, {human.age(command['issued_at'], now)}, "
                               f"{delivered})"))
         return Group(*parts)
 
@@ -242,7 +235,7 @@ class DetailScreen(RunActions, FrayScreen):
         parts: list[Any] = [Text(f"Events (newest first, {len(events)})", style="bold")]
         for event in reversed(events[-15:]):
             line = Text("  ")
-            line.append(render.timestamp(event["at"], now), style="dim")
+            line.append(human.timestamp(event["at"], now), style="dim")
             attempt = event.get("attempt")
             line.append(f"  {event['kind']}" + (f" #{attempt}" if attempt else ""), style="bold")
             line.append(f"  {event['reason']}")

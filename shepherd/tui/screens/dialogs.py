@@ -90,15 +90,13 @@ class BanScreen(ModalScreen["tuple[str, str, str] | None"]):
 
     def _submit(self) -> None:
         from fray.errors import FrayError
-        from fray.tui.actions import parse_ttl
+        from fray.ops import nodes
 
         node = self.query_one("#node", Input).value.strip()
         ttl = self.query_one("#ttl", Input).value.strip()
-        if not node:
-            self.query_one("#error", Static).update("name the node to ban")
-            return
         try:
-            parse_ttl(ttl)
+            nodes.node_name(node)
+            nodes.parse_ttl(ttl)
         except FrayError as exc:
             self.query_one("#error", Static).update(str(exc))
             return

@@ -1,7 +1,7 @@
 """Logs of a run: the tail of any attempt's stdout or stderr, follow mode, search, where you are.
 
 Opens on the latest attempt's stdout, its last lines (the files are read with
-the CLI's tail reader, fray.cli.watch). `o`/`e` switch to stdout/stderr,
+fray.ops.logs, as `fray logs` reads them). `o`/`e` switch to stdout/stderr,
 `[`/`]` to the previous/next attempt, space turns follow mode on and off: while
 following, new lines are appended as they are written and a new attempt is
 switched to when it starts (as `fray logs -f` does). `/` searches (n/N step
@@ -16,9 +16,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Input, Static
 
-from fray.state import runs
-from fray.cli import watch
 from fray.errors import FrayError
+from fray.ops import human, logs as runlogs
+from fray.state import runs
 from fray.tui.screens.base import FrayScreen
 from fray.tui.widgets.log_view import LogView
 
@@ -53,7 +53,7 @@ class LogsScreen(FrayScreen):
         self.attempt = attempt
         self.attempts = 0
         self.name_of_run = run_id
-        self._tail: watch._Tail | None = None
+        self._follower: runlogs.Follower | None = None
         self._note = ""
 
     def compose(self) -> ComposeResult:
@@ -85,6 +85,7 @@ class LogsScreen(FrayScreen):
         try:
             meta = runs.read_meta(home, self.run_id)
         except FrayError as exc:
+            self._follower = None
             self._note = str(exc)
             self.log_view.set_lines([])
             self._status()
@@ -94,41 +95,37 @@ class LogsScreen(FrayScreen):
         if self.attempt is None or self.attempt > self.attempts:
             self.attempt = self.attempts or None
         if self.attempt is None:
-            self._tail = None
+            self._follower = runlogs.Follower(home, self.run_id, (self.stream,))
             self._note = f"no attempt yet ({meta.wait_reason or meta.phase}); lines appear when it starts"
             self.log_view.set_lines([])
             self._status()
             return
-        path = watch.log_path(home, self.run_id, self.attempt, self.stream)
-        lines = watch.read_lines(path, TAIL_LINES)
-        try:
-            offset = path.stat().st_size
-        except FileNotFoundError:
-            offset = 0
-        self._tail = watch._Tail(path, offset)
+        path = runlogs.log_path(home, self.run_id, self.attempt, self.stream)
+        lines, tail = runlogs.tail_now(path, TAIL_LINES)
+        self._follower = runlogs.Follower(home, self.run_id, (self.stream,), start_attempt=self.attempt,
+                                          tails={self.stream: tail})
         self._note = "" if path.exists() else "(the file does not exist yet)"
         self.log_view.set_lines(lines)
         self._status()
 
     def poll(self) -> None:
-        """Follow: new lines of the open file, and a newer attempt when one starts."""
-        if not self.log_view.follow:
+        """Follow: new lines of the open file, and the next attempt once it starts (as `fray logs -f`)."""
+        if not self.log_view.follow or self._follower is None:
             return
+        new: list[str] = []
+
+        def on_attempt(number: int, node: str | None) -> None:
+            self.attempt = number
+            new.append(human.separator(number, node))
+
         try:
-            meta = runs.read_meta(self.fray.home, self.run_id)
+            self._follower.step(on_attempt, lambda item: new.append(item.line))
         except FrayError:
             return
-        if len(meta.attempts) > (self.attempt or 0):
-            if self._tail is not None:
-                self.log_view.append(list(self._tail.read(final=True)))
-            self.attempt = len(meta.attempts)
-            node = meta.attempts[-1].node
-            self.log_view.append([f"── attempt {self.attempt}{f' on {node}' if node else ''} ──"])
-            path = watch.log_path(self.fray.home, self.run_id, self.attempt, self.stream)
-            self._tail = watch._Tail(path, 0)
-            self.attempts = len(meta.attempts)
-        if self._tail is not None:
-            self.log_view.append(list(self._tail.read(final=False)))
+        if self._follower.meta is not None:
+            self.attempts = len(self._follower.meta.attempts)
+        if new:
+            self.log_view.append(new)
         self._status()
 
     # -- keys ---------------------------------------------------------------------------
@@ -192,7 +189,7 @@ class LogsScreen(FrayScreen):
         where.append(f"  {attempt}  ")
         where.append(self.stream, style="bold reverse" if self.stream == "stderr" else "bold")
         if self.attempt:
-            where.append(f"  {watch.log_path(self.fray.home, self.run_id, self.attempt, self.stream)}", style="dim")
+            where.append(f"  {runlogs.log_path(self.fray.home, self.run_id, self.attempt, self.stream)}", style="dim")
         self.query_one("#where", Static).update(where)
         above, below, total = view.position()
         position = Text()

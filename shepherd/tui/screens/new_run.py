@@ -19,6 +19,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DirectoryTree, Input, Label, Static
 
 from fray.errors import FrayError
+from fray.ops import submit as submitting
 from fray.tui import actions
 
 SCRIPT_SUFFIXES = frozenset({".py", ".sh", ".bash", ".zsh", ".jl", ".r", ".R", ""})
@@ -93,7 +94,7 @@ class NewRunScreen(ModalScreen["str | None"]):
             preview.update("choose a script in the tree or type its path")
             preview.add_class("-error")
             return False
-        summary, error = actions.preview(self.script_path(), self.query_one("#args", Input).value)
+        summary, error = submitting.preview(self.script_path(), self.query_one("#args", Input).value)
         self.ready = error is None
         preview.set_class(not self.ready, "-error")
         preview.update(error or summary + "\nSubmit to create the run (ctrl+s).")

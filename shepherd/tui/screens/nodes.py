@@ -1,6 +1,6 @@
 """Nodes and the blacklist: every known node with its GPUs, and ban / unban with a TTL and a reason.
 
-The rows are `fray nodes list`'s (nodes_view: the daemon's inventory
+The rows are `fray nodes list`'s (fray.ops.nodes.nodes_view: the daemon's inventory
 nodes.json merged with blacklist.json), refreshed when either file changes.
 `b` bans the selected node (or any node typed in), `u` unbans it; both ask
 first and are written as `fray nodes ban|unban` writes them.
@@ -16,9 +16,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
-from fray.cli import render
+from fray.ops import human, nodes as node_table
+from fray.ops.live import Snapshot
 from fray.tui import actions
-from fray.tui.data import Snapshot
 from fray.tui.screens.base import FilterBox, FrayScreen, RunActions
 from fray.tui.widgets.key_table import KeyTable
 
@@ -29,14 +29,14 @@ COLUMNS = (("name", "NODE"), ("backend", "BACKEND"), ("state", "STATE"), ("cpus"
 def node_cells(node: dict[str, Any], now: float, palette: Any) -> dict[str, Any]:
     ban = node.get("blacklist")
     if ban:
-        until = "until unbanned" if ban["expires_at"] is None else f"{render.duration(ban['expires_at'] - now)} left"
+        until = "until unbanned" if ban["expires_at"] is None else f"{human.duration(ban['expires_at'] - now)} left"
         banned: Any = Text(f"banned {until}, {ban['strikes']}x: {ban['reason']}", style=palette.bad)
     else:
         banned = Text("-", style="dim")
-    gpus = f"{node['gpus']} x {node['gpu_type']}" if node.get("gpu_type") else render.number(node.get("gpus"))
+    gpus = human.gpus(node.get("gpus"), node.get("gpu_type"))
     return {"name": node["name"], "backend": node.get("backend") or "-", "state": node.get("state") or "-",
-            "cpus": render.number(node.get("cpus")),
-            "mem": render.size_mb(node["mem_mb"]) if node.get("mem_mb") else "-", "gpus": gpus,
+            "cpus": human.number(node.get("cpus")),
+            "mem": human.size_mb(node["mem_mb"]) if node.get("mem_mb") else "-", "gpus": gpus,
             "partitions": ",".join(node.get("partitions") or []) or "-", "blacklist": banned}
 
 
@@ -79,9 +79,7 @@ class NodesScreen(FilterBox, RunActions, FrayScreen):
             self.reload()
 
     def reload(self) -> None:
-        from fray.cli.nodes_cmd import nodes_view
-
-        self.view = nodes_view(self.fray.home)
+        self.view = node_table.nodes_view(self.fray.home)
         self._fill()
 
     def _fill(self) -> None:
@@ -106,7 +104,7 @@ class NodesScreen(FilterBox, RunActions, FrayScreen):
             else:
                 table.add_row(*(cells[key] for key, _ in COLUMNS), key=name)
         banned = sum(1 for node in self.view["nodes"] if node.get("blacklist"))
-        inventory = (f"inventory from {render.timestamp(self.view['inventory_at'], now)}" if self.view["inventory_at"]
+        inventory = (f"inventory from {human.timestamp(self.view['inventory_at'], now)}" if self.view["inventory_at"]
                      else "no inventory yet: the daemon lists nodes when it starts")
         summary = f"{len(self.view['nodes'])} nodes, {banned} blacklisted · {inventory}"
         if self.filter_text:

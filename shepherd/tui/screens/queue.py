@@ -1,6 +1,6 @@
 """The queue: runs waiting for an attempt to start, in the order they will be tried, and why each waits.
 
-Data is views.queue_view over the dashboard's rows: first the runs already
+Data is fray.ops.queue.queue_view over the dashboard's rows: first the runs already
 handed to a backend, then queued runs oldest first, those backing off when
 their delay ends, paused ones last. Enter opens a run's details; r/s/p/t/b act
 on it as on the dashboard.
@@ -15,9 +15,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
-from fray.ops import views
-from fray.cli import render
-from fray.tui.data import Snapshot
+from fray.ops import human, queue as run_queue
+from fray.ops.live import Snapshot
 from fray.tui.screens.base import FilterBox, FrayScreen, RunActions
 from fray.tui.widgets.key_table import KeyTable
 
@@ -67,8 +66,7 @@ class QueueScreen(FilterBox, RunActions, FrayScreen):
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
         self.rows = snapshot.rows
-        live = [row for row in snapshot.rows.values() if row.get("phase") in ("queued", "active")]
-        self.queue = views.queue_view(self.fray.home, live)["queue"]
+        self.queue = run_queue.queue_view(self.fray.home, snapshot.rows.values())["queue"]
         self._fill(snapshot.generated_at)
 
     def _fill(self, now: float) -> None:
@@ -100,9 +98,9 @@ class QueueScreen(FilterBox, RunActions, FrayScreen):
     def _cells(item: dict[str, Any], now: float, palette: Any) -> dict[str, Any]:
         style = palette.status.get(item["status"], "")
         return {"position": str(item["position"]), "icon": Text(item["icon"], style=style), "name": item["name"],
-                "status": Text(item["status"], style=style), "attempt": render.number(item["attempt"]),
+                "status": Text(item["status"], style=style), "attempt": human.number(item["attempt"]),
                 "backend": item["backend"] or "-",
-                "age": render.duration(now - item["created_at"]) if item["created_at"] else "-",
+                "age": human.duration(now - item["created_at"]) if item["created_at"] else "-",
                 "reason": item["reason"]}
 
     def current_row(self) -> dict[str, Any] | None:

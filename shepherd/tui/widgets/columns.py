@@ -1,6 +1,6 @@
 """The runs table's columns (pure): which fit a width, how cells read, how rows sort.
 
-Cells are formatted by the CLI's own helpers (fray.cli.render), so the
+Cells are formatted by the words every front end shares (fray.ops.human), so the
 table reads like `fray list`. Columns drop out by priority on a narrow
 terminal (80 columns keeps the icon, name, status, node, attempt, ages and the
 reason) and the reason takes the room a wide terminal gives.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fray.cli import render
 from fray.core.status import Status
+from fray.ops import human
 
 Row = dict[str, Any]
 GAP = 1
@@ -58,11 +58,11 @@ def cells_of(row: Row) -> dict[str, str]:
     if row.get("paused") and row.get("phase") != "ended":
         status += " (paused)"
     return {
-        "icon": row["icon"], "name": row["name"], "mode": row.get("mode") or render.MISSING, "status": status,
-        "node": row.get("node") or render.MISSING, "attempt": render.number(row.get("attempt")),
-        "uptime": render.duration(row.get("uptime_sec")), "heartbeat": render.duration(row.get("heartbeat_age_sec")),
-        "step": render.number(row.get("step")), "loss": render.number(row.get("loss")),
-        "where": row.get("where") or row.get("backend") or render.MISSING,
+        "icon": row["icon"], "name": row["name"], "mode": row.get("mode") or human.MISSING, "status": status,
+        "node": row.get("node") or human.MISSING, "attempt": human.number(row.get("attempt")),
+        "uptime": human.duration(row.get("uptime_sec")), "heartbeat": human.duration(row.get("heartbeat_age_sec")),
+        "step": human.number(row.get("step")), "loss": human.number(row.get("loss")),
+        "where": row.get("where") or row.get("backend") or human.MISSING,
         "reason": (row.get("reason") or "").replace("\n", " "),
     }
 
@@ -135,5 +135,5 @@ def layout(columns: tuple[Column, ...], width: int, name_width: int, node_width:
 
 
 def fit(text: str, width: int, align: str) -> str:
-    text = render.truncate(text, width)
+    text = human.truncate(text, width)
     return text.rjust(width) if align == ">" else text.ljust(width)

@@ -7,8 +7,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from fray.cli import render
 from fray.core.status import ICONS, Status
+from fray.ops import human
 
 ENDED = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED.value, Status.STOPPED_MANUAL.value,
                    Status.FAILED.value, Status.ERROR_UNKNOWN.value})
@@ -43,7 +43,7 @@ def banner_text(counts: dict[str, int], daemon: dict[str, Any]) -> str | None:
         return (f"⚠ DAEMON STALE: {daemon['detail']}. Runs are not being watched. See daemon.log in FRAY_HOME, "
                 "or restart it: fray daemon stop; fray daemon start")
     if state == "stopped":
-        runs = f"{render.plural(waiting, 'active run')} {'is' if waiting == 1 else 'are'} not making progress" \
+        runs = f"{human.plural(waiting, 'active run')} {'is' if waiting == 1 else 'are'} not making progress" \
             if waiting else "nothing watches new runs"
         return f"⚠ DAEMON STOPPED: {runs}. Start it: fray daemon start (any fray submit/control also starts it)"
     return None
@@ -90,7 +90,7 @@ def event_line(event: dict[str, Any], now: float, palette: Any) -> Text:
     style = {"error": palette.bad, "ended": "bold", "attempt_ended": palette.status.get("restarting", ""),
              "submitted": palette.status.get("pending", ""), "started": palette.good}.get(kind, "")
     text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(render.timestamp(event.get("at"), now), style="dim")
+    text.append(human.timestamp(event.get("at"), now), style="dim")
     text.append("  ")
     text.append(str(event.get("name", event.get("run_id", "?")))[:32], style="bold")
     attempt = event.get("attempt")

@@ -1,4 +1,7 @@
-"""What the dashboard shows, kept current cheaply: rows of every run, recent events, file watching.
+"""Every run's row kept current cheaply, the recent events across runs, and which files changed.
+
+The live read model behind the dashboard (fray.tui), front-end neutral: any
+long-lived view of FRAY_HOME (a terminal, a browser, a watch mode) scans here.
 
 `RunsModel.scan` reads only what changed since the last scan and returns a
 `Snapshot` saying which rows changed, so the table updates those rows in place.
@@ -16,7 +19,7 @@ and progress are written by compute nodes, often over NFS where no file event
 reaches the login node, so every timer tick re-reads those of the live runs
 (`Hint.beats`: a small read and a stat per running run).
 
-No Textual import here: this is plain Python, tested and benchmarked alone.
+No front-end import here: this is plain Python, tested and benchmarked alone.
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
+from fray.core.model import Meta, Phase
+from fray.core.status import Status
 from fray.ops import views
 from fray.state.layout import Home
-from fray.core.model import Meta, Phase
 from fray.state.row_cache import RowCache, stat_key
-from fray.core.status import Status
 
 Row = dict[str, Any]
 EVENTS_KEPT = 200  # recent actions held for the dashboard's pane

@@ -1,5 +1,12 @@
 """`fray tui` and `fray web`: the dashboard in this terminal, or served to a browser.
 
+These click commands belong to the dashboard, not to the CLI: the top-level
+group (fray.cli.main) lists them in its table of lazy subcommands as
+"fray.tui.commands:tui" and "fray.tui.commands:web", a name it resolves only
+when the command runs. So neither front end imports the other: the CLI knows
+the dashboard by name, as a shell knows a program, and `fray nodes` on a
+terminal opens it by invoking the `tui` command it finds in that table.
+
 Both import textual (and textual-serve) only when they run, never at import
 time: listing commands and `fray --help` stay light.
 """
@@ -8,7 +15,7 @@ from __future__ import annotations
 
 import click
 
-from fray.cli.main import home_of
+from fray.state.layout import Home
 
 THEMES = click.Choice(["dark", "light", "ansi"])
 THEME_HELP = "Colours: dark or light (256 colours), or ansi (the terminal's own 8/16). Default: ansi on an " \
@@ -30,7 +37,7 @@ def tui(ctx: click.Context, run: str | None, screen: str, theme: str | None) -> 
     from fray.state import runs
     from fray import tui as dashboard
 
-    home = home_of(ctx)
+    home = _home(ctx)
     run_id = runs.resolve(home, run) if run else None
     dashboard.run(home, start=screen, run_id=run_id, theme=theme)
 
@@ -50,4 +57,9 @@ def web(ctx: click.Context, port: int, host: str, token: str | None, theme: str 
     """
     from fray.tui import web as serving
 
-    serving.serve(home_of(ctx), host=host, port=port, token=token, theme=theme)
+    serving.serve(_home(ctx), host=host, port=port, token=token, theme=theme)
+
+
+def _home(ctx: click.Context) -> Home:
+    """FRAY_HOME as the top-level `fray --home` resolved it (its context object carries `home`)."""
+    return ctx.find_root().obj.home  # type: ignore[no-any-return]

@@ -1,7 +1,9 @@
-"""Watching a run as it goes: reading its logs, following them across attempts,
-and waiting for it to end. Shared by `fray logs`, `fray submit --wait/--follow`.
+"""A run's output: reading an attempt's log (whole or its last lines), tailing a
+growing file, and following the logs across attempts until the run ends.
+`fray logs`, `fray submit --follow` and the dashboard's logs screen all read
+through here.
 
-Polling with short sleeps: a CLI waits on files another process writes, and a
+Polling with short sleeps: a reader waits on files another process writes, and a
 poll every 0.2 s costs nothing next to the reader's attention. The run's
 meta.json is read before the log files on each pass, so once it says an
 attempt has ended, draining that attempt's files gets all of its output.
@@ -13,17 +15,14 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable, Iterator
 
-from fray.daemon import lease
-
-from fray.state import runs, store
-from fray.errors import CorruptFileError
-from fray.state.layout import Home
 from fray.core.model import AttemptState, Meta, Phase
+from fray.errors import CorruptFileError
+from fray.ops.wait import POLL_SEC, DaemonKeeper
+from fray.state import runs, store
+from fray.state.layout import Home
 
-POLL_SEC = 0.2
-DAEMON_CHECK_SEC = 5.0
 CHUNK = 1 << 16
 STREAMS = ("stdout", "stderr")
 
@@ -52,7 +51,7 @@ def read_lines(path: Path, last: int | None = None) -> list[str]:
     """The lines of a log file (all, or the last `last`); [] when it does not exist yet."""
     try:
         with open(path, "rb") as handle:
-            start = _tail_offset(handle, last) if last is not None else 0
+            start = tail_offset(handle, last) if last is not None else 0
             handle.seek(start)
             data = handle.read()
     except FileNotFoundError:
@@ -63,7 +62,22 @@ def read_lines(path: Path, last: int | None = None) -> list[str]:
     return [_decode(line) for line in lines]
 
 
-def _tail_offset(handle: BinaryIO, count: int) -> int:
+def tail_now(path: Path, last: int) -> tuple[list[str], "Tail"]:
+    """The last `last` lines of a log as it is now, and a Tail that yields the lines written after them."""
+    try:
+        with open(path, "rb") as handle:
+            start = tail_offset(handle, last)
+            handle.seek(start)
+            data = handle.read()
+    except FileNotFoundError:
+        return [], Tail(path, 0)
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return [_decode(line) for line in lines], Tail(path, start + len(data))
+
+
+def tail_offset(handle: BinaryIO, count: int) -> int:
     """Where the last `count` lines of an open binary file begin (reading backwards)."""
     end = os.fstat(handle.fileno()).st_size
     if count <= 0:
@@ -88,48 +102,7 @@ def _tail_offset(handle: BinaryIO, count: int) -> int:
     return 0
 
 
-class DaemonKeeper:
-    """Restarts the daemon if it stops while someone waits on a run (any fray command may)."""
-
-    def __init__(self, home: Home, every: float = DAEMON_CHECK_SEC) -> None:
-        self.home = home
-        self.every = every
-        self._next = time.monotonic() + every
-
-    def tick(self) -> None:
-        if time.monotonic() < self._next:
-            return
-        self._next = time.monotonic() + self.every
-        health, _ = lease.current_health(self.home)
-        if health.state == "stopped":
-            lease.ensure_running(self.home)
-
-
-def wait_for_end(home: Home, run_id: str, poll: float = POLL_SEC) -> Meta:
-    """Poll the run's meta until it has ended; the daemon is kept alive meanwhile."""
-    keeper = DaemonKeeper(home)
-    while True:
-        meta = runs.read_meta(home, run_id)
-        if meta.phase == Phase.ENDED.value and meta.end is not None:
-            return meta
-        keeper.tick()
-        time.sleep(poll)
-
-
-def ended_record(home: Home, run_id: str, patience: float = 2.0) -> dict[str, Any] | None:
-    """ended.json, which the daemon writes just after it marks the run ended in meta.json."""
-    deadline = time.monotonic() + patience
-    while True:
-        try:
-            record = store.read_json(home.run(run_id).ended, "ended")
-        except CorruptFileError:
-            return None
-        if record is not None or time.monotonic() >= deadline:
-            return record
-        time.sleep(0.05)
-
-
-class _Tail:
+class Tail:
     """New complete lines of one growing file, from an offset."""
 
     def __init__(self, path: Path, offset: int = 0) -> None:
@@ -160,45 +133,55 @@ class Follower:
     """Streams a run's log lines as they are written, attempt after attempt, until the run ends.
 
     `on_attempt(number, node)` is called when an attempt's output begins (the
-    separator), `on_line(LogLine)` for each line.
+    separator), `on_line(LogLine)` for each line. `run` blocks until the run
+    ends (`fray logs -f`); `step` is one pass, for a reader with its own timer
+    (the dashboard's logs screen), which may hand over `tails` it already read
+    `start_attempt` up to, so that attempt is neither announced nor read again.
     """
 
     def __init__(self, home: Home, run_id: str, streams: tuple[str, ...], start_attempt: int | None = None,
-                 last: int | None = None, poll: float = POLL_SEC) -> None:
+                 last: int | None = None, poll: float = POLL_SEC, tails: dict[str, Tail] | None = None) -> None:
         self.home = home
         self.run_id = run_id
         self.streams = streams
-        self.start_attempt = start_attempt
         self.last = last
         self.poll = poll
+        self.number = start_attempt
+        self.tails = tails
+        self.first = tails is None  # only the first attempt shown starts at its last `last` lines
+        self.meta: Meta | None = None  # as the last step read it
 
     def run(self, on_attempt: Callable[[int, str | None], None], on_line: Callable[[LogLine], None]) -> Meta:
         keeper = DaemonKeeper(self.home)
-        number = self.start_attempt
-        tails: dict[str, _Tail] | None = None
-        first = True  # only the first attempt shown starts at its last `last` lines
+        while not self.step(on_attempt, on_line):
+            keeper.tick()
+            time.sleep(self.poll)
+        assert self.meta is not None
+        return self.meta
+
+    def step(self, on_attempt: Callable[[int, str | None], None], on_line: Callable[[LogLine], None]) -> bool:
+        """Read what is new (moving on to the next attempt when this one has ended); True once the run has
+        ended and all its output is read."""
         while True:
-            meta = runs.read_meta(self.home, self.run_id)
-            if number is None:
-                number = meta.current.number if meta.current else 1
+            meta = self.meta = runs.read_meta(self.home, self.run_id)
+            if self.number is None:
+                self.number = meta.current.number if meta.current else 1
+            number = self.number
             attempt = meta.attempts[number - 1] if len(meta.attempts) >= number else None
-            if attempt is not None and tails is None:
+            if attempt is not None and self.tails is None:
                 begun, node = self._begun(attempt.state, attempt.node, number)
                 if begun:
                     on_attempt(number, node)
-                    tails, first = self._open(number, first), False
-            if attempt is not None and tails is not None:
+                    self.tails, self.first = self._open(number, self.first), False
+            if attempt is not None and self.tails is not None:
                 ended = attempt.state == AttemptState.ENDED.value
-                for stream, tail in tails.items():
+                for stream, tail in self.tails.items():
                     for text in tail.read(final=ended):
                         on_line(LogLine(self.run_id, number, stream, text))
                 if ended and len(meta.attempts) > number:
-                    number, tails = number + 1, None
+                    self.number, self.tails = number + 1, None
                     continue
-            if meta.phase == Phase.ENDED.value and (attempt is None or attempt.state == AttemptState.ENDED.value):
-                return meta
-            keeper.tick()
-            time.sleep(self.poll)
+            return meta.phase == Phase.ENDED.value and (attempt is None or attempt.state == AttemptState.ENDED.value)
 
     def _begun(self, state: str, node: str | None, number: int) -> tuple[bool, str | None]:
         """Whether the attempt's output has begun (announce it then), and its node.
@@ -214,7 +197,7 @@ class Follower:
             started = None
         return (True, started.get("host")) if started else (False, None)
 
-    def _open(self, number: int, first: bool) -> dict[str, _Tail]:
+    def _open(self, number: int, first: bool) -> dict[str, Tail]:
         tails = {}
         for stream in self.streams:
             path = log_path(self.home, self.run_id, number, stream)
@@ -222,8 +205,8 @@ class Follower:
             if first and self.last is not None:
                 try:
                     with open(path, "rb") as handle:
-                        offset = _tail_offset(handle, self.last)
+                        offset = tail_offset(handle, self.last)
                 except FileNotFoundError:
                     pass
-            tails[stream] = _Tail(path, offset)
+            tails[stream] = Tail(path, offset)
         return tails

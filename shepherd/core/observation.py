@@ -1,0 +1,21 @@
+"""What a backend saw of one attempt: the record every backend's snapshot returns and policy reads.
+
+Backends translate their scheduler's words (squeue states, gcloud node states,
+a process table) into these few; policy never sees a backend's own vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BackendView:
+    """What the backend's snapshot says of one attempt."""
+
+    state: str  # "pending" | "running" | "gone" | "unknown"
+    node: str | None = None
+    ref: dict[str, Any] | None = None
+    detail: str | None = None  # e.g. the scheduler's reason or final state
+    cause: str | None = None  # for "gone": the backend's reading (a Cause value), used when the wrapper left no exit record

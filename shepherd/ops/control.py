@@ -1,0 +1,99 @@
+"""A person's request for a run: stop, start, restart, pause, unpause, and banning the node it is on.
+
+`fray control ...` and the dashboard's keys (r, s, p, b) both act through
+here, and both say what will happen in the same words (`effect`). Requests
+go into the run's control.json (runs.request, which also audits them); the
+daemon acts on them, so each front end then makes sure one serves FRAY_HOME
+(fray.daemon.lease.ensure_running; the dashboard does it in a thread).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fray.core.model import Control, Meta
+from fray.ops import human, nodes
+from fray.state import blacklist, runs
+from fray.state.layout import Home
+
+
+@dataclass(frozen=True)
+class Requested:
+    """What was asked of a run, the control record written, and what the daemon will do about it."""
+
+    run_id: str
+    meta: Meta
+    control: Control
+    effect: str
+
+
+def request(home: Home, run_id: str, op: str) -> Requested:
+    """Record `op` (one of runs.CONTROL_OPS) for the run."""
+    record = runs.request(home, run_id, op)
+    meta = runs.read_meta(home, run_id)
+    return Requested(run_id, meta, record, effect(op, meta))
+
+
+def effect(op: str, meta: Meta) -> str:
+    """What the daemon will do about `op`, for this run as it is now."""
+    attempt = meta.in_flight
+    grace = human.duration(meta.spec.stop_grace_sec)
+    if op == "stop":
+        if attempt:
+            return (f"attempt {attempt.number} is asked to stop (killed if still running after {grace}); "
+                    "the run then ends as stopped_manual")
+        return "no attempt starts; the run ends as stopped_manual"
+    if op == "start":
+        return f"the run becomes active again with fresh retry budgets; attempt {len(meta.attempts) + 1} starts"
+    if op == "restart":
+        if attempt:
+            return f"attempt {attempt.number} is stopped and attempt {attempt.number + 1} starts right after"
+        return "any backoff is skipped: the next attempt starts now"
+    if op == "pause":
+        if attempt:
+            return (f"attempt {attempt.number} is asked to stop (it should checkpoint; killed after {grace}); "
+                    "no attempt starts until `fray control unpause`")
+        return "no attempt starts until `fray control unpause`"
+    return "the run may start attempts again"
+
+
+def node_of(meta: Meta) -> str | None:
+    """The node the run's latest attempt that had one ran on."""
+    return next((a.node for a in reversed(meta.attempts) if a.node), None)
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """A ban or unban made for a run: the node, the run's control record, and what follows."""
+
+    run_id: str
+    meta: Meta
+    node: str
+    control: Control
+    effect: str
+
+
+def ban_run_node(home: Home, run_id: str, node: str, ttl_sec: float | None, reason: str | None) -> NodeChange:
+    """Ban `node` for this run, and move the run off it (a restart that costs no retry) if it is there now."""
+    target = nodes.node_name(node)
+    meta = runs.read_meta(home, run_id)
+    blacklist.ban(home, target, (reason or "").strip() or f"bad for run {run_id}", ttl_sec, source_run=run_id)
+    attempt = meta.in_flight
+    moving = attempt is not None and attempt.node == target
+    record = runs.request(home, run_id, "restart") if moving else runs.read_control(home, run_id)
+    if meta.spec.backend == "local":
+        text = f"{target} is blacklisted; the local backend has only this machine, so runs stay here"
+        if moving and attempt:
+            text += f" (attempt {attempt.number} restarts)"
+    elif moving and attempt:
+        text = f"{target} is blacklisted; attempt {attempt.number} restarts elsewhere"
+    else:
+        text = f"{target} is blacklisted; new attempts avoid it"
+    return NodeChange(run_id, meta, target, record, text)
+
+
+def unban_run_node(home: Home, run_id: str, node: str) -> NodeChange:
+    """Lift the ban on the node a run was on."""
+    meta = runs.read_meta(home, run_id)
+    blacklist.unban(home, node, source_run=run_id)
+    return NodeChange(run_id, meta, node, runs.read_control(home, run_id), f"{node} may be used again")

@@ -1,0 +1,36 @@
+"""The daemon that serves FRAY_HOME, as a person starts, stops, runs or inspects it.
+
+Each use case answers the same view: FRAY_HOME, what was asked, whether it
+changed anything, and the daemon's health and lease (schemas/cli-daemon.json).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fray.daemon import lease
+from fray.ops import views
+from fray.state.layout import Home
+
+
+def daemon_view(home: Home, action: str = "status", changed: bool = False) -> dict[str, Any]:
+    return {"home": str(home.root), "action": action, "changed": changed, **views.daemon_view(home)}
+
+
+def start(home: Home) -> dict[str, Any]:
+    """Start a daemon in the background unless one is running."""
+    before, _ = lease.current_health(home)
+    lease.ensure_running(home)
+    return daemon_view(home, "start", changed=before.state != "running")
+
+
+def stop(home: Home) -> dict[str, Any]:
+    """Ask the daemon to exit; attempts keep running and the next daemon adopts them."""
+    return daemon_view(home, "stop", changed=lease.stop(home) is not None)
+
+
+def run(home: Home) -> int:
+    """The daemon itself, in the foreground, until interrupted; its exit code."""
+    from fray.daemon import process  # the whole daemon: only `fray daemon run` loads it
+
+    return process.main(["--home", str(home.root)])

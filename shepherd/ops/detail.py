@@ -1,0 +1,103 @@
+"""One run in full: what the dashboard's run screen shows, and the one-line summaries
+that `fray status` and that screen both print (mode, progress, requests, failures).
+
+The data is views.status_view (what `fray status --json` prints) plus, for the
+dashboard, each attempt's probe results and the frozen script's text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fray.core import values
+from fray.ops import human
+from fray.ops.views import read_record, status_view
+from fray.state.layout import Home
+
+SCRIPT_SHOWN_BYTES = 256 * 1024
+GOOD_CAUSES = frozenset({"success"})
+NEUTRAL_CAUSES = frozenset({"stopped", "restarted", "paused", "expired"})
+
+
+def detail_view(home: Home, run_id: str) -> dict[str, Any]:
+    """What the TUI's run screen shows: status_view, plus each attempt's probe results, the
+    runtime commands not yet acknowledged, and the frozen script's text."""
+    data = status_view(home, run_id, events=50)
+    paths = home.run(run_id)
+    probes = []
+    for attempt in data["attempts"]:
+        probe = read_record(paths.attempt(attempt["number"]).probe, "probe")
+        if probe is not None:
+            probes.append({"attempt": attempt["number"], **probe})
+    data["probes"] = probes
+    script = data["script"]
+    text = None
+    if script:
+        try:
+            with open(paths.script(script["frozen"]), "rb") as handle:
+                text = handle.read(SCRIPT_SHOWN_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            text = None
+    data["script_text"] = text
+    return data
+
+
+def mode_summary(spec: dict[str, Any]) -> str:
+    retries = (f"allows {human.plural(spec['max_retries'], 'workload failure')} and "
+               f"{spec['max_retries_preemption']} node-side")
+    if spec["mode"] == "indefinite":
+        keep = values.format_duration(spec["keep_alive_sec"]) if spec["keep_alive_sec"] else "until stopped"
+        return f"indefinite (keep alive {keep}), {retries}"
+    return f"run_once, {retries}"
+
+
+def resources_summary(spec: dict[str, Any]) -> str:
+    """`2 CPUs, 1 GPU, memory 32G on slurm`."""
+    return f"{human.resources(spec)} on {spec['backend']}"
+
+
+def failures_summary(counters: dict[str, Any]) -> str:
+    return (f"{counters['workload_failures']} workload, {counters['node_failures']} node-side, "
+            f"{counters['consecutive_fast_failures']} fast in a row")
+
+
+def progress_summary(progress: dict[str, Any], now: float) -> str:
+    parts = [f"{key} {human.number(progress[key])}" for key in ("step", "loss", "samples_per_sec", "checkpoint_version")
+             if progress.get(key) is not None]
+    return f"{', '.join(parts) or 'reported'} ({human.age(progress['updated_at'], now)})"
+
+
+def control_summary(control: dict[str, Any]) -> str:
+    asked = []
+    if control.get("stop_requested"):
+        asked.append("stop")
+    if control.get("paused"):
+        asked.append("paused")
+    if asked and control.get("updated_by"):
+        return f"{', '.join(asked)} (by {control['updated_by']})"
+    return ", ".join(asked)
+
+
+def submitted_summary(created_at: float | None, submitted_by: dict[str, Any] | None, now: float) -> str:
+    """`14:03:27 by alice@login1`."""
+    who = submitted_by or {}
+    return f"{human.timestamp(created_at, now)} by {who.get('user')}@{who.get('host')}"
+
+
+def attempt_took(attempt: dict[str, Any], now: float) -> float | None:
+    """How long an attempt ran (until now while it runs); None before it started."""
+    started = attempt["started_at"]
+    return None if started is None else (attempt["ended_at"] or now) - started
+
+
+def cause_kind(cause: str | None) -> str:
+    """How an attempt's end reads: "good" (success), "bad" (a failure) or "neutral" (fray stopped it, or none yet)."""
+    if cause is None or cause in NEUTRAL_CAUSES:
+        return "neutral"
+    return "good" if cause in GOOD_CAUSES else "bad"
+
+
+def last_failure(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last attempt that failed and left a failure record (not one fray stopped on request)."""
+    return next((a for a in reversed(attempts)
+                 if a.get("failure") and a["cause"] not in NEUTRAL_CAUSES | GOOD_CAUSES), None)

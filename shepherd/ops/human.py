@@ -1,0 +1,101 @@
+"""The words and numbers a person reads, shared by every front end: durations,
+ages, times, numbers, sizes, plurals, status icons, cut text.
+
+Plain strings only: no colour, no terminal, no widget. The CLI styles them
+with click (fray.cli.render), the dashboard with rich; both read the same
+`3m12s`, `2 CPUs, 1 GPU, memory 32G` and `── attempt 2 on gpu-7 ──`.
+(Named `human` rather than `text` so call sites read `human.duration(...)`
+and the name never shadows a local `text`.)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from fray.core.status import ICONS, Status
+
+ELLIPSIS = "…"
+MISSING = "-"
+
+
+def icon(status: str | None) -> str:
+    try:
+        return ICONS[Status(status)]
+    except ValueError:
+        return "?"
+
+
+def duration(seconds: float | None) -> str:
+    """Two significant units: `0.4s`, `45s`, `3m12s`, `2h05m`, `3d04h`."""
+    if seconds is None or not math.isfinite(seconds):
+        return MISSING
+    if seconds < 0:
+        return "-" + duration(-seconds)
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
+
+
+def age(at: float | None, now: float) -> str:
+    """`3m12s ago`."""
+    return MISSING if at is None else f"{duration(max(0.0, now - at))} ago"
+
+
+def timestamp(at: float | None, now: float | None = None) -> str:
+    """Local time: `14:03:27` today, `2025-11-20 14:03` otherwise."""
+    if at is None:
+        return MISSING
+    now = time.time() if now is None else now
+    local = time.localtime(at)
+    if time.strftime("%Y-%m-%d", local) == time.strftime("%Y-%m-%d", time.localtime(now)):
+        return time.strftime("%H:%M:%S", local)
+    return time.strftime("%Y-%m-%d %H:%M", local)
+
+
+def number(value: Any) -> str:
+    if value is None:
+        return MISSING
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def resources(spec: dict[str, Any]) -> str:
+    """`2 CPUs, 1 GPU, memory 32G` from a run spec."""
+    return f"{plural(spec['cpus'], 'CPU')}, {plural(spec['gpus'], 'GPU')}, memory {size_mb(spec['mem_mb'])}"
+
+
+def size_mb(mb: int | None) -> str:
+    if mb is None:
+        return "backend default"
+    return f"{mb / 1024:g}G" if mb % 1024 == 0 else f"{mb}M"
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
+def truncate(text: str, width: int) -> str:
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else text[: max(0, width - 1)] + ELLIPSIS
+
+
+def separator(attempt: int, node: str | None) -> str:
+    """The line between two attempts' output: `── attempt 2 on gpu-7 ──`."""
+    where = f" on {node}" if node else ""
+    return f"── attempt {attempt}{where} ──"
+
+
+def gpus(count: Any, gpu_type: str | None) -> str:
+    """A node's GPUs: `8 x H100`, or the count alone when the type is unknown."""
+    return f"{count} x {gpu_type}" if gpu_type else number(count)
