@@ -157,6 +157,12 @@ class RunSpec:
     health_cmd: str | None = None
     health_interval_sec: float = contract.DEFAULT_HEALTH_INTERVAL_SEC
     health_retries: int = contract.DEFAULT_HEALTH_RETRIES
+    # Placement (fray.core.placement): where the tasks may run, how many, and in which band.
+    constraints: list[str] = field(default_factory=list)  # `gpu-type=h100`, `memory-gb>=80`, ... (--constraint)
+    tolerations: list[str] = field(default_factory=list)  # taints this run may land on (--tolerate)
+    replicas: int = 1  # tasks of the run (--replicas)
+    group_by: str | None = None  # all tasks on workers sharing this attribute, or none (--group-by)
+    priority: str = "interactive"  # production | interactive | batch (--priority)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunSpec":

@@ -50,6 +50,15 @@ class Ledger:
         self.used_mem_mb += request.mem_mb or 0
         self.used_gpu_ids.update(gpu_ids)
 
+    def explain(self, request: Request) -> str:
+        """Why `request` would wait now (empty: it would fit), reserving nothing."""
+        if self.closed:
+            return self.closed
+        if self.capacity is None:
+            return ""
+        trial = Ledger(self.capacity, self.used_cpus, self.used_mem_mb, set(self.used_gpu_ids))
+        return trial.admit(request).reason
+
     def admit(self, request: Request) -> Admission:
         """Reserve `request` if it fits now; otherwise say why it waits."""
         if self.closed:

@@ -1,0 +1,51 @@
+"""Runs as the scheduler sees them: a run's spec as a placement `Job`, its start as a `Task` (pure).
+
+A run whose spec says `replicas: N` is one job of N tasks. Coscheduled
+(`group_by`), its N tasks go to N workers sharing the attribute; otherwise the
+run starts as a whole on one worker (the local machine runs its N tasks side
+by side), so it is placed as one task asking for N times the resources. The
+constraints were checked when the run was submitted (`parse_all`), so a
+stored spec parses.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from fray.core.model import Meta
+from fray.core.placement.attributes import Resources, Worker
+from fray.core.placement.constraints import Constraint, parse
+from fray.core.placement.placement import Job, SchedulingResult, Task, find_assignments
+from fray.core.placement.priority import Credits, parse_band
+
+
+def parse_all(texts: Sequence[str]) -> tuple[Constraint, ...]:
+    return tuple(parse(text) for text in texts)
+
+
+def job_for(meta: Meta) -> Job:
+    spec = meta.spec
+    tasks = spec.replicas if spec.group_by else 1
+    scale = 1 if spec.group_by else spec.replicas
+    need = Resources(spec.cpus * scale, spec.mem_mb * scale if spec.mem_mb else None, spec.gpus * scale)
+    return Job(meta.run_id, need, parse_all(spec.constraints), tuple(spec.tolerations), spec.group_by, tasks,
+               parse_band(spec.priority), meta.submitted_by.get("user", ""), meta.created_at)
+
+
+def tasks_for(meta: Meta, pending_since: float) -> list[Task]:
+    """The run's next start as the tasks of its job (`pending_since`: when it became startable)."""
+    count = meta.spec.replicas if meta.spec.group_by else 1
+    return [Task(f"{meta.run_id}/{i}", meta.run_id, i, "pending", pending_since) for i in range(count)]
+
+
+def place_on_machine(startable: Sequence[Meta], machine: Worker, now: float,
+                     credits: Credits = Credits()) -> SchedulingResult:
+    """Which of the runs that may start now go on this one machine, in priority order.
+
+    The local backend's use of the scheduler: one worker (this machine, its
+    attributes and what its Ledger has free); a run in `waiting` is held back
+    this cycle, with the reason. The Ledger still admits each placed run (it
+    picks the GPU ids)."""
+    jobs = {meta.run_id: job_for(meta) for meta in startable}
+    tasks = [task for meta in startable for task in tasks_for(meta, meta.created_at)]
+    return find_assignments(tasks, [machine], jobs.__getitem__, now=now, credits=credits)
