@@ -7,16 +7,8 @@ import dataclasses
 import pytest
 
 from fray.core import validation
-from fray.core.directives import (
-    OPTIONS,
-    ParsedScript,
-    build_spec,
-    format_duration,
-    parse_duration,
-    parse_flag_value,
-    parse_memory_mb,
-    parse_script,
-)
+from fray.core.directives import OPTIONS, ParsedScript, build_spec, parse_flag_value, parse_script
+from fray.core.values import format_duration, parse_duration, parse_memory_mb
 from fray.errors import DirectiveError, UsageError
 from fray.core.model import RunSpec
 

@@ -38,7 +38,7 @@ from fray.core.partition_policy import Candidates as PartitionCandidates
 from fray.core.policy import AttemptFiles, Situation
 from fray.core.observation import BackendView
 from fray.core.scheduler import Ledger, Request
-from fray.core.status import normalized_status
+from fray.core.run_row import row_of
 from fray.daemon import alerts
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
@@ -308,11 +308,10 @@ class Daemon:
 
     def _alert(self, meta: Meta, control: Control, files: AttemptFiles, now: float) -> None:
         """Send the alerts a change of this run's status calls for (in the background)."""
-        status = normalized_status(meta, files.heartbeat_at, now, None, files.progress, control.paused).status.value
+        row = row_of(meta.run_id, meta, control.paused, None, files.heartbeat_at, files.progress, now)
+        status = row["status"]
         for firing in self._alerter.observe(meta.run_id, status, now):
-            from fray.ops.views import run_row
-
-            alerts.fire(firing, alerts.payload(firing, run_row(self.home, meta.run_id, now), now))
+            alerts.fire(firing, alerts.payload(firing, row, now))
             self._event(self.home.run(meta.run_id), "alert", f"{status}: ran {firing.rule.command[0]}"
                         + (f" ({firing.held_back} held back)" if firing.held_back else ""))
 

@@ -5,7 +5,7 @@ long-lived view of FRAY_HOME (a terminal, a browser, a watch mode) scans here.
 
 `RunsModel.scan` reads only what changed since the last scan and returns a
 `Snapshot` saying which rows changed, so the table updates those rows in place.
-Rows are exactly `fray list`'s (views.row_of, views.read_row_inputs): ended runs
+Rows are exactly `fray list`'s (fray.core.run_row.row_of, views.read_row_inputs): ended runs
 come from the same stat-keyed row cache (row_cache), and for runs still going
 the model keeps the inputs of their row (meta, paused, heartbeat time,
 progress) and recomputes the row as time passes, re-reading a file only when
@@ -35,6 +35,7 @@ import orjson
 
 from fray.core.model import Meta, Phase
 from fray.core.status import Status
+from fray.core.run_row import row_of
 from fray.ops import views
 from fray.state.layout import Home
 from fray.state.row_cache import RowCache, stat_key
@@ -169,7 +170,7 @@ class RunsModel:
             recompute = [run_id for run_id in hint.focus | changed if run_id in self._live]
         for run_id in recompute:
             live = self._live[run_id]
-            row = views.row_of(run_id, live.meta, live.paused, live.problem, live.heartbeat_at, live.progress, now)
+            row = row_of(run_id, live.meta, live.paused, live.problem, live.heartbeat_at, live.progress, now)
             row["where"] = live.where
             if row != self.rows.get(run_id):
                 self.rows[run_id] = row
@@ -206,7 +207,7 @@ class RunsModel:
                 return self._reread_attempt_files(live, run_id)
         meta, paused, problem, heartbeat_at, progress = views.read_row_inputs(paths)
         if meta is not None and meta.phase == Phase.ENDED.value and problem is None:
-            row = views.row_of(run_id, meta, paused, problem, heartbeat_at, progress, now)
+            row = row_of(run_id, meta, paused, problem, heartbeat_at, progress, now)
             self._cache.put(run_id, meta_key, row)
             self._set_ended(run_id, meta_key, row)
             return True

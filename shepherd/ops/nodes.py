@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fray.core.directives import parse_duration
+from fray.core.values import parse_duration
 from fray.errors import CorruptFileError, UsageError
 from fray.state import blacklist, store
 from fray.state.layout import Home

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from fray.core.model import Control, Meta
-from fray.core.status import RunStatus, Status, heartbeat_age, normalized_status
+from fray.core.run_row import row_of
+from fray.core.status import Status
 from fray.daemon import lease
 from fray.errors import CorruptFileError
 from fray.state import store
@@ -86,34 +87,6 @@ def read_row_inputs(paths: RunPaths) -> tuple[Meta | None, bool, str | None, flo
     """
     meta, control, problem = _load(paths)
     return (meta, control.paused, problem, *_attempt_inputs(paths, meta))
-
-
-def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, heartbeat_at: float | None,
-           progress: dict[str, Any] | None, now: float) -> dict[str, Any]:
-    """A row from what was read (pure): the TUI keeps these inputs and recomputes rows as time passes."""
-    if meta is None:
-        st = normalized_status(None, None, now, problem)
-        return {"run_id": run_id, "name": run_id, "status": st.status.value, "icon": st.icon,
-                "reason": st.reason, "mode": None, "backend": None, "phase": None,
-                "attempt": None, "node": None, "created_at": None, "uptime_sec": None, "heartbeat_age_sec": None,
-                "step": None, "loss": None, "paused": paused}
-    attempt = meta.in_flight
-    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem, progress, paused)
-    current = meta.current
-    started = attempt.started_at if attempt else None
-    age = heartbeat_age(meta, heartbeat_at, now)
-    return {
-        "run_id": meta.run_id, "name": meta.name, "status": st.status.value, "icon": st.icon, "reason": st.reason,
-        "mode": meta.spec.mode, "backend": meta.spec.backend, "phase": meta.phase,
-        "attempt": current.number if current else None,
-        "node": current.node if current else None,
-        "created_at": meta.created_at,
-        "uptime_sec": round(now - started, 3) if started else None,
-        "heartbeat_age_sec": round(age, 3) if age is not None else None,
-        "step": (progress or {}).get("step"), "loss": (progress or {}).get("loss"),
-        "paused": paused,
-        "parent_run_id": meta.parent_run_id,
-    }
 
 
 def daemon_view(home: Home, now: float | None = None) -> dict[str, Any]:

@@ -1,0 +1,40 @@
+"""A run as one row of `fray list` (schemas/cli-list.json), from what was read: pure.
+
+The list, the dashboard (which keeps the inputs and recomputes rows as time
+passes) and the daemon's alert payloads all build rows here, so they agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fray.core.model import Meta
+from fray.core.status import RunStatus, heartbeat_age, normalized_status
+
+
+def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, heartbeat_at: float | None,
+           progress: dict[str, Any] | None, now: float) -> dict[str, Any]:
+    """A row from what was read (pure): the TUI keeps these inputs and recomputes rows as time passes."""
+    if meta is None:
+        st = normalized_status(None, None, now, problem)
+        return {"run_id": run_id, "name": run_id, "status": st.status.value, "icon": st.icon,
+                "reason": st.reason, "mode": None, "backend": None, "phase": None,
+                "attempt": None, "node": None, "created_at": None, "uptime_sec": None, "heartbeat_age_sec": None,
+                "step": None, "loss": None, "paused": paused}
+    attempt = meta.in_flight
+    st: RunStatus = normalized_status(meta, heartbeat_at, now, problem, progress, paused)
+    current = meta.current
+    started = attempt.started_at if attempt else None
+    age = heartbeat_age(meta, heartbeat_at, now)
+    return {
+        "run_id": meta.run_id, "name": meta.name, "status": st.status.value, "icon": st.icon, "reason": st.reason,
+        "mode": meta.spec.mode, "backend": meta.spec.backend, "phase": meta.phase,
+        "attempt": current.number if current else None,
+        "node": current.node if current else None,
+        "created_at": meta.created_at,
+        "uptime_sec": round(now - started, 3) if started else None,
+        "heartbeat_age_sec": round(age, 3) if age is not None else None,
+        "step": (progress or {}).get("step"), "loss": (progress or {}).get("loss"),
+        "paused": paused,
+        "parent_run_id": meta.parent_run_id,
+    }
