@@ -1,9 +1,14 @@
 """Admission of runs onto a machine's CPUs, memory and GPUs (pure).
 
 The local backend runs attempts on this machine; the daemon asks a `Ledger`
-whether each queued run fits, oldest first. A run that does not fit stays
-queued with the reason shown; one that can never fit says so. Backends with a
-scheduler of their own (Slurm, TPU) use `Ledger.unlimited()`.
+whether each queued run fits. A run that does not fit stays queued with the
+reason shown; one that can never fit says so. Backends with a scheduler of
+their own (Slurm, TPU) use `Ledger.unlimited()`.
+
+Which queued run goes first (priority band, then oldest) and whether the
+machine's attributes meet a run's constraints is `placement`'s decision: it
+sees this machine as one worker whose free resources are this ledger's. The
+ledger then admits each run placed, and picks its GPU ids.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class Ledger:
     used_mem_mb: int = 0
     used_gpu_ids: set[int] = field(default_factory=set)
     closed: str | None = None  # why nothing may start now (every node is banned), whatever is free
+    attributes: dict[str, str | int | float] = field(default_factory=dict)  # the machine's, for constraints
 
     @classmethod
     def unlimited(cls) -> "Ledger":
