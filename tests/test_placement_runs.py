@@ -59,3 +59,17 @@ def test_constraints_as_sbatch_options() -> None:
     assert to_slurm([parse("hostname=n3")]).nodelist == ("n3",)
     with pytest.raises(UsageError, match="cannot place on constraint memory-gb>=80: sbatch can express feature"):
         to_slurm([parse("memory-gb>=80")])
+
+
+def test_credits_count_attempts_inside_the_window() -> None:
+    from fray.core.model import Attempt
+    from fray.core.placement.runs import credits_from
+
+    used = meta("r", 0.0, cpus=1, gpus=1)
+    used.attempts = [Attempt(number=1, state="ended", backend="local", submitted_at=0.0, started_at=0.0,
+                             ended_at=3600.0),
+                     Attempt(number=2, state="running", backend="local", submitted_at=7200.0, started_at=7200.0)]
+    config = {"priority": {"credit_hours": 10.0, "window_sec": 7200.0}}
+    credits = credits_from(config, [used], now=9000.0)  # window from 1800: half of attempt 1, 1800 s of attempt 2
+    assert credits.remaining("ann") == pytest.approx(10.0 - 9 * (1800 + 1800) / 3600)
+    assert credits_from({}, [used], now=9000.0).budget is None  # no section: credits are off

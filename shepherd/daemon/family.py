@@ -31,10 +31,12 @@ from fray.actors import endpoints
 from fray.core import family, reservations
 from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
-from fray.core.placement.runs import place_on_machine
+from fray.core.placement.priority import Credits, parse_band
+from fray.core.placement.runs import credits_from, place_on_machine
 from fray.core.scheduler import Admission, Ledger, Request
 from fray.errors import CorruptFileError
 from fray.state import store
+from fray.state.config import load_config
 from fray.state.layout import Home
 
 log = logging.getLogger("fray.daemon")
@@ -49,8 +51,9 @@ class CyclePlan:
 
 
 class FamilyKeeper:
-    def __init__(self, home: Home) -> None:
+    def __init__(self, home: Home, config: dict[str, Any] | None = None) -> None:
         self.home = home
+        self._config = load_config(home) if config is None else config
         self._reader = store.CachedReader()
         self._endpoint_cache: dict[Path, endpoints.Endpoint | None] = {}
         self._swept_at = float("-inf")
@@ -81,7 +84,8 @@ class FamilyKeeper:
             else family.GroupPlan()
         for run_id, why in plan.stop.items():
             orders.setdefault(run_id, why)
-        held_back = _held_back(active, orders, plan, admitter.ledgers, now)
+        credits = credits_from(self._config, [m for m in metas.values() if m is not None], now)
+        held_back = _held_back(active, orders, plan, admitter.ledgers, now, credits)
 
         def admit_for(meta: Meta) -> Callable[[Request], Admission]:
             run_id = meta.run_id
@@ -173,7 +177,7 @@ def _endpoint_files(home: Home) -> Iterable[Path]:
 
 
 def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan, ledgers: dict[str, Ledger],
-               now: float) -> dict[str, str]:
+               now: float, credits: Credits) -> dict[str, str]:
     """Run id -> why the scheduler holds it back this cycle, for the runs that may start now on a
     backend that places work on this machine (its ledger has a capacity). Runs in a group or a
     reservation keep their own admission."""
@@ -189,15 +193,20 @@ def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan
     held: dict[str, str] = {}
     for name, metas in by_backend.items():
         ledger = ledgers[name]
-        result = place_on_machine(metas, _machine(ledger), now)
+        by_id = {m.run_id: m for m in metas}
+        result = place_on_machine(metas, _machine(ledger), now, credits)
         for task_id, reason in result.waiting.items():
             run_id = task_id.split("/", 1)[0]
+            meta = by_id[run_id]
             if reason.startswith("waiting for resources"):
                 # The ledger's words (and its "can never start here"); if it has room, the scheduler
                 # gave that room to runs of a higher band or older ones.
-                meta = next(m for m in metas if m.run_id == run_id)
                 reason = ledger.explain(Request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus)) or \
                     "waiting for resources: runs of a higher priority band, or older ones, go first"
+            band = result.bands.get(run_id)
+            if band is not None and band != parse_band(meta.spec.priority):
+                user = meta.submitted_by.get("user", "its user")
+                reason = f"placed as {band.label} ({user}'s credits are spent): {reason}"
             held.setdefault(run_id, reason)
     return held
 

@@ -10,13 +10,13 @@ stored spec parses.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from fray.core.model import Meta
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.constraints import Constraint, parse
 from fray.core.placement.placement import Job, SchedulingResult, Task, find_assignments
-from fray.core.placement.priority import Credits, parse_band
+from fray.core.placement.priority import Credits, parse_band, usage_hours
 
 
 def parse_all(texts: Sequence[str]) -> tuple[Constraint, ...]:
@@ -49,3 +49,28 @@ def place_on_machine(startable: Sequence[Meta], machine: Worker, now: float,
     jobs = {meta.run_id: job_for(meta) for meta in startable}
     tasks = [task for meta in startable for task in tasks_for(meta, meta.created_at)]
     return find_assignments(tasks, [machine], jobs.__getitem__, now=now, credits=credits)
+
+
+DEFAULT_CREDIT_WINDOW_SEC = 7 * 24 * 3600.0
+
+
+def credits_from(config: Mapping[str, Any], metas: Iterable[Meta], now: float) -> Credits:
+    """Each user's credits from the `priority` section of config.json and what their runs' attempts
+    used inside the window (running attempts up to `now`)."""
+    section = config.get("priority") or {}
+    budget = section.get("credit_hours")
+    if budget is None:
+        return Credits()
+    since = now - float(section.get("window_sec", DEFAULT_CREDIT_WINDOW_SEC))
+    usage: dict[str, float] = {}
+    for meta in metas:
+        spec = meta.spec
+        for attempt in meta.attempts:
+            if attempt.started_at is None:
+                continue
+            seconds = min(attempt.ended_at or now, now) - max(attempt.started_at, since)
+            if seconds > 0:
+                user = meta.submitted_by.get("user", "")
+                usage[user] = usage.get(user, 0.0) + usage_hours(spec.cpus * spec.replicas, spec.gpus * spec.replicas,
+                                                                 seconds)
+    return Credits(float(budget), usage)
