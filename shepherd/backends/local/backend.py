@@ -31,6 +31,7 @@ from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tr
 from fray.errors import BackendError
 from fray.state.layout import Home
 from fray.core.observation import BackendView
+from fray.core.placement.attributes import local_attributes
 from fray.core.scheduler import Capacity
 from fray.wrapper import contract, procs
 
@@ -50,6 +51,7 @@ class LocalBackend:
         self.poll_interval_sec = float(self._config.get("poll_interval_sec", self.poll_interval_sec))
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._capacity: Capacity | None = None
+        self._gpu_type: str | None | bool = False  # False: not looked up yet
 
     def capacity(self) -> Capacity:
         if self._capacity is None:
@@ -111,7 +113,19 @@ class LocalBackend:
 
     def nodes(self) -> list[Node]:
         cap = self.capacity()
-        return [Node(name=self.host, state="up", cpus=cap.cpus, mem_mb=cap.mem_mb, gpus=cap.gpus)]
+        return [Node(name=self.host, state="up", cpus=cap.cpus, mem_mb=cap.mem_mb, gpus=cap.gpus,
+                     gpu_type=self._gpu_model())]
+
+    def worker_attributes(self) -> dict[str, str | int | float]:
+        """This machine as the scheduler sees it (constraints such as gpu-type=h100 are checked on these)."""
+        cap = self.capacity()
+        return local_attributes(self.host, cap.cpus, cap.mem_mb, cap.gpus, self._gpu_model())
+
+    def _gpu_model(self) -> str | None:
+        if self._gpu_type is False:
+            self._gpu_type = str(self._config["gpu_type"]) if "gpu_type" in self._config else \
+                (_gpu_name() if self.capacity().gpus else None)
+        return self._gpu_type  # type: ignore[return-value]
 
     def _reap(self) -> None:
         for pid, child in list(self._children.items()):
@@ -227,6 +241,17 @@ def _gpu_count() -> int:
     if listing.returncode != 0:
         return 0
     return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+
+
+def _gpu_name() -> str | None:
+    """The first GPU's model as nvidia-smi names it (`NVIDIA H100 80GB HBM3`), None without one."""
+    try:
+        listing = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    names = [line.strip() for line in listing.stdout.splitlines() if line.strip()]
+    return names[0] if listing.returncode == 0 and names else None
 
 
 def _wait_then(child: subprocess.Popen[bytes], callback: Callable[[], None]) -> None:
