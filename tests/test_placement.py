@@ -132,8 +132,9 @@ CONSTRAINTS = ["gpu-type=h100", "gpu-type!=a100", "zone in (a, b)", "memory-gb>=
 def clusters(draw: st.DrawFn) -> tuple[list[Worker], list[Job], list[Task]]:
     workers = []
     for i in range(draw(st.integers(0, 12))):
+        # memory-gb is sometimes a float or (misconfigured) a string: the scan, and its type errors, get exercised
         attributes: dict[str, object] = {"cpu-count": draw(st.integers(1, 8)), "zone": draw(st.sampled_from(ZONES)),
-                                         "memory-gb": draw(st.sampled_from([32, 64, 128]))}
+                                         "memory-gb": draw(st.sampled_from([32, 64, 128, 64.0, "64"]))}
         if draw(st.booleans()):
             attributes["gpu-type"] = draw(st.sampled_from(GPU_TYPES))
         if draw(st.booleans()):
@@ -188,7 +189,8 @@ def test_properties(cluster: tuple[list[Worker], list[Job], list[Task]]) -> None
     for a in result.assignments:
         assert state[a.task_id] == "pending"
         spec = job_of[a.task_id]
-        assert all(c.matches(attrs[a.worker_id]) for c in spec.constraints)
+        assert all(c.matches(attrs[a.worker_id]) for c in spec.constraints if c.key != "memory-gb"
+                   or not isinstance(attrs[a.worker_id].get("memory-gb"), str))
         assert taint("spot") not in attrs[a.worker_id] or "spot" in spec.tolerations
 
     # a coscheduled job is all or nothing, on one group, one task per worker, task i on the i-th worker id
@@ -203,6 +205,11 @@ def test_properties(cluster: tuple[list[Worker], list[Job], list[Task]]) -> None
             ids = [attrs[w]["tpu-worker-id"] for _, w in mine]
             assert ids == sorted(ids) and len(set(ids)) == len(ids)
 
+    # a worker whose memory-gb is a string never takes a job comparing it with a number
+    for a in result.assignments:
+        if isinstance(attrs[a.worker_id].get("memory-gb"), str):
+            assert not any(c.key == "memory-gb" and c.op.name in ("GE", "LT") for c in job_of[a.task_id].constraints)
+
     # every pending task is placed or has a reason; deterministic; posting lists answer as a linear scan
     placed = {a.task_id for a in result.assignments}
     for t in tasks:
@@ -210,3 +217,10 @@ def test_properties(cluster: tuple[list[Worker], list[Job], list[Task]]) -> None
             assert (t.task_id in placed) != (t.task_id in result.waiting)
     assert find_assignments(list(tasks), list(workers), by_id.__getitem__) == result
     assert find_assignments(tasks, workers, by_id.__getitem__, index="linear") == result
+
+
+def test_a_type_mismatch_is_the_reason_not_a_crash() -> None:
+    workers = [worker("w", **{"memory-gb": "eighty"})]
+    result = find_assignments([Task("j-0", "j")], workers, {"j": job("j", constraints=("memory-gb>=64",))}.__getitem__)
+    assert not result.assignments
+    assert "compares a number with w's memory-gb='eighty'" in result.waiting["j-0"]
