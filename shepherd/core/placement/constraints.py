@@ -50,8 +50,8 @@ class ConstraintSyntaxError(UsageError):
     def __init__(self, text: str, position: int, problem: str) -> None:
         self.text, self.position, self.problem = text, position, problem
         pointer = " " * (position + 4) + "^"
-        super().__init__(f"bad constraint {text!r}: {problem}\n    {text}\n{pointer}\n"
-                         "write it as key=value, key!=value, key>=number, 'key in (a, b)', key (exists) or !key (absent)")
+        super().__init__(f"bad constraint {text!r}: {problem}\n    {text}\n{pointer}\nwrite it as key=value, "
+                         "key!=value, key>=number, 'key in (a, b)', key (exists) or !key (absent)")
 
 
 class ConstraintTypeError(UsageError):

@@ -98,26 +98,28 @@ def find_assignments(pending_tasks: Iterable[Task], workers: Sequence[Worker], g
         by_job.setdefault(task.job_id, []).append(task)
     bands = {job_id: effective_band(job.band, credits.remaining(job.user)) for job_id, job in jobs.items()}
     order = sorted(jobs.values(), key=lambda j: (bands[j.job_id], j.submitted_at, j.job_id))
+    tasks_of = {job_id: sorted(tasks, key=lambda t: (t.index, t.task_id)) for job_id, tasks in by_job.items()}
     assignments: list[Assignment] = []
     waiting: dict[str, str] = {}
     for job in order:
-        tasks = sorted(by_job[job.job_id], key=lambda t: (t.index, t.task_id))
+        tasks = tasks_of[job.job_id]
         if job.group_by:
             placed, reason = cycle.place_group(job, tasks)
-            assignments.extend(placed)
-            if not placed:
-                waiting.update((t.task_id, reason) for t in tasks)
-            continue
-        placed, reason = cycle.place_each(job, tasks)
+            left = tasks if not placed else []
+        else:
+            placed, reason = cycle.place_each(job, tasks)
+            left = tasks[len(placed):]
         assignments.extend(placed)
-        waiting.update((t.task_id, reason) for t in tasks[len(placed):])
+        waiting.update((t.task_id, reason) for t in left)
     timed_out = []
     for job in order:
         limit = job.scheduling_timeout_sec
-        for task in sorted(by_job[job.job_id], key=lambda t: (t.index, t.task_id)):
-            if limit is not None and task.task_id in waiting and now - task.pending_since >= limit:
-                reason = f"not placed within {limit:g} s: {waiting.pop(task.task_id)}"
-                timed_out.append(Unschedulable(task.task_id, reason))
+        if limit is None:
+            continue
+        for task in tasks_of[job.job_id]:
+            if task.task_id in waiting and now - task.pending_since >= limit:
+                why = waiting.pop(task.task_id)
+                timed_out.append(Unschedulable(task.task_id, f"not placed within {limit:g} s: {why}"))
     return SchedulingResult(tuple(assignments), tuple(timed_out), waiting, bands)
 
 
