@@ -65,3 +65,35 @@ def test_production_starts_before_older_batch_and_an_unmet_constraint_says_why(h
         for run_id in started:
             wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stops")
         stop_daemon(daemon)
+
+
+REPLICAS = """#!/bin/bash
+#FRAY --replicas 3 --heartbeat-interval 0.5 --stop-grace 2
+echo "$FRAY_TASK_INDEX of $FRAY_NUM_TASKS at $FRAY_COORDINATOR_ADDRESS" > "task-$FRAY_TASK_INDEX-attempt-$FRAY_ATTEMPT"
+if [ "$FRAY_TASK_INDEX" = 1 ] && [ "$FRAY_ATTEMPT" = 1 ]; then exit 1; fi
+trap 'exit 0' TERM
+while true; do sleep 0.1; done
+"""
+
+
+def test_replicas_run_side_by_side_and_one_failing_restarts_them_all(home: Home, tmp_path: Path) -> None:
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 3, "gpus": 0}}))
+    job = tmp_path / "replicas.sh"
+    job.write_text(REPLICAS)
+    daemon = start_daemon(home, wait=False)
+    run_id = ""
+    try:
+        run_id = submit(home, job)
+        # Task 1 fails in attempt 1: tasks 0 and 2 are stopped with it, and attempt 2 starts all three again.
+        wait_until(lambda: all((tmp_path / f"task-{i}-attempt-2").exists() for i in range(3)), timeout=30,
+                   what="all three tasks of attempt 2")
+        assert (tmp_path / "task-2-attempt-2").read_text().startswith("2 of 3 at 127.0.0.1:")
+        assert (home.run(run_id).attempt(1).dir / "tasks" / "1" / "exit.json").exists()  # task 1 reported apart
+        first = meta_of(home, run_id)["attempts"][0]
+        assert first["counted_as"] == "workload", first  # the group's failure spends --max-retries
+    finally:
+        if run_id:
+            runs.request(home, run_id, "stop")
+            wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stop")
+        stop_daemon(daemon)

@@ -73,3 +73,15 @@ def test_credits_count_attempts_inside_the_window() -> None:
     credits = credits_from(config, [used], now=9000.0)  # window from 1800: half of attempt 1, 1800 s of attempt 2
     assert credits.remaining("ann") == pytest.approx(10.0 - 9 * (1800 + 1800) / 3600)
     assert credits_from({}, [used], now=9000.0).budget is None  # no section: credits are off
+
+
+def test_local_replicas_stop_together() -> None:
+    from fray.backends.local.replicas import gpu_share, task_index, to_stop
+
+    assert to_stop(3, {0: 10, 1: 11, 2: 12}, {}) == []  # all running
+    assert to_stop(3, {0: 10, 2: 12}, {1: 0}) == []  # task 1 finished well
+    assert to_stop(3, {0: 10, 2: 12}, {1: 50}) == [0, 2]  # task 1 failed: the rest go
+    assert to_stop(3, {2: 12}, {0: 0, 1: 0}) == [2]  # task 0 (the attempt) is over
+    assert to_stop(3, {0: 10, 2: 12}, {1: None}) == [0, 2]  # task 1 vanished without an exit record
+    assert gpu_share((4, 5, 6, 7), 1, 2) == (6, 7)
+    assert task_index("/h/runs/r/attempts/3/tasks/2", 3) == 2 and task_index("/h/runs/r/attempts/3", 3) == 0

@@ -30,6 +30,11 @@ class Request:
     gpus: int
 
 
+def run_request(cpus: int, mem_mb: int | None, gpus: int, replicas: int = 1) -> Request:
+    """What a run holds on one machine: its tasks' resources, for all its replicas side by side."""
+    return Request(cpus * replicas, mem_mb * replicas if mem_mb else mem_mb, gpus * replicas)
+
+
 @dataclass(frozen=True)
 class Admission:
     admitted: bool

@@ -33,7 +33,7 @@ from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.priority import Credits, parse_band
 from fray.core.placement.runs import credits_from, place_on_machine
-from fray.core.scheduler import Admission, Ledger, Request
+from fray.core.scheduler import Admission, Ledger, Request, run_request
 from fray.errors import CorruptFileError
 from fray.state import store
 from fray.state.config import load_config
@@ -66,12 +66,13 @@ class FamilyKeeper:
         active_metas = [r.meta for r in active if r.meta is not None]
         held = reservations.live(self._reservations(), now)
         orders.update({k: v for k, v in reservations.orders(active_metas, held).items() if k not in orders})
-        in_flight = [(m.reservation, Request(m.spec.cpus, m.spec.mem_mb, m.spec.gpus))
+        in_flight = [(m.reservation, run_request(m.spec.cpus, m.spec.mem_mb, m.spec.gpus, m.spec.replicas))
                      for m in active_metas if m.reservation and m.in_flight is not None]
         admitter = reservations.Admitter(ledgers, held, in_flight)
 
         def admit_meta(meta: Meta) -> Admission:
-            return admitter.admit(meta.spec.backend, Request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus),
+            spec = meta.spec
+            return admitter.admit(spec.backend, run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas),
                                   meta.reservation)
 
         groups: dict[str, list[tuple[Meta, Control]]] = {}
@@ -201,7 +202,8 @@ def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan
             if reason.startswith("waiting for resources"):
                 # The ledger's words (and its "can never start here"); if it has room, the scheduler
                 # gave that room to runs of a higher band or older ones.
-                reason = ledger.explain(Request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus)) or \
+                spec = meta.spec
+                reason = ledger.explain(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas)) or \
                     "waiting for resources: runs of a higher priority band, or older ones, go first"
             band = result.bands.get(run_id)
             if band is not None and band != parse_band(meta.spec.priority):

@@ -42,9 +42,9 @@ def placement_problems(spec: RunSpec) -> list[str]:
     problems = []
     if spec.group_by and spec.replicas < 2:
         problems.append(f"--group-by {spec.group_by} places the tasks of a run together; add --replicas N (N >= 2)")
-    if spec.backend == "local" and spec.replicas > 1:
-        problems.append(f"--replicas {spec.replicas}: the local backend runs one task per run for now; "
-                        "use --backend slurm (one allocation, one task per node) or submit the tasks as runs")
+    if spec.backend == "local" and spec.group_by:
+        problems.append(f"--group-by {spec.group_by} puts each task on its own worker, and the local backend has "
+                        "one machine; drop --group-by (its --replicas then run side by side here) or use another backend")
     if spec.backend == "slurm":
         try:
             to_slurm([parse(text) for text in spec.constraints])
