@@ -87,3 +87,11 @@ def test_bands_and_credits() -> None:
     assert effective_band(Band.PRODUCTION, credits.remaining("ann")) is Band.BATCH
     assert effective_band(Band.PRODUCTION, credits.remaining("bob")) is Band.PRODUCTION
     assert Credits().remaining("ann") == float("inf")  # no budget: credits are off
+
+
+@pytest.mark.parametrize("name, model", [("NVIDIA H100 80GB HBM3", "h100"), ("Tesla V100-SXM2-16GB", "v100"),
+                                         ("NVIDIA A100-SXM4-80GB", "a100"), ("h100", "h100"), ("l4", "l4")])
+def test_gpu_models_as_people_write_them(name: str, model: str) -> None:
+    from fray.core.placement.attributes import normalise_gpu_type
+
+    assert normalise_gpu_type(name) == model

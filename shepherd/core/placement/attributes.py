@@ -20,6 +20,7 @@ job, not this module's.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -96,9 +97,11 @@ def tpu_host_attributes(tpu_name: str, worker_id: int, topology: str, vm_count: 
 
 
 def normalise_gpu_type(name: str) -> str:
-    """`NVIDIA H100 80GB HBM3` and `h100` both become `h100`: what a person writes in a constraint."""
-    lowered = name.lower().replace("nvidia", " ").replace("tesla", " ").replace("geforce", " ")
-    for word in lowered.split():
-        if any(ch.isdigit() for ch in word) and not word.endswith("gb"):
-            return word.strip("-_")
-    return lowered.strip() or name
+    """`NVIDIA H100 80GB HBM3`, `Tesla V100-SXM2-16GB` and `h100` become `h100`, `v100`: the model,
+    as a person writes it in a constraint (the first word with a digit that is not a memory size)."""
+    words = re.split(r"[\s_-]+", name.lower())
+    for word in words:
+        if word not in ("nvidia", "tesla", "geforce") and any(ch.isdigit() for ch in word) \
+                and not word.endswith(("gb", "g")):
+            return word
+    return name.strip().lower()
