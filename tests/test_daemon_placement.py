@@ -97,3 +97,26 @@ def test_replicas_run_side_by_side_and_one_failing_restarts_them_all(home: Home,
             runs.request(home, run_id, "stop")
             wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stop")
         stop_daemon(daemon)
+
+
+def test_constraints_are_checked_against_the_machines_attributes(home: Home, tmp_path: Path) -> None:
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 2, "gpus": 0, "gpu_type": "NVIDIA H100 80GB HBM3"}}))
+    serve = tmp_path / "serve.sh"
+    serve.write_text(SERVE)
+    daemon = start_daemon(home, wait=False)
+    started: list[str] = []
+    try:
+        h100 = submit(home, serve, constraints={"gpu-type=h100": "gpu-type=h100", "cpu-count>=2": "cpu-count>=2"})
+        a100 = submit(home, serve, constraints={"gpu-type in (a100, l4)": "gpu-type in (a100, l4)"})
+        started += [h100, a100]
+        wait_until(lambda: home.run(h100).attempt(1).started.exists(), what="the run this machine satisfies")
+        wait_until(lambda: meta_of(home, a100)["wait_reason"] == "no worker with gpu-type in (a100, l4)",
+                   what="the run it does not")
+    finally:
+        for run_id in started:
+            if meta_of(home, run_id)["phase"] != "ended":
+                runs.request(home, run_id, "stop")
+        for run_id in started:
+            wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stops")
+        stop_daemon(daemon)
