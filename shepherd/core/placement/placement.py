@@ -130,6 +130,7 @@ class _Cycle:
 
     def __init__(self, workers: Sequence[Worker], index: IndexKind) -> None:
         self.workers = workers
+        self.ids = [w.worker_id for w in workers]
         self.index = WorkerIndex(workers, index)
         self.cpus = [w.free.cpus for w in workers]
         self.mem = [_NO_LIMIT if w.free.mem_mb is None else w.free.mem_mb for w in workers]
@@ -176,7 +177,7 @@ class _Cycle:
             return [], reason
         need = job.resources
         want_cpus, want_gpus, want_mem = need.cpus, need.gpus, need.mem_mb or 0
-        cpus, gpus, mem = self.cpus, self.gpus, self.mem
+        cpus, gpus, mem, ids = self.cpus, self.gpus, self.mem, self.ids
         shape = (key, want_cpus, want_gpus, want_mem)
         at, end = self._start(shape), len(candidates)
         placed: list[Assignment] = []
@@ -193,7 +194,7 @@ class _Cycle:
             cpus[p] -= want_cpus
             gpus[p] -= want_gpus
             mem[p] -= want_mem
-            placed.append(Assignment(task.task_id, self.workers[p].worker_id))
+            placed.append(Assignment(task.task_id, ids[p]))
         self._cursor[shape] = at
         return placed, "" if len(placed) == len(tasks) else _short(need, job.constraints, end)
 
