@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 #FRAY --name cluster-train
-#FRAY --cpus 1 --heartbeat-interval 2
+# The driver only waits on the jobs it launches: it holds no core (--cpus 0).
+#FRAY --cpus 0 --heartbeat-interval 2
 """Use case 1: a driver launches a training job and follows it.
 
 The training function runs as its own job: under fray a child run that the

@@ -9,6 +9,7 @@ import pickle
 import socket
 import stat
 import threading
+import time
 
 import pytest
 
@@ -120,6 +121,19 @@ def test_a_dead_endpoint_is_skipped_and_calls_go_to_the_living(three, cluster):
 def test_fixed_resolver_finds_a_server_by_address(cluster, three):
     pool = FixedResolver({"echo": [three[1].address]}, cluster=cluster).lookup("echo")
     assert pool.size == 1 and pool.call().whoami() == "b"
+
+
+def test_a_fixed_resolver_with_another_homes_secret_fails_clearly_and_soon(three, tmp_path, monkeypatch):
+    """No cluster given and FRAY_HOME elsewhere: a secret the server never accepts is an error, not a hang."""
+    monkeypatch.setenv("FRAY_HOME", str(tmp_path / "another home"))
+    pool = FixedResolver({"echo": three[0].address}).lookup("echo")
+    started = time.monotonic()
+    with pytest.raises(ConnectionError) as raised:
+        pool.call(timeout=None).whoami()
+    assert time.monotonic() - started < 10
+    message = str(raised.value)
+    assert "refused this process 3 times" in message and "FRAY_HOME" in message
+    assert not isinstance(raised.value, ActorConnectionError)  # not a connection problem that retrying fixes
 
 
 def test_pipelined_calls_on_one_connection_keep_their_order_of_answers(three, cluster):

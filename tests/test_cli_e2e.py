@@ -97,8 +97,11 @@ def test_failing_run_exits_1_and_status_shows_the_failure(home, tmp_path):
     assert data["run"]["status"] == "failed" and len(data["attempts"]) == 1
     failure = data["attempts"][0]["failure"]
     assert failure["stderr_tail"] == ["ValueError: the loss is nan"]
+    assert data["budgets"] == {"window_sec": 86400.0, "workload": {"used": 1, "max": 0},
+                               "node": {"used": 0, "max": 100}}
     text = run_fray("status", "boom").stdout
     assert "Last failure (attempt 1" in text and "ValueError: the loss is nan" in text
+    assert "budget left: 0 of 0 workload, 100 of 100 node-side (last 1d)" in text
     assert run_fray("control", "stop", "boom").returncode == 2  # it has ended already
 
 
@@ -230,3 +233,13 @@ def test_daemon_run_serves_in_the_foreground_until_terminated(home, tmp_path):
     final = json.loads(out)
     schema_validate("cli-daemon", final)
     assert final["action"] == "run" and final["state"] == "stopped"
+
+
+def test_a_top_level_run_has_a_namespace_its_own_run_id(home, tmp_path):
+    script = write(tmp_path, "ns.py", "import os\nfrom fray import report\nprint('ns=' + os.environ['FRAY_NAMESPACE'])\n"
+                                      "report.final()\n")
+    proc = run_fray("submit", str(script), "--wait", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_id = json.loads(proc.stdout)["run_id"]
+    assert f"ns={run_id}" in run_fray("logs", run_id, check=True).stdout
+    assert status_of(run_id)["namespace"] == run_id

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from conftest import run_fray, schema_validate, wait_until
+from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -112,3 +112,23 @@ def test_a_banned_local_node_gets_no_work_and_runs_wait_as_pending_saying_why(ho
     done = wait_until(lambda: (r := row())["status"] in ("completed_success", "failed") and r,
                       timeout=60, what="the run to start once the node is unbanned")
     assert done["status"] == "completed_success"
+
+
+def test_with_the_daemon_down_list_and_nodes_say_so_and_how_old_their_data_is(home, tmp_path):
+    script = tmp_path / "loop.sh"
+    script.write_text(LOOP)
+    daemon = start_daemon(home)
+    try:
+        wait_until(lambda: home.nodes.exists(), what="the daemon's inventory")
+        run_id = json.loads(run_fray("submit", str(script), "--json", check=True).stdout)["run_id"]
+        wait_until(lambda: json.loads(run_fray("status", run_id, "--json", check=True).stdout)["run"]["status"]
+                   == "healthy_running", what="the run to be running")
+    finally:
+        stop_daemon(daemon)  # the wrapper and its workload go on; the home fixture kills them afterwards
+    listing = run_fray("list", check=True).stdout
+    assert "no daemon is running" in listing and "as of its last cycle" in listing
+    nodes = run_fray("nodes", "list", check=True).stdout
+    assert "warning: the daemon is stopped" in nodes and "these nodes were listed" in nodes
+    data = json.loads(run_fray("nodes", "list", "--json", check=True).stdout)
+    schema_validate("cli-nodes", data)
+    assert data["daemon"]["state"] == "stopped" and data["inventory_at"] is not None

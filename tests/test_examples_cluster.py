@@ -37,14 +37,14 @@ def test_example_runs_in_process_on_a_local_cluster(example, tmp_path):
 
 def test_examples_run_with_fray_submit_on_the_local_backend(home):
     store.ensure_home(home)
-    home.config.write_text(json.dumps({"local": {"cpus": 32}}))  # drivers hold a CPU while their jobs run
+    home.config.write_text(json.dumps({"local": {"cpus": 2}}))  # every example fits a 2-core machine
     ids = {}
     for example in EXPECTED:
         out = run_fray("submit", str(REPO / "examples" / example), "--json", home=home.root, check=True)
         ids[example] = json.loads(out.stdout)["run_id"]
     for example, run_id in ids.items():
         meta = wait_until(lambda: (m := json.loads(home.run(run_id).meta.read_text()))["phase"] == "ended" and m,
-                          timeout=120, what=f"{example} to end")
+                          timeout=60, what=f"{example} to end within a minute")
         stdout = home.run(run_id).attempt(1).stdout.read_text()
         assert meta["end"]["status"] == "completed_success", stdout + home.run(run_id).attempt(1).stderr.read_text()
         for line in EXPECTED[example]:

@@ -121,7 +121,12 @@ def client_handshake(sock: socket.socket, secret: bytes, timeout: float = HANDSH
         server_nonce = hello[len(MAGIC):]
         client_nonce = secrets.token_bytes(NONCE_BYTES)
         sock.sendall(client_nonce + _mac(secret, b"client", server_nonce, client_nonce))
-        proof = recv_exact(sock, MAC_BYTES)
+        try:
+            proof = recv_exact(sock, MAC_BYTES)
+        except ConnectionError:
+            # The server drops a client whose proof is wrong, right after reading it.
+            raise AuthError("the server rejected this process's proof: it does not share this FRAY_HOME's "
+                            "secret") from None
         if not hmac.compare_digest(proof, _mac(secret, b"server", client_nonce, server_nonce)):
             raise AuthError("the server does not know this FRAY_HOME's secret")
     except socket.timeout:

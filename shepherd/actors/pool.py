@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable
 
 from fray.actors import client
+from fray.actors.auth import AuthError
 from fray.actors.client import ActorConnectionError, ActorFuture
 from fray.actors.target import Target
 
@@ -29,6 +30,8 @@ REFRESH_SEC = 1.0
 DEAD_SEC = 10.0
 DEFAULT_TIMEOUT_SEC = 120.0
 RETRY_PAUSE_SEC = 0.05
+AUTH_ATTEMPTS = 3  # refusals of our secret before a call gives up (a restarting server may refuse once)
+AUTH_RETRY_PAUSE_SEC = 0.2
 
 
 class ActorPool:
@@ -123,6 +126,7 @@ class ActorPool:
     def _call(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> Any:
         deadline = None if timeout is None else time.monotonic() + timeout
         last: Exception | None = None
+        rejected = 0
         while True:
             if deadline is not None and time.monotonic() >= deadline:
                 raise ActorConnectionError(f"calling {self.name}.{method} failed until the timeout; last: {last}")
@@ -131,6 +135,16 @@ class ActorPool:
                 future = client.connect(target.address, self._secret_bytes()).submit(target.actor, method, args, kwargs)
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 return future.result(remaining)
+            except AuthError as exc:
+                # A server restarting may briefly hold another secret; one that keeps refusing
+                # will never accept: no amount of retrying helps, so say what to check.
+                rejected += 1
+                if rejected >= AUTH_ATTEMPTS:
+                    raise AuthError(f"the actor {self.name!r} at {target.address} refused this process {rejected} "
+                                    f"times: {exc}. Both sides must read the same FRAY_HOME secret: run this with "
+                                    "the server's FRAY_HOME, or give FixedResolver(cluster=...) or (home=...)") from None
+                client.forget(target.address)
+                time.sleep(AUTH_RETRY_PAUSE_SEC * rejected)
             except (ActorConnectionError, client.ActorNotFound) as exc:
                 if client.is_remote(exc) and not isinstance(exc, client.ActorNotFound):
                     raise  # the actor itself raised it (e.g. calling another actor): not ours to retry

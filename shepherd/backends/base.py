@@ -33,6 +33,7 @@ class SubmitRequest:
     gpu_ids: tuple[int, ...] = ()
     exclude_nodes: tuple[str, ...] = ()
     partition: str | None = None  # where the scheduler should run it (partition fallback chose it)
+    namespace: str | None = None  # FRAY_NAMESPACE in the job; None: the run id (a top-level run's own)
 
 
 @dataclass(frozen=True)

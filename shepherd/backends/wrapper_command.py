@@ -32,6 +32,7 @@ def wrapper_argv(python: str, request: SubmitRequest, attempt_dir: str | None = 
         "--attempt-dir", attempt_dir if attempt_dir is not None else str(request.attempt_dir),
         "--script", str(request.script),
         "--job-name", request.name,
+        "--namespace", request.namespace or request.key.run_id,
         "--workdir", spec.workdir,
         "--checkpoint-dir", str(request.checkpoint_dir),
         "--heartbeat-interval", repr(spec.heartbeat_interval_sec),

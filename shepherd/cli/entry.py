@@ -20,6 +20,8 @@ import sys
 import threading
 from typing import NamedTuple
 
+from fray.cli.arguments import normalize
+
 
 class ListArgs(NamedTuple):
     home: str | None
@@ -30,16 +32,12 @@ class ListArgs(NamedTuple):
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    fast = parse_list_json(args)
+    fast = parse_list_json(normalize(args).args)
     if fast is not None:
         _exit_now(_list_json(fast))
-    from fray.cli.main import cli
+    from fray.cli.main import run
 
-    try:
-        cli.main(args=args, prog_name="fray")  # standalone mode: always ends in SystemExit
-    except SystemExit as exc:
-        _exit_now(exc.code)
-    _exit_now(0)
+    _exit_now(run(args))
 
 
 def parse_list_json(args: list[str]) -> ListArgs | None:
@@ -91,7 +89,6 @@ def _list_json(args: ListArgs) -> int:
     gc.disable()
     from fray.ops import views
     from fray.cli.output import dumps
-    from fray.errors import failure_message
     from fray.state.layout import Home
 
     try:
@@ -102,11 +99,13 @@ def _list_json(args: ListArgs) -> int:
     except BrokenPipeError:
         return 1  # as click does for a reader that went away
     except Exception as exc:
-        failure = failure_message(exc)
-        if failure is None:
+        from fray.cli import failures
+
+        failures.json_errors.set(True)
+        exit_code = failures.report(exc)
+        if exit_code is None:
             raise
-        print(failure[0], file=sys.stderr)
-        return failure[1]
+        return exit_code
     return 0
 
 

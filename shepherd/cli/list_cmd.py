@@ -84,12 +84,13 @@ def daemon_warning(data: dict[str, Any]) -> str | None:
     """A warning when the daemon is stale, or stopped while runs still need it."""
     state = data["daemon"]["state"]
     waiting = sum(count for status, count in data["counts"].items() if status not in ENDED_STATUSES)
+    as_of = human.as_of(data["daemon"], data["generated_at"])
     if state == "stale":
-        text = ("warning: the daemon has stopped completing cycles, so runs are not being watched; "
+        text = (f"warning: the daemon has stopped completing cycles, so runs are not being watched{as_of}; "
                 "see its log (daemon.log in FRAY_HOME) or restart it: fray daemon stop; fray daemon start")
     elif state == "stopped" and waiting:
         text = (f"warning: no daemon is running, so {human.plural(waiting, 'active run')} "
-                f"{'is' if waiting == 1 else 'are'} not making progress; start one: fray daemon start")
+                f"{'is' if waiting == 1 else 'are'} not making progress{as_of}; start one: fray daemon start")
     else:
         return None
     return render.style(text, fg="yellow", bold=True)

@@ -9,19 +9,23 @@ CLI's modules, so the two front ends stay apart.
 
 Errors: a `FrayError` prints `fray: error: <message>` on stderr and exits with
 its `exit_code` (2); click's usage errors exit 2 with a "Did you mean" for a
-mistyped subcommand; a run waited for that does not succeed exits 1.
+mistyped subcommand; a run waited for that does not succeed exits 1. Under
+--json each is one JSON object on stdout instead (fray.cli.failures). `--home`
+and `--json` may stand anywhere before `--` (fray.cli.arguments).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from fray import __version__
-from fray.errors import FrayError, failure_message
+from fray.cli import arguments, failures
+from fray.errors import FrayError
 from fray.state.layout import Home
 
 # name -> ("module:attribute", one-line help)
@@ -101,11 +105,10 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (FrayError, OSError) as exc:
-            failure = failure_message(exc)
-            if failure is None:
+            exit_code = failures.report(exc)
+            if exit_code is None:
                 raise  # click handles a closed pipe (`fray list | head`)
-            click.echo(failure[0], err=True)
-            raise click.exceptions.Exit(failure[1]) from None
+            raise click.exceptions.Exit(exit_code) from None
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
@@ -120,9 +123,27 @@ def cli(ctx: click.Context, home: str | None) -> None:
     ctx.obj = State(Home.resolve(home))
 
 
+def run(argv: list[str]) -> int:
+    """Run `fray` with `argv` (global options in any position); its exit code.
+
+    Every failure is reported here or in `LazyGroup.invoke`: as text on stderr,
+    or, when --json was given anywhere, as one JSON object on stdout.
+    """
+    invocation = arguments.normalize(argv)
+    failures.json_errors.set(invocation.as_json)
+    try:
+        result = cli.main(args=invocation.args, prog_name="fray", standalone_mode=False)
+    except click.ClickException as exc:
+        return failures.report_usage(exc)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        return 1
+    return result if isinstance(result, int) else 0
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run `fray` through click (the console script is `fray.cli.entry:main`)."""
-    cli.main(args=argv, prog_name="fray")
+    """`fray` through click, then exit (the console script is `fray.cli.entry:main`)."""
+    raise SystemExit(run(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -72,8 +72,9 @@ def unban(ctx: click.Context, node: str, as_json: bool) -> None:
 
 
 def render_nodes(data: dict[str, Any]) -> list[str]:
+    warning = _stale_warning(data)
     if not data["nodes"]:
-        return ["no nodes known yet: the daemon lists them when it starts (`fray daemon start`)"]
+        return [*warning, "no nodes known yet: the daemon lists them when it starts (`fray daemon start`)"]
     now = data["generated_at"]
     columns = [render.Column("NODE"), render.Column("BACKEND"), render.Column("STATE"),
                render.Column("CPUS", align=">"), render.Column("MEM", align=">"), render.Column("GPUS"),
@@ -89,7 +90,19 @@ def render_nodes(data: dict[str, Any]) -> list[str]:
         gpus = human.gpus(node["gpus"], node.get("gpu_type"))
         cells.append([node["name"], node["backend"] or "-", node["state"], human.number(node["cpus"]),
                       human.size_mb(node["mem_mb"]) if node["mem_mb"] else human.MISSING, gpus, banned])
-    return render.table(columns, cells, width=render.terminal_width())
+    return [*warning, *render.table(columns, cells, width=render.terminal_width())]
+
+
+def _stale_warning(data: dict[str, Any]) -> list[str]:
+    """The inventory is the daemon's: say when nobody is keeping it current, and how old it is."""
+    daemon = data["daemon"]
+    if daemon["state"] == "running":
+        return []
+    at = data["inventory_at"]
+    listed = f"these nodes were listed {human.duration(data['generated_at'] - at)} ago" if at else "no node list yet"
+    text = (f"warning: the daemon is {daemon['state']} ({daemon['detail']}): {listed}, states may have changed "
+            "since; start it: fray daemon start")
+    return [render.style(text, fg="yellow", bold=True)]
 
 
 def render_change(data: dict[str, Any]) -> list[str]:

@@ -71,7 +71,7 @@ def render_status(data: dict[str, Any]) -> list[str]:
         ("resources", detail.resources_summary(spec)),
         ("heartbeat", f"every {values.format_duration(spec['heartbeat_interval_sec'])}, restart after "
                       f"{values.format_duration(spec['heartbeat_timeout_sec'])} without one"),
-        ("failures", detail.failures_summary(counters)),
+        ("failures", detail.failures_summary(counters, data["budgets"])),
     ]
     progress = data["progress"]
     if progress:

@@ -4,20 +4,14 @@ A launched job is an ordinary run (the daemon starts and watches it like any
 other) whose meta records its family (parent run and attempt, namespace,
 group, reservation) and whose frozen script is the `entry` shim. Next to it:
 job.json (what to run), payload.pkl (a callable, cloudpickled, 0600) or
-entrypoint.<ext> (a script). Like `runs.create_run`, the folder is built under
-a hidden name and renamed into place, so the daemon never sees half a run.
+entrypoint.<ext> (a script). The folder is written by `fray.state.runs`, the one
+way any run comes to exist (built under a hidden name, renamed into place).
 Everything is checked and serialized first (`prepare`), so a group whose one
 member cannot be launched writes nothing at all.
 """
 
 from __future__ import annotations
 
-import getpass
-import hashlib
-import os
-import re
-import shutil
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +19,14 @@ from typing import Any
 
 from fray.wrapper import contract
 from fray.core import directives
-from fray.state import runs, store
+from fray.state import runs
 from fray.cluster import payloads
 from fray.cluster.api import ClusterError, JobRequest
 from fray.cluster.entry import SHIM
 from fray.errors import UsageError
-from fray.state.layout import Home
-from fray.core.model import Control, Meta, Phase, RunSpec
+from fray.state import layout
+from fray.state.layout import Home, RunPaths
+from fray.core.model import Meta, RunSpec
 
 SHIM_NAME = "script.py"
 
@@ -70,8 +65,7 @@ def prepare(request: JobRequest, family: Family, now: float, group: dict[str, An
             script_data = Path(str(entry.script)).read_bytes()
         except OSError as exc:
             raise ClusterError(f"job {request.name!r}: cannot read its script {entry.script}: {exc.strerror}") from None
-        suffix = Path(str(entry.script)).suffix
-        script_name = "entrypoint" + (suffix if re.fullmatch(r"\.[A-Za-z0-9_]+", suffix) else "")
+        script_name = runs.frozen_name(layout.ENTRYPOINT_STEM, Path(str(entry.script)).suffix)
     env = request.environment
     spec_env = dict(env.env_vars)
     spec_env[contract.ENV_NAMESPACE] = family.namespace
@@ -79,57 +73,29 @@ def prepare(request: JobRequest, family: Family, now: float, group: dict[str, An
         spec_env[contract.ENV_PARENT_JOB_ID] = family.parent_run_id
     res = request.resources
     spec = RunSpec(backend=family.backend, max_retries=request.max_retries_failure,
-                   max_retries_preemption=request.max_retries_preemption, cpus=max(1, res.cpus), mem_mb=res.mem_mb,
+                   max_retries_preemption=request.max_retries_preemption, cpus=res.cpus, mem_mb=res.mem_mb,
                    gpus=res.gpus, env=spec_env, workdir=family.workdir)
     try:
         directives.check_spec(spec)
     except UsageError as exc:
         raise ClusterError(f"job {request.name!r}: {exc}") from None
-    shim = SHIM.encode()
-    run_id = runs.make_run_id(request.name, now)
-    meta = Meta(
-        run_id=run_id, name=request.name[:128], created_at=now,
-        submitted_by={"user": getpass.getuser(), "host": socket.gethostname(), "cwd": family.workdir},
-        script={"source": f"{entry.kind}: {entry.describe()}", "frozen": SHIM_NAME,
-                "sha256": hashlib.sha256(shim).hexdigest()},
-        spec=spec, phase=Phase.QUEUED.value, wait_reason="waiting for the daemon",
-        parent_run_id=family.parent_run_id, parent_attempt=family.parent_attempt, namespace=family.namespace,
-        group=group, reservation=request.reservation,
-    )
+    meta = runs.new_meta(request.name, now, family.workdir, spec, source=f"{entry.kind}: {entry.describe()}",
+                         frozen=SHIM_NAME, script=SHIM.encode(), parent_run_id=family.parent_run_id,
+                         parent_attempt=family.parent_attempt, namespace=family.namespace, group=group,
+                         reservation=request.reservation)
     job = {"kind": entry.kind, "entrypoint": entry.describe(), "script": script_name,
            "script_args": list(entry.script_args),
            "environment": {"key": env.key(), "requirements": env.requirements()}}
     return Prepared(meta, payload, script_data, script_name, job)
 
 
-def stage(home: Home, prepared: Prepared) -> Path:
-    """Write the run under a hidden name; `publish` makes it visible."""
-    meta = prepared.meta
-    store.ensure_home(home)
-    staging = home.runs_dir / f".new-{meta.run_id}"
-    store.make_dirs(staging)
-    try:
-        store.write_bytes_atomic(staging / SHIM_NAME, SHIM.encode())
-        if prepared.payload is not None:
-            store.write_bytes_atomic(staging / "payload.pkl", prepared.payload)
-        if prepared.script_data is not None and prepared.script_name:
-            store.write_bytes_atomic(staging / prepared.script_name, prepared.script_data)
-        store.write_json(staging / "job.json", prepared.job, "job")
-        store.write_json(staging / "meta.json", meta.to_dict(), "meta")
-        store.write_json(staging / "control.json",
-                         Control(updated_at=meta.created_at, updated_by=meta.submitted_by["user"]).to_dict(), "control")
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return staging
-
-
-def publish(home: Home, staging: Path, run_id: str) -> None:
-    os.rename(staging, home.run(run_id).dir)
-
-
-def discard(staging: Path) -> None:
-    shutil.rmtree(staging, ignore_errors=True)
+def _stage(home: Home, prepared: Prepared) -> RunPaths:
+    files = {SHIM_NAME: SHIM.encode()}
+    if prepared.payload is not None:
+        files[home.run(prepared.meta.run_id).payload.name] = prepared.payload
+    if prepared.script_data is not None and prepared.script_name:
+        files[prepared.script_name] = prepared.script_data
+    return runs.stage_run(home, prepared.meta, files, prepared.job)
 
 
 def launch(home: Home, requests: list[JobRequest], family: Family, group_id: str | None = None) -> list[Meta]:
@@ -139,14 +105,14 @@ def launch(home: Home, requests: list[JobRequest], family: Family, group_id: str
     for index, request in enumerate(requests):
         group = {"id": group_id, "size": len(requests), "index": index} if group_id else None
         prepared.append(prepare(request, family, now, group))
-    staged: list[Path] = []
+    staged: list[RunPaths] = []
     try:
         for item in prepared:
-            staged.append(stage(home, item))
+            staged.append(_stage(home, item))
     except BaseException:
-        for path in staged:
-            discard(path)
+        for paths in staged:
+            runs.discard_run(paths)
         raise
-    for item, path in zip(prepared, staged):
-        publish(home, path, item.meta.run_id)
+    for item, paths in zip(prepared, staged):
+        runs.publish_run(home, paths, item.meta.run_id)
     return [item.meta for item in prepared]

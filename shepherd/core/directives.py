@@ -121,7 +121,9 @@ OPTIONS: tuple[DirectiveOption, ...] = (
         values.duration(positive=False),
     ),
     DirectiveOption(
-        "--cpus", "cpus", "N", f"CPU cores to reserve (default {_DEFAULT.cpus})", values.count(minimum=1, example="8")
+        "--cpus", "cpus", "N",
+        f"CPU cores to reserve (default {_DEFAULT.cpus}; 0 for a driver that only waits on the jobs it launches)",
+        values.count(minimum=0, example="8")
     ),
     DirectiveOption(
         "--mem", "mem_mb", "SIZE", "memory to reserve, like 32G (default: the backend's)", parse_memory_mb

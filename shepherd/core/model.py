@@ -292,6 +292,11 @@ class Meta:
                 del data[name]
         return data
 
+    @property
+    def job_namespace(self) -> str:
+        """FRAY_NAMESPACE inside the run: its family's, or for a top-level run its own id (its jobs and actors live there)."""
+        return self.namespace or self.run_id
+
     def copy(self) -> "Meta":
         """An independent copy (what policy changes never touches the original)."""
         return _copied(self)

@@ -160,12 +160,12 @@ def _metas(runs: list[Any]) -> dict[str, Meta | None]:
 
 def _endpoint_files(home: Home) -> Iterable[Path]:
     try:
-        namespaces = [e.path for e in os.scandir(home.namespaces_dir) if e.is_dir()]
+        namespaces = [e.name for e in os.scandir(home.namespaces_dir) if e.is_dir()]
     except FileNotFoundError:
         return
     for ns in namespaces:
         try:
-            names = [e.path for e in os.scandir(os.path.join(ns, "actors")) if e.is_dir()]
+            names = [e.path for e in os.scandir(home.actors_dir(ns)) if e.is_dir()]
         except (FileNotFoundError, NotADirectoryError):
             continue
         for folder in names:

@@ -46,6 +46,7 @@ from fray.daemon.nodes import NodeKeeper
 from fray.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
 from fray.state import store
 from fray.state.config import load_config
+from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import StatKey, stat_key
 
@@ -183,7 +184,7 @@ class Daemon:
 
     def _refresh(self, run_id: str, state: RunState | None, stats: CycleStats) -> RunState:
         folder = os.path.join(self._runs_root, run_id)
-        meta_file, control_file = os.path.join(folder, "meta.json"), os.path.join(folder, "control.json")
+        meta_file, control_file = os.path.join(folder, layout.META), os.path.join(folder, layout.CONTROL)
         meta_key = stat_key(meta_file)  # taken before reading: a later change shows
         control_key = stat_key(control_file)
         if state is not None and state.problem is None and (meta_key, control_key) == (state.meta_key, state.control_key):
@@ -352,7 +353,8 @@ class Daemon:
                                 script=paths.script(meta.script["frozen"]),
                                 attempt_dir=paths.attempt(attempt.number).dir,
                                 checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids,
-                                exclude_nodes=self._exclude, partition=attempt.partition)
+                                exclude_nodes=self._exclude, partition=attempt.partition,
+                                namespace=meta.job_namespace)
         try:
             ref = backend.submit(request)
         except AmbiguousSubmission as exc:

@@ -13,11 +13,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from fray.state import layout
+from fray.wrapper import contract
+
 log = logging.getLogger("fray.daemon")
 
 # Files whose change should wake the daemon at once. meta.json is not among
 # them: the daemon writes it itself.
-WAKE_NAMES = frozenset({"control.json", "started.json", "exit.json"})
+WAKE_NAMES = frozenset({layout.CONTROL, contract.STARTED, contract.EXIT})
 WATCH_PROBE = ".watch-probe"  # touched in runs/ at start until the watcher reports it (a dot: never a run)
 WATCH_READY_TIMEOUT_SEC = 10.0
 

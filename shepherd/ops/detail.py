@@ -56,9 +56,16 @@ def resources_summary(spec: dict[str, Any]) -> str:
     return f"{human.resources(spec)} on {spec['backend']}"
 
 
-def failures_summary(counters: dict[str, Any]) -> str:
-    return (f"{counters['workload_failures']} workload, {counters['node_failures']} node-side, "
+def failures_summary(counters: dict[str, Any], budgets: dict[str, Any] | None = None) -> str:
+    """`5 workload, 1 node-side, 2 fast in a row; budget left: 2 of 3 workload, 99 of 100 node-side (last 1d)`."""
+    text = (f"{counters['workload_failures']} workload, {counters['node_failures']} node-side, "
             f"{counters['consecutive_fast_failures']} fast in a row")
+    if budgets is None:
+        return text
+    window = f"last {values.format_duration(budgets['window_sec'])}" if budgets["window_sec"] else "since the start"
+    left = ", ".join(f"{max(0, b['max'] - b['used'])} of {b['max']} {label}"
+                     for label, b in (("workload", budgets["workload"]), ("node-side", budgets["node"])))
+    return f"{text}; budget left: {left} ({window})"
 
 
 def progress_summary(progress: dict[str, Any], now: float) -> str:

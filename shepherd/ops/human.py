@@ -99,3 +99,11 @@ def separator(attempt: int, node: str | None) -> str:
 def gpus(count: Any, gpu_type: str | None) -> str:
     """A node's GPUs: `8 x H100`, or the count alone when the type is unknown."""
     return f"{count} x {gpu_type}" if gpu_type else number(count)
+
+
+def as_of(daemon: dict[str, Any], now: float) -> str:
+    """'; what is shown is as of its last cycle, 3m ago': how old a view is that a stopped daemon left behind."""
+    lease = daemon.get("lease")
+    if not lease:
+        return ""
+    return f"; what is shown is as of its last cycle, {duration(now - lease['last_cycle_at'])} ago"

@@ -37,7 +37,9 @@ from fray.core.model import Meta, Phase
 from fray.core.status import Status
 from fray.core.run_row import row_of
 from fray.ops import views
+from fray.state import layout
 from fray.state.layout import Home
+from fray.wrapper import contract
 from fray.state.row_cache import RowCache, stat_key
 
 Row = dict[str, Any]
@@ -45,8 +47,8 @@ EVENTS_KEPT = 200  # recent actions held for the dashboard's pane
 EVENTS_FIRST_RUNS = 200  # at start, events are read from live runs and this many newest runs
 FOCUS_ABOVE = 200  # with more live runs than this, ticks recompute the rows on screen first
 RECOMPUTE_ALL_EVERY = 5  # ... and every row of a live run every this many ticks
-RUN_FILES = frozenset({"meta.json", "control.json", "heartbeat", "progress.json", "events.jsonl", "ended.json",
-                       "started.json", "exit.json", "failure.json", "probe.json", "final.json"})
+RUN_FILES = frozenset({layout.META, layout.CONTROL, layout.EVENTS, layout.ENDED, contract.HEARTBEAT, contract.PROGRESS,
+                       contract.STARTED, contract.EXIT, contract.FAILURE, contract.PROBE, contract.FINAL})
 
 
 @dataclass
@@ -334,11 +336,11 @@ def hint_of(home: Home, paths: Iterable[str]) -> Hint:
                 hint.runs.add(run_id)
             continue
         name = os.path.basename(path)
-        if name == "daemon.json":
+        if name == layout.DAEMON_LEASE:
             hint.daemon = True
-        elif name == "blacklist.json":
+        elif name == layout.BLACKLIST:
             hint.blacklist = True
-        elif name == "nodes.json":
+        elif name == layout.NODES:
             hint.nodes = True
     return hint
 
@@ -376,7 +378,7 @@ class Watcher:
     def _relevant(self, _change: Any, path: str) -> bool:
         parent, name = os.path.split(path)
         if parent == self._root:
-            return name in ("daemon.json", "blacklist.json", "nodes.json") or name == "runs"
+            return name in (layout.DAEMON_LEASE, layout.BLACKLIST, layout.NODES, layout.RUNS)
         if parent == self._runs_dir:
             return not name.startswith(".")
         return name in RUN_FILES

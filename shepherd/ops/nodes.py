@@ -13,6 +13,7 @@ from typing import Any
 
 from fray.core.values import parse_duration
 from fray.errors import CorruptFileError, UsageError
+from fray.ops import views
 from fray.state import blacklist, store
 from fray.state.layout import Home
 
@@ -47,7 +48,8 @@ def nodes_view(home: Home) -> dict[str, Any]:
     for name in sorted(set(banned.nodes) - known):
         rows.append({"name": name, "backend": None, "state": "unknown", "cpus": None, "mem_mb": None, "gpus": None,
                      "gpu_type": None, "partitions": [], "blacklist": _ban_of(banned, name, now)})
-    return {"generated_at": now, "inventory_at": inventory["generated_at"], "nodes": rows}
+    return {"generated_at": now, "inventory_at": inventory["generated_at"], "daemon": views.daemon_view(home),
+            "nodes": rows}
 
 
 def _ban_of(banned: blacklist.Blacklist, name: str, now: float) -> dict[str, Any] | None:

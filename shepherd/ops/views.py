@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from fray.core.model import Control, Meta
+from fray.core.policy import budgets_used
 from fray.core.run_row import row_of
 from fray.core.status import Status
 from fray.daemon import lease
 from fray.errors import CorruptFileError
 from fray.state import store
+from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import RowCache, stat_key
 
@@ -29,7 +31,7 @@ def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Cont
     try:
         raw = store.read_json(paths.meta, "meta")
         if raw is None:
-            aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith("meta.json"))
+            aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith(layout.META))
             problem = f"meta.json was corrupt and moved aside ({aside})" if aside else "meta.json is missing"
         else:
             meta = Meta.from_dict(raw)
@@ -43,7 +45,7 @@ def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Cont
         raw_control = None
         problem = problem or f"control.json was corrupt ({exc.problem}); moved aside, requests ignored until the next one"
     if raw_control is None and not problem:  # another reader (the daemon) may have moved it aside
-        aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith("control.json"))
+        aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith(layout.CONTROL))
         if aside:
             problem = f"control.json was corrupt and moved aside ({aside}); requests ignored until the next one"
     return meta, Control.from_dict(raw_control), problem
@@ -87,6 +89,15 @@ def read_row_inputs(paths: RunPaths) -> tuple[Meta | None, bool, str | None, flo
     """
     meta, control, problem = _load(paths)
     return (meta, control.paused, problem, *_attempt_inputs(paths, meta))
+
+
+def budgets_view(meta: Meta, now: float) -> dict[str, Any]:
+    """What is left of each retry budget: failures inside the retry window against the maximum."""
+    used = budgets_used(meta, now)
+    spec = meta.spec
+    return {"window_sec": spec.retry_window_sec,
+            "workload": {"used": used.workload, "max": spec.max_retries},
+            "node": {"used": used.node, "max": spec.max_retries_preemption}}
 
 
 def daemon_view(home: Home, now: float | None = None) -> dict[str, Any]:
@@ -169,7 +180,9 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
         "spec": meta.spec.to_dict() if meta else None,
         "script": meta.script if meta else None,
         "submitted_by": meta.submitted_by if meta else None,
+        "namespace": meta.job_namespace if meta else None,
         "counters": vars(meta.counters) if meta else None,
+        "budgets": budgets_view(meta, now) if meta else None,
         "wait_reason": meta.wait_reason if meta else None,
         "next_attempt_at": meta.next_attempt_at if meta else None,
         "end": vars(meta.end) if meta and meta.end else None,

@@ -15,6 +15,18 @@ from pathlib import Path
 from fray.wrapper import contract
 
 DEFAULT_HOME = "~/.fray"
+# Names that readers watching FRAY_HOME match files by (the TUI, the daemon's watcher).
+META = "meta.json"
+CONTROL = "control.json"
+EVENTS = "events.jsonl"
+ENDED = "ended.json"
+DAEMON_LEASE = "daemon.json"
+NODES = "nodes.json"
+BLACKLIST = "blacklist.json"
+RUNS = "runs"
+FROZEN_SCRIPT_STEM = "script"  # runs/<id>/script<.suffix>: the submitted script, frozen
+ENTRYPOINT_STEM = "entrypoint"  # a launched job's own script, beside the shim
+NEW_RUN_PREFIX = ".new-"  # a dot: `run_ids` and the daemon never see a run being built
 
 
 def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -114,15 +126,15 @@ class RunPaths:
 
     @property
     def meta(self) -> Path:
-        return self.dir / "meta.json"
+        return self.dir / META
 
     @property
     def control(self) -> Path:
-        return self.dir / "control.json"
+        return self.dir / CONTROL
 
     @property
     def events(self) -> Path:
-        return self.dir / "events.jsonl"
+        return self.dir / EVENTS
 
     @property
     def badnode_events(self) -> Path:
@@ -130,7 +142,7 @@ class RunPaths:
 
     @property
     def ended(self) -> Path:
-        return self.dir / "ended.json"
+        return self.dir / ENDED
 
     @property
     def commands_dir(self) -> Path:
@@ -188,7 +200,7 @@ class RunPaths:
 
     def entrypoint_script(self, suffix: str) -> Path:
         """The user's script of a job launched with Entrypoint.from_script (the frozen script is the shim)."""
-        return self.dir / f"entrypoint{suffix}"
+        return self.dir / f"{ENTRYPOINT_STEM}{suffix}"
 
     def corrupt_files(self) -> list[Path]:
         """Files of this run that were moved aside as corrupt (`<name>.corrupt-<ts>`)."""
@@ -214,7 +226,7 @@ class Home:
 
     @property
     def daemon_lease(self) -> Path:
-        return self.root / "daemon.json"
+        return self.root / DAEMON_LEASE
 
     @property
     def daemon_log(self) -> Path:
@@ -223,11 +235,11 @@ class Home:
     @property
     def nodes(self) -> Path:
         """The daemon's inventory of what each backend offers."""
-        return self.root / "nodes.json"
+        return self.root / NODES
 
     @property
     def blacklist(self) -> Path:
-        return self.root / "blacklist.json"
+        return self.root / BLACKLIST
 
     @property
     def audit(self) -> Path:
@@ -239,7 +251,7 @@ class Home:
 
     @property
     def runs_dir(self) -> Path:
-        return self.root / "runs"
+        return self.root / RUNS
 
     @property
     def cache_dir(self) -> Path:
@@ -293,14 +305,18 @@ class Home:
 
     def meta_file(self, run_id: str) -> str:
         """runs/<id>/meta.json as a plain string: `fray list` stats a thousand of these."""
-        return f"{self._runs_prefix}{run_id}{os.sep}meta.json"
+        return f"{self._runs_prefix}{run_id}{os.sep}{META}"
 
     @cached_property
     def _runs_prefix(self) -> str:
-        return os.path.join(self.root, "runs", "")
+        return os.path.join(self.root, RUNS, "")
 
     def run(self, run_id: str) -> RunPaths:
         return RunPaths(self.runs_dir / run_id)
+
+    def new_run(self, run_id: str) -> RunPaths:
+        """Where a new run's folder is built, under a hidden name, before it is renamed into place."""
+        return RunPaths(self.runs_dir / f"{NEW_RUN_PREFIX}{run_id}")
 
     def run_ids(self) -> list[str]:
         """Every run folder's name, oldest first (run ids sort by creation time)."""

@@ -14,13 +14,15 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from fray.state import audit, store
 
 from fray.core import backend_names, directives
 from fray.errors import CorruptFileError, RunLookupError, UsageError
-from fray.state.layout import Home
+from fray.state import layout
+from fray.state.layout import Home, RunPaths
 from fray.core.model import Control, Meta, Phase, RunSpec
 
 CONTROL_OPS = ("stop", "start", "restart", "pause", "unpause")
@@ -63,30 +65,62 @@ def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> 
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     name = options.name or parsed.name or options.script.stem
-    run_id = make_run_id(name, now)
-    suffix = options.script.suffix if re.fullmatch(r"\.[A-Za-z0-9_]+", options.script.suffix) else ""
-    frozen = f"script{suffix}"
-    meta = Meta(
-        run_id=run_id, name=name[:128], created_at=now,
-        submitted_by={"user": getpass.getuser(), "host": socket.gethostname(), "cwd": workdir},
-        script={"source": str(options.script.resolve()), "frozen": frozen, "sha256": hashlib.sha256(data).hexdigest()},
-        spec=spec, phase=Phase.QUEUED.value, wait_reason="waiting for the daemon",
-    )
-    store.ensure_home(home)
-    final_dir = home.run(run_id).dir
-    staging = home.runs_dir / f".new-{run_id}"
-    store.make_dirs(staging)
-    try:
-        store.write_bytes_atomic(staging / frozen, data)
-        store.write_json(staging / "meta.json", meta.to_dict(), "meta")
-        store.write_json(staging / "control.json", Control(updated_at=now, updated_by=meta.submitted_by["user"]).to_dict(),
-                         "control")
-        # The run appears whole or not at all: readers never see a half-made folder.
-        os.rename(staging, final_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    meta = new_meta(name, now, workdir, spec, source=str(options.script.resolve()),
+                    frozen=frozen_name(layout.FROZEN_SCRIPT_STEM, options.script.suffix), script=data)
+    write_run(home, meta, {meta.script["frozen"]: data})
     return meta
+
+
+def frozen_name(stem: str, suffix: str) -> str:
+    """`stem` with the script's suffix when it is a plain one (.py, .sh): the interpreter is chosen by it."""
+    return stem + (suffix if re.fullmatch(r"\.[A-Za-z0-9_]+", suffix) else "")
+
+
+def new_meta(name: str, now: float, workdir: str, spec: RunSpec, source: str, frozen: str, script: bytes,
+             **family: Any) -> Meta:
+    """The meta.json of a run not yet started: who submitted it, from where, and its frozen script."""
+    return Meta(
+        run_id=make_run_id(name, now), name=name[:128], created_at=now,
+        submitted_by={"user": getpass.getuser(), "host": socket.gethostname(), "cwd": workdir},
+        script={"source": source, "frozen": frozen, "sha256": hashlib.sha256(script).hexdigest()},
+        spec=spec, phase=Phase.QUEUED.value, wait_reason="waiting for the daemon", **family,
+    )
+
+
+def write_run(home: Home, meta: Meta, files: Mapping[str, bytes], job: dict[str, Any] | None = None) -> None:
+    """The one way a run comes to exist: its folder built whole under a hidden name, then renamed into place."""
+    staging = stage_run(home, meta, files, job)
+    publish_run(home, staging, meta.run_id)
+
+
+def stage_run(home: Home, meta: Meta, files: Mapping[str, bytes], job: dict[str, Any] | None = None) -> RunPaths:
+    """Build a new run's folder under a hidden name (`publish_run` shows it): `files` by name (the frozen
+    script; a launched job's payload or script), a launched job's job.json, control.json, meta.json.
+    Nothing is left behind on failure."""
+    store.ensure_home(home)
+    staging = home.new_run(meta.run_id)
+    store.make_dirs(staging.dir)
+    try:
+        for name, data in files.items():
+            store.write_bytes_atomic(staging.script(name), data)
+        if job is not None:
+            store.write_json(staging.job, job, "job")
+        store.write_json(staging.control, Control(updated_at=meta.created_at,
+                                                  updated_by=meta.submitted_by["user"]).to_dict(), "control")
+        store.write_json(staging.meta, meta.to_dict(), "meta")
+    except BaseException:
+        discard_run(staging)
+        raise
+    return staging
+
+
+def publish_run(home: Home, staging: RunPaths, run_id: str) -> None:
+    """Make a staged run visible: readers (and the daemon) never see a half-made folder."""
+    os.rename(staging.dir, home.run(run_id).dir)
+
+
+def discard_run(staging: RunPaths) -> None:
+    shutil.rmtree(staging.dir, ignore_errors=True)
 
 
 def _read_script(path: Path) -> bytes:

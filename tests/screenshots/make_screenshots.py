@@ -19,9 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from shepherd import runs, store  # noqa: E402
-from shepherd.layout import Home  # noqa: E402
-from shepherd.model import Attempt, Counters, Meta  # noqa: E402
+from fray.core.model import Attempt, Counters, Meta  # noqa: E402
+from fray.state import runs, store  # noqa: E402
+from fray.state.layout import Home  # noqa: E402
 from tests.tui_support import dashboard, go_to, make_runs, screen_text, until  # noqa: E402
 
 SIZE = (130, 36)

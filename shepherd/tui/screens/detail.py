@@ -138,7 +138,7 @@ class DetailScreen(RunActions, FrayScreen):
             table.add_row("#SBATCH", " ".join(spec["sbatch"]))
         table.add_row("heartbeat", f"every {human.duration(spec['heartbeat_interval_sec'])}, restart after "
                                    f"{human.duration(spec['heartbeat_timeout_sec'])} without one")
-        table.add_row("failures", detail.failures_summary(counters))
+        table.add_row("failures", detail.failures_summary(counters, data.get("budgets")))
         if data["progress"]:
             table.add_row("progress", detail.progress_summary(data["progress"], now))
         requested = detail.control_summary(data["control"])
