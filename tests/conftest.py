@@ -115,7 +115,7 @@ def run_fray(*args: str, home: Path | None = None, timeout: float = 60, check: b
 
 
 def start_daemon(home, wait: bool = True) -> subprocess.Popen[bytes]:
-    """A real `python -m fray.daemon.loop` for `home`; with `wait`, once its lease names it."""
+    """A real `python -m fray.daemon` for `home`; with `wait`, once its lease names it."""
     from fray.state import store
 
     store.ensure_home(home)

@@ -93,7 +93,7 @@ def test_bad_submissions_exit_2_and_create_nothing(home, tmp_path, case):
         "missing": ([str(tmp_path / "nope.py")], "script not found"),
         "directory": ([str(tmp_path)], "is a directory"),
         "directive": ([str(script)], f"{script}:3: --gpus lots: expected a whole number"),
-        "flag": (["--cpus", "0", str(tmp_path / "ok.py")], "--cpus 0: expected a whole number of at least 1"),
+        "flag": (["--cpus", "-1", str(tmp_path / "ok.py")], "--cpus -1: expected a whole number like 8"),
         "cross-field": (["--heartbeat-interval", "5m", "--heartbeat-timeout", "1m", str(tmp_path / "ok.py")],
                         "must be longer than --heartbeat-interval"),
         "not-utf8": ([str(tmp_path / "bin.py")], "is not UTF-8 text"),
@@ -167,7 +167,8 @@ def test_logs_before_the_first_attempt(home, tmp_path):
     assert proc.returncode == 0 and proc.stdout == ""
     assert "has no attempt yet" in proc.stderr and f"logs {run_id} -f" in proc.stderr
     data = fray_json("logs", run_id, schema="cli-logs")
-    assert data == {"run_id": run_id, "attempt": None, "stream": "stdout", "path": None, "lines": []}
+    assert data == {"run_id": run_id, "attempt": None, "stream": "stdout", "task": None, "path": None, "lines": [],
+                    "tasks": []}
     assert run_fray("logs", run_id, "--attempt", "2").returncode == 2
 
 

@@ -243,3 +243,24 @@ def test_a_top_level_run_has_a_namespace_its_own_run_id(home, tmp_path):
     run_id = json.loads(proc.stdout)["run_id"]
     assert f"ns={run_id}" in run_fray("logs", run_id, check=True).stdout
     assert status_of(run_id)["namespace"] == run_id
+
+
+def test_logs_of_a_multi_node_attempt_show_every_task_marked_and_task_picks_one(home, tmp_path):
+    """The layout a multi-node backend leaves (task i in attempts/<n>/tasks/<i>/), read by `fray logs`."""
+    script = write(tmp_path, "two.py", "from fray import report\nprint('from task 0')\nreport.final()\n")
+    run_id = json.loads(run_fray("submit", str(script), "--wait", "--json", check=True).stdout)["run_id"]
+    task1 = home.run(run_id).attempt(1).task(1)
+    task1.dir.mkdir(parents=True)
+    task1.stdout.write_text("from task 1\nagain 1\n")
+    assert run_fray("logs", run_id, check=True).stdout.splitlines() == [
+        "[task 0] from task 0", "[task 1] from task 1", "[task 1] again 1"]
+    assert run_fray("logs", run_id, "--task", "1", "-n", "1", check=True).stdout.splitlines() == ["again 1"]
+    data = fray_json("logs", run_id, schema="cli-logs")
+    assert data["tasks"] == [{"task": 0, "path": str(home.run(run_id).attempt(1).stdout)},
+                             {"task": 1, "path": str(task1.stdout)}]
+    missing = run_fray("logs", run_id, "--task", "3")
+    assert missing.returncode == 2 and "has no task 3" in missing.stderr
+    lines = [json.loads(line) for line in run_fray("logs", run_id, "-f", "--json", check=True).stdout.splitlines()]
+    for line in lines:
+        schema_validate("cli-logs-line", line)
+    assert [(item["task"], item["line"]) for item in lines] == [(0, "from task 0"), (1, "from task 1"), (1, "again 1")]

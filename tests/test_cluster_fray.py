@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import zipfile
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
+from conftest import REPO, run_fray, schema_validate, start_daemon, stop_daemon, wait_until
 from fray import (ClusterResolver, EnvironmentConfig, Entrypoint, FrayCluster, JobGroupConfig, JobRequest,
                   JobStatus, ReservationConfig, ResourceConfig, WorkerPool)
 from fray.state import runs
@@ -325,3 +326,47 @@ def test_an_environment_is_built_once_per_requirements_hash_and_reused(home, dae
     third = cluster.launch(JobRequest("env-3", Entrypoint.from_script(script, ["arg"]), environment=env))
     cluster.wait(third, raise_on_failure=True, timeout=60)
     assert "script sees 42 arg" in home.run(third).attempt(1).stdout.read_text()
+
+
+WHEEL_DRIVER = """
+import json, sys
+from fray import EnvironmentConfig, Entrypoint, FrayCluster, JobRequest
+
+def where():
+    import fray, fraytiny, sys
+    return fray.__file__, sys.prefix, fraytiny.VALUE
+
+cluster = FrayCluster(sys.argv[1], namespace="wheel")
+env = EnvironmentConfig(pip_packages=[sys.argv[2]])
+info = cluster.wait(cluster.launch(JobRequest("from-wheel", Entrypoint.from_callable(where), environment=env)),
+                    raise_on_failure=True, timeout=120)
+print("RESULT=" + json.dumps(info.result))
+"""
+
+
+def test_a_job_environment_sees_fray_installed_from_a_wheel(home, tmp_path):
+    """fray installed from its wheel (not editable): a job's cached environment imports that same fray."""
+    import shutil
+    import sysconfig
+
+    source = tmp_path / "src"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", "*.egg-info", "build", "__pycache__"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    venv = tmp_path / "wheel-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    zipfile.ZipFile(next(tmp_path.glob("fray-*.whl"))).extractall(purelib)
+    # fray's dependencies from this environment, as plain paths: its editable fray (an import hook run by a
+    # .pth file) stays out, so the fray found is the wheel's.
+    Path(purelib, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    proc = subprocess.run([str(python), "-c", WHEEL_DRIVER, str(home.root), str(make_wheel(tmp_path))],
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                          env={**os.environ, "FRAY_HOME": str(home.root)})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    fray_file, prefix, value = json.loads(proc.stdout.split("RESULT=", 1)[1])
+    assert fray_file.startswith(purelib) and value == 42
+    assert prefix.startswith(str(home.root))  # the job ran in the cached environment, not the wheel venv

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, schema_validate, start_daemon, stop_daemon, wait_until
+from conftest import REPO, run_fray, schema_validate, start_daemon, stop_daemon, wait_until
 from fray.state import runs, store
 from fray.state.layout import Home
 
@@ -158,8 +158,15 @@ def test_a_frozen_wrapper_is_a_heartbeat_stall_and_is_killed_and_replaced(home, 
     meta = wait_until(lambda: (m := meta_of(home, run_id))["attempts"][0]["state"] == "ended" and m, timeout=30,
                       what="the stall to be detected and the attempt killed")
     assert meta["attempts"][0]["cause"] == "heartbeat_stall"
-    kinds = [e["kind"] for e in events(home, run_id)]
-    assert kinds.count("cancel") == 2  # the polite stop, then the kill after the grace period
+    # Closed (fenced) and killed at once, and replaced in that same cycle: no waiting for it to die.
+    log = events(home, run_id)
+    assert [e["kind"] for e in log].count("cancel") == 1
+    closed = next(e for e in log if e["kind"] == "attempt_ended" and e["attempt"] == 1)
+    submitted = wait_until(lambda: next((e for e in events(home, run_id) if e["kind"] == "submitted"
+                                         and e["attempt"] == 2), None), what="attempt 2 to be submitted")
+    assert submitted["at"] - closed["at"] < 1.0, (closed, submitted)
+    wait_until(lambda: not os.path.exists(f"/proc/{wrapper_pid}") or "Z" in open(f"/proc/{wrapper_pid}/stat").read()
+               .split(")")[-1].split()[0], what="the frozen wrapper to be killed")
     node = meta["attempts"][0]["node"]
     # The daemon writes meta.json, then the blacklist: wait for the second.
     banned = wait_until(lambda: home.blacklist.exists() and json.loads(home.blacklist.read_text()), what="the blacklist")
@@ -214,3 +221,35 @@ def test_a_corrupt_run_does_not_stop_the_daemon_serving_the_others(home, tmp_pat
                    what="the corrupt meta.json to be reported")
     finally:
         stop_daemon(daemon)
+
+
+def test_an_edited_config_takes_effect_without_a_restart_and_a_bad_edit_keeps_the_old_one(home, tmp_path):
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 1}}))
+    loop = script(tmp_path, "loop.sh", "#FRAY --heartbeat-interval 0.5 --stop-grace 1\nwhile true; do sleep 0.2; done\n")
+    daemon = start_daemon(home)
+    try:
+        pair = [submit(home, loop), submit(home, loop)]
+        wait_until(lambda: sorted(meta_of(home, r)["phase"] for r in pair) == ["active", "queued"]
+                   and any("waiting for resources" in (meta_of(home, r)["wait_reason"] or "") for r in pair),
+                   what="one CPU: one run runs, the other waits")
+        home.config.write_text(json.dumps({"local": {"cpus": 2}}))
+        wait_until(lambda: all(meta_of(home, r)["phase"] == "active" for r in pair),
+                   what="the waiting run to start on the new CPU")
+
+        home.config.write_text('{"local": {"cpus": "many"}}')
+        status = wait_until(lambda: (s := json.loads(run_fray("daemon", "status", "--json", check=True).stdout))
+                            ["lease"].get("config_error") and s, what="the daemon to report the bad config")
+        schema_validate("cli-daemon", status)
+        assert "previous config stays in force" in status["lease"]["config_error"]
+        assert "config" in run_fray("daemon", "status", check=True).stdout
+        third = submit(home, loop)  # still 2 CPUs, both in use: it waits, as the old config says
+        wait_until(lambda: "0 of 2 free" in (meta_of(home, third)["wait_reason"] or ""), timeout=5,
+                   what=f"the third run to wait: {meta_of(home, third)['wait_reason']}")
+
+        home.config.write_text(json.dumps({"local": {"cpus": 3}}))
+        wait_until(lambda: meta_of(home, third)["phase"] == "active", what="a good config to clear the error")
+        assert json.loads(home.daemon_lease.read_text())["config_error"] is None
+    finally:
+        stop_daemon(daemon)
+

@@ -270,6 +270,45 @@ def test_a_dead_node_ends_the_attempt_and_the_run_resumes_elsewhere_excluding_it
     slurm_cluster.wait_node(lambda s: s.usable, node, timeout=30)
 
 
+def test_a_cut_off_attempt_is_fenced_its_workload_gone_and_its_files_untouched(home, daemon, tmp_path,
+                                                                                 slurm_cluster):
+    """Kill the slurmd of the node an attempt runs on: Slurm loses the job, but its processes keep running.
+    Once the daemon has moved on, the old workload must be gone within a heartbeat interval and never write again."""
+    body = HEADER.replace("--backoff-base 0", "--backoff-base 0 --heartbeat-timeout 30") + (
+        "#SBATCH --time=5\n"
+        'while true; do date +%s.%N >> "$FRAY_CHECKPOINT_DIR/written-by-$FRAY_ATTEMPT"; sleep 0.1; done\n')
+    run_id = submit(home, write(tmp_path, "writer.sh", body), gpus=4)  # a whole h100 node
+    first = wait_until(lambda: attempt(home, run_id, 1), timeout=30, what="attempt 1")
+    paths = home.run(run_id)
+    started = wait_until(lambda: paths.attempt(1).started.exists() and json.loads(paths.attempt(1).started.read_text()),
+                         what="attempt 1's workload")
+    node = first["node"]
+    slurm_cluster.kill_slurmd(node)
+    try:
+        second = wait_until(lambda: attempt(home, run_id, 2), timeout=60, what="attempt 2 on another node")
+
+        def gone() -> float | None:
+            return None if os.path.exists(f"/proc/{started['workload_pid']}") else time.time()
+
+        gone_at = wait_until(gone, timeout=10, interval=0.02, what="the old workload to be killed")
+    finally:
+        slurm_cluster.restart_slurmd(node)
+    assert second["node"] != node
+    assert gone_at <= second["started_at"] + 0.5 + 1.0  # a heartbeat interval (0.5 s) and a margin
+    attempt_files = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in paths.attempt(1).dir.rglob("*") if p.is_file()}
+    written = paths.checkpoints_dir / "written-by-1"
+    before = written.read_bytes()
+    time.sleep(2)  # four heartbeat intervals
+    assert written.read_bytes() == before
+    assert {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in paths.attempt(1).dir.rglob("*") if p.is_file()} \
+        == attempt_files
+    assert not paths.attempt(1).exit.exists()  # the fenced wrapper wrote nothing, not even its end
+    assert (paths.checkpoints_dir / "written-by-2").exists()  # the new attempt writes on
+    runs.request(home, run_id, "stop")
+    wait_until(lambda: ended(home, run_id), timeout=30, what="the stop")
+    slurm_cluster.wait_node(lambda s: s.usable, node, timeout=30)
+
+
 def test_a_multi_node_run_starts_one_wrapper_per_node(home, daemon, tmp_path):
     body = HEADER + '#SBATCH --nodes=2\necho "$FRAY_TASK_INDEX/$FRAY_NUM_TASKS $SLURMD_NODENAME $FRAY_COORDINATOR_ADDRESS"\n'
     run_id = submit(home, write(tmp_path, "multi.sh", body))
@@ -283,6 +322,16 @@ def test_a_multi_node_run_starts_one_wrapper_per_node(home, daemon, tmp_path):
     assert (index0, index1) == ("0/2", "1/2") and node0 != node1
     assert coord0 == coord1 and coord0.startswith(node0 + ":")
     assert (first.dir / "tasks" / "1" / "heartbeat").exists()  # every node beats on its own
+
+    # `fray logs` shows both tasks, each line marked; --task picks one.
+    shown = run_fray("logs", run_id, check=True).stdout.splitlines()
+    assert shown == [f"[task 0] {lines[0].strip()}", f"[task 1] {lines[1].strip()}"]
+    data = json.loads(run_fray("logs", run_id, "--json", check=True).stdout)
+    schema_validate("cli-logs", data)
+    assert [t["task"] for t in data["tasks"]] == [0, 1]
+    assert run_fray("logs", run_id, "--task", "1", check=True).stdout.strip() == lines[1].strip()
+    followed = [json.loads(line) for line in run_fray("logs", run_id, "-f", "--json", check=True).stdout.splitlines()]
+    assert sorted((item["task"], item["line"]) for item in followed) == [(0, lines[0].strip()), (1, lines[1].strip())]
 
 
 def test_scontrol_requeue_is_refused_for_fray_jobs_so_the_attempt_runs_on(home, daemon, tmp_path, slurm_cluster):

@@ -349,7 +349,7 @@ def _browser() -> tuple[str, str] | None:
 @pytest.mark.skipif(_browser() is None and not os.environ.get("CI"),
                     reason="chromium and chromium-driver are not installed (CI installs them)")
 def test_fray_web_serves_the_dashboard_to_a_browser_behind_a_token(home, tmp_path):
-    make_runs(home, tmp_path / "scripts")
+    ids = make_runs(home, tmp_path / "scripts")
     browser = _browser()
     assert browser is not None, "CI must install chromium and chromium-driver (.ci/run)"
     port = _free_port()
@@ -380,8 +380,11 @@ def test_fray_web_serves_the_dashboard_to_a_browser_behind_a_token(home, tmp_pat
             driver.open(url)
             rows = "const r = document.querySelector('.xterm-rows'); return r ? r.innerText : '';"
             # every part at once: xterm.js may have drawn the screen only in part
+            # The dashboard's own content after first paint, not textual-serve's splash page: the runs
+            # table with its rows, among them a run whose name is its id (its meta.json is corrupt).
+            run_id_shown = ids["corrupt"][:11]  # the NAME column is narrower than a whole id
             wait_until(lambda: re.search(r"NAME\s+.*STATUS", page := driver.run(rows))
-                       and shows(page, "train-gpt", "healthy_running", "flaky-job", "5 runs"),
+                       and shows(page, "train-gpt", "healthy_running", "flaky-job", "5 runs", run_id_shown),
                        timeout=60, what="the runs table in the page")
             driver.screenshot(tmp_path / "fray-web.png")
             driver.close()

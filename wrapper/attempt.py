@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from . import contract, outcome, procs, records, workload
+from .fence import Fence
 from .health import HealthCheck
 from .heartbeat import Heartbeat
 from .log import DiagnosticLog
@@ -61,11 +62,27 @@ class _Attempt:
         self.end: outcome.WorkloadEnd | None = None
         self.received_signal: int | None = None
         self._cleaned = False
+        self.superseded = False
+
+    def fenced(self, reason: str) -> None:
+        """This attempt was superseded (fray.wrapper.fence): kill everything, write nothing, exit now.
+
+        `reason` is not written anywhere, on purpose: every file here may be the next attempt's.
+        """
+        self.superseded = True  # first: the main thread may be about to write a record
+        self.log.silence()
+        self.heartbeat.silence()
+        if self.health is not None:
+            self.health.silence()
+        procs.kill_all_now(self.proc.pid if self.proc is not None else None)
+        os._exit(contract.EXIT_FENCED)
 
     def path(self, name: str) -> str:
         return os.path.join(self.options.attempt_dir, name)
 
     def write(self, name: str, document: Any) -> bool:
+        if self.superseded:
+            return False
         try:
             records.write_json(self.path(name), document)
             return True
@@ -250,6 +267,10 @@ def run_attempt(options: Options, log: DiagnosticLog, heartbeat: Heartbeat, star
     """Everything after the first heartbeat; the wrapper's exit code. Stops `heartbeat` and closes `log`."""
     attempt = _Attempt(options, log, heartbeat, started_at)
     exit_code = contract.EXIT_WRAPPER_ERROR
+    fence = None
+    if options.home is not None:
+        fence = Fence(options.home, options.run_id, options.attempt, options.heartbeat_interval, options.fence_grace,
+                      attempt.fenced).start()
     try:
         attempt.relay.install()
         log.write(f"run {options.run_id} attempt {options.attempt} on {attempt.stamp.host}, script {options.script}")
@@ -266,6 +287,8 @@ def run_attempt(options: Options, log: DiagnosticLog, heartbeat: Heartbeat, star
             attempt.clean_up()
         except BaseException:
             log.exception("internal error while cleaning up")
+        if fence is not None:
+            fence.stop()  # the end below is this attempt's own: the daemon closes it on reading exit.json
         heartbeat.stop()
         attempt.write(
             contract.EXIT,

@@ -7,6 +7,11 @@ than spelling them again, so the two sides cannot drift apart.
 
 from __future__ import annotations
 
+# FRAY_HOME/runs/<run_id>/meta.json: the run's state, written only by the daemon;
+# the wrapper reads it to know whether its attempt is still current (fray.wrapper.fence).
+RUNS_DIR = "runs"
+META = "meta.json"
+
 # Files in runs/<run_id>/attempts/<n>/, each written only by the wrapper
 # (or by the workload through `fray.wrapper.report`).
 STDOUT = "stdout.log"
@@ -28,6 +33,7 @@ EXIT_OK = 0
 EXIT_NODE_FAULT = 42
 EXIT_FOREIGN_GPU_PROCESSES = 43
 EXIT_CUDA_FAILURE = 44
+EXIT_FENCED = 45  # this attempt was superseded: the workload was killed and nothing more was written
 EXIT_WORKLOAD_FAILURE = 50
 EXIT_SIGNALLED_BASE = 128
 
@@ -51,6 +57,7 @@ ENV_CLUSTER_SPEC_FRAY = "fray"  # the FRAY_CLUSTER_SPEC value for "the cluster b
 # Defaults of the wrapper's command line (`python -m fray.wrapper run ...`).
 DEFAULT_HEARTBEAT_INTERVAL_SEC = 10.0
 DEFAULT_STOP_GRACE_SEC = 30.0
+DEFAULT_FENCE_GRACE_SEC = 60.0  # FRAY_HOME unreadable this long: the workload is killed (fray.wrapper.fence)
 
 # Exit codes outside the table above: a command line the wrapper cannot use
 # (argparse's convention), and a bug in the wrapper itself (sysexits EX_SOFTWARE).

@@ -78,6 +78,10 @@ class HealthCheck:
         self._thread.start()
         return self
 
+    def silence(self) -> None:
+        """No more checks nor records (the attempt was superseded); waits for nothing."""
+        self._stopping.set()
+
     def stop(self, timeout: float = KILL_WAIT_SEC) -> None:
         """Stop checking; a check under way is killed."""
         self._stopping.set()

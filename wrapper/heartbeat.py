@@ -38,6 +38,7 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._run, name="fray-heartbeat", daemon=True)
         self._failing = False
         self._held = False
+        self._silenced = False
 
     def hold(self) -> None:
         """Write no more beats until `release()`; the last one ages from now on."""
@@ -48,8 +49,15 @@ class Heartbeat:
         self._held = False
         self.beat()
 
+    def silence(self) -> None:
+        """No beat ever again (the attempt was superseded); unlike `stop`, waits for nothing."""
+        self._silenced = True
+        self._stopping.set()
+
     def beat(self) -> bool:
         """Write one heartbeat now; False (logged once per streak of failures) if it could not be written."""
+        if self._silenced:
+            return False
         try:
             records.write_text(self.path, beat_text(time.time()))
         except OSError as exc:

@@ -54,6 +54,17 @@ class DiagnosticLog:
                     pass
             self._echo_line(line)
 
+    def silence(self) -> None:
+        """Write nothing more, anywhere: the attempt was superseded (fray.wrapper.fence)."""
+        with self._lock:
+            self._echo = False
+            if self._fd is not None:
+                try:
+                    os.close(self._fd)
+                except OSError:
+                    pass
+                self._fd = None
+
     def exception(self, message: str) -> None:
         """`message` followed by the traceback of the exception being handled."""
         import traceback  # only on the way to a crash report

@@ -31,7 +31,7 @@ class Options:
 
     __slots__ = (
         "run_id", "attempt", "attempt_dir", "script", "script_args", "home", "job_name",
-        "workdir", "checkpoint_dir", "namespace", "heartbeat_interval", "stop_grace",
+        "workdir", "checkpoint_dir", "namespace", "heartbeat_interval", "stop_grace", "fence_grace",
         "commands_dir", "gpus", "tpu_devices", "tpu_device_globs", "probes", "skip_probes",
         "probe_timeout", "min_free_disk_mb", "health_cmd", "health_interval", "health_retries",
     )
@@ -50,6 +50,7 @@ class Options:
         namespace: str | None = None,
         heartbeat_interval: float = contract.DEFAULT_HEARTBEAT_INTERVAL_SEC,
         stop_grace: float = contract.DEFAULT_STOP_GRACE_SEC,
+        fence_grace: float = contract.DEFAULT_FENCE_GRACE_SEC,
         commands_dir: str | None = None,
         gpus: int = 0,
         tpu_devices: int = 0,
@@ -74,6 +75,7 @@ class Options:
         self.namespace = namespace
         self.heartbeat_interval = heartbeat_interval
         self.stop_grace = stop_grace
+        self.fence_grace = fence_grace
         self.commands_dir = commands_dir
         self.gpus = gpus
         self.tpu_devices = tpu_devices
@@ -183,6 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SEC",
         help="seconds a workload told to stop has before it is killed (default: %(default)g)",
     )
+    run.add_argument(
+        "--fence-grace",
+        type=_seconds(minimum_exclusive=True),
+        default=contract.DEFAULT_FENCE_GRACE_SEC,
+        metavar="SEC",
+        help="with --home: kill the workload and exit, writing nothing, once FRAY_HOME has been unreadable "
+        "this long; a superseded attempt is killed at once (default: %(default)g)",
+    )
     run.add_argument("--commands-dir", type=_nonempty, metavar="DIR",
                      help="the run's runtime commands, exported as FRAY_COMMANDS_DIR")
     probes = run.add_argument_group("preflight probes (before the workload starts; a failure exits 42, 43 or 44)")
@@ -240,6 +250,7 @@ def parse(argv: Sequence[str]) -> Options:
         namespace=ns.namespace,
         heartbeat_interval=ns.heartbeat_interval,
         stop_grace=ns.stop_grace,
+        fence_grace=ns.fence_grace,
         commands_dir=_absolute(ns.commands_dir),
         gpus=ns.gpus,
         tpu_devices=ns.tpu_devices,

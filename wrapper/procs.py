@@ -212,6 +212,14 @@ def _wait_until_gone(pgid: int | None, reap: Callable[[], None], deadline: float
         delay = min(delay * 2, 0.1)
 
 
+def kill_all_now(pgid: int | None) -> None:
+    """SIGKILL the workload's group and every descendant at once, logging nothing (a fenced attempt)."""
+    if pgid is not None:
+        _signal_group(pgid, signal.SIGKILL)
+    _signal_pids(descendants(os.getpid()), signal.SIGKILL)
+    _wait_until_gone(pgid, lambda: None, time.monotonic() + KILL_WAIT_SEC, resignal=signal.SIGKILL)
+
+
 def stop_all(pgid: int | None, reap: Callable[[], None], grace: float, log: Callable[[str], None]) -> list[int]:
     """SIGTERM the workload's group and every descendant, SIGKILL what outlives `grace`.
 

@@ -3,9 +3,11 @@ where to checkpoint, runtime commands.
 
     from fray import report
 
-    if report.resuming():
-        state = load(report.checkpoint_dir())
+    if report.resuming() and report.latest_checkpoint():
+        state = load(report.latest_checkpoint())
     report.progress(step=100, loss=0.31, samples_per_sec=812.0)
+    with report.checkpoint(f"step-{step}") as folder:   # staged, promoted whole while current
+        save(state, folder)
     for command in report.commands():      # tune, pause, resume, terminate (fray.wrapper.commands)
         if command.type == "tune":
             optimizer.lr = command.payload.get("learning_rate", optimizer.lr)
@@ -39,7 +41,11 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence, SupportsFloat, SupportsIndex
 
 from . import commands as _commands, contract, records
+from .checkpoints import Superseded, checkpoint, latest_checkpoint
 from .commands import Command
+
+__all__ = ["Command", "Superseded", "ack", "attempt_dir", "checkpoint", "checkpoint_dir", "commands",
+           "commands_dir", "final", "latest_checkpoint", "progress", "resuming"]
 
 _lock = threading.Lock()  # progress() reads, checks, then writes: one thread at a time
 _seen_commands: set[str] = set()  # each command is yielded once per process
@@ -52,7 +58,12 @@ def attempt_dir() -> Path | None:
 
 
 def checkpoint_dir() -> Path | None:
-    """Where to write checkpoints that the next attempt resumes from, or None when the run has none."""
+    """The run's checkpoint folder, kept across attempts, or None when the run has none.
+
+    Writing into it directly is the old contract: a superseded attempt that
+    still runs could write there beside the new one. `checkpoint(name)` stages
+    and promotes instead (fray.wrapper.checkpoints).
+    """
     value = os.environ.get(contract.ENV_CHECKPOINT_DIR)
     return Path(value) if value else None
 

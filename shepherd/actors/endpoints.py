@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from fray.state import store
 from fray.errors import CorruptFileError, UsageError
+from fray.state import layout
 from fray.state.layout import Home
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -76,7 +77,7 @@ def remove(home: Home, namespace: str, name: str, actor_id: str) -> bool:
 
 def _actor_ids(folder: Path) -> list[str]:
     try:
-        return [n[:-5] for n in os.listdir(folder) if n.endswith(".json") and not n.startswith(".")]
+        return [i for i in map(layout.record_id, os.listdir(folder)) if i is not None]
     except (FileNotFoundError, NotADirectoryError):
         return []
 
@@ -106,8 +107,8 @@ class Directory:
             if answer is not None and answer[0] == listing:
                 return answer[1]
             known = self._known.setdefault(folder, {})
-        ids = {n[:-5] for n in listing if n.endswith(".json") and not n.startswith(".")}
-        fresh = {i: _read(folder / f"{i}.json") for i in ids if i not in known}
+        ids = {i for i in map(layout.record_id, listing) if i is not None}
+        fresh = {i: _read(self.home.endpoint(namespace, name, i)) for i in ids if i not in known}
         with self._lock:
             known.update(fresh)
             for gone in [i for i in known if i not in ids]:
@@ -139,5 +140,6 @@ def scan(home: Home) -> Iterator[Endpoint]:
         except (FileNotFoundError, NotADirectoryError):
             continue
         for name in names:
-            records = [r for r in (_read(actors / name / f"{i}.json") for i in _actor_ids(actors / name)) if r]
+            ids = _actor_ids(home.actor_dir(namespace, name))
+            records = [r for r in (_read(home.endpoint(namespace, name, i)) for i in ids) if r]
             yield from sorted(records, key=lambda e: (e.registered_at, e.actor_id))

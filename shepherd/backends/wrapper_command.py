@@ -37,6 +37,8 @@ def wrapper_argv(python: str, request: SubmitRequest, attempt_dir: str | None = 
         "--checkpoint-dir", str(request.checkpoint_dir),
         "--heartbeat-interval", repr(spec.heartbeat_interval_sec),
         "--stop-grace", repr(spec.stop_grace_sec),
+        # Gone before the daemon gives up on it and starts another attempt (fray.wrapper.fence).
+        "--fence-grace", repr(spec.heartbeat_timeout_sec / 2),
         *_probe_and_health(spec, Home(request.home).run(request.key.run_id).commands_dir),
         "--", *spec.args,
     ]

@@ -84,6 +84,8 @@ def render_daemon(data: dict[str, Any]) -> list[str]:
                  ("active runs", human.number(record.get("active_runs")))]
         if record.get("last_error"):
             facts.append(("last error", render.style(record["last_error"], fg="red")))
+        if record.get("config_error"):
+            facts.append(("config", render.style(record["config_error"], fg="red")))
         lines += render.key_values(facts)
     if state != "running":
         lines.append("  start one with: fray daemon start")

@@ -32,6 +32,11 @@ class ListArgs(NamedTuple):
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    from fray.remote import forward  # no paramiko until a host is really used
+
+    host, local_args = forward.split(args)
+    if forward.handles(host, local_args):
+        _exit_now(forward.main(host, local_args))
     fast = parse_list_json(normalize(args).args)
     if fast is not None:
         _exit_now(_list_json(fast))

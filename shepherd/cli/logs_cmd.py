@@ -3,6 +3,8 @@
 Without -f: the chosen attempt (default the latest), whole or its last N lines.
 With -f: new lines as they are written, moving on to each new attempt with a
 separator line, until the run ends; `--json` then prints one object per line.
+A multi-node attempt shows every task, each line marked `[task i]`, unless
+`--task N` picks one.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from fray.state import runs
 @click.option("--stderr", "use_stderr", is_flag=True, help="The workload's stderr instead of its stdout.")
 @click.option("--attempt", type=click.IntRange(min=1), metavar="N", help="Attempt N (default: the latest).")
 @click.option("--lines", "-n", "last", type=click.IntRange(min=0), metavar="N", help="Only the last N lines.")
+@click.option("--task", type=click.IntRange(min=0), metavar="N",
+              help="Only task N of a multi-node attempt (default: every task, each line marked with its task).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON (schemas/cli-logs.json; with -f one schemas/cli-logs-line.json object per line).")
 @click.pass_context
 def logs(ctx: click.Context, run: str, follow: bool, use_stderr: bool, attempt: int | None, last: int | None,
-         as_json: bool) -> None:
+         task: int | None, as_json: bool) -> None:
     """Print the output of RUN's latest attempt (or --attempt N).
 
     RUN is a run id, a unique prefix of one, or a run name.
@@ -42,12 +46,15 @@ def logs(ctx: click.Context, run: str, follow: bool, use_stderr: bool, attempt: 
         have = f"it has attempts 1 to {count}" if count > 1 else "it has attempt 1" if count else "it has none yet"
         raise UsageError(f"run {run_id} has no attempt {attempt}: {have}")
     if follow:
-        _follow(home, run_id, stream, attempt, last, as_json, waiting=count == 0)
+        _follow(home, run_id, stream, attempt, last, task, as_json, waiting=count == 0)
         return
     number = attempt or (meta.current.number if meta.current else None)
-    path = runlogs.log_path(home, run_id, number, stream) if number else None
-    data = {"run_id": run_id, "attempt": number, "stream": stream, "path": str(path) if path else None,
-            "lines": runlogs.read_lines(path, last) if path else []}
+    tasks = runlogs.read_tasks(home, run_id, number, stream, task, last) if number else []
+    if task is not None and number and not tasks[0].path.parent.is_dir():
+        raise UsageError(f"attempt {number} of run {run_id} has no task {task}")
+    data = {"run_id": run_id, "attempt": number, "stream": stream, "task": task,
+            "path": str(tasks[0].path) if tasks else None, "lines": runlogs.merged_lines(tasks) if tasks else [],
+            "tasks": [{"task": log.task, "path": str(log.path)} for log in tasks]}
     if number is None and not as_json:
         output.note(f"run {run_id} has no attempt yet ({meta.wait_reason or meta.phase}); "
                     f"`{fray_prefix(home)} logs {run_id} -f` waits for its output")
@@ -58,8 +65,8 @@ def render_logs(data: dict[str, Any]) -> list[str]:
     return list(data["lines"])
 
 
-def _follow(home: Any, run_id: str, stream: str, attempt: int | None, last: int | None, as_json: bool,
-            waiting: bool) -> None:
+def _follow(home: Any, run_id: str, stream: str, attempt: int | None, last: int | None, task: int | None,
+            as_json: bool, waiting: bool) -> None:
     if waiting and not as_json:
         output.note(f"waiting for the first attempt of {run_id} to start (Ctrl-C to stop watching)")
 
@@ -71,9 +78,9 @@ def _follow(home: Any, run_id: str, stream: str, attempt: int | None, last: int 
         if as_json:
             output.json_line(item.to_dict())
         else:
-            output.line(item.line)
+            output.line(item.text)
 
     try:
-        runlogs.Follower(home, run_id, (stream,), start_attempt=attempt, last=last).run(on_attempt, on_line)
+        runlogs.Follower(home, run_id, (stream,), start_attempt=attempt, last=last, task=task).run(on_attempt, on_line)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None

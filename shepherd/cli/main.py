@@ -112,7 +112,9 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog="Start with `fray submit train.py`, then `fray list`. Every command takes --json.")
+             epilog="Start with `fray submit train.py`, then `fray list`. Every command takes --json, and "
+                    "--remote HOST to run on a cluster's login node over SSH (`fray remote trust HOST` once; "
+                    "`fray sync --remote HOST` copies the project).")
 @click.option("--home", metavar="DIR", help="The state directory (default: $FRAY_HOME, else ~/.fray).")
 @click.version_option(__version__, "-V", "--version", prog_name="fray")
 @click.pass_context
@@ -129,6 +131,11 @@ def run(argv: list[str]) -> int:
     Every failure is reported here or in `LazyGroup.invoke`: as text on stderr,
     or, when --json was given anywhere, as one JSON object on stdout.
     """
+    from fray.remote import forward  # `--remote HOST`: the command runs there (no paramiko until then)
+
+    host, local_argv = forward.split(argv)
+    if forward.handles(host, local_argv):
+        return forward.main(host, local_argv)
     invocation = arguments.normalize(argv)
     failures.json_errors.set(invocation.as_json)
     try:

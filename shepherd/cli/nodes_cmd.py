@@ -90,7 +90,7 @@ def render_nodes(data: dict[str, Any]) -> list[str]:
         gpus = human.gpus(node["gpus"], node.get("gpu_type"))
         cells.append([node["name"], node["backend"] or "-", node["state"], human.number(node["cpus"]),
                       human.size_mb(node["mem_mb"]) if node["mem_mb"] else human.MISSING, gpus, banned])
-    return [*warning, *render.table(columns, cells, width=render.terminal_width())]
+    return [*render.table(columns, cells, width=render.terminal_width()), *warning]  # the table first, for pipes
 
 
 def _stale_warning(data: dict[str, Any]) -> list[str]:

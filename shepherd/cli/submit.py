@@ -127,9 +127,9 @@ def _follow(home: Home, run_id: str, as_json: bool) -> Meta:
         if as_json:
             output.json_line(item.to_dict())
         elif item.stream == "stderr":
-            output.line(render.style("stderr│ ", fg="red") + item.line)
+            output.line(render.style("stderr│ ", fg="red") + item.text)
         else:
-            output.line(item.line)
+            output.line(item.text)
 
     return runlogs.Follower(home, run_id, runlogs.STREAMS, start_attempt=1).run(on_attempt, on_line)
 

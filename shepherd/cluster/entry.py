@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         os.execv(str(python), [str(python), "-m", "fray.cluster.entry"])
     if job["kind"] == "script":
-        script = str(run.dir / job["script"])
+        script = str(run.script(job["script"]))
         argv_ = workload.launch_argv(script, workload.read_first_line(script), job["script_args"], python=sys.executable)
         sys.stdout.flush()
         os.execvp(argv_[0], argv_)

@@ -31,10 +31,6 @@ from fray.state.layout import Home
 BUILD_LOCK_TIMEOUT_SEC = 3600.0
 
 
-def python_of(venv: Path) -> Path:
-    return venv / "bin" / "python"
-
-
 def ready(home: Home, key: str) -> bool:
     try:
         return store.read_json(home.venv_ready(key), "venv") is not None
@@ -46,11 +42,11 @@ def ensure(home: Home, key: str, requirements: list[str], log: "callable[[str], 
     """The Python of the environment `key`, built from `requirements` if it does not exist yet."""
     venv = home.venv(key)
     if ready(home, key):
-        return python_of(venv)
+        return home.venv_python(key)
     store.make_dirs(home.venvs_dir)
     with store.lock(home, f"venv-{key}", timeout=BUILD_LOCK_TIMEOUT_SEC):
         if ready(home, key):  # another job built it while this one waited
-            return python_of(venv)
+            return home.venv_python(key)
         if venv.exists():
             log(f"fray: removing the unfinished environment {venv}")
             shutil.rmtree(venv)
@@ -61,12 +57,12 @@ def ensure(home: Home, key: str, requirements: list[str], log: "callable[[str], 
             if installer == "uv":
                 _run(["uv", "venv", "--quiet", "--system-site-packages", "--python", sys.executable, str(venv)])
                 _inherit_packages(venv)
-                _run(["uv", "pip", "install", "--quiet", "--python", str(python_of(venv)), *requirements])
+                _run(["uv", "pip", "install", "--quiet", "--python", str(home.venv_python(key)), *requirements])
             else:
                 _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)])
                 _inherit_packages(venv)
                 # pip comes from the base interpreter (system site packages) and installs into the venv.
-                _run([str(python_of(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                _run([str(home.venv_python(key)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                       "--no-input", *requirements])
         except BaseException:
             shutil.rmtree(venv, ignore_errors=True)
@@ -75,7 +71,7 @@ def ensure(home: Home, key: str, requirements: list[str], log: "callable[[str], 
             "key": key, "requirements": list(requirements), "python": sys.executable, "installer": installer,
             "created_at": time.time(), "build_sec": round(time.time() - started, 3)}, "venv")
         log(f"fray: environment {key} ready in {time.time() - started:.1f}s")
-    return python_of(venv)
+    return home.venv_python(key)
 
 
 def _inherit_packages(venv: Path) -> None:

@@ -25,10 +25,10 @@ from fray.cluster.api import ClusterError, JobRequest
 from fray.cluster.entry import SHIM
 from fray.errors import UsageError
 from fray.state import layout
-from fray.state.layout import Home, RunPaths
+from fray.state.layout import Home
 from fray.core.model import Meta, RunSpec
 
-SHIM_NAME = "script.py"
+SHIM_NAME = layout.LAUNCHED_SHIM
 
 
 @dataclass(frozen=True)
@@ -89,13 +89,13 @@ def prepare(request: JobRequest, family: Family, now: float, group: dict[str, An
     return Prepared(meta, payload, script_data, script_name, job)
 
 
-def _stage(home: Home, prepared: Prepared) -> RunPaths:
+def _new_run(home: Home, prepared: Prepared) -> runs.NewRun:
     files = {SHIM_NAME: SHIM.encode()}
     if prepared.payload is not None:
         files[home.run(prepared.meta.run_id).payload.name] = prepared.payload
     if prepared.script_data is not None and prepared.script_name:
         files[prepared.script_name] = prepared.script_data
-    return runs.stage_run(home, prepared.meta, files, prepared.job)
+    return runs.NewRun(prepared.meta, files, prepared.job)
 
 
 def launch(home: Home, requests: list[JobRequest], family: Family, group_id: str | None = None) -> list[Meta]:
@@ -105,14 +105,5 @@ def launch(home: Home, requests: list[JobRequest], family: Family, group_id: str
     for index, request in enumerate(requests):
         group = {"id": group_id, "size": len(requests), "index": index} if group_id else None
         prepared.append(prepare(request, family, now, group))
-    staged: list[RunPaths] = []
-    try:
-        for item in prepared:
-            staged.append(_stage(home, item))
-    except BaseException:
-        for paths in staged:
-            runs.discard_run(paths)
-        raise
-    for item, paths in zip(prepared, staged):
-        runs.publish_run(home, paths, item.meta.run_id)
+    runs.write_runs(home, [_new_run(home, item) for item in prepared])
     return [item.meta for item in prepared]

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from fray.wrapper import contract
 from fray.core import partition_policy
+from fray.core.budgets import NODE_BUDGET, WORKLOAD_BUDGET, backoff_delay, budgets_used
 from fray.core.observation import BackendView
 from fray.core.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.scheduler import Admission, Request, run_request
@@ -149,41 +150,6 @@ def record_submit_failure(meta: Meta, attempt_number: int, error: str, now: floa
     attempt = plan.meta.attempts[attempt_number - 1]
     _attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None, f"submission failed: {error}", jitter)
     return plan
-
-
-WORKLOAD_BUDGET, NODE_BUDGET = "workload", "node"
-
-
-@dataclass(frozen=True)
-class BudgetsUsed:
-    """Failures that count against each retry budget now."""
-
-    workload: int
-    node: int
-
-
-def budgets_used(meta: Meta, now: float) -> BudgetsUsed:
-    """Failures inside the retry window (and since the run was last (re)started), per budget."""
-    since = meta.counters.since or float("-inf")
-    if meta.spec.retry_window_sec:
-        since = max(since, now - meta.spec.retry_window_sec)
-    workload = node = 0
-    for attempt in meta.attempts:
-        if attempt.counted_as is None or (attempt.ended_at or now) < since:
-            continue
-        if attempt.counted_as == WORKLOAD_BUDGET:
-            workload += 1
-        else:
-            node += 1
-    return BudgetsUsed(workload, node)
-
-
-def backoff_delay(spec: RunSpec, streak: int, jitter: float) -> float:
-    """Exponential in the failure streak, capped, with 'equal jitter' (half fixed, half random)."""
-    if streak <= 0 or spec.backoff_base_sec <= 0:
-        return 0.0
-    ceiling = min(spec.backoff_max_sec, spec.backoff_base_sec * 2 ** min(streak - 1, 32))
-    return ceiling * (0.5 + 0.5 * jitter)
 
 
 def classify_exit(exit_record: dict[str, Any], final: dict[str, Any] | None, failure: dict[str, Any] | None,
@@ -334,7 +300,7 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
     if _expired(meta, now):
         _stop(plan, attempt, Cause.EXPIRED.value, f"keep-alive of {meta.spec.keep_alive_sec:.0f}s has passed")
         return
-    _check_stall(plan, attempt, files, view, now)
+    _check_stall(plan, attempt, files, view, now, s.jitter)
 
 
 def _started(plan: Plan, attempt: Attempt, view: BackendView, files: AttemptFiles) -> None:
@@ -351,23 +317,39 @@ def _recorded_node(files: AttemptFiles) -> str | None:
     return record.get("node") or record.get("host")
 
 
-def _check_stall(plan: Plan, attempt: Attempt, files: AttemptFiles, view: BackendView, now: float) -> None:
+def _check_stall(plan: Plan, attempt: Attempt, files: AttemptFiles, view: BackendView, now: float,
+                 jitter: float) -> None:
     spec = plan.meta.spec
     if attempt.state == AttemptState.RUNNING.value and attempt.started_at is not None:
         last = max(x for x in (files.heartbeat_at, attempt.started_at) if x is not None)
         if now - attempt.started_at > spec.startup_grace_sec and now - last > spec.heartbeat_timeout_sec:
-            attempt.detail = f"no heartbeat for {now - last:.0f}s (timeout {spec.heartbeat_timeout_sec:.0f}s)"
-            _stop(plan, attempt, Cause.HEARTBEAT_STALL.value, attempt.detail)
+            _supersede(plan, attempt, Cause.HEARTBEAT_STALL.value,
+                       f"no heartbeat for {now - last:.0f}s (timeout {spec.heartbeat_timeout_sec:.0f}s)", jitter)
             return
         stalled = progress_stalled_for(spec, files.progress, attempt.started_at, now)
         if stalled is not None and spec.restart_on_progress_stall:
-            attempt.detail = f"step {files.progress['step']} has not advanced for {stalled:.0f}s"  # type: ignore[index]
-            _stop(plan, attempt, Cause.PROGRESS_STALL.value, attempt.detail)
+            _supersede(plan, attempt, Cause.PROGRESS_STALL.value,
+                       f"step {files.progress['step']} has not advanced for {stalled:.0f}s", jitter)  # type: ignore[index]
     elif attempt.state == AttemptState.SUBMITTED.value and view.state == "running":
         silent = now - attempt.submitted_at
         if silent > spec.startup_grace_sec + spec.heartbeat_timeout_sec:
-            attempt.detail = f"the backend runs it but the wrapper never reported in {silent:.0f}s"
-            _stop(plan, attempt, Cause.HEARTBEAT_STALL.value, attempt.detail)
+            _supersede(plan, attempt, Cause.HEARTBEAT_STALL.value,
+                       f"the backend runs it but the wrapper never reported in {silent:.0f}s", jitter)
+
+
+def _supersede(plan: Plan, attempt: Attempt, cause: str, detail: str, jitter: float) -> None:
+    """Close a stalled attempt now and let the next one start this very cycle.
+
+    Waiting for a frozen attempt to die could take as long as the node takes to
+    come back. Closing it in meta.json fences it instead: its wrapper, if it
+    ever runs again, sees it is no longer current and kills its workload without
+    writing anything (fray.wrapper.fence). The backend is still told to kill it.
+    """
+    attempt.stop_reason = cause
+    attempt.stop_requested_at = plan.now
+    plan.actions.append(Cancel(attempt.number, force=True))
+    plan.log("cancel", f"{detail}: closing attempt {attempt.number} and starting another", attempt.number)
+    _attempt_ended(plan, attempt, cause, None, detail, jitter, replace_now=True)
 
 
 def _expired(meta: Meta, now: float) -> bool:
@@ -379,7 +361,7 @@ def _expired(meta: Meta, now: float) -> bool:
 
 
 def _attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | None, detail: str, jitter: float,
-                   ended_at: float | None = None) -> None:
+                   ended_at: float | None = None, replace_now: bool = False) -> None:
     meta, now = plan.meta, plan.now
     attempt.state = AttemptState.ENDED.value
     attempt.ended_at = ended_at or now
@@ -405,10 +387,15 @@ def _attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | No
         meta.counters.consecutive_fast_failures = 0
         meta.next_attempt_at = now + backoff_delay(spec, 1, jitter)
     else:
-        _count_failure(plan, attempt, cause, jitter)
+        _count_failure(plan, attempt, cause, jitter, replace_now)
 
 
-def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float) -> None:
+def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float, replace_now: bool = False) -> None:
+    """Draw on the cause's budget (ending the run when it is spent) and back off before the next attempt.
+
+    `replace_now`: a stalled attempt that had run a healthy while is replaced
+    without a backoff (there is no crash loop to slow down).
+    """
     meta, now, spec = plan.meta, plan.now, plan.meta.spec
     counters = meta.counters
     ran = (attempt.ended_at or now) - attempt.started_at if attempt.started_at else 0.0
@@ -431,6 +418,9 @@ def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float) -> N
                  f"{used.node + 1} node-side failures, more than --max-retries-preemption "
                  f"{spec.max_retries_preemption}{window}; last: {attempt.detail}")
             return
+    if replace_now and counters.consecutive_fast_failures <= 1:
+        meta.next_attempt_at = None
+        return
     delay = backoff_delay(spec, counters.consecutive_fast_failures, jitter)
     meta.next_attempt_at = now + delay
     plan.log("backoff", f"retrying in {delay:.1f}s (failure streak {counters.consecutive_fast_failures})",

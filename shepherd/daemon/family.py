@@ -36,6 +36,7 @@ from fray.core.placement.runs import credits_from, place_on_machine
 from fray.core.scheduler import Admission, Ledger, Request, run_request
 from fray.errors import CorruptFileError
 from fray.state import store
+from fray.state import layout
 from fray.state.config import load_config
 from fray.state.layout import Home
 
@@ -103,13 +104,12 @@ class FamilyKeeper:
     def _reservations(self) -> list[dict[str, Any]]:
         found = []
         try:
-            names = [e.name for e in os.scandir(self.home.reservations_dir) if e.name.endswith(".json")
-                     and not e.name.startswith(".")]
+            ids = [i for i in (layout.record_id(e.name) for e in os.scandir(self.home.reservations_dir)) if i]
         except FileNotFoundError:
             return []
-        for name in names:
+        for reservation_id in ids:
             try:
-                record = self._reader.read(self.home.reservations_dir / name, "reservation")
+                record = self._reader.read(self.home.reservation(reservation_id), "reservation")
             except CorruptFileError as exc:
                 log.error("%s", exc)
                 continue
@@ -171,7 +171,7 @@ def _endpoint_files(home: Home) -> Iterable[Path]:
         for folder in names:
             try:
                 for entry in os.scandir(folder):
-                    if entry.name.endswith(".json") and not entry.name.startswith("."):
+                    if layout.record_id(entry.name) is not None:
                         yield Path(entry.path)
             except FileNotFoundError:
                 continue

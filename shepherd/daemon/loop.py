@@ -43,10 +43,9 @@ from fray.daemon import alerts
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.daemon.nodes import NodeKeeper
+from fray.daemon.settings import Settings
 from fray.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
 from fray.state import store
-from fray.state.config import load_config
-from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import StatKey, stat_key
 
@@ -88,7 +87,6 @@ class Daemon:
         self._reader = store.CachedReader()
         self._runs: dict[str, RunState] = {}
         self._unsettled: set[str] = set()  # run ids looked at every cycle, whatever the watcher saw
-        self._runs_root = str(home.runs_dir)
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._seen_in_flight: set[AttemptKey] = set()
@@ -98,7 +96,9 @@ class Daemon:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._exclude: tuple[str, ...] = ()
-        self._config = load_config(home)
+        self._settings = Settings(home)
+        self._config = self._settings.config
+        self._loaded: set[str] = set()  # backends this daemon built from config.json (not handed in)
         self._nodes = NodeKeeper(home, self._reader, self._config, clock)
         self._family = FamilyKeeper(home)
         self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
@@ -109,6 +109,9 @@ class Daemon:
     def cycle(self, full: bool = True) -> CycleStats:
         """One reconcile pass. `full=False` trusts the file watcher for ended runs (see _load_runs)."""
         stats = CycleStats()
+        changed = self._settings.reload()
+        if changed is not None:
+            self._apply_config(changed)
         runs = self._load_runs(stats, full)
         # In run id order, which is submission order: admission serves the oldest first.
         active = [state for run_id in sorted(self._unsettled) if (state := self._runs[run_id]).meta is not None
@@ -162,7 +165,7 @@ class Daemon:
             return list(self._runs.values())
         added = False
         for run_id in dirty:
-            if run_id.startswith(".") or not os.path.isdir(os.path.join(self._runs_root, run_id)):
+            if run_id.startswith(".") or not os.path.isdir(self.home.run_folder(run_id)):
                 self._runs.pop(run_id, None)
                 self._unsettled.discard(run_id)
                 continue
@@ -183,8 +186,7 @@ class Daemon:
             self._unsettled.add(run_id)
 
     def _refresh(self, run_id: str, state: RunState | None, stats: CycleStats) -> RunState:
-        folder = os.path.join(self._runs_root, run_id)
-        meta_file, control_file = os.path.join(folder, layout.META), os.path.join(folder, layout.CONTROL)
+        meta_file, control_file = self.home.meta_file(run_id), self.home.control_file(run_id)
         meta_key = stat_key(meta_file)  # taken before reading: a later change shows
         control_key = stat_key(control_file)
         if state is not None and state.problem is None and (meta_key, control_key) == (state.meta_key, state.control_key):
@@ -419,7 +421,18 @@ class Daemon:
     def _backend(self, name: str) -> Backend:
         if name not in self._backends:
             self._backends[name] = load_backend(name, self.home, on_attempt_exit=self._wake.set)
+            self._loaded.add(name)
         return self._backends[name]
+
+    def _apply_config(self, config: dict[str, Any]) -> None:
+        """A new config.json in force without a restart: blacklist settings, alert rules, backends."""
+        before, self._config = self._config, config
+        self._nodes = NodeKeeper(self.home, self._reader, config, self.clock)
+        self._alerter.rules = alerts.Alerter.from_config(config).rules
+        for name in [n for n in self._loaded if before.get(n) != config.get(n)]:
+            # Rebuilt on next use from the new section; attempts live on and are found again.
+            del self._backends[name]
+            self._loaded.discard(name)
 
     @property
     def poll_interval(self) -> float:
@@ -436,12 +449,12 @@ class Daemon:
     def serve(self) -> None:
         """Cycle until `request_stop`, waking on the timer and on file changes."""
         stop, wake, watching = self._stop, self._wake, threading.Event()
-        watcher = threading.Thread(target=watching_runs.watch_runs, args=(self.home.runs_dir, wake, stop, self._mark_dirty, watching),
+        watcher = threading.Thread(target=watching_runs.watch_runs, args=(self.home, wake, stop, self._mark_dirty, watching),
                                    name="fray-watch", daemon=True)
         full_scan_at = float("-inf")
         watcher.start()
         self._backend("local")  # the embedded default: ready before the first run arrives
-        watching_runs.await_watch(self.home.runs_dir, watching, watcher)
+        watching_runs.await_watch(self.home.watch_probe, watching, watcher)
         while not stop.is_set():
             wake.clear()
             started = time.perf_counter()
@@ -465,7 +478,7 @@ class Daemon:
             "pid": os.getpid(), "host": socket.gethostname(), "version": __version__,
             "started_at": self.started_at, "last_cycle_at": self.clock(), "poll_interval_sec": self.poll_interval,
             "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3), "active_runs": stats.active,
-            "stopping": stopping, "last_error": error,
+            "stopping": stopping, "last_error": error, "config_error": self._settings.error,
         }
         try:
             store.write_json(self.home.daemon_lease, lease, "daemon")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fray.state import layout
+from fray.state.layout import Home
 from fray.wrapper import contract
 
 log = logging.getLogger("fray.daemon")
@@ -21,11 +22,10 @@ log = logging.getLogger("fray.daemon")
 # Files whose change should wake the daemon at once. meta.json is not among
 # them: the daemon writes it itself.
 WAKE_NAMES = frozenset({layout.CONTROL, contract.STARTED, contract.EXIT})
-WATCH_PROBE = ".watch-probe"  # touched in runs/ at start until the watcher reports it (a dot: never a run)
 WATCH_READY_TIMEOUT_SEC = 10.0
 
 
-def await_watch(runs_dir: Path, watching: threading.Event, watcher: threading.Thread) -> None:
+def await_watch(probe: Path, watching: threading.Event, watcher: threading.Thread) -> None:
     """Return once the watcher reports a file touched in runs/ (or gave up): only then is the first cycle full.
 
     Setting up the watches takes a moment (one per folder), and a run submitted
@@ -33,7 +33,6 @@ def await_watch(runs_dir: Path, watching: threading.Event, watcher: threading.Th
     would wait for the poll timer. Touching a probe file until the watcher
     reports it makes "the watch is on" an observed fact, not a hope.
     """
-    probe = runs_dir / WATCH_PROBE
     deadline = time.monotonic() + WATCH_READY_TIMEOUT_SEC
     try:
         while not watching.is_set() and watcher.is_alive() and time.monotonic() < deadline:
@@ -47,23 +46,27 @@ def await_watch(runs_dir: Path, watching: threading.Event, watcher: threading.Th
         log.warning("the file watcher did not report in %.0f s; full scans until it does", WATCH_READY_TIMEOUT_SEC)
 
 
-def watch_runs(runs_dir: Path, wake: threading.Event, stop: threading.Event,
-                on_change: Callable[[set[str]], None], watching: threading.Event) -> None:
+def watch_runs(home: Home, wake: threading.Event, stop: threading.Event,
+               on_change: Callable[[set[str]], None], watching: threading.Event) -> None:
+    """Watch FRAY_HOME: changed runs go to `on_change`; they and an edited config.json wake the loop."""
     import watchfiles
+
+    runs_dir, config = home.runs_dir, str(home.config)
 
     def relevant(change: Any, path: str) -> bool:
         p = Path(path)
-        return p.name in WAKE_NAMES or p.parent == runs_dir
+        return p.name in WAKE_NAMES or p.parent == runs_dir or path == config
 
     root = str(runs_dir) + os.sep
     try:
-        for changes in watchfiles.watch(runs_dir, watch_filter=relevant, stop_event=stop, debounce=100, step=10,
+        for changes in watchfiles.watch(home.root, watch_filter=relevant, stop_event=stop, debounce=100, step=10,
                                         recursive=True, raise_interrupt=False, ignore_permission_denied=True):
             watching.set()  # any event at all: the watches were all set up before the first one
             run_ids = {path[len(root):].split(os.sep, 1)[0] for _, path in changes if path.startswith(root)}
-            run_ids.discard(WATCH_PROBE)
+            run_ids.discard(layout.WATCH_PROBE)
             if run_ids:
                 on_change(run_ids)
+            if run_ids or any(path == config for _, path in changes):
                 wake.set()
     except Exception:  # the timer still drives the loop without file events
         log.exception("file watcher stopped; falling back to the poll timer")

@@ -3,6 +3,10 @@ growing file, and following the logs across attempts until the run ends.
 `fray logs`, `fray submit --follow` and the dashboard's logs screen all read
 through here.
 
+A multi-node attempt has one log per task (task 0 in the attempt folder, task
+i in tasks/<i>/): every task is read unless one is asked for, and when there
+are several, each line carries its task index (`[task 1] ...`).
+
 Polling with short sleeps: a reader waits on files another process writes, and a
 poll every 0.2 s costs nothing next to the reader's attention. The run's
 meta.json is read before the log files on each pass, so once it says an
@@ -33,14 +37,51 @@ class LogLine:
     attempt: int
     stream: str  # "stdout" | "stderr"
     line: str
+    task: int = 0
+    tasks: int = 1  # how many tasks the attempt has shown so far: prefix lines when more than one
+
+    @property
+    def text(self) -> str:
+        """The line as a person reads it: with its task when the attempt has several."""
+        return f"{task_prefix(self.task)}{self.line}" if self.tasks > 1 else self.line
 
     def to_dict(self) -> dict[str, object]:
-        return {"run_id": self.run_id, "attempt": self.attempt, "stream": self.stream, "line": self.line}
+        return {"run_id": self.run_id, "attempt": self.attempt, "stream": self.stream, "task": self.task,
+                "line": self.line}
 
 
-def log_path(home: Home, run_id: str, attempt: int, stream: str) -> Path:
-    files = home.run(run_id).attempt(attempt)
+@dataclass(frozen=True)
+class TaskLog:
+    task: int
+    path: Path
+    lines: list[str]
+
+
+def task_prefix(task: int) -> str:
+    return f"[task {task}] "
+
+
+def log_path(home: Home, run_id: str, attempt: int, stream: str, task: int = 0) -> Path:
+    files = home.run(run_id).attempt(attempt).task(task)
     return files.stderr if stream == "stderr" else files.stdout
+
+
+def read_tasks(home: Home, run_id: str, attempt: int, stream: str, task: int | None = None,
+               last: int | None = None) -> list[TaskLog]:
+    """One attempt's log of each task (or of task `task` only), whole or its last `last` lines."""
+    tasks = [task] if task is not None else home.run(run_id).attempt(attempt).task_indexes()
+    logs = []
+    for index in tasks:
+        path = log_path(home, run_id, attempt, stream, index)
+        logs.append(TaskLog(index, path, read_lines(path, last)))
+    return logs
+
+
+def merged_lines(logs: list[TaskLog]) -> list[str]:
+    """The lines of every task, task by task, each prefixed with its task when there are several."""
+    if len(logs) == 1:
+        return list(logs[0].lines)
+    return [f"{task_prefix(log.task)}{line}" for log in logs for line in log.lines]
 
 
 def _decode(raw: bytes) -> str:
@@ -140,14 +181,17 @@ class Follower:
     """
 
     def __init__(self, home: Home, run_id: str, streams: tuple[str, ...], start_attempt: int | None = None,
-                 last: int | None = None, poll: float = POLL_SEC, tails: dict[str, Tail] | None = None) -> None:
+                 last: int | None = None, poll: float = POLL_SEC, tails: dict[str, Tail] | None = None,
+                 task: int | None = None) -> None:
         self.home = home
         self.run_id = run_id
         self.streams = streams
+        self.task = task  # one task of a multi-node attempt; None: every task
         self.last = last
         self.poll = poll
         self.number = start_attempt
-        self.tails = tails
+        self.tails = tails  # the streams of task 0 (or of the one task asked for)
+        self.task_tails: dict[tuple[int, str], Tail] = {}  # the other tasks' streams, as they appear
         self.first = tails is None  # only the first attempt shown starts at its last `last` lines
         self.meta: Meta | None = None  # as the last step read it
 
@@ -175,11 +219,16 @@ class Follower:
                     self.tails, self.first = self._open(number, self.first), False
             if attempt is not None and self.tails is not None:
                 ended = attempt.state == AttemptState.ENDED.value
+                self._open_new_tasks(number)  # other nodes' tasks start a moment after task 0
+                shown = len({task for task, _ in self.task_tails}) + 1
                 for stream, tail in self.tails.items():
                     for text in tail.read(final=ended):
-                        on_line(LogLine(self.run_id, number, stream, text))
+                        on_line(LogLine(self.run_id, number, stream, text, self.task or 0, shown))
+                for (task, stream), tail in self.task_tails.items():
+                    for text in tail.read(final=ended):
+                        on_line(LogLine(self.run_id, number, stream, text, task, shown))
                 if ended and len(meta.attempts) > number:
-                    self.number, self.tails = number + 1, None
+                    self.number, self.tails, self.task_tails = number + 1, None, {}
                     continue
             return meta.phase == Phase.ENDED.value and (attempt is None or attempt.state == AttemptState.ENDED.value)
 
@@ -197,10 +246,18 @@ class Follower:
             started = None
         return (True, started.get("host")) if started else (False, None)
 
+    def _open_new_tasks(self, number: int) -> None:
+        if self.task is not None:
+            return
+        for task in self.home.run(self.run_id).attempt(number).task_indexes()[1:]:
+            for stream in self.streams:
+                if (task, stream) not in self.task_tails:
+                    self.task_tails[(task, stream)] = Tail(log_path(self.home, self.run_id, number, stream, task))
+
     def _open(self, number: int, first: bool) -> dict[str, Tail]:
         tails = {}
         for stream in self.streams:
-            path = log_path(self.home, self.run_id, number, stream)
+            path = log_path(self.home, self.run_id, number, stream, self.task or 0)
             offset = 0
             if first and self.last is not None:
                 try:

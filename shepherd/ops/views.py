@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fray.core.model import Control, Meta
-from fray.core.policy import budgets_used
+from fray.core.budgets import budgets_used
 from fray.core.run_row import row_of
 from fray.core.status import Status
 from fray.daemon import lease

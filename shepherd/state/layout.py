@@ -16,17 +16,35 @@ from fray.wrapper import contract
 
 DEFAULT_HOME = "~/.fray"
 # Names that readers watching FRAY_HOME match files by (the TUI, the daemon's watcher).
-META = "meta.json"
+META = contract.META  # the wrapper reads it too, to know whether its attempt is current
 CONTROL = "control.json"
 EVENTS = "events.jsonl"
 ENDED = "ended.json"
 DAEMON_LEASE = "daemon.json"
 NODES = "nodes.json"
 BLACKLIST = "blacklist.json"
-RUNS = "runs"
+RUNS = contract.RUNS_DIR
 FROZEN_SCRIPT_STEM = "script"  # runs/<id>/script<.suffix>: the submitted script, frozen
 ENTRYPOINT_STEM = "entrypoint"  # a launched job's own script, beside the shim
+TASKS_DIR = "tasks"  # attempts/<n>/tasks/<i>/: the files of task i > 0 of a multi-node attempt
 NEW_RUN_PREFIX = ".new-"  # a dot: `run_ids` and the daemon never see a run being built
+LAUNCHED_SHIM = f"{FROZEN_SCRIPT_STEM}.py"  # the frozen script of a job launched through the cluster API
+WATCH_PROBE = ".watch-probe"  # touched in runs/ by the daemon until its watcher reports it (a dot: never a run)
+CORRUPT_MARK = ".corrupt-"  # <name>.corrupt-<stamp>: a file moved aside as corrupt
+RECORD_SUFFIX = ".json"  # namespaces/<ns>/actors/<name>/<actor id>.json, reservations/<id>.json
+
+
+def record_id(file_name: str) -> str | None:
+    """The id a record file's name carries (an endpoint, a reservation); None for any other file
+    (temporary files being written start with a dot)."""
+    if file_name.endswith(RECORD_SUFFIX) and not file_name.startswith("."):
+        return file_name[: -len(RECORD_SUFFIX)]
+    return None
+
+
+def corrupt_name(path: Path, stamp: str) -> Path:
+    """Where a corrupt file is moved aside: beside it, under a name no reader looks for."""
+    return path.with_name(f"{path.name}{CORRUPT_MARK}{stamp}")
 
 
 def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -44,6 +62,18 @@ class AttemptPaths:
     @property
     def number(self) -> int:
         return int(self.dir.name)
+
+    def task(self, index: int) -> "AttemptPaths":
+        """Task `index` of a multi-node attempt: task 0 writes here, task i in tasks/<i>/ (Slurm -N, TPU hosts)."""
+        return self if index == 0 else AttemptPaths(self.dir / TASKS_DIR / str(index))
+
+    def task_indexes(self) -> list[int]:
+        """The tasks that have a folder (always 0), in order."""
+        try:
+            found = [int(e.name) for e in os.scandir(self.dir / TASKS_DIR) if e.is_dir() and e.name.isdigit()]
+        except FileNotFoundError:
+            found = []
+        return [0, *sorted(i for i in found if i > 0)]
 
     @property
     def stdout(self) -> Path:
@@ -205,7 +235,7 @@ class RunPaths:
     def corrupt_files(self) -> list[Path]:
         """Files of this run that were moved aside as corrupt (`<name>.corrupt-<ts>`)."""
         try:
-            return sorted(p for p in self.dir.iterdir() if ".corrupt-" in p.name)
+            return sorted(p for p in self.dir.iterdir() if CORRUPT_MARK in p.name)
         except FileNotFoundError:
             return []
 
@@ -279,14 +309,14 @@ class Home:
         return self.actors_dir(namespace) / name
 
     def endpoint(self, namespace: str, name: str, actor_id: str) -> Path:
-        return self.actor_dir(namespace, name) / f"{actor_id}.json"
+        return self.actor_dir(namespace, name) / f"{actor_id}{RECORD_SUFFIX}"
 
     @property
     def reservations_dir(self) -> Path:
         return self.root / "reservations"
 
     def reservation(self, reservation_id: str) -> Path:
-        return self.reservations_dir / f"{reservation_id}.json"
+        return self.reservations_dir / f"{reservation_id}{RECORD_SUFFIX}"
 
     @property
     def venvs_dir(self) -> Path:
@@ -295,6 +325,10 @@ class Home:
 
     def venv(self, key: str) -> Path:
         return self.venvs_dir / key
+
+    def venv_python(self, key: str) -> Path:
+        """The interpreter of that environment."""
+        return self.venv(key) / "bin" / "python"
 
     def venv_ready(self, key: str) -> Path:
         """Written last, once the environment is complete (schemas/venv.json)."""
@@ -306,6 +340,18 @@ class Home:
     def meta_file(self, run_id: str) -> str:
         """runs/<id>/meta.json as a plain string: `fray list` stats a thousand of these."""
         return f"{self._runs_prefix}{run_id}{os.sep}{META}"
+
+    def control_file(self, run_id: str) -> str:
+        """runs/<id>/control.json as a plain string (the daemon stats it every cycle)."""
+        return f"{self._runs_prefix}{run_id}{os.sep}{CONTROL}"
+
+    def run_folder(self, run_id: str) -> str:
+        """runs/<id> as a plain string."""
+        return f"{self._runs_prefix}{run_id}"
+
+    @property
+    def watch_probe(self) -> Path:
+        return self.runs_dir / WATCH_PROBE
 
     @cached_property
     def _runs_prefix(self) -> str:

@@ -67,7 +67,7 @@ def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> 
     name = options.name or parsed.name or options.script.stem
     meta = new_meta(name, now, workdir, spec, source=str(options.script.resolve()),
                     frozen=frozen_name(layout.FROZEN_SCRIPT_STEM, options.script.suffix), script=data)
-    write_run(home, meta, {meta.script["frozen"]: data})
+    write_run(home, NewRun(meta, {meta.script["frozen"]: data}))
     return meta
 
 
@@ -87,39 +87,58 @@ def new_meta(name: str, now: float, workdir: str, spec: RunSpec, source: str, fr
     )
 
 
-def write_run(home: Home, meta: Meta, files: Mapping[str, bytes], job: dict[str, Any] | None = None) -> None:
+@dataclass(frozen=True)
+class NewRun:
+    """Everything a new run's folder holds: its meta, `files` by name (the frozen script; a launched job's
+    payload or script) and, for a job launched through the cluster API, its job.json."""
+
+    meta: Meta
+    files: Mapping[str, bytes]
+    job: dict[str, Any] | None = None
+
+
+def write_run(home: Home, new: NewRun) -> None:
     """The one way a run comes to exist: its folder built whole under a hidden name, then renamed into place."""
-    staging = stage_run(home, meta, files, job)
-    publish_run(home, staging, meta.run_id)
+    write_runs(home, [new])
 
 
-def stage_run(home: Home, meta: Meta, files: Mapping[str, bytes], job: dict[str, Any] | None = None) -> RunPaths:
-    """Build a new run's folder under a hidden name (`publish_run` shows it): `files` by name (the frozen
-    script; a launched job's payload or script), a launched job's job.json, control.json, meta.json.
+def write_runs(home: Home, new: list[NewRun]) -> None:
+    """Write several runs, all of them or (on any error) none: every folder is built before any is shown,
+    so readers (and the daemon) never see a half-made folder nor part of a group."""
+    staged: list[RunPaths] = []
+    try:
+        for item in new:
+            staged.append(_stage_run(home, item))
+    except BaseException:
+        for paths in staged:
+            _discard(paths)
+        raise
+    for item, paths in zip(new, staged):
+        os.rename(paths.dir, home.run(item.meta.run_id).dir)
+
+
+def _stage_run(home: Home, new: NewRun) -> RunPaths:
+    """Build a new run's folder under a hidden name: files, job.json, control.json, meta.json (written last).
     Nothing is left behind on failure."""
+    meta = new.meta
     store.ensure_home(home)
     staging = home.new_run(meta.run_id)
     store.make_dirs(staging.dir)
     try:
-        for name, data in files.items():
+        for name, data in new.files.items():
             store.write_bytes_atomic(staging.script(name), data)
-        if job is not None:
-            store.write_json(staging.job, job, "job")
+        if new.job is not None:
+            store.write_json(staging.job, new.job, "job")
         store.write_json(staging.control, Control(updated_at=meta.created_at,
                                                   updated_by=meta.submitted_by["user"]).to_dict(), "control")
         store.write_json(staging.meta, meta.to_dict(), "meta")
     except BaseException:
-        discard_run(staging)
+        _discard(staging)
         raise
     return staging
 
 
-def publish_run(home: Home, staging: RunPaths, run_id: str) -> None:
-    """Make a staged run visible: readers (and the daemon) never see a half-made folder."""
-    os.rename(staging.dir, home.run(run_id).dir)
-
-
-def discard_run(staging: RunPaths) -> None:
+def _discard(staging: RunPaths) -> None:
     shutil.rmtree(staging.dir, ignore_errors=True)
 
 

@@ -21,6 +21,7 @@ import orjson
 from fray.core import validation
 from fray.wrapper import records
 from fray.errors import CorruptFileError, StateError
+from fray.state import layout
 from fray.state.layout import Home
 
 DIR_MODE = records.DIR_MODE
@@ -133,7 +134,7 @@ def quarantine(path: Path, identity: int | None = None) -> Path | None:
         if identity is not None and os.stat(path).st_ino != identity:
             return None
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        target = path.with_name(f"{path.name}.corrupt-{stamp}-{os.urandom(2).hex()}")
+        target = layout.corrupt_name(path, f"{stamp}-{os.urandom(2).hex()}")
         os.replace(path, target)
         return target
     except FileNotFoundError:

@@ -30,7 +30,7 @@ from fray.backends import wrapper_command
 from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from fray.backends.local import replicas
 from fray.errors import BackendError
-from fray.state.layout import Home
+from fray.state.layout import AttemptPaths, Home
 from fray.core.observation import BackendView
 from fray.core.placement.attributes import local_attributes
 from fray.core.scheduler import Capacity
@@ -83,7 +83,7 @@ class LocalBackend:
         env = {**os.environ, **spec.env, **(replicas.task_env(request.key.run_id, index, count) if count > 1 else {})}
         # A CPU run must not land on a GPU another run was given.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, replicas.gpu_share(request.gpu_ids, index, count)))
-        log_fd = os.open(folder / contract.WRAPPER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
+        log_fd = os.open(AttemptPaths(folder).wrapper_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
         try:
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, env=env,
                                      cwd=str(folder), start_new_session=True, close_fds=True)

@@ -35,11 +35,11 @@ from fray.backends.base import SubmitRequest
 from fray.backends.slurm.parse import job_name
 from fray.core.placement.runs import parse_all
 from fray.core.placement.slurm import SlurmPlacement, to_slurm
+from fray.state import layout
 
 ENV_TASK_INDEX = "FRAY_TASK_INDEX"
 ENV_NUM_TASKS = "FRAY_NUM_TASKS"
 ENV_COORDINATOR = "FRAY_COORDINATOR_ADDRESS"
-TASKS_DIR = "tasks"
 COORDINATOR_PORT_BASE = 20000
 
 # Short sbatch options that take a value, by their long names.
@@ -172,7 +172,7 @@ def batch_script(job: BatchJob) -> str:
     per_task = "\n".join([
         f"export {ENV_TASK_INDEX}=\"$SLURM_PROCID\" {ENV_NUM_TASKS}=\"$SLURM_NTASKS\"",
         f"task_dir={q(str(request.attempt_dir))}",
-        f'[ "$SLURM_PROCID" = 0 ] || task_dir="$task_dir/{TASKS_DIR}/$SLURM_PROCID"',
+        f'[ "$SLURM_PROCID" = 0 ] || task_dir="$task_dir/{layout.TASKS_DIR}/$SLURM_PROCID"',
         "exec " + _wrapper_command(job, '"$task_dir"'),
     ])
     lines += [

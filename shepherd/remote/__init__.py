@@ -1,0 +1,19 @@
+"""Running fray on a cluster's login node over SSH (`--remote HOST`).
+
+The transport sits beside the backends: it knows SSH, the remote fray and the
+project folder, and nothing of the front ends. Modules by job:
+
+    ssh_config   where HOST really is (~/.ssh/config: HostName, User, Port, IdentityFile, ProxyJump)
+    hosts        host keys checked against known_hosts; `trust` adds one on purpose
+    connection   one paramiko client per host, agent and default keys, timeouts, ProxyJump
+    command      quoting an argv and running `fray ... --json` remotely, exit codes kept
+    sync         the project folder copied by content hash, ignore rules, a size guard
+    errors       what goes wrong, said so a person can act on it
+
+paramiko is imported only when a connection is made, so commands that never
+go remote start as fast as before.
+"""
+
+from fray.remote.errors import RemoteError
+
+__all__ = ["RemoteError"]

@@ -1,0 +1,54 @@
+"""Errors of the SSH transport, each saying what to do next."""
+
+from __future__ import annotations
+
+from fray.errors import FrayError
+
+
+class RemoteError(FrayError):
+    """Anything that kept a remote command from running (exit code 255, as ssh)."""
+
+    exit_code = 255
+
+
+class UnreachableHost(RemoteError):
+    pass
+
+
+class AuthenticationFailed(RemoteError):
+    pass
+
+
+class UnknownHostKey(RemoteError):
+    """The host presented a key known_hosts does not list: refused, never added silently."""
+
+    def __init__(self, host: str, key_type: str, fingerprint: str, known_hosts: str) -> None:
+        self.host = host
+        self.fingerprint = fingerprint
+        super().__init__(
+            f"host {host} is not in {known_hosts}; it presented a {key_type} key with fingerprint "
+            f"{fingerprint}.\n  If that is the right fingerprint, trust it with: fray remote trust {host}"
+        )
+
+
+class ChangedHostKey(RemoteError):
+    """The host presented a key different from the one known_hosts lists: possibly an attack."""
+
+    def __init__(self, host: str, key_type: str, fingerprint: str, known_hosts: str) -> None:
+        self.host = host
+        self.fingerprint = fingerprint
+        super().__init__(
+            f"WARNING: THE HOST KEY OF {host} HAS CHANGED. Someone could be intercepting the "
+            f"connection, or the host was reinstalled. It now presents a {key_type} key with "
+            f"fingerprint {fingerprint}, which does not match {known_hosts}. Refusing to connect.\n"
+            f"  If the change is expected, remove the old entry (ssh-keygen -R {host} -f {known_hosts}) "
+            f"and run: fray remote trust {host}"
+        )
+
+
+class RemoteCommandFailed(RemoteError):
+    pass
+
+
+class ConnectionDropped(RemoteError):
+    pass

@@ -1,0 +1,160 @@
+"""`fray ... --remote HOST`: which host, and running the command there.
+
+`--remote HOST` (or `--remote=HOST`) may stand anywhere before `--`; without
+it FRAY_REMOTE, then `remote = "HOST"` in ~/.config/fray/config.toml, name a
+default host. An empty FRAY_REMOTE means "run here" (the remote side is given
+one, so a config file there can never forward again).
+
+The remote runs the same fray version (bootstrap makes sure), so its output,
+human or `--json`, is what a local run prints; it is passed through byte for
+byte, and its exit code becomes ours. FRAY_REMOTE_HOME names the remote FRAY_HOME (default: the remote's
+$FRAY_HOME, else ~/.fray there). `fray submit` first syncs the project
+(the current folder) and runs the remote submit inside the synced copy, recording
+the copy's path and content hash in the run (SYNCED_CODE_PATH, SYNCED_CODE_HASH).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import sys
+from pathlib import Path
+
+SEPARATOR = "--"
+ENV_REMOTE = "FRAY_REMOTE"
+ENV_REMOTE_HOME = "FRAY_REMOTE_HOME"  # the remote FRAY_HOME, when not the remote's own default
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "fray" / "config.toml"
+
+
+def default_host() -> str | None:
+    if ENV_REMOTE in os.environ:
+        return os.environ[ENV_REMOTE].strip() or None
+    path = user_config_path()
+    if not path.is_file():
+        return None
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the one line this needs
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "remote":
+                return value.strip().strip("\"'") or None
+        return None
+    value = tomllib.loads(path.read_text()).get("remote")
+    return value if isinstance(value, str) and value else None
+
+
+def split(argv: list[str]) -> tuple[str | None, list[str]]:
+    """(the host to run on or None, argv without the --remote option)."""
+    cut = argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)
+    words, tail = argv[:cut], argv[cut:]
+    host: str | None = None
+    rest: list[str] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word == "--remote" and index + 1 < len(words):
+            host = words[index + 1]
+            index += 2
+            continue
+        if word.startswith("--remote="):
+            host = word.split("=", 1)[1]
+        else:
+            rest.append(word)
+        index += 1
+    if host is None:
+        host = default_host()
+    return (host or None), rest + tail
+
+
+def code_folder(remote_home: str, project: Path) -> str:
+    """Where the project's synced copy lives on the remote: one folder per project name."""
+    return posixpath.join(remote_home, "code", project.resolve().name or "project")
+
+
+def _interactive(words: list[str], argv: list[str]) -> bool:
+    """Commands that draw on a terminal or follow output until interrupted need a PTY."""
+    if "--json" in argv and words[:1] != ["logs"]:
+        return False
+    command = words[:1]
+    return command == ["tui"] or (command == ["logs"] and bool({"-f", "--follow"} & set(argv))) or (
+        command == ["nodes"] and len(words) == 1 and sys.stdout.isatty()
+    )
+
+
+def handles(host: str | None, argv: list[str]) -> bool:
+    """Whether this module runs the command: any command with a host, `fray sync`, `fray remote`."""
+    return host is not None or argv[:1] in (["sync"], ["remote"])
+
+
+def main(host: str | None, argv: list[str]) -> int:
+    """Run `fray *argv` on `host`, printing what it prints; its exit code (255: it could not run)."""
+    from fray.errors import FrayError, failure_message
+
+    try:
+        if argv[:1] == ["remote"]:
+            return _remote_command(argv[1:])
+        if host is None:
+            print("fray: error: `fray sync` needs a host: --remote HOST (or FRAY_REMOTE)", file=sys.stderr)
+            return 2
+        return _forward(host, argv)
+    except FrayError as exc:
+        message, code = failure_message(exc) or (str(exc), 255)
+        print(message, file=sys.stderr)
+        return code
+
+
+def _remote_command(words: list[str]) -> int:
+    """`fray remote trust HOST`: record the host's key after showing its fingerprint."""
+    if len(words) != 2 or words[0] != "trust":
+        print("usage: fray remote trust HOST   (record HOST's key in known_hosts)", file=sys.stderr)
+        return 2
+    from fray.remote import hosts
+    from fray.remote.ssh_config import resolve
+
+    spec = resolve(words[1])
+    key_type, fingerprint = hosts.trust(spec)
+    print(f"trusted {words[1]} ({spec.known_hosts_name}): {key_type} {fingerprint} in {spec.known_hosts[0]}")
+    return 0
+
+
+def _forward(host: str, argv: list[str]) -> int:
+    from fray.remote import bootstrap, command, sync
+    from fray.remote.connection import connect
+    from fray.remote.run import run_fray
+
+    words = [w for w in argv[: argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)] if not w.startswith("-")]
+    if words[:1] == ["submit"] or words[:1] == ["sync"]:
+        conn = connect(host)
+        remote = bootstrap.ensure(conn, os.environ.get(ENV_REMOTE_HOME) or None)
+        project = Path.cwd()
+        force = "--force" in argv
+        copied = sync.sync(conn, project, code_folder(remote.home, project), force=force)
+        if words[:1] == ["sync"]:
+            print(f"synced {project} to {host}:{copied.remote_path} ({len(copied.sent)} sent, "
+                  f"{len(copied.removed)} removed, tree {copied.tree_hash[:12]})")
+            return 0
+        # The run records which code it ran (in its spec's env, shown by `fray status`; the workload sees it too).
+        cut = argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)
+        recorded = ["--env", f"SYNCED_CODE_PATH={copied.remote_path}", "--env", f"SYNCED_CODE_HASH={copied.tree_hash}"]
+        submit = [*argv[:cut], *recorded, *argv[cut:]]
+        script = 'cd "$1" && shift && exec "$@"'
+        result = command.run(conn, ["sh", "-c", script, "sh", copied.remote_path, remote.executable, *submit],
+                             env={"FRAY_HOME": remote.home, ENV_REMOTE: ""})
+    elif _interactive(words, argv):
+        from fray.remote.pty import interactive
+
+        conn = connect(host)
+        remote = bootstrap.ensure(conn, os.environ.get(ENV_REMOTE_HOME) or None)
+        return interactive(conn, [remote.executable, *argv], {"FRAY_HOME": remote.home, ENV_REMOTE: ""})
+    else:
+        result = run_fray(host, argv, home=os.environ.get(ENV_REMOTE_HOME) or None, json=False)
+    sys.stdout.buffer.write(result.stdout)
+    sys.stdout.flush()
+    sys.stderr.buffer.write(result.stderr)
+    sys.stderr.flush()
+    return result.exit_code

@@ -1,0 +1,155 @@
+"""The project folder copied to the remote by content hash: only changed files travel.
+
+The local side lists the project (minus .git, what .gitignore and .frayignore
+exclude), hashes each file and compares with the manifest the previous sync
+left on the remote; new and changed files go over SFTP, files gone locally are
+removed there. The whole tree's hash names the code a run ran. A folder whose
+upload would be huge is refused unless forced.
+
+Ignore files support the common gitignore forms: comments, `name`, `*.ext`,
+`dir/`, `/anchored` and `a/**/b` patterns; negations (`!x`) are not supported
+and are ignored.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import posixpath
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from fray.errors import UsageError
+from fray.remote.connection import Connection
+
+MANIFEST = ".fray-sync.json"
+IGNORE_FILES = (".gitignore", ".frayignore")
+ALWAYS_IGNORED = (".git/", MANIFEST, "__pycache__/")
+DEFAULT_SIZE_LIMIT = 200 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    remote_path: str
+    tree_hash: str
+    sent: tuple[str, ...]
+    removed: tuple[str, ...]
+    bytes_sent: int
+
+
+def ignore_patterns(root: Path) -> list[str]:
+    patterns = list(ALWAYS_IGNORED)
+    for name in IGNORE_FILES:
+        path = root / name
+        if path.is_file():
+            for line in path.read_text(errors="replace").splitlines():
+                line = line.strip()
+                if line and not line.startswith(("#", "!")):
+                    patterns.append(line)
+    return patterns
+
+
+def ignored(rel: str, is_dir: bool, patterns: list[str]) -> bool:
+    """Whether the path `rel` (posix, relative to the root) matches a gitignore-style pattern."""
+    name = posixpath.basename(rel)
+    for pattern in patterns:
+        dir_only = pattern.endswith("/")
+        pattern = pattern.rstrip("/")
+        if dir_only and not is_dir:
+            continue
+        if "/" in pattern:  # anchored to the root
+            pattern = pattern.lstrip("/")
+            if fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(rel, pattern.replace("**/", "")):
+                return True
+        elif fnmatch.fnmatchcase(name, pattern):
+            return True
+    return False
+
+
+def manifest(root: Path) -> dict[str, str]:
+    """{relative posix path: sha256} of every file sync would send."""
+    patterns = ignore_patterns(root)
+    files: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
+        dirnames[:] = sorted(d for d in dirnames if not ignored(posixpath.join(rel_dir, d), True, patterns))
+        for name in sorted(filenames):
+            rel = posixpath.join(rel_dir, name)
+            path = Path(dirpath) / name
+            if ignored(rel, False, patterns) or not path.is_file():
+                continue
+            files[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return files
+
+
+def tree_hash(files: dict[str, str]) -> str:
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        digest.update(f"{rel}\0{files[rel]}\n".encode())
+    return digest.hexdigest()
+
+
+def sync(
+    conn: Connection, root: Path, remote_path: str, *, force: bool = False, size_limit: int = DEFAULT_SIZE_LIMIT
+) -> SyncResult:
+    """Make `remote_path` hold exactly the project files of `root`, sending only what changed."""
+    root = root.resolve()
+    local = manifest(root)
+    sftp = conn.client.open_sftp()
+    try:
+        sftp.get_channel().settimeout(conn.spec.connect_timeout)
+        _makedirs(sftp, remote_path)
+        previous = _read_manifest(sftp, posixpath.join(remote_path, MANIFEST))
+        to_send = [rel for rel, digest in local.items() if previous.get(rel) != digest]
+        to_remove = [rel for rel in previous if rel not in local]
+        size = sum((root / rel).stat().st_size for rel in to_send)
+        if size > size_limit and not force:
+            raise UsageError(
+                f"{root} would send {size / 1e6:.0f} MB to the remote (limit {size_limit / 1e6:.0f} MB). "
+                "Exclude data and outputs in .frayignore, or pass --force to send it anyway."
+            )
+        made: set[str] = {""}
+        for rel in to_send:
+            parent = posixpath.dirname(rel)
+            if parent not in made:
+                _makedirs(sftp, posixpath.join(remote_path, parent))
+                made.add(parent)
+            target = posixpath.join(remote_path, rel)
+            sftp.put(str(root / rel), target)
+            sftp.chmod(target, stat.S_IMODE((root / rel).stat().st_mode))
+        for rel in to_remove:
+            try:
+                sftp.remove(posixpath.join(remote_path, rel))
+            except FileNotFoundError:
+                pass
+        with sftp.open(posixpath.join(remote_path, MANIFEST), "w") as f:
+            f.write(json.dumps(local, sort_keys=True))
+    finally:
+        sftp.close()
+    return SyncResult(remote_path, tree_hash(local), tuple(to_send), tuple(to_remove), size)
+
+
+def _read_manifest(sftp, path: str) -> dict[str, str]:  # noqa: ANN001 - paramiko SFTPClient
+    try:
+        with sftp.open(path, "r") as f:
+            data = json.loads(f.read())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _makedirs(sftp, path: str) -> None:  # noqa: ANN001 - paramiko SFTPClient
+    parts = []
+    while path not in ("", "/"):
+        try:
+            sftp.stat(path)
+            break
+        except FileNotFoundError:
+            parts.append(path)
+            path = posixpath.dirname(path)
+    for part in reversed(parts):
+        sftp.mkdir(part)

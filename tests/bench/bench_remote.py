@@ -1,0 +1,109 @@
+"""Benchmark: `--remote` against a real sshd on 127.0.0.1 (targets from issue 13).
+
+    fray list --json --remote HOST, cold (a fresh connection each time) and warm
+    (the background master left by the previous command), beside a plain
+    `ssh HOST fray list --json` (OpenSSH client) in the same run.
+        target: warm <= 1.2 x plain ssh
+    fray sync of a 2,000-file project with one file changed, beside
+    `rsync -a` over ssh to another copy (when rsync is installed).
+        target: incremental sync <= 2 x rsync
+
+    python tests/bench/bench_remote.py [--repeats 11]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from _common import FRAY, report, time_interleaved  # noqa: E402
+
+from tests.conftest import _kill_everything_of  # noqa: E402
+from tests.remote_support import start_sshd, write_ssh_config  # noqa: E402
+
+ALIAS = "fray-bench"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=11)
+    repeats = parser.parse_args().repeats
+    with tempfile.TemporaryDirectory(prefix="fray-bench-remote-") as tmp:
+        root = Path(tmp)
+        (root / "sshd").mkdir()
+        server, proc = start_sshd(root / "sshd")
+        try:
+            run(root, server, repeats)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+            _kill_everything_of(root / "remote home")  # the remote daemon and master, if any
+
+
+def run(root: Path, server, repeats: int) -> None:  # noqa: ANN001
+    known_hosts, config, remote_home = root / "known_hosts", root / "ssh_config", root / "remote home"
+    known_hosts.write_text(server.known_hosts_line())
+    write_ssh_config(config, server, known_hosts, alias=ALIAS)
+    (root / "run").mkdir()
+    env = {**os.environ, "FRAY_SSH_CONFIG": str(config), "FRAY_REMOTE_HOME": str(remote_home),
+           "XDG_RUNTIME_DIR": str(root / "run"), "NO_COLOR": "1"}
+    env.pop("SSH_AUTH_SOCK", None)
+    fray_list = [FRAY, "list", "--json", "--remote", ALIAS]
+    subprocess.run(fray_list, env={**env, "FRAY_REMOTE_NO_MASTER": "1"}, check=True, stdout=subprocess.DEVNULL)  # installs
+    remote_fray = remote_home / "venv" / "bin" / "fray"
+    plain = ["ssh", "-F", str(config), ALIAS, f"env FRAY_HOME={shlex.quote(str(remote_home))} "
+             f"{shlex.quote(str(remote_fray))} list --json"]
+    subprocess.run(fray_list, env=env, check=True, stdout=subprocess.DEVNULL)  # leaves a master
+    sockets = root / "run" / f"fray-ssh-{os.getuid()}"
+    deadline = time.monotonic() + 60
+    while not (sockets.exists() and any(sockets.iterdir())):
+        if time.monotonic() > deadline:
+            raise TimeoutError("no master came up")
+        time.sleep(0.05)
+    cold = time_interleaved({"cold": fray_list}, {**env, "FRAY_REMOTE_NO_MASTER": "1"}, repeats)["cold"]
+    both = time_interleaved({"warm": fray_list, "ssh": plain}, env, repeats)
+    report("fray list --json --remote (cold: new connection)", cold)
+    ssh_ms = report("ssh HOST fray list --json (OpenSSH)", both["ssh"])
+    report("fray list --json --remote (warm: master)", both["warm"], target_ms=1.2 * ssh_ms)
+
+    project = root / "project"
+    for i in range(2000):
+        path = project / f"pkg{i % 40}" / f"mod{i}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"VALUE = {i}\n" * 20)
+    sync = [FRAY, "sync", "--remote", ALIAS]
+    subprocess.run(sync, env=env, cwd=project, check=True, stdout=subprocess.DEVNULL)  # the first, full copy
+    commands = {"sync": sync}
+    rsync = shutil.which("rsync")
+    if rsync:
+        commands["rsync"] = [rsync, "-a", "-e", f"ssh -F {shlex.quote(str(config))}", f"{project}/",
+                             f"{ALIAS}:{shlex.quote(str(root / 'rsync copy'))}/"]
+        subprocess.run(commands["rsync"], env=env, check=True)
+    samples: dict[str, list[float]] = {label: [] for label in commands}
+    for i in range(repeats):
+        (project / "pkg7" / "mod7.py").write_text(f"VALUE = {i}  # changed\n")
+        for label, argv in commands.items():
+            start = time.perf_counter()
+            subprocess.run(argv, env=env, cwd=project, check=True, stdout=subprocess.DEVNULL)
+            samples[label].append(time.perf_counter() - start)
+    if rsync:
+        rsync_ms = report("rsync -a (2,000 files, one changed)", samples["rsync"])
+        report("fray sync (2,000 files, one changed)", samples["sync"], target_ms=2 * rsync_ms)
+    else:
+        report("fray sync (2,000 files, one changed)", samples["sync"])
+        print("rsync is not installed here: the comparison was skipped")
+    print(f"(medians: cold {statistics.median(cold) * 1000:.0f} ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""`fray ... --remote HOST` end to end: the real CLI, a real sshd, fray bootstrapped into a remote home."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import _kill_everything_of, run_fray, wait_until
+from tests.remote_support import remote_host, sshd  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+
+def test_submit_list_logs_over_remote_match_local(remote_host, tmp_path, monkeypatch):
+    remote_home = tmp_path / "remote fray home"
+    monkeypatch.setenv("FRAY_REMOTE_HOME", str(remote_home))
+    monkeypatch.setenv("FRAY_REMOTE_NO_MASTER", "1")  # no background process outlives the test
+    monkeypatch.setenv("FRAY_HOME", str(tmp_path / "laptop home"))  # the laptop's own: never used
+    project = tmp_path / "my project"
+    project.mkdir()
+    (project / "greeting.txt").write_text("hello from the synced copy")  # read from the run's workdir
+    (project / "train.py").write_text("import sys\nprint(open('greeting.txt').read(), sys.argv[1:])\n")
+    try:
+        # An unknown host is refused; `fray remote trust` records it, printing the fingerprint.
+        remote_host.known_hosts.write_text("")
+        refused = run_fray("list", "--remote", remote_host.alias)
+        assert refused.returncode == 255 and "fray remote trust fray-test" in refused.stderr
+        trusted = run_fray("remote", "trust", remote_host.alias, check=True)
+        assert "SHA256:" in trusted.stdout
+
+        monkeypatch.chdir(project)
+        marker = tmp_path / "pwned"
+        submitted = run_fray("submit", "train.py", "--remote", remote_host.alias, "--name", f"a $(touch {marker})",
+                             "--wait", "--json", "--", "--lr", "3e-4; `touch " + str(marker) + "`", timeout=300)
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        assert not marker.exists()
+        run_id = json.loads(submitted.stdout.splitlines()[-1])["run_id"]
+
+        remote = run_fray("list", "--json", "--remote", remote_host.alias, check=True)
+        local = run_fray("list", "--json", home=remote_home, check=True)
+        # The same listing, but for the clock: when it was generated and the daemon's last cycle.
+        strip = lambda text: {k: v for k, v in json.loads(text).items() if k not in ("generated_at", "daemon")}  # noqa: E731
+        assert strip(remote.stdout) == strip(local.stdout)
+        assert json.loads(remote.stdout)["daemon"]["lease"]["pid"] == json.loads(local.stdout)["daemon"]["lease"]["pid"]
+        assert [r["run_id"] for r in json.loads(remote.stdout)["runs"]] == [run_id]
+        assert json.loads(remote.stdout)["runs"][0]["name"] == f"a $(touch {marker})"
+
+        logs = run_fray("logs", run_id, "--remote", remote_host.alias, check=True)
+        assert logs.stdout == run_fray("logs", run_id, home=remote_home, check=True).stdout
+        assert logs.stdout == f"hello from the synced copy ['--lr', '3e-4; `touch {marker}`']\n"
+
+        # The run records which code it ran: the synced copy's path and the project's content hash.
+        from fray.remote import sync
+
+        status = json.loads(run_fray("status", run_id, "--json", "--remote", remote_host.alias, check=True).stdout)
+        assert status["spec"]["env"]["SYNCED_CODE_HASH"] == sync.tree_hash(sync.manifest(project))
+        assert status["spec"]["env"]["SYNCED_CODE_PATH"] == status["spec"]["workdir"] == str(remote_home / "code" / "my project")
+
+        _tui_over_pty(remote_host, tmp_path, remote_home)
+
+        missing = run_fray("status", "no-such-run", "--remote", remote_host.alias)
+        assert missing.returncode == run_fray("status", "no-such-run", home=remote_home).returncode != 0
+        assert not marker.exists()
+    finally:
+        _kill_everything_of(remote_home)
+
+
+def _tui_over_pty(remote_host, tmp_path, remote_home) -> None:  # noqa: ANN001
+    """`fray tui --remote` in tmux shows the remote's run, follows a resize, and quits on `q` (exit restores the pane)."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    name = f"fray-remote-{os.getpid()}"
+
+    def tmux(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", "-L", name, *args], capture_output=True, text=True, timeout=20)
+
+    env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in ("FRAY_SSH_CONFIG", "FRAY_REMOTE_HOME", "FRAY_HOME"))
+    command = (f"env -u COLUMNS -u LINES -u SSH_AUTH_SOCK {env} FRAY_REMOTE_NO_MASTER=1 TERM=xterm-256color "
+               f"{shlex.quote(sys.executable)} -m fray.cli.main tui --remote {remote_host.alias}")
+    assert tmux("new-session", "-d", "-s", name, "-x", "90", "-y", "30", command).returncode == 0
+    try:
+        screen = lambda: tmux("capture-pane", "-p", "-t", name).stdout  # noqa: E731
+        wait_until(lambda: "a $(touch" in screen() and "1 run" in screen(), timeout=60, what="the remote's run in the TUI")
+        # Wider: only a remote that learnt the new size can draw past column 90.
+        tmux("resize-window", "-t", name, "-x", "140", "-y", "40")
+        wait_until(lambda: max(len(line.rstrip()) for line in screen().splitlines()) > 100, what="the redraw at 140 columns")
+        tmux("send-keys", "-t", name, "q")
+        wait_until(lambda: tmux("has-session", "-t", name).returncode != 0, timeout=20, what="fray tui to quit")
+    finally:
+        tmux("kill-server")
