@@ -50,8 +50,8 @@ def test_production_starts_before_older_batch_and_an_unmet_constraint_says_why(h
         listing = json.loads(run_fray("list", "--json", home=home.root, check=True).stdout)
         bands = {row["run_id"]: row["priority"] for row in listing["runs"]}
         assert bands[prod] == "production" and bands[batch] == "batch" and bands[blocker] == "interactive"
-        table = run_fray("list", home=home.root, check=True).stdout
-        # TABLE_ASSERT
+        table = run_fray("list", home=home.root, check=True, env={"COLUMNS": "250"}).stdout
+        assert "no worker with gpu-type=h100" in table and "pending · batch" in table
 
         runs.request(home, blocker, "stop")
         wait_until(lambda: home.run(prod).attempt(1).started.exists(), what="the production run to start first")
