@@ -54,7 +54,7 @@ class CyclePlan:
 class FamilyKeeper:
     def __init__(self, home: Home, config: dict[str, Any] | None = None) -> None:
         self.home = home
-        self._config = load_config(home) if config is None else config
+        self.config = load_config(home) if config is None else config
         self._reader = store.CachedReader()
         self._endpoint_cache: dict[Path, endpoints.Endpoint | None] = {}
         self._swept_at = float("-inf")
@@ -86,7 +86,7 @@ class FamilyKeeper:
             else family.GroupPlan()
         for run_id, why in plan.stop.items():
             orders.setdefault(run_id, why)
-        credits = credits_from(self._config, [m for m in metas.values() if m is not None], now)
+        credits = credits_from(self.config, [m for m in metas.values() if m is not None], now)
         held_back = _held_back(active, orders, plan, admitter.ledgers, now, credits)
 
         def admit_for(meta: Meta) -> Callable[[Request], Admission]:

@@ -100,7 +100,7 @@ class Daemon:
         self._config = self._settings.config
         self._loaded: set[str] = set()  # backends this daemon built from config.json (not handed in)
         self._nodes = NodeKeeper(home, self._reader, self._config, clock)
-        self._family = FamilyKeeper(home)
+        self._family = FamilyKeeper(home, self._config)
         self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
         self._alerter = alerts.Alerter.from_config(self._config)
 
@@ -432,6 +432,7 @@ class Daemon:
         before, self._config = self._config, config
         self._nodes = NodeKeeper(self.home, self._reader, config, self.clock)
         self._alerter.rules = alerts.Alerter.from_config(config).rules
+        self._family.config = config  # priority credits
         for name in [n for n in self._loaded if before.get(n) != config.get(n)]:
             # Rebuilt on next use from the new section; attempts live on and are found again.
             del self._backends[name]
