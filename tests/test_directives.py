@@ -117,6 +117,11 @@ EVERY_OPTION = [
     ("--health-cmd 'curl -sf localhost:8000/health'", "health_cmd", "curl -sf localhost:8000/health"),
     ("--health-interval 1m", "health_interval_sec", 60.0),
     ("--health-retries 5", "health_retries", 5),
+    ("--constraint gpu-type=h100", "constraints", {"gpu-type=h100": "gpu-type=h100"}),
+    ("--tolerate spot", "tolerations", {"spot": "spot"}),
+    ("--replicas 4", "replicas", 4),
+    ("--group-by tpu-name", "group_by", "tpu-name"),
+    ("--priority batch", "priority", "batch"),
 ]
 
 

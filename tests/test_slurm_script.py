@@ -135,3 +135,23 @@ def test_several_nodes_start_one_wrapper_per_node_through_srun(tmp_path: Path) -
     assert 'task_dir="$task_dir/tasks/$SLURM_PROCID"' in text
     assert "FRAY_COORDINATOR_ADDRESS=" in text and "scontrol show hostnames" in text
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+
+def test_placement_constraints_become_sbatch_options(tmp_path: Path) -> None:
+    spec = RunSpec(backend="slurm", gpus=2, constraints=["feature:ib", "gpu-type=h100", "hostname!=n2",
+                                                           "partition in (gpu, gpu-long)"])
+    batch = job(tmp_path, spec, gpu_type="a100")
+    argv = sbatch_argv(batch, batch.request.attempt_dir / "sbatch.sh", batch.request.attempt_dir / "slurm.log")
+    assert "--constraint=ib" in argv and "--gres=gpu:h100:2" in argv  # the constraint wins over the memory pick
+    assert "--partition=gpu,gpu-long" in argv and "--exclude=n2" in argv
+    mine = job(tmp_path, RunSpec(backend="slurm", constraints=["feature:ib"], sbatch=["#SBATCH -C nvme"]))
+    assert not any(a.startswith("--constraint") for a in sbatch_argv(mine, Path("s"), Path("l")))  # the user's wins
+
+
+def test_replicas_ask_for_one_allocation_with_one_task_per_node(tmp_path: Path) -> None:
+    batch = job(tmp_path, RunSpec(backend="slurm", replicas=4, group_by="hostname"))
+    argv = sbatch_argv(batch, Path("s"), Path("l"))
+    assert "--nodes=4" in argv and "--ntasks-per-node=1" in argv
+    text = batch_script(batch)
+    assert any(line.startswith("exec srun --kill-on-bad-exit=1") for line in text.splitlines())  # one fails: all end
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)

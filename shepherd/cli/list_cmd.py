@@ -99,6 +99,8 @@ def daemon_warning(data: dict[str, Any]) -> str | None:
 def row_cells(row: dict[str, Any]) -> list[Any]:
     colour = render.status_style(row["status"])
     status = row["status"] + (" (paused)" if row["paused"] and row["phase"] != "ended" else "")
+    if row["phase"] == "queued" and row.get("priority"):
+        status += f" · {row['priority']}"  # the band it waits in (fray.core.placement.priority)
     return [
         (row["icon"], colour),
         ("  " * (row["depth"] - 1) + "└ " if row.get("depth") else "") + row["name"],

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from fray.core import values
+from fray.core.placement import values as placement_values
 from fray.core.backend_names import BACKEND_NAMES
 from fray.core.values import format_duration, parse_memory_mb
 from fray.core.model import Mode, RunSpec
@@ -238,6 +239,32 @@ OPTIONS: tuple[DirectiveOption, ...] = (
         f"health checks failed in a row that count as a stall (default {_DEFAULT.health_retries})",
         values.count(minimum=1, example="3"),
     ),
+    DirectiveOption(
+        "--constraint", "constraints", "EXPR",
+        "run only on workers whose attributes match: gpu-type=h100, memory-gb>=80, 'zone in (a, b)', "
+        "feature:ib, !taint:spot (repeatable; all must hold)",
+        placement_values.parse_constraint, repeatable=True,
+    ),
+    DirectiveOption(
+        "--tolerate", "tolerations", "TAINT",
+        "may run on workers tainted taint:TAINT, which other runs avoid (repeatable)",
+        placement_values.parse_toleration, repeatable=True,
+    ),
+    DirectiveOption(
+        "--replicas", "replicas", "N",
+        f"tasks of the run, each with FRAY_TASK_INDEX and FRAY_NUM_TASKS (default {_DEFAULT.replicas})",
+        values.count(minimum=1, example="4"),
+    ),
+    DirectiveOption(
+        "--group-by", "group_by", "ATTRIBUTE",
+        "place every task on workers sharing this attribute (like tpu-name), task i on the i-th, or none",
+        placement_values.parse_attribute_name,
+    ),
+    DirectiveOption(
+        "--priority", "priority", "BAND",
+        f"production, interactive or batch: which waiting runs start first (default {_DEFAULT.priority})",
+        values.choice(("production", "interactive", "batch")),
+    ),
 )
 
 _BY_FLAG = {option.flag: option for option in OPTIONS}
@@ -245,7 +272,7 @@ _SPEC_FIELDS = {option.field for option in OPTIONS} - {"name"}
 # Common sbatch options people put on #FRAY lines by mistake; difflib would
 # suggest nonsense for them (--time -> --name).
 _SBATCH_ONLY = frozenset(
-    "account array constraint cpus-per-task dependency error exclude exclusive gres mail-type mail-user "
+    "account array cpus-per-task dependency error exclude exclusive gres mail-type mail-user "
     "mem-per-cpu nodelist nodes ntasks ntasks-per-node output partition qos reservation time".split()
 )
 
@@ -429,6 +456,9 @@ def build_spec(
         raise ValueError(f"build_spec: not settable RunSpec fields: {', '.join(sorted(unknown))}")
     chosen = {**parsed.overrides, **cli_overrides}
     chosen["env"] = {**parsed.overrides.get("env", {}), **cli_overrides.get("env", {})}
+    for field in ("constraints", "tolerations"):  # repeatable: text -> itself, kept in the order given
+        merged = {**parsed.overrides.get(field, {}), **cli_overrides.get(field, {})}
+        chosen[field] = list(merged.values())
     _fill_heartbeat_defaults(chosen)
     spec = RunSpec(**chosen, sbatch=list(parsed.sbatch), args=list(args), workdir=workdir)
     check_spec(spec)
@@ -479,5 +509,6 @@ def check_spec(spec: RunSpec) -> None:
         spec.health_interval_sec != _DEFAULT.health_interval_sec or spec.health_retries != _DEFAULT.health_retries
     ):
         problems.append("--health-interval and --health-retries apply to a health command; add --health-cmd CMD")
+    problems += placement_values.placement_problems(spec)
     if problems:
         raise UsageError("these settings do not work together:\n  - " + "\n  - ".join(problems))

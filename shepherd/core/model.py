@@ -166,6 +166,13 @@ class RunSpec:
     reserved: bool = False
     queued: bool = False
 
+    # Placement (fray.core.placement): where the tasks may run, how many, and in which band.
+    constraints: list[str] = field(default_factory=list)  # `gpu-type=h100`, `memory-gb>=80`, ... (--constraint)
+    tolerations: list[str] = field(default_factory=list)  # taints this run may land on (--tolerate)
+    replicas: int = 1  # tasks of the run (--replicas)
+    group_by: str | None = None  # all tasks on workers sharing this attribute, or none (--group-by)
+    priority: str = "interactive"  # production | interactive | batch (--priority)
+
     @property
     def provisioning(self) -> str:
         return "spot" if self.spot else "preemptible" if self.preemptible else "reserved" if self.reserved else "on-demand"

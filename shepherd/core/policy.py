@@ -28,7 +28,7 @@ from fray.core import partition_policy
 from fray.core.budgets import NODE_BUDGET, WORKLOAD_BUDGET, backoff_delay, budgets_used
 from fray.core.observation import BackendView
 from fray.core.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
-from fray.core.scheduler import Admission, Request
+from fray.core.scheduler import Admission, Request, run_request
 from fray.core.status import PAUSED_REASON, healthy_period, progress_stalled_for
 from fray.core.values import format_duration
 
@@ -446,7 +446,7 @@ def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> 
         _wait(plan, f"backing off: next attempt at {at}", quiet=True)
         return
     spec = meta.spec
-    admission = admit(Request(spec.cpus, spec.mem_mb, spec.gpus))
+    admission = admit(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas))
     if not admission.admitted:
         _wait(plan, admission.reason)
         return

@@ -8,6 +8,9 @@ counting the held part as theirs). A run whose reservation was released or
 has expired is stopped (`orders`), queued or running.
 
 `Admitter` wraps the daemon's per-backend `scheduler.Ledger`s for one cycle.
+Runs of a reservation are admitted here, outside `placement`'s ordering; the
+other runs are placed by `placement` on what the ledger has left once the
+reservations' idle minimum is held out.
 """
 
 from __future__ import annotations

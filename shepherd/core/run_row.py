@@ -20,7 +20,7 @@ def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, he
         return {"run_id": run_id, "name": run_id, "status": st.status.value, "icon": st.icon,
                 "reason": st.reason, "mode": None, "backend": None, "phase": None,
                 "attempt": None, "node": None, "created_at": None, "uptime_sec": None, "heartbeat_age_sec": None,
-                "step": None, "loss": None, "paused": paused}
+                "step": None, "loss": None, "paused": paused, "priority": None}
     attempt = meta.in_flight
     st: RunStatus = normalized_status(meta, heartbeat_at, now, problem, progress, paused)
     current = meta.current
@@ -37,4 +37,5 @@ def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, he
         "step": (progress or {}).get("step"), "loss": (progress or {}).get("loss"),
         "paused": paused,
         "parent_run_id": meta.parent_run_id,
+        "priority": meta.spec.priority,
     }

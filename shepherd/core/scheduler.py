@@ -1,9 +1,14 @@
 """Admission of runs onto a machine's CPUs, memory and GPUs (pure).
 
 The local backend runs attempts on this machine; the daemon asks a `Ledger`
-whether each queued run fits, oldest first. A run that does not fit stays
-queued with the reason shown; one that can never fit says so. Backends with a
-scheduler of their own (Slurm, TPU) use `Ledger.unlimited()`.
+whether each queued run fits. A run that does not fit stays queued with the
+reason shown; one that can never fit says so. Backends with a scheduler of
+their own (Slurm, TPU) use `Ledger.unlimited()`.
+
+Which queued run goes first (priority band, then oldest) and whether the
+machine's attributes meet a run's constraints is `placement`'s decision: it
+sees this machine as one worker whose free resources are this ledger's. The
+ledger then admits each run placed, and picks its GPU ids.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ class Request:
     gpus: int
 
 
+def run_request(cpus: int, mem_mb: int | None, gpus: int, replicas: int = 1) -> Request:
+    """What a run holds on one machine: its tasks' resources, for all its replicas side by side."""
+    return Request(cpus * replicas, mem_mb * replicas if mem_mb else mem_mb, gpus * replicas)
+
+
 @dataclass(frozen=True)
 class Admission:
     admitted: bool
@@ -39,6 +49,7 @@ class Ledger:
     used_mem_mb: int = 0
     used_gpu_ids: set[int] = field(default_factory=set)
     closed: str | None = None  # why nothing may start now (every node is banned), whatever is free
+    attributes: dict[str, str | int | float] = field(default_factory=dict)  # the machine's, for constraints
 
     @classmethod
     def unlimited(cls) -> "Ledger":
@@ -49,6 +60,15 @@ class Ledger:
         self.used_cpus += request.cpus
         self.used_mem_mb += request.mem_mb or 0
         self.used_gpu_ids.update(gpu_ids)
+
+    def explain(self, request: Request) -> str:
+        """Why `request` would wait now (empty: it would fit), reserving nothing."""
+        if self.closed:
+            return self.closed
+        if self.capacity is None:
+            return ""
+        trial = Ledger(self.capacity, self.used_cpus, self.used_mem_mb, set(self.used_gpu_ids))
+        return trial.admit(request).reason
 
     def admit(self, request: Request) -> Admission:
         """Reserve `request` if it fits now; otherwise say why it waits."""

@@ -7,7 +7,10 @@ Each cycle the daemon asks `FamilyKeeper.prepare` for
   stop request (`family.effective_control`), never by writing control.json;
 - the admission function for each run: group members are admitted all
   together or not at all (`family.plan_groups`), runs in a reservation against
-  it (`reservations.Admitter`), the rest against the backend's ledger.
+  it (`reservations.Admitter`), the rest placed by the scheduler
+  (`placement.runs.place_on_machine`: priority band, then oldest first;
+  constraints on the machine's attributes) on a backend that places work
+  itself (local), and then admitted against the backend's ledger.
 
 `sweep_endpoints` removes the endpoint files of actors whose job has ended or
 moved on to a later attempt (the new attempt's server registers afresh), at
@@ -26,11 +29,15 @@ from typing import Any, Callable, Iterable
 
 from fray.actors import endpoints
 from fray.core import family, reservations
-from fray.core.model import Control, Meta
-from fray.core.scheduler import Admission, Ledger, Request
+from fray.core.model import Control, Meta, Phase
+from fray.core.placement.attributes import Resources, Worker
+from fray.core.placement.priority import Credits, parse_band
+from fray.core.placement.runs import credits_from, place_on_machine
+from fray.core.scheduler import Admission, Ledger, Request, run_request
 from fray.errors import CorruptFileError
 from fray.state import store
 from fray.state import layout
+from fray.state.config import load_config
 from fray.state.layout import Home
 
 log = logging.getLogger("fray.daemon")
@@ -45,8 +52,9 @@ class CyclePlan:
 
 
 class FamilyKeeper:
-    def __init__(self, home: Home) -> None:
+    def __init__(self, home: Home, config: dict[str, Any] | None = None) -> None:
         self.home = home
+        self.config = load_config(home) if config is None else config
         self._reader = store.CachedReader()
         self._endpoint_cache: dict[Path, endpoints.Endpoint | None] = {}
         self._swept_at = float("-inf")
@@ -59,12 +67,13 @@ class FamilyKeeper:
         active_metas = [r.meta for r in active if r.meta is not None]
         held = reservations.live(self._reservations(), now)
         orders.update({k: v for k, v in reservations.orders(active_metas, held).items() if k not in orders})
-        in_flight = [(m.reservation, Request(m.spec.cpus, m.spec.mem_mb, m.spec.gpus))
+        in_flight = [(m.reservation, run_request(m.spec.cpus, m.spec.mem_mb, m.spec.gpus, m.spec.replicas))
                      for m in active_metas if m.reservation and m.in_flight is not None]
         admitter = reservations.Admitter(ledgers, held, in_flight)
 
         def admit_meta(meta: Meta) -> Admission:
-            return admitter.admit(meta.spec.backend, Request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus),
+            spec = meta.spec
+            return admitter.admit(spec.backend, run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas),
                                   meta.reservation)
 
         groups: dict[str, list[tuple[Meta, Control]]] = {}
@@ -77,6 +86,8 @@ class FamilyKeeper:
             else family.GroupPlan()
         for run_id, why in plan.stop.items():
             orders.setdefault(run_id, why)
+        credits = credits_from(self.config, [m for m in metas.values() if m is not None], now)
+        held_back = _held_back(active, orders, plan, admitter.ledgers, now, credits)
 
         def admit_for(meta: Meta) -> Callable[[Request], Admission]:
             run_id = meta.run_id
@@ -84,6 +95,8 @@ class FamilyKeeper:
                 return lambda _request: plan.granted[run_id]
             if run_id in plan.waiting:
                 return lambda _request: Admission(False, plan.waiting[run_id])
+            if run_id in held_back:
+                return lambda _request: Admission(False, held_back[run_id])
             return lambda request: admitter.admit(meta.spec.backend, request, meta.reservation)
 
         return CyclePlan(orders, admit_for)
@@ -162,3 +175,54 @@ def _endpoint_files(home: Home) -> Iterable[Path]:
                         yield Path(entry.path)
             except FileNotFoundError:
                 continue
+
+
+def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan, ledgers: dict[str, Ledger],
+               now: float, credits: Credits) -> dict[str, str]:
+    """Run id -> why the scheduler holds it back this cycle, for the runs that may start now on a
+    backend that places work on this machine (its ledger has a capacity). Runs in a group or a
+    reservation keep their own admission."""
+    by_backend: dict[str, list[Meta]] = {}
+    for run in active:
+        meta, control = run.meta, run.control
+        ledger = ledgers.get(meta.spec.backend) if meta is not None else None
+        if (meta is None or ledger is None or ledger.capacity is None or meta.run_id in orders
+                or meta.group is not None or meta.reservation is not None or meta.run_id in plan.granted
+                or not _may_start(meta, control, now)):
+            continue
+        by_backend.setdefault(meta.spec.backend, []).append(meta)
+    held: dict[str, str] = {}
+    for name, metas in by_backend.items():
+        ledger = ledgers[name]
+        by_id = {m.run_id: m for m in metas}
+        result = place_on_machine(metas, _machine(ledger), now, credits)
+        for task_id, reason in result.waiting.items():
+            run_id = task_id.split("/", 1)[0]
+            meta = by_id[run_id]
+            if reason.startswith("waiting for resources"):
+                # The ledger's words (and its "can never start here"); if it has room, the scheduler
+                # gave that room to runs of a higher band or older ones.
+                spec = meta.spec
+                reason = ledger.explain(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas)) or \
+                    "waiting for resources: runs of a higher priority band, or older ones, go first"
+            band = result.bands.get(run_id)
+            if band is not None and band != parse_band(meta.spec.priority):
+                user = meta.submitted_by.get("user", "its user")
+                reason = f"placed as {band.label} ({user}'s credits are spent): {reason}"
+            held.setdefault(run_id, reason)
+    return held
+
+
+def _may_start(meta: Meta, control: Control, now: float) -> bool:
+    """Queued and not held by a person or a backoff: the policy would ask for admission this cycle."""
+    return (meta.phase == Phase.QUEUED.value and meta.in_flight is None and not control.paused
+            and not control.stop_requested and (meta.next_attempt_at is None or meta.next_attempt_at <= now))
+
+
+def _machine(ledger: Ledger) -> Worker:
+    """This machine as the scheduler's one worker: its attributes and what its ledger has free."""
+    cap = ledger.capacity
+    assert cap is not None
+    free = Resources(cap.cpus - ledger.used_cpus, None if cap.mem_mb is None else cap.mem_mb - ledger.used_mem_mb,
+                     cap.gpus - len(ledger.used_gpu_ids))
+    return Worker(str(ledger.attributes.get("hostname", "local")), ledger.attributes, free)

@@ -37,7 +37,7 @@ from fray.core.model import AttemptState, Control, Meta, Phase
 from fray.core.partition_policy import Candidates as PartitionCandidates
 from fray.core.policy import AttemptFiles, Situation
 from fray.core.observation import BackendView
-from fray.core.scheduler import Ledger, Request
+from fray.core.scheduler import Ledger, run_request
 from fray.core.run_row import row_of
 from fray.daemon import alerts
 from fray.daemon import watching as watching_runs
@@ -100,7 +100,7 @@ class Daemon:
         self._config = self._settings.config
         self._loaded: set[str] = set()  # backends this daemon built from config.json (not handed in)
         self._nodes = NodeKeeper(home, self._reader, self._config, clock)
-        self._family = FamilyKeeper(home)
+        self._family = FamilyKeeper(home, self._config)
         self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
         self._alerter = alerts.Alerter.from_config(self._config)
 
@@ -252,13 +252,16 @@ class Daemon:
                     capacity = backend.capacity()
                     # A backend that places work itself (local) must honour bans there too.
                     closed = self._nodes.all_banned(name, backend) if capacity is not None else None
-                    ledgers[name] = Ledger(capacity, closed=closed)
+                    # The machine's attributes, which the scheduler checks constraints against (local).
+                    attributes = getattr(backend, "worker_attributes", dict)() if capacity is not None else {}
+                    ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes)
                 except FrayError:
                     ledgers[name] = Ledger.unlimited()
             attempt = meta.in_flight
             if attempt is not None:
                 gpu_ids = tuple((attempt.backend_ref or {}).get("gpu_ids", ()))
-                ledgers[name].hold(Request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus), gpu_ids)
+                spec = meta.spec
+                ledgers[name].hold(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas), gpu_ids)
         return ledgers
 
     def _reconcile(self, run: RunState, views: dict[AttemptKey, BackendView], ledgers: dict[str, Ledger],
@@ -431,6 +434,7 @@ class Daemon:
         before, self._config = self._config, config
         self._nodes = NodeKeeper(self.home, self._reader, config, self.clock)
         self._alerter.rules = alerts.Alerter.from_config(config).rules
+        self._family.config = config  # priority credits
         for name in [n for n in self._loaded if before.get(n) != config.get(n)]:
             # Rebuilt on next use from the new section; attempts live on and are found again.
             del self._backends[name]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable
 
+from fray.core.placement.priority import Band
 from fray.core.status import Status
 from fray.errors import CorruptFileError
 from fray.ops.views import list_view
@@ -16,14 +17,16 @@ from fray.state import store
 from fray.state.layout import Home
 
 WAITING_STATUSES = frozenset({Status.PENDING.value, Status.RESTARTING.value, Status.CRASH_LOOP.value})
+_BAND_ORDER = {band.label: band.value for band in Band}
 
 
 def queue_view(home: Home, rows: Iterable[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Runs waiting for an attempt to start, in the order they will be tried, each with why it waits.
 
     First those already handed to a backend (its queue decides), then the queued
-    ones as the daemon admits them: oldest first, those backing off when their
-    delay is over, paused ones only after unpause. `rows` (any runs' rows, from
+    ones as the daemon admits them: by priority band (production, interactive,
+    batch), oldest first within a band, those backing off when their delay is
+    over, paused ones only after unpause. `rows` (any runs' rows, from
     list_view or the TUI) saves reading every run again; only the waiting runs' meta is read.
     """
     now = time.time()
@@ -46,10 +49,11 @@ def queue_view(home: Home, rows: Iterable[dict[str, Any]] | None = None) -> dict
             why, rank = f"backing off after failures: next attempt in {next_at - now:.0f}s", 2
         else:
             why, rank = raw.get("wait_reason") or row["reason"], 1
-        order = (rank, next_at if rank == 2 else 0.0, row["created_at"] or 0.0, row["run_id"])
+        band = _BAND_ORDER.get(row.get("priority") or "", len(_BAND_ORDER))
+        order = (rank, band if rank == 1 else 0, next_at if rank == 2 else 0.0, row["created_at"] or 0.0, row["run_id"])
         waiting.append((order, {"run_id": row["run_id"], "name": row["name"], "status": row["status"],
                                 "icon": row["icon"], "attempt": row["attempt"], "backend": row["backend"],
-                                "created_at": row["created_at"], "next_attempt_at": next_at, "reason": why}))
+                                "priority": row.get("priority"), "created_at": row["created_at"], "next_attempt_at": next_at, "reason": why}))
     waiting.sort(key=lambda pair: pair[0])
     queue = [{"position": position, **item} for position, (_, item) in enumerate(waiting, start=1)]
     return {"generated_at": now, "queue": queue}

@@ -26,7 +26,7 @@ import orjson
 from fray.state import store
 from fray.state.layout import Home
 
-VERSION = 3  # 2: rows carry parent_run_id (cluster API families); 3: runs still going keep their meta
+VERSION = 4  # 2: rows carry parent_run_id (cluster API families); 3: runs still going keep their meta; 4: priority
 StatKey = list[int]
 
 

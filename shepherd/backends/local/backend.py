@@ -28,9 +28,11 @@ from typing import Any, Callable
 from fray.state import store
 from fray.backends import wrapper_command
 from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
+from fray.backends.local import replicas
 from fray.errors import BackendError
 from fray.state.layout import AttemptPaths, Home
 from fray.core.observation import BackendView
+from fray.core.placement.attributes import local_attributes
 from fray.core.scheduler import Capacity
 from fray.wrapper import contract, procs
 
@@ -50,6 +52,8 @@ class LocalBackend:
         self.poll_interval_sec = float(self._config.get("poll_interval_sec", self.poll_interval_sec))
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._capacity: Capacity | None = None
+        self._gpu_type: str | None | bool = False  # False: not looked up yet
+        self._tasks: dict[AttemptKey, dict[int, int]] = {}  # from the last scan: every task's wrapper pid
 
     def capacity(self) -> Capacity:
         if self._capacity is None:
@@ -61,16 +65,28 @@ class LocalBackend:
         return self._capacity
 
     def submit(self, request: SubmitRequest) -> dict[str, Any]:
-        store.make_dirs(request.attempt_dir)
+        """Start the attempt's wrapper; with --replicas N, one per task (task 0 last, so that a
+        failure to start a sibling leaves no attempt behind that looks started)."""
+        count = request.spec.replicas
+        for index in reversed(range(1, count)):
+            self._start(request, index, count)
+        child = self._start(request, 0, count)
+        ref = {"pid": child.pid, "start_ticks": _start_ticks(child.pid), "host": self.host,
+               "gpu_ids": list(request.gpu_ids)}
+        return {**ref, "tasks": count} if count > 1 else ref
+
+    def _start(self, request: SubmitRequest, index: int, count: int) -> subprocess.Popen[bytes]:
         spec = request.spec
-        argv = wrapper_command.wrapper_argv(sys.executable, request)
-        env = {**os.environ, **spec.env}
+        folder = replicas.task_dir(request.attempt_dir, index)
+        store.make_dirs(folder)
+        argv = wrapper_command.wrapper_argv(sys.executable, request, str(folder) if index else None)
+        env = {**os.environ, **spec.env, **(replicas.task_env(request.key.run_id, index, count) if count > 1 else {})}
         # A CPU run must not land on a GPU another run was given.
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, request.gpu_ids))
-        log_fd = os.open(AttemptPaths(request.attempt_dir).wrapper_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, replicas.gpu_share(request.gpu_ids, index, count)))
+        log_fd = os.open(AttemptPaths(folder).wrapper_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
         try:
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, env=env,
-                                     cwd=str(request.attempt_dir), start_new_session=True, close_fds=True)
+                                     cwd=str(folder), start_new_session=True, close_fds=True)
         except OSError as exc:
             raise BackendError(f"could not start the wrapper: {exc}", temporary=False) from None
         finally:
@@ -79,14 +95,16 @@ class LocalBackend:
         if self._on_attempt_exit is not None:
             threading.Thread(target=_wait_then, args=(child, self._on_attempt_exit),
                              name=f"fray-wait-{child.pid}", daemon=True).start()
-        return {"pid": child.pid, "start_ticks": _start_ticks(child.pid), "host": self.host,
-                "gpu_ids": list(request.gpu_ids)}
+        return child
 
     def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
         self._reap()
         alive = self._scan()
         views: dict[AttemptKey, BackendView] = {}
         for item in tracked:
+            count = int((item.ref or {}).get("tasks", 1))
+            if count > 1:  # the tasks of a --replicas run stop together
+                self._stop_siblings(item.key, count)
             found = alive.get(item.key)
             if found is None:
                 views[item.key] = BackendView("gone")
@@ -100,8 +118,8 @@ class LocalBackend:
         alive = self._scan() if targets else {}
         for target in targets:
             found = alive.get(target.key)
-            if found is not None:
-                pid = found[0]
+            siblings = [pid for i, pid in self._tasks.get(target.key, {}).items() if i]
+            for pid in ([found[0]] if found is not None else []) + siblings:
                 if target.force:
                     _signal_group(pid, signal.SIGKILL)
                 else:
@@ -109,9 +127,34 @@ class LocalBackend:
             if target.force and target.workload_pid and _belongs_to(target.workload_pid, target.key):
                 _signal_group(target.workload_pid, signal.SIGKILL)
 
+    def _stop_siblings(self, key: AttemptKey, count: int) -> None:
+        """A task of a --replicas attempt ended badly (or task 0 is gone): kill the others' workloads, so
+        that each wrapper reports a workload failure. SIGKILL, as srun --kill-on-bad-exit does: a workload
+        that exits 0 on SIGTERM would pass for a success. A wrapper whose workload has not started yet
+        (probes) is left to a later snapshot: stopping the wrapper itself would read as a preemption."""
+        tasks = self._tasks.get(key, {})
+        attempt_dir = self.home.run(key.run_id).attempt(key.attempt).dir
+        codes = {i: replicas.exit_code(attempt_dir, i) for i in range(count) if i not in tasks}
+        for index in replicas.to_stop(count, tasks, codes):
+            workload = replicas.workload_pid(attempt_dir, index)
+            if workload is not None and _belongs_to(workload, key):
+                _signal_group(workload, signal.SIGKILL)
+
     def nodes(self) -> list[Node]:
         cap = self.capacity()
-        return [Node(name=self.host, state="up", cpus=cap.cpus, mem_mb=cap.mem_mb, gpus=cap.gpus)]
+        return [Node(name=self.host, state="up", cpus=cap.cpus, mem_mb=cap.mem_mb, gpus=cap.gpus,
+                     gpu_type=self._gpu_model())]
+
+    def worker_attributes(self) -> dict[str, str | int | float]:
+        """This machine as the scheduler sees it (constraints such as gpu-type=h100 are checked on these)."""
+        cap = self.capacity()
+        return local_attributes(self.host, cap.cpus, cap.mem_mb, cap.gpus, self._gpu_model())
+
+    def _gpu_model(self) -> str | None:
+        if self._gpu_type is False:
+            self._gpu_type = str(self._config["gpu_type"]) if "gpu_type" in self._config else \
+                (_gpu_name() if self.capacity().gpus else None)
+        return self._gpu_type  # type: ignore[return-value]
 
     def _reap(self) -> None:
         for pid, child in list(self._children.items()):
@@ -119,9 +162,11 @@ class LocalBackend:
                 del self._children[pid]
 
     def _scan(self) -> dict[AttemptKey, tuple[int, int]]:
-        """Every live wrapper of this FRAY_HOME: (run id, attempt) -> (pid, start ticks)."""
+        """Every live wrapper of this FRAY_HOME that is an attempt's task 0: (run id, attempt) -> (pid,
+        start ticks). Every task's wrapper, task 0's included, is left in `_tasks`: key -> index -> pid."""
         home_arg = str(self.home.root).encode()
         found: dict[AttemptKey, tuple[int, int]] = {}
+        self._tasks = {}
         for entry in os.scandir(PROC):
             if not entry.name.isdigit():
                 continue
@@ -132,11 +177,15 @@ class LocalBackend:
                 continue
             if _WRAPPER_MODULE not in raw or home_arg not in raw:
                 continue
-            key = _wrapper_key(raw.split(b"\0"), home_arg)
+            argv = raw.split(b"\0")
+            key = _wrapper_key(argv, home_arg)
             if key is not None:
                 ticks = _start_ticks(int(entry.name))
                 if ticks is not None:
-                    found[key] = (int(entry.name), ticks)
+                    index = replicas.task_index(_attempt_dir_arg(argv), key.attempt)
+                    self._tasks.setdefault(key, {})[index] = int(entry.name)
+                    if index == 0:
+                        found[key] = (int(entry.name), ticks)
         return found
 
 
@@ -155,6 +204,13 @@ def _wrapper_key(argv: list[bytes], home_arg: bytes) -> AttemptKey | None:
         return AttemptKey(values[b"--run-id"].decode(), int(values[b"--attempt"]))
     except (ValueError, KeyError, IndexError):
         return None
+
+
+def _attempt_dir_arg(argv: list[bytes]) -> str:
+    try:
+        return argv[argv.index(b"--attempt-dir") + 1].decode(errors="replace")
+    except (ValueError, IndexError):
+        return ""
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -227,6 +283,17 @@ def _gpu_count() -> int:
     if listing.returncode != 0:
         return 0
     return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+
+
+def _gpu_name() -> str | None:
+    """The first GPU's model as nvidia-smi names it (`NVIDIA H100 80GB HBM3`), None without one."""
+    try:
+        listing = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    names = [line.strip() for line in listing.stdout.splitlines() if line.strip()]
+    return names[0] if listing.returncode == 0 and names else None
 
 
 def _wait_then(child: subprocess.Popen[bytes], callback: Callable[[], None]) -> None:

@@ -13,7 +13,12 @@ The user's script is never pasted into the batch script: the wrapper runs the
 frozen copy, which the batch script names by its (quoted) path only, so
 heredocs, quotes, `$` and backslashes in it survive byte for byte.
 
-On several nodes (`#SBATCH -N 2`), `srun` starts one wrapper per node; task 0
+Placement constraints (`#FRAY --constraint`) become `--constraint`,
+`--partition`, `--nodelist`, `--exclude` and the GPU type in `--gres`
+(`fray.core.placement.slurm`); `--replicas N` asks for N nodes, one task each,
+in one allocation, unless the user's `#SBATCH` lines name the node count.
+
+On several nodes (`#SBATCH -N 2`, or `--replicas 2`), `srun` starts one wrapper per node; task 0
 reports in the attempt folder, task i in `tasks/<i>` under it. Each sees
 FRAY_TASK_INDEX, FRAY_NUM_TASKS and FRAY_COORDINATOR_ADDRESS (the first
 node, a port derived from the job id).
@@ -28,6 +33,8 @@ from pathlib import Path
 from fray.backends import wrapper_command
 from fray.backends.base import SubmitRequest
 from fray.backends.slurm.parse import job_name
+from fray.core.placement.runs import parse_all
+from fray.core.placement.slurm import SlurmPlacement, to_slurm
 from fray.state import layout
 
 ENV_TASK_INDEX = "FRAY_TASK_INDEX"
@@ -54,10 +61,23 @@ class BatchJob:
     known_nodes: frozenset[str] | None = None  # exclude only these (sbatch rejects unknown names)
 
     @property
+    def placement(self) -> SlurmPlacement:
+        """The spec's constraints as sbatch options (checked at submit, so they translate)."""
+        return to_slurm(parse_all(self.request.spec.constraints))
+
+    @property
+    def nodes(self) -> int:
+        """Nodes in the allocation: the user's #SBATCH count if given, else one per replica."""
+        user = sbatch_options(self.request.spec.sbatch)
+        return node_count(user) if "nodes" in user else self.request.spec.replicas
+
+    @property
     def exclude(self) -> tuple[str, ...]:
-        """The user's --exclude plus the blacklisted nodes Slurm knows: sbatch rejects a job that
-        names an unknown node, and the blacklist is shared with other backends' nodes."""
+        """The user's --exclude, the hostname!= constraints, plus the blacklisted nodes Slurm knows:
+        sbatch rejects a job that names an unknown node, and the blacklist is shared with other
+        backends' nodes."""
         names = [n for n in sbatch_options(self.request.spec.sbatch).get("exclude", "").split(",") if n]
+        names += [n for n in self.placement.exclude if n not in names]
         known = self.known_nodes or frozenset()
         names += [n for n in self.request.exclude_nodes if n in known and n not in names]
         return tuple(names)
@@ -106,16 +126,26 @@ def sbatch_argv(job: BatchJob, script_path: Path, log_path: Path) -> list[str]:
         f"--output={log}", f"--error={log}", "--no-requeue", f"--chdir={request.attempt_dir}",
         f"--signal=B:USR1@{job.signal_before_limit_sec}",
     ]
+    placement = job.placement
     if request.partition:
         argv.append(f"--partition={request.partition}")
+    elif placement.partitions and "partition" not in user:
+        argv.append(f"--partition={','.join(placement.partitions)}")
     if job.exclude:
         argv.append(f"--exclude={','.join(job.exclude)}")
+    if placement.constraint and "constraint" not in user:
+        argv.append(f"--constraint={placement.constraint}")
+    if placement.nodelist and "nodelist" not in user:
+        argv.append(f"--nodelist={','.join(placement.nodelist)}")
+    if "nodes" not in user and spec.replicas > 1:
+        argv += [f"--nodes={spec.replicas}", "--ntasks-per-node=1"]
     if not any(name in user for name in _CPUS) and spec.cpus > 1:
         argv.append(f"--cpus-per-task={spec.cpus}")
     if not any(name in user for name in _MEMORY) and spec.mem_mb:
         argv.append(f"--mem={spec.mem_mb}M")
+    gpu_type = placement.gpu_type or job.gpu_type
     if not any(name in user for name in _GPUS) and spec.gpus:
-        argv.append(f"--gres=gpu:{job.gpu_type}:{spec.gpus}" if job.gpu_type else f"--gres=gpu:{spec.gpus}")
+        argv.append(f"--gres=gpu:{gpu_type}:{spec.gpus}" if gpu_type else f"--gres=gpu:{spec.gpus}")
     argv.append(str(script_path))
     return argv
 
@@ -132,7 +162,7 @@ def batch_script(job: BatchJob) -> str:
              "    exit 0",
              "fi"]
     lines += [f"export {key}={q(value)}" for key, value in sorted(spec.env.items())]
-    if node_count(sbatch_options(spec.sbatch)) <= 1:
+    if job.nodes <= 1:
         lines += [f"export {ENV_TASK_INDEX}=0 {ENV_NUM_TASKS}=1",
                   f"export {ENV_COORDINATOR}=\"$(hostname):$(({COORDINATOR_PORT_BASE} + SLURM_JOB_ID % 10000))\"",
                   "exec " + _wrapper_command(job)]

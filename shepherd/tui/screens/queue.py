@@ -20,8 +20,8 @@ from fray.ops.live import Snapshot
 from fray.tui.screens.base import FilterBox, FrayScreen, RunActions
 from fray.tui.widgets.key_table import KeyTable
 
-COLUMNS = (("position", "#"), ("icon", ""), ("name", "NAME"), ("status", "STATUS"), ("attempt", "ATT"),
-           ("backend", "ON"), ("age", "WAITING"), ("reason", "WHY IT WAITS"))
+COLUMNS = (("position", "#"), ("icon", ""), ("name", "NAME"), ("status", "STATUS"), ("priority", "BAND"),
+           ("attempt", "ATT"), ("backend", "ON"), ("age", "WAITING"), ("reason", "WHY IT WAITS"))
 
 
 class QueueScreen(FilterBox, RunActions, FrayScreen):
@@ -98,7 +98,8 @@ class QueueScreen(FilterBox, RunActions, FrayScreen):
     def _cells(item: dict[str, Any], now: float, palette: Any) -> dict[str, Any]:
         style = palette.status.get(item["status"], "")
         return {"position": str(item["position"]), "icon": Text(item["icon"], style=style), "name": item["name"],
-                "status": Text(item["status"], style=style), "attempt": human.number(item["attempt"]),
+                "status": Text(item["status"], style=style), "priority": item.get("priority") or "-",
+                "attempt": human.number(item["attempt"]),
                 "backend": item["backend"] or "-",
                 "age": human.duration(now - item["created_at"]) if item["created_at"] else "-",
                 "reason": item["reason"]}

@@ -1,0 +1,122 @@
+"""The daemon places waiting local runs with the scheduler: band first, constraints on the machine's attributes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_fray, start_daemon, stop_daemon, wait_until
+from fray.state import runs, store
+from fray.state.layout import Home
+
+pytestmark = pytest.mark.slow
+
+SERVE = """#!/bin/bash
+#FRAY --heartbeat-interval 0.5 --stop-grace 2
+trap 'exit 0' TERM
+while true; do sleep 0.1; done
+"""
+
+
+def submit(home: Home, script: Path, **overrides: object) -> str:
+    return runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides,
+                                                    workdir=str(script.parent))).run_id
+
+
+def meta_of(home: Home, run_id: str) -> dict:
+    return json.loads(home.run(run_id).meta.read_text())
+
+
+def test_production_starts_before_older_batch_and_an_unmet_constraint_says_why(home: Home, tmp_path: Path) -> None:
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 1, "gpus": 0}}))
+    serve = tmp_path / "serve.sh"
+    serve.write_text(SERVE)
+    daemon = start_daemon(home, wait=False)
+    started: list[str] = []
+    try:
+        blocker = submit(home, serve)
+        started.append(blocker)
+        wait_until(lambda: home.run(blocker).attempt(1).started.exists(), what="the first run to take the CPU")
+        batch = submit(home, serve, priority="batch")
+        prod = submit(home, serve, priority="production")
+        h100 = submit(home, serve, constraints={"gpu-type=h100": "gpu-type=h100"})
+        started += [batch, prod, h100]
+        wait_until(lambda: meta_of(home, h100)["wait_reason"] == "no worker with gpu-type=h100",
+                   what="the constrained run to say why it waits")
+
+        listing = json.loads(run_fray("list", "--json", home=home.root, check=True).stdout)
+        bands = {row["run_id"]: row["priority"] for row in listing["runs"]}
+        assert bands[prod] == "production" and bands[batch] == "batch" and bands[blocker] == "interactive"
+        table = run_fray("list", home=home.root, check=True, env={"COLUMNS": "250"}).stdout
+        assert "no worker with gpu-type=h100" in table and "pending · batch" in table
+
+        runs.request(home, blocker, "stop")
+        wait_until(lambda: home.run(prod).attempt(1).started.exists(), what="the production run to start first")
+        assert not meta_of(home, batch)["attempts"]
+        said = [json.loads(line)["reason"] for line in home.run(batch).events.read_text().splitlines()]
+        assert any("runs of a higher priority band, or older ones, go first" in text for text in said), said
+    finally:
+        for run_id in started:
+            if meta_of(home, run_id)["phase"] != "ended":
+                runs.request(home, run_id, "stop")
+        for run_id in started:
+            wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stops")
+        stop_daemon(daemon)
+
+
+REPLICAS = """#!/bin/bash
+#FRAY --replicas 3 --heartbeat-interval 0.5 --stop-grace 2
+echo "$FRAY_TASK_INDEX of $FRAY_NUM_TASKS at $FRAY_COORDINATOR_ADDRESS" > "task-$FRAY_TASK_INDEX-attempt-$FRAY_ATTEMPT"
+if [ "$FRAY_TASK_INDEX" = 1 ] && [ "$FRAY_ATTEMPT" = 1 ]; then exit 1; fi
+trap 'exit 0' TERM
+while true; do sleep 0.1; done
+"""
+
+
+def test_replicas_run_side_by_side_and_one_failing_restarts_them_all(home: Home, tmp_path: Path) -> None:
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 3, "gpus": 0}}))
+    job = tmp_path / "replicas.sh"
+    job.write_text(REPLICAS)
+    daemon = start_daemon(home, wait=False)
+    run_id = ""
+    try:
+        run_id = submit(home, job)
+        # Task 1 fails in attempt 1: tasks 0 and 2 are stopped with it, and attempt 2 starts all three again.
+        wait_until(lambda: all((tmp_path / f"task-{i}-attempt-2").exists() for i in range(3)), timeout=30,
+                   what="all three tasks of attempt 2")
+        assert (tmp_path / "task-2-attempt-2").read_text().startswith("2 of 3 at 127.0.0.1:")
+        assert (home.run(run_id).attempt(1).dir / "tasks" / "1" / "exit.json").exists()  # task 1 reported apart
+        first = meta_of(home, run_id)["attempts"][0]
+        assert first["counted_as"] == "workload", first  # the group's failure spends --max-retries
+    finally:
+        if run_id:
+            runs.request(home, run_id, "stop")
+            wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stop")
+        stop_daemon(daemon)
+
+
+def test_constraints_are_checked_against_the_machines_attributes(home: Home, tmp_path: Path) -> None:
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 2, "gpus": 0, "gpu_type": "NVIDIA H100 80GB HBM3"}}))
+    serve = tmp_path / "serve.sh"
+    serve.write_text(SERVE)
+    daemon = start_daemon(home, wait=False)
+    started: list[str] = []
+    try:
+        h100 = submit(home, serve, constraints={"gpu-type=h100": "gpu-type=h100", "cpu-count>=2": "cpu-count>=2"})
+        a100 = submit(home, serve, constraints={"gpu-type in (a100, l4)": "gpu-type in (a100, l4)"})
+        started += [h100, a100]
+        wait_until(lambda: home.run(h100).attempt(1).started.exists(), what="the run this machine satisfies")
+        wait_until(lambda: meta_of(home, a100)["wait_reason"] == "no worker with gpu-type in (a100, l4)",
+                   what="the run it does not")
+    finally:
+        for run_id in started:
+            if meta_of(home, run_id)["phase"] != "ended":
+                runs.request(home, run_id, "stop")
+        for run_id in started:
+            wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stops")
+        stop_daemon(daemon)
