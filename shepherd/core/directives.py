@@ -1,8 +1,9 @@
 """`#FRAY` directives: from a submitted script's text to a `RunSpec`.
 
-Owns the option table (`OPTIONS`, which the CLI and TUI build their flags and help
-from; the value parsers are `fray.core.values`), the header-block rule, and the merge of defaults <- directives <- CLI flags with the
-checks that span several fields.
+Owns the header-block rule, reading options off `#FRAY` lines, and the merge of
+defaults <- directives <- CLI flags with the checks that span several fields. The
+option table is `fray.core.directive_options` (the CLI and TUI build their flags
+and help from it); the value parsers are `fray.core.values`.
 
     parse_script(text, path)  -> ParsedScript      errors: DirectiveError (file, line, what is valid)
     parse_flag_value(flag, raw) -> (field, value)  errors: UsageError
@@ -19,39 +20,16 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from fray.core import values
+from fray.core.directive_options import BEATS_PER_TIMEOUT, OPTIONS, DirectiveOption
 from fray.core.placement import values as placement_values
-from fray.core.backend_names import BACKEND_NAMES
-from fray.core.values import format_duration, parse_memory_mb
 from fray.core.model import Mode, RunSpec
+from fray.core.values import format_duration
 from fray.errors import DirectiveError, UsageError
-from fray.wrapper import contract
 
 _DEFAULT = RunSpec()
-# Missed beats tolerated before a run counts as stalled when the user sets only the
-# interval: enough to ride out a slow step or shared-filesystem lag, few enough
-# that a hang is noticed within minutes.
-_BEATS_PER_TIMEOUT = 6
-
-
-@dataclass(frozen=True)
-class DirectiveOption:
-    """One option, as `#FRAY --flag value` and as the CLI flag of the same name.
-
-    `parse` turns the raw text into the field's value or raises ValueError saying
-    what would be valid. A repeatable option parses to a one-entry dict, and its
-    occurrences merge.
-    """
-
-    flag: str
-    field: str
-    metavar: str
-    help: str
-    parse: Callable[[str], Any]
-    is_flag: bool = False
-    repeatable: bool = False
 
 
 @dataclass
@@ -65,207 +43,6 @@ class ParsedScript:
 # ---------------------------------------------------------------- value parsers
 
 # ---------------------------------------------------------------- the option table
-
-OPTIONS: tuple[DirectiveOption, ...] = (
-    DirectiveOption("--name", "name", "NAME", "a name for the run, shown by fray list", values.parse_name),
-    DirectiveOption(
-        "--mode", "mode", "MODE",
-        f"run_once: retry until it succeeds; indefinite: keep it running (default {_DEFAULT.mode})",
-        values.choice(tuple(m.value for m in Mode)),
-    ),
-    DirectiveOption(
-        "--max-retries", "max_retries", "N",
-        f"workload failures (exit 50) allowed before the run fails (default {_DEFAULT.max_retries})",
-        values.count(minimum=0, example="3"),
-    ),
-    DirectiveOption(
-        "--max-retries-preemption", "max_retries_preemption", "N",
-        "node-side failures allowed: probe, node fault, lost heartbeat, preemption"
-        f" (default {_DEFAULT.max_retries_preemption})",
-        values.count(minimum=0, example="100"),
-    ),
-    DirectiveOption(
-        "--keep-alive", "keep_alive_sec", "DURATION",
-        "with --mode indefinite: how long to keep the run going, like 3d (default: until stopped)",
-        values.duration(positive=True),
-    ),
-    DirectiveOption(
-        "--heartbeat-interval", "heartbeat_interval_sec", "DURATION",
-        f"how often the wrapper writes a heartbeat (default {format_duration(_DEFAULT.heartbeat_interval_sec)})",
-        values.duration(positive=True),
-    ),
-    DirectiveOption(
-        "--heartbeat-timeout", "heartbeat_timeout_sec", "DURATION",
-        f"restart after this long without a heartbeat (default {format_duration(_DEFAULT.heartbeat_timeout_sec)},"
-        f" or {_BEATS_PER_TIMEOUT} x a longer interval)",
-        values.duration(positive=True),
-    ),
-    DirectiveOption(
-        "--startup-grace", "startup_grace_sec", "DURATION",
-        "time allowed before the first heartbeat (default: the heartbeat timeout)",
-        values.duration(positive=False),
-    ),
-    DirectiveOption(
-        "--stop-grace", "stop_grace_sec", "DURATION",
-        f"time between asking the workload to stop and killing it (default {format_duration(_DEFAULT.stop_grace_sec)})",
-        values.duration(positive=False),
-    ),
-    DirectiveOption(
-        "--backoff-base", "backoff_base_sec", "DURATION",
-        "first delay before restarting a crash loop, doubling after"
-        f" (default {format_duration(_DEFAULT.backoff_base_sec)})",
-        values.duration(positive=False),
-    ),
-    DirectiveOption(
-        "--backoff-max", "backoff_max_sec", "DURATION",
-        f"longest delay between restarts (default {format_duration(_DEFAULT.backoff_max_sec)})",
-        values.duration(positive=False),
-    ),
-    DirectiveOption(
-        "--cpus", "cpus", "N",
-        f"CPU cores to reserve (default {_DEFAULT.cpus}; 0 for a driver that only waits on the jobs it launches)",
-        values.count(minimum=0, example="8")
-    ),
-    DirectiveOption(
-        "--mem", "mem_mb", "SIZE", "memory to reserve, like 32G (default: the backend's)", parse_memory_mb
-    ),
-    DirectiveOption(
-        "--gpus", "gpus", "N", f"GPUs to reserve (default {_DEFAULT.gpus})", values.count(minimum=0, example="2")
-    ),
-    DirectiveOption(
-        "--partitions", "partitions", "P1,P2",
-        "Slurm partitions to try, in this order (default: those whose GPUs fit, by --prefer)", values.parse_partitions,
-    ),
-    DirectiveOption(
-        "--min-vram", "min_vram_gb", "GB", "with --gpus: the least memory each GPU must have, like 40", values.parse_vram
-    ),
-    DirectiveOption(
-        "--max-vram", "max_vram_gb", "GB", "with --gpus: the most memory each GPU may have, like 48", values.parse_vram
-    ),
-    DirectiveOption(
-        "--prefer", "prefer", "min|max",
-        f"try the partitions with the least (min) or the most (max) GPU memory first (default {_DEFAULT.prefer})",
-        values.choice(("min", "max")),
-    ),
-    DirectiveOption(
-        "--partition-fallback", "partition_fallback", "N[,DURATION]",
-        "use the next partition after N node-side failures in a row on one; retry the preferred after DURATION"
-        f" (default {_DEFAULT.partition_fallback['after_failures']},"
-        f"{format_duration(_DEFAULT.partition_fallback['retry_preferred_sec'])})",
-        values.parse_fallback,
-    ),
-    DirectiveOption(
-        "--backend", "backend", "BACKEND",
-        f"where attempts run: {', '.join(BACKEND_NAMES)} (default {_DEFAULT.backend})",
-        values.choice(BACKEND_NAMES),
-    ),
-    DirectiveOption(
-        "--tpu", "tpu", "TYPE", "TPU accelerator type for backend tpu, like v5litepod-16 or v4-32", values.parse_tpu_type,
-    ),
-    DirectiveOption(
-        "--zone", "zones", "Z1,Z2", "zones to create the TPU slice in, in this order (quota or capacity: the next)",
-        values.parse_zones,
-    ),
-    DirectiveOption(
-        "--runtime-version", "runtime_version", "VERSION", "TPU VM software version, like tpu-ubuntu2204-base",
-        values.parse_zone_word,
-    ),
-    DirectiveOption("--spot", "spot", "", "Spot TPU slice", values.parse_bool, is_flag=True),
-    DirectiveOption("--preemptible", "preemptible", "", "preemptible TPU slice", values.parse_bool, is_flag=True),
-    DirectiveOption("--reserved", "reserved", "", "TPU slice from a reservation", values.parse_bool, is_flag=True),
-    DirectiveOption(
-        "--queued", "queued", "", "create the TPU slice through a queued resource", values.parse_bool, is_flag=True,
-    ),
-    DirectiveOption(
-        "--env", "env", "KEY=VALUE", "set a variable in the workload's environment (repeatable)",
-        values.parse_env, repeatable=True,
-    ),
-    DirectiveOption(
-        "--progress-timeout", "progress_timeout_sec", "DURATION",
-        "a hang: the step a workload reports (report.progress) has not advanced for this long; "
-        f"checked from its first report on (default {format_duration(_DEFAULT.progress_timeout_sec or 0)}; off disables)",
-        values.duration_or_off,
-    ),
-    DirectiveOption(
-        "--restart-on-progress-stall", "restart_on_progress_stall", "",
-        "restart the run when its step stops advancing (default true); false only shows it as degraded",
-        values.parse_bool, is_flag=True,
-    ),
-    DirectiveOption(
-        "--retry-window", "retry_window_sec", "DURATION",
-        "failures count against --max-retries and --max-retries-preemption only while this recent "
-        f"(default {format_duration(_DEFAULT.retry_window_sec or 0)}; off: every failure counts)",
-        values.duration_or_off,
-    ),
-    DirectiveOption(
-        "--clean-exit-ok", "clean_exit_ok", "",
-        "treat exit code 0 as success, even in indefinite mode before keep-alive ends",
-        values.parse_bool, is_flag=True,
-    ),
-    DirectiveOption(
-        "--probes", "probes", "LIST",
-        f"run exactly these preflight probes ({','.join(contract.PROBE_NAMES)}, or none)"
-        " (default: node, plus gpu,mig,trespassers,cuda with --gpus)",
-        values.parse_probes,
-    ),
-    DirectiveOption(
-        "--skip-probes", "skip_probes", "LIST", "never run these preflight probes, like trespassers", values.parse_probes,
-    ),
-    DirectiveOption(
-        "--probe-timeout", "probe_timeout_sec", "DURATION",
-        f"each preflight probe's deadline; a hung probe is a node fault"
-        f" (default {format_duration(_DEFAULT.probe_timeout_sec)})",
-        values.duration(positive=True),
-    ),
-    DirectiveOption(
-        "--min-free-disk", "min_free_disk_mb", "SIZE",
-        f"free space the node probe requires on FRAY_HOME and /tmp (default {_DEFAULT.min_free_disk_mb}M)",
-        parse_memory_mb,
-    ),
-    DirectiveOption(
-        "--health-cmd", "health_cmd", "CMD",
-        "a shell command run while the workload runs, exiting 0 while healthy;"
-        " --health-retries failures in a row count as a heartbeat stall",
-        values.parse_health_cmd,
-    ),
-    DirectiveOption(
-        "--health-interval", "health_interval_sec", "DURATION",
-        f"time between health checks, and each check's deadline"
-        f" (default {format_duration(_DEFAULT.health_interval_sec)})",
-        values.duration(positive=True),
-    ),
-    DirectiveOption(
-        "--health-retries", "health_retries", "N",
-        f"health checks failed in a row that count as a stall (default {_DEFAULT.health_retries})",
-        values.count(minimum=1, example="3"),
-    ),
-    DirectiveOption(
-        "--constraint", "constraints", "EXPR",
-        "run only on workers whose attributes match: gpu-type=h100, memory-gb>=80, 'zone in (a, b)', "
-        "feature:ib, !taint:spot (repeatable; all must hold)",
-        placement_values.parse_constraint, repeatable=True,
-    ),
-    DirectiveOption(
-        "--tolerate", "tolerations", "TAINT",
-        "may run on workers tainted taint:TAINT, which other runs avoid (repeatable)",
-        placement_values.parse_toleration, repeatable=True,
-    ),
-    DirectiveOption(
-        "--replicas", "replicas", "N",
-        f"tasks of the run, each with FRAY_TASK_INDEX and FRAY_NUM_TASKS (default {_DEFAULT.replicas})",
-        values.count(minimum=1, example="4"),
-    ),
-    DirectiveOption(
-        "--group-by", "group_by", "ATTRIBUTE",
-        "place every task on workers sharing this attribute (like tpu-name), task i on the i-th, or none",
-        placement_values.parse_attribute_name,
-    ),
-    DirectiveOption(
-        "--priority", "priority", "BAND",
-        f"production, interactive or batch: which waiting runs start first (default {_DEFAULT.priority})",
-        values.choice(("production", "interactive", "batch")),
-    ),
-)
 
 _BY_FLAG = {option.flag: option for option in OPTIONS}
 _SPEC_FIELDS = {option.field for option in OPTIONS} - {"name"}
@@ -470,7 +247,7 @@ def _fill_heartbeat_defaults(chosen: dict[str, Any]) -> None:
     # so the timeout follows the interval unless the user set it.
     if "heartbeat_interval_sec" in chosen and "heartbeat_timeout_sec" not in chosen:
         chosen["heartbeat_timeout_sec"] = max(
-            _DEFAULT.heartbeat_timeout_sec, _BEATS_PER_TIMEOUT * chosen["heartbeat_interval_sec"]
+            _DEFAULT.heartbeat_timeout_sec, BEATS_PER_TIMEOUT * chosen["heartbeat_interval_sec"]
         )
     # Until the first heartbeat a run is held to the same patience as after it.
     chosen.setdefault("startup_grace_sec", chosen.get("heartbeat_timeout_sec", _DEFAULT.heartbeat_timeout_sec))
@@ -480,7 +257,7 @@ def check_spec(spec: RunSpec) -> None:
     """Raise UsageError listing every combination of settings that cannot work."""
     problems = []
     if spec.heartbeat_timeout_sec <= spec.heartbeat_interval_sec:
-        suggested = format_duration(_BEATS_PER_TIMEOUT * spec.heartbeat_interval_sec)
+        suggested = format_duration(BEATS_PER_TIMEOUT * spec.heartbeat_interval_sec)
         problems.append(
             f"--heartbeat-timeout ({format_duration(spec.heartbeat_timeout_sec)}) must be longer than "
             f"--heartbeat-interval ({format_duration(spec.heartbeat_interval_sec)}), or one late heartbeat "

@@ -25,7 +25,6 @@ import random
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,11 +42,12 @@ from fray.daemon import alerts
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.daemon.nodes import NodeKeeper
+from fray.daemon.records import CycleStats, RunState
 from fray.daemon.settings import Settings
 from fray.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
 from fray.state import store
 from fray.state.layout import Home, RunPaths
-from fray.state.row_cache import StatKey, stat_key
+from fray.state.row_cache import stat_key
 
 log = logging.getLogger("fray.daemon")
 
@@ -56,25 +56,6 @@ log = logging.getLogger("fray.daemon")
 FULL_SCAN_EVERY_SEC = 30.0
 _ENDED = Phase.ENDED.value  # compared for every run each cycle; an Enum's .value is a slow lookup
 INVENTORY_EVERY_SEC = 60.0
-
-
-@dataclass
-class RunState:
-    paths: RunPaths
-    meta: Meta | None
-    control: Control
-    problem: str | None = None
-    meta_key: StatKey | None = None  # the stat of the files `meta` and `control` were read from
-    control_key: StatKey | None = None
-
-
-@dataclass
-class CycleStats:
-    runs: int = 0
-    active: int = 0
-    submitted: int = 0
-    cancelled: int = 0
-    errors: list[str] = field(default_factory=list)
 
 
 class Daemon:
@@ -252,7 +233,7 @@ class Daemon:
                     capacity = backend.capacity()
                     # A backend that places work itself (local) must honour bans there too.
                     closed = self._nodes.all_banned(name, backend) if capacity is not None else None
-                    # The machine's attributes, which the scheduler checks constraints against (local).
+                    # The machine's attributes, which placement checks constraints against (local).
                     attributes = getattr(backend, "worker_attributes", dict)() if capacity is not None else {}
                     ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes)
                 except FrayError:
@@ -260,8 +241,8 @@ class Daemon:
             attempt = meta.in_flight
             if attempt is not None:
                 gpu_ids = tuple((attempt.backend_ref or {}).get("gpu_ids", ()))
-                spec = meta.spec
-                ledgers[name].hold(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas), gpu_ids)
+                ledgers[name].hold(run_request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus, meta.spec.replicas),
+                                   gpu_ids)
         return ledgers
 
     def _reconcile(self, run: RunState, views: dict[AttemptKey, BackendView], ledgers: dict[str, Ledger],
