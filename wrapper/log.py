@@ -58,12 +58,7 @@ class DiagnosticLog:
         """Write nothing more, anywhere: the attempt was superseded (fray.wrapper.fence)."""
         with self._lock:
             self._echo = False
-            if self._fd is not None:
-                try:
-                    os.close(self._fd)
-                except OSError:
-                    pass
-                self._fd = None
+        self.close()
 
     def exception(self, message: str) -> None:
         """`message` followed by the traceback of the exception being handled."""
