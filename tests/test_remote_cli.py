@@ -94,3 +94,14 @@ def _tui_over_pty(remote_host, tmp_path, remote_home) -> None:  # noqa: ANN001
         wait_until(lambda: tmux("has-session", "-t", name).returncode != 0, timeout=20, what="fray tui to quit")
     finally:
         tmux("kill-server")
+
+
+def test_under_json_a_host_that_cannot_be_reached_is_one_json_error(tmp_path):
+    from tests.conftest import run_fray, schema_validate
+
+    proc = run_fray("--json", "list", "--remote", "127.0.0.1:1", env={"FRAY_SSH_CONFIG": str(tmp_path / "none")})
+    plain = run_fray("list", "--remote", "127.0.0.1:1", env={"FRAY_SSH_CONFIG": str(tmp_path / "none")})
+    assert proc.returncode == plain.returncode == 255 and "cannot reach" in plain.stderr
+    error = json.loads(proc.stdout)
+    schema_validate("cli-error", error)
+    assert error["error"]["code"] == "remote" and "cannot reach" in error["error"]["message"]

@@ -35,12 +35,10 @@ def main(argv: list[str] | None = None) -> None:
     from fray.remote import forward  # no paramiko until a host is really used
 
     host, local_args = forward.split(args)
-    if forward.handles(host, local_args):
-        _exit_now(forward.main(host, local_args))
-    fast = parse_list_json(normalize(args).args)
+    fast = None if forward.handles(host, local_args) else parse_list_json(normalize(args).args)
     if fast is not None:
         _exit_now(_list_json(fast))
-    from fray.cli.main import run
+    from fray.cli.main import run  # also forwards to a --remote host, reporting a failure as text or JSON
 
     _exit_now(run(args))
 

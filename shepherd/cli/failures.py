@@ -51,9 +51,11 @@ def report_usage(exc: Any) -> int:
 
 
 def _code_of(exc: BaseException) -> str:
+    from fray.remote.errors import RemoteError  # reached only when a failure is reported
+
     for kind, code in ((DirectiveError, "bad_directive"), (RunLookupError, "run_not_found"), (UsageError, "usage"),
                        (CorruptFileError, "corrupt_state"), (StateError, "state"), (BackendError, "backend"),
-                       (FrayError, "usage")):
+                       (RemoteError, "remote"), (FrayError, "usage")):
         if isinstance(exc, kind):
             return code
     return "os_error"

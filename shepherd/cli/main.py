@@ -134,11 +134,14 @@ def run(argv: list[str]) -> int:
     """
     from fray.remote import forward  # `--remote HOST`: the command runs there (no paramiko until then)
 
-    host, local_argv = forward.split(argv)
-    if forward.handles(host, local_argv):
-        return forward.main(host, local_argv)
     invocation = arguments.normalize(argv)
     failures.json_errors.set(invocation.as_json)
+    host, local_argv = forward.split(argv)
+    if forward.handles(host, local_argv):
+        try:
+            return forward.main(host, local_argv)
+        except FrayError as exc:
+            return failures.report(exc) or 2
     try:
         result = cli.main(args=invocation.args, prog_name="fray", standalone_mode=False)
     except click.ClickException as exc:

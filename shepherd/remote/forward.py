@@ -92,20 +92,18 @@ def handles(host: str | None, argv: list[str]) -> bool:
 
 
 def main(host: str | None, argv: list[str]) -> int:
-    """Run `fray *argv` on `host`, printing what it prints; its exit code (255: it could not run)."""
-    from fray.errors import FrayError, failure_message
+    """Run `fray *argv` on `host`, printing what it prints; its exit code.
 
-    try:
-        if argv[:1] == ["remote"]:
-            return _remote_command(argv[1:])
-        if host is None:
-            print("fray: error: `fray sync` needs a host: --remote HOST (or FRAY_REMOTE)", file=sys.stderr)
-            return 2
-        return _forward(host, argv)
-    except FrayError as exc:
-        message, code = failure_message(exc) or (str(exc), 255)
-        print(message, file=sys.stderr)
-        return code
+    A failure to get there (unknown host, auth, network) is a FrayError for the
+    caller to report, as text or, under --json, as JSON (fray.cli.failures).
+    """
+    from fray.errors import UsageError
+
+    if argv[:1] == ["remote"]:
+        return _remote_command(argv[1:])
+    if host is None:
+        raise UsageError("`fray sync` needs a host: --remote HOST (or FRAY_REMOTE)")
+    return _forward(host, argv)
 
 
 def _remote_command(words: list[str]) -> int:
