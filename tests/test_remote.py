@@ -139,11 +139,19 @@ def test_sync_refuses_a_huge_folder_without_force(remote_host, tmp_path):
 
 
 @pytest.mark.slow
-def test_bootstrap_installs_fray_into_a_fresh_remote_home_then_runs_it(remote_host, tmp_path):
+def test_bootstrap_installs_this_fray_when_the_remote_has_none_or_an_older_one(remote_host, tmp_path, monkeypatch):
     from fray.remote import bootstrap
     from fray.remote.run import run_fray
 
-    home = tmp_path / "remote home"  # nothing there: no venv, no fray
+    # The remote is this machine: a fray may already be on its PATH (CI installs one). Claiming a
+    # newer local version makes any fray found there "older", so both cases take the install path.
+    real_version = bootstrap.local_version()
+    monkeypatch.setattr(bootstrap, "local_version", lambda: real_version + ".1")
+    home = tmp_path / "remote home"
+    leftover = home / "venv" / "bin" / "fray"  # an interrupted install: a script, no python beside it
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text("#!/bin/sh\nexit 1\n")
+    leftover.chmod(0o755)
     result = run_fray(remote_host.alias, ["list"], home=str(home), reuse=False)
     assert result.exit_code == 0, result.stderr
     listing = json.loads(result.stdout)
@@ -151,6 +159,7 @@ def test_bootstrap_installs_fray_into_a_fresh_remote_home_then_runs_it(remote_ho
     installed = home / "venv" / "bin" / "fray"
     assert installed.exists()
 
+    monkeypatch.undo()
     stamp = installed.stat().st_mtime_ns
     conn = connection.connect(remote_host.alias)
     assert bootstrap.ensure(conn, str(home)).executable == str(installed)  # found, not reinstalled

@@ -43,6 +43,7 @@ for f in "$home/venv/bin/fray" "$(command -v fray || true)"; do
       echo "fray=$f"; echo "version=$v"; break; }
   fi
 done
+exit 0  # a candidate that fails to import fray is skipped, not an error of the probe
 """
 
 
