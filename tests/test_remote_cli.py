@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -51,6 +52,12 @@ def test_submit_list_logs_over_remote_match_local(remote_host, tmp_path, monkeyp
         assert [r["run_id"] for r in json.loads(remote.stdout)["runs"]] == [run_id]
         assert json.loads(remote.stdout)["runs"][0]["name"] == f"a $(touch {marker})"
 
+        # Human output is rendered here from the remote's JSON, by the renderer a local run uses.
+        for command in (["list"], ["status", run_id], ["nodes", "list"]):
+            over_ssh = run_fray(*command, "--remote", remote_host.alias, check=True)
+            here = run_fray(*command, home=remote_home, check=True)
+            assert _clockless(over_ssh.stdout) == _clockless(here.stdout) != ""
+
         logs = run_fray("logs", run_id, "--remote", remote_host.alias, check=True)
         assert logs.stdout == run_fray("logs", run_id, home=remote_home, check=True).stdout
         assert logs.stdout == f"hello from the synced copy ['--lr', '3e-4; `touch {marker}`']\n"
@@ -69,6 +76,11 @@ def test_submit_list_logs_over_remote_match_local(remote_host, tmp_path, monkeyp
         assert not marker.exists()
     finally:
         _kill_everything_of(remote_home)
+
+
+def _clockless(text: str) -> str:
+    """Human output minus what the clock changes between two calls (ages, uptimes)."""
+    return re.sub(r"\b\d+(\.\d+)?(ms|s|m|h|d)\b", "<t>", text)
 
 
 def _tui_over_pty(remote_host, tmp_path, remote_home) -> None:  # noqa: ANN001

@@ -138,8 +138,10 @@ def run(argv: list[str]) -> int:
     failures.json_errors.set(invocation.as_json)
     host, local_argv = forward.split(argv)
     if forward.handles(host, local_argv):
+        from fray.cli import remote_output
+
         try:
-            return forward.main(host, local_argv)
+            return remote_output.run(host, local_argv)
         except FrayError as exc:
             return failures.report(exc) or 2
     try:

@@ -5,9 +5,12 @@ it FRAY_REMOTE, then `remote = "HOST"` in ~/.config/fray/config.toml, name a
 default host. An empty FRAY_REMOTE means "run here" (the remote side is given
 one, so a config file there can never forward again).
 
-The remote runs the same fray version (bootstrap makes sure), so its output,
-human or `--json`, is what a local run prints; it is passed through byte for
-byte, and its exit code becomes ours. FRAY_REMOTE_HOME names the remote FRAY_HOME (default: the remote's
+The remote runs the same fray version (bootstrap makes sure). A command
+whose answer is one JSON document runs there with `--json`, and the CLI renders
+that document here with the renderer a local run uses (fray.cli.remote_output),
+so human output is identical to local and fits this terminal; under `--json`,
+and for streams and screens, what the remote prints is passed through byte for
+byte. Either way its exit code becomes ours. FRAY_REMOTE_HOME names the remote FRAY_HOME (default: the remote's
 $FRAY_HOME, else ~/.fray there). `fray submit` first syncs the project
 (the current folder) and runs the remote submit inside the synced copy, recording
 the copy's path and content hash in the run (SYNCED_CODE_PATH, SYNCED_CODE_HASH).
@@ -15,10 +18,18 @@ the copy's path and content hash in the run (SYNCED_CODE_PATH, SYNCED_CODE_HASH)
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fray.remote.bootstrap import RemoteFray
+    from fray.remote.command import Result
+    from fray.remote.connection import Connection
+    from fray.remote.sync import SyncResult
 
 SEPARATOR = "--"
 ENV_REMOTE = "FRAY_REMOTE"
@@ -50,7 +61,7 @@ def default_host() -> str | None:
 
 def split(argv: list[str]) -> tuple[str | None, list[str]]:
     """(the host to run on or None, argv without the --remote option)."""
-    cut = argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)
+    cut = _cut(argv)
     words, tail = argv[:cut], argv[cut:]
     host: str | None = None
     rest: list[str] = []
@@ -76,7 +87,7 @@ def code_folder(remote_home: str, project: Path) -> str:
     return posixpath.join(remote_home, "code", project.resolve().name or "project")
 
 
-def _interactive(words: list[str], argv: list[str]) -> bool:
+def interactive(words: list[str], argv: list[str]) -> bool:
     """Commands that draw on a terminal or follow output until interrupted need a PTY."""
     if "--json" in argv and words[:1] != ["logs"]:
         return False
@@ -120,39 +131,73 @@ def _remote_command(words: list[str]) -> int:
     return 0
 
 
+def _cut(argv: list[str]) -> int:
+    """Where the script's own arguments begin (after `--`), or the end."""
+    return argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)
+
+
+def command_words(argv: list[str]) -> list[str]:
+    """The words before `--` that are not options: the command's path and its arguments."""
+    return [w for w in argv[: _cut(argv)] if not w.startswith("-")]
+
+
+def with_json(argv: list[str]) -> list[str]:
+    """`argv` asking for JSON: `--json` goes before `--`, where the script's own arguments begin."""
+    cut = _cut(argv)
+    return argv if "--json" in argv[:cut] else [*argv[:cut], "--json", *argv[cut:]]
+
+
 def _forward(host: str, argv: list[str]) -> int:
-    from fray.remote import bootstrap, command, sync
-    from fray.remote.connection import connect
-    from fray.remote.run import run_fray
-
-    words = [w for w in argv[: argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)] if not w.startswith("-")]
-    if words[:1] == ["submit"] or words[:1] == ["sync"]:
-        conn = connect(host)
-        remote = bootstrap.ensure(conn, os.environ.get(ENV_REMOTE_HOME) or None)
-        project = Path.cwd()
-        force = "--force" in argv
-        copied = sync.sync(conn, project, code_folder(remote.home, project), force=force)
-        if words[:1] == ["sync"]:
-            print(f"synced {project} to {host}:{copied.remote_path} ({len(copied.sent)} sent, "
+    words = command_words(argv)
+    if words[:1] == ["sync"]:
+        copied, _ = _sync_project(host, "--force" in argv)
+        if "--json" in argv:
+            print(json.dumps({"host": host, "local_path": str(Path.cwd()), "remote_path": copied.remote_path,
+                              "sent": list(copied.sent), "removed": list(copied.removed),
+                              "bytes_sent": copied.bytes_sent, "tree_hash": copied.tree_hash}))
+        else:
+            print(f"synced {Path.cwd()} to {host}:{copied.remote_path} ({len(copied.sent)} sent, "
                   f"{len(copied.removed)} removed, tree {copied.tree_hash[:12]})")
-            return 0
-        # The run records which code it ran (in its spec's env, shown by `fray status`; the workload sees it too).
-        cut = argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)
-        recorded = ["--env", f"SYNCED_CODE_PATH={copied.remote_path}", "--env", f"SYNCED_CODE_HASH={copied.tree_hash}"]
-        submit = [*argv[:cut], *recorded, *argv[cut:]]
-        script = 'cd "$1" && shift && exec "$@"'
-        result = command.run(conn, ["sh", "-c", script, "sh", copied.remote_path, remote.executable, *submit],
-                             env={"FRAY_HOME": remote.home, ENV_REMOTE: ""})
-    elif _interactive(words, argv):
-        from fray.remote.pty import interactive
+        return 0
+    if interactive(words, argv):
+        from fray.remote import bootstrap
+        from fray.remote.connection import connect
+        from fray.remote import pty
 
         conn = connect(host)
         remote = bootstrap.ensure(conn, os.environ.get(ENV_REMOTE_HOME) or None)
-        return interactive(conn, [remote.executable, *argv], {"FRAY_HOME": remote.home, ENV_REMOTE: ""})
-    else:
-        result = run_fray(host, argv, home=os.environ.get(ENV_REMOTE_HOME) or None, json=False)
+        return pty.interactive(conn, [remote.executable, *argv], {"FRAY_HOME": remote.home, ENV_REMOTE: ""})
+    result = answer(host, argv)
     sys.stdout.buffer.write(result.stdout)
     sys.stdout.flush()
     sys.stderr.buffer.write(result.stderr)
     sys.stderr.flush()
     return result.exit_code
+
+
+def answer(host: str, argv: list[str]) -> Result:
+    """What `fray *argv` prints on `host`, and its exit code (`fray submit` syncs the project first)."""
+    from fray.remote import command
+    from fray.remote.run import run_fray
+
+    if command_words(argv)[:1] != ["submit"]:
+        return run_fray(host, argv, home=os.environ.get(ENV_REMOTE_HOME) or None, json=False)
+    copied, (conn, remote) = _sync_project(host, "--force" in argv)
+    # The run records which code it ran (in its spec's env, shown by `fray status`; the workload sees it too).
+    cut = _cut(argv)
+    recorded = ["--env", f"SYNCED_CODE_PATH={copied.remote_path}", "--env", f"SYNCED_CODE_HASH={copied.tree_hash}"]
+    submit = [*argv[:cut], *recorded, *argv[cut:]]
+    script = 'cd "$1" && shift && exec "$@"'
+    return command.run(conn, ["sh", "-c", script, "sh", copied.remote_path, remote.executable, *submit],
+                       env={"FRAY_HOME": remote.home, ENV_REMOTE: ""})
+
+
+def _sync_project(host: str, force: bool) -> tuple[SyncResult, tuple[Connection, RemoteFray]]:
+    """The current folder synced to the remote's code folder; the connection and remote fray it used."""
+    from fray.remote import bootstrap, sync
+    from fray.remote.connection import connect
+
+    conn = connect(host)
+    remote = bootstrap.ensure(conn, os.environ.get(ENV_REMOTE_HOME) or None)
+    project = Path.cwd()
+    return sync.sync(conn, project, code_folder(remote.home, project), force=force), (conn, remote)

@@ -1,0 +1,83 @@
+"""`fray COMMAND --remote HOST` in the CLI: the remote answers in JSON, this machine renders it.
+
+A command whose answer is one JSON document (list, status, logs, control,
+nodes, ...) runs on the host with `--json`, and its document is rendered here
+by the very renderer a local run uses: human output is identical to local, and
+fits this terminal rather than the remote's. Under `--json`, for streams
+(`--wait`, `--follow`) and screens (`tui`), and for anything not in the table
+below, the remote's own output is passed through byte for byte
+(fray.remote.forward). A remote error document becomes `fray: error: ...` here,
+with the remote's exit code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any, Callable
+
+import orjson
+
+from fray.cli import failures, output
+from fray.remote import forward
+
+# command path -> "module:renderer"; the longest matching path wins, None means "pass through"
+RENDERERS: dict[tuple[str, ...], str | None] = {
+    ("submit",): "fray.cli.submit:render_submitted",
+    ("list",): "fray.cli.list_cmd:render_list",
+    ("status",): "fray.cli.status_cmd:render_status",
+    ("logs",): "fray.cli.logs_cmd:render_logs",
+    ("control",): "fray.cli.control_cmd:render_control",
+    ("daemon",): "fray.cli.daemon_cmd:render_daemon",
+    ("daemon", "run"): None,  # the daemon in the foreground: a stream of its own
+    ("nodes",): "fray.cli.nodes_cmd:render_nodes",
+    ("nodes", "list"): "fray.cli.nodes_cmd:render_nodes",
+    ("nodes", "ban"): "fray.cli.nodes_cmd:render_change",
+    ("nodes", "unban"): "fray.cli.nodes_cmd:render_change",
+    ("actors",): "fray.cli.actors_cmd:render_actors",
+    ("partitions",): "fray.cli.partitions_cmd:render_partitions",
+    ("tpus",): "fray.cli.tpus_cmd:render_tpus",
+    ("audit", "verify"): "fray.cli.audit_cmd:render_verify",
+    ("audit", "show"): "fray.cli.audit_cmd:render_show",
+}
+STREAMING_FLAGS = frozenset({"--wait", "--follow", "-f", "--help", "-h"})
+
+
+def renderer_for(argv: list[str]) -> Callable[[dict[str, Any]], Any] | None:
+    """The local renderer of this command's JSON answer, or None to pass the remote's output through."""
+    before_args = argv[: argv.index(forward.SEPARATOR)] if forward.SEPARATOR in argv else argv
+    if STREAMING_FLAGS & set(before_args) or "--json" in before_args:
+        return None
+    words = tuple(forward.command_words(argv))
+    if forward.interactive(list(words), argv):
+        return None
+    for length in (2, 1):
+        if words[:length] in RENDERERS and len(words) >= length:
+            target = RENDERERS[words[:length]]
+            if target is None:
+                return None
+            module, _, name = target.partition(":")
+            return getattr(importlib.import_module(module), name)
+    return None
+
+
+def run(host: str | None, argv: list[str]) -> int:
+    """Run `fray *argv` on `host` (or `fray sync` / `fray remote ...` here); its exit code."""
+    render = renderer_for(argv) if host is not None else None
+    if render is None:
+        return forward.main(host, argv)
+    result = forward.answer(host, forward.with_json(argv))
+    try:
+        data = orjson.loads(result.stdout)
+    except orjson.JSONDecodeError:  # not one document (a crash, an old remote): show what it said
+        sys.stdout.buffer.write(result.stdout)
+        sys.stdout.flush()
+        data = None
+    sys.stderr.buffer.write(result.stderr)  # notes about the output, never part of it
+    sys.stderr.flush()
+    if isinstance(data, dict) and set(data) == {"error"}:
+        print(failures.PREFIX + str(data["error"].get("message", "")), file=sys.stderr)
+    elif isinstance(data, dict):
+        for text in render(data):
+            output.line(text)
+    return result.exit_code
