@@ -72,7 +72,9 @@ def test_submit_list_logs_over_remote_match_local(remote_host, tmp_path, monkeyp
         _tui_over_pty(remote_host, tmp_path, remote_home)
 
         missing = run_fray("status", "no-such-run", "--remote", remote_host.alias)
-        assert missing.returncode == run_fray("status", "no-such-run", home=remote_home).returncode != 0
+        missing_here = run_fray("status", "no-such-run", home=remote_home)
+        assert missing.returncode == missing_here.returncode != 0
+        assert missing.stderr == missing_here.stderr and "no-such-run" in missing.stderr
         assert not marker.exists()
     finally:
         _kill_everything_of(remote_home)
