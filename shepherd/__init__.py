@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "current_cluster": "fray.cluster",
     "LocalCluster": "fray.cluster.local",
     "FrayCluster": "fray.cluster.fray",
+    "RemoteCluster": "fray.cluster.remote",
     "JobRequest": "fray.cluster.api",
     "ResourceConfig": "fray.cluster.api",
     "Entrypoint": "fray.cluster.api",
@@ -58,6 +59,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from fray.cluster.api import (ClusterError, EnvironmentConfig, Entrypoint, JobFailed, JobGroupConfig,
                                   JobInfo, JobRequest, JobStatus, Reservation, ReservationConfig, ResourceConfig)
     from fray.cluster.fray import FrayCluster
+    from fray.cluster.remote import RemoteCluster
     from fray.cluster.local import LocalCluster
     from fray.cluster.workers import WorkerPool
 

@@ -102,7 +102,7 @@ def sync(
     sftp = conn.client.open_sftp()
     try:
         sftp.get_channel().settimeout(conn.spec.connect_timeout)
-        _makedirs(sftp, remote_path)
+        makedirs(sftp, remote_path)
         previous = _read_manifest(sftp, posixpath.join(remote_path, MANIFEST))
         to_send = [rel for rel, digest in local.items() if previous.get(rel) != digest]
         to_remove = [rel for rel in previous if rel not in local]
@@ -116,7 +116,7 @@ def sync(
         for rel in to_send:
             parent = posixpath.dirname(rel)
             if parent not in made:
-                _makedirs(sftp, posixpath.join(remote_path, parent))
+                makedirs(sftp, posixpath.join(remote_path, parent))
                 made.add(parent)
             target = posixpath.join(remote_path, rel)
             sftp.put(str(root / rel), target)
@@ -142,7 +142,8 @@ def _read_manifest(sftp, path: str) -> dict[str, str]:  # noqa: ANN001 - paramik
     return data if isinstance(data, dict) else {}
 
 
-def _makedirs(sftp, path: str) -> None:  # noqa: ANN001 - paramiko SFTPClient
+def makedirs(sftp, path: str) -> None:  # noqa: ANN001 - paramiko SFTPClient
+    """`mkdir -p` over SFTP."""
     parts = []
     while path not in ("", "/"):
         try:
