@@ -42,6 +42,7 @@ from fray.daemon import alerts
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.daemon.nodes import NodeKeeper
+from fray.daemon.notifications import Notifications
 from fray.daemon.records import CycleStats, RunState
 from fray.daemon.settings import Settings
 from fray.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
@@ -84,6 +85,7 @@ class Daemon:
         self._family = FamilyKeeper(home, self._config)
         self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
         self._alerter = alerts.Alerter.from_config(self._config)
+        self._notifications = Notifications(self._config, f"fray daemon on {socket.gethostname()} for {home.root}")
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -123,6 +125,10 @@ class Daemon:
             self._family.sweep_endpoints(runs)
         except OSError as exc:
             log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
+        message = self._notifications.flush(now)  # what this cycle's changes (and any held back) call for
+        for notice in message.notices if message else ():
+            sinks = ", ".join(self._notifications.sinks)
+            self._event(self.home.run(notice.run_id), "notify", f"{notice.status}: notifying {sinks}")
         for run in active:  # those the policy just ended leave the per-cycle set
             if _settled(run):
                 self._unsettled.discard(run.paths.run_id)
@@ -292,13 +298,14 @@ class Daemon:
                 cancels.setdefault(meta.spec.backend, []).append(CancelTarget(
                     AttemptKey(meta.run_id, action.attempt), attempt.backend_ref if attempt else None,
                     force=action.force, workload_pid=started.get("workload_pid")))
-        if self._alerter.rules:
+        if self._alerter.rules or self._notifications.enabled:
             self._alert(plan.meta, run.control, files, now)
 
     def _alert(self, meta: Meta, control: Control, files: AttemptFiles, now: float) -> None:
-        """Send the alerts a change of this run's status calls for (in the background)."""
+        """Send the alerts and notifications a change of this run's status calls for (in the background)."""
         row = row_of(meta.run_id, meta, control.paused, None, files.heartbeat_at, files.progress, now)
         status = row["status"]
+        self._notifications.observe(meta.run_id, meta.name, status, row["reason"], now)
         for firing in self._alerter.observe(meta.run_id, status, now):
             alerts.fire(firing, alerts.payload(firing, row, now))
             self._event(self.home.run(meta.run_id), "alert", f"{status}: ran {firing.rule.command[0]}"
@@ -411,10 +418,11 @@ class Daemon:
         return self._backends[name]
 
     def _apply_config(self, config: dict[str, Any]) -> None:
-        """A new config.json in force without a restart: blacklist settings, alert rules, backends."""
+        """A new config.json in force without a restart: blacklist settings, alerts, notifications, backends."""
         before, self._config = self._config, config
         self._nodes = NodeKeeper(self.home, self._reader, config, self.clock)
         self._alerter.rules = alerts.Alerter.from_config(config).rules
+        self._notifications.configure(config)
         self._family.config = config  # priority credits
         for name in [n for n in self._loaded if before.get(n) != config.get(n)]:
             # Rebuilt on next use from the new section; attempts live on and are found again.
@@ -458,6 +466,7 @@ class Daemon:
             self._write_lease(stats, (time.perf_counter() - started) * 1000, error)
             self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
             wake.wait(self.poll_interval)
+        self._notifications.close()
         self._write_lease(CycleStats(), 0.0, None, stopping=True)
 
     def _write_lease(self, stats: CycleStats, cycle_ms: float, error: str | None, stopping: bool = False) -> None:

@@ -1,9 +1,15 @@
-"""config.json: backends and defaults, written by hand and validated on read."""
+"""config.json: backends and defaults, written by hand and validated on read.
+
+The schema (schemas/config.json) checks the shape; what it cannot say (a
+notify section's rate limit, port, or user without password) is checked here
+by the section's own parser, so a config.json is accepted or refused whole.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from fray.core import notify
 from fray.state import store
 from fray.errors import CorruptFileError, StateError
 from fray.state.layout import Home
@@ -12,6 +18,11 @@ from fray.state.layout import Home
 def load_config(home: Home) -> dict[str, Any]:
     """The validated config, or {} when there is none. A bad one is an error to fix, not ignore."""
     try:
-        return store.read_json(home.config, "config") or {}
+        config = store.read_json(home.config, "config") or {}
     except CorruptFileError as exc:
         raise StateError(f"{exc}. Fix it (schemas/config.json describes it) and put it back.") from None
+    try:
+        notify.settings_from(config)
+    except ValueError as exc:
+        raise StateError(f"{home.config}: {exc}. Fix it (README.md, Notifications, shows an example).") from None
+    return config
