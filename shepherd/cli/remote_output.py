@@ -37,6 +37,7 @@ RENDERERS: dict[tuple[str, ...], str | None] = {
     ("actors",): "fray.cli.actors_cmd:render_actors",
     ("partitions",): "fray.cli.partitions_cmd:render_partitions",
     ("tpus",): "fray.cli.tpus_cmd:render_tpus",
+    ("usage",): "fray.cli.usage_cmd:render_usage",
     ("audit", "verify"): "fray.cli.audit_cmd:render_verify",
     ("audit", "show"): "fray.cli.audit_cmd:render_show",
 }

@@ -1,0 +1,58 @@
+"""`fray usage`: wall time, CPU-, GPU- and TPU chip-hours and goodput, by run, group, partition or node (fray.ops.usage)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from fray.cli import output, render
+from fray.cli.main import home_of
+from fray.core.usage import GROUPINGS
+from fray.ops import human, usage
+
+HOURS = (("cpu_hours", "CPU-H"), ("gpu_hours", "GPU-H"), ("tpu_chip_hours", "TPU CHIP-H"))
+
+
+@click.command("usage")
+@click.option("--since", "since", default=usage.DEFAULT_SINCE, show_default=True, metavar="DURATION",
+              help="How far back: 12h, 7d, 30d, or all. Attempts are cut at this moment.")
+@click.option("--by", "by", default="run", show_default=True, metavar="|".join(GROUPINGS),
+              help="One row per run, group (job group or family), partition or node.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-usage.json).")
+@click.pass_context
+def usage_cmd(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
+    """What runs used, counted from their attempts' start and end: wall time, CPU-hours,
+    GPU-hours, TPU chip-hours, and the time lost to attempts that failed or were replaced
+    (goodput: useful time over all time). A running attempt counts up to now.
+    """
+    output.emit(usage.usage_view(home_of(ctx), since, by.strip().lower()), as_json, render_usage)
+
+
+def render_usage(data: dict[str, Any]) -> list[str]:
+    window = "all time" if data["since"] is None else f"since {human.timestamp(data['since'], data['generated_at'])} " \
+                                                        f"({data['since_text']})"
+    lines = [render.heading(f"Usage by {data['by']}, {window}")]
+    if not data["rows"]:
+        lines.append(f"no attempts ran in this window ({data['home']})")
+    else:
+        shown = [c for c in HOURS if data["total"][c[0]] > 0] or [HOURS[0]]  # hide columns nothing used
+        columns = [render.Column(data["by"].upper()), *([render.Column("NAME", shrinkable=True)]
+                                                        if data["by"] == "run" else []),
+                   render.Column("RUNS", ">"), render.Column("ATTEMPTS", ">"), render.Column("WALL", ">"),
+                   render.Column("LOST", ">"), render.Column("GOODPUT", ">"),
+                   *[render.Column(title, ">") for _, title in shown]]
+        rows = [_row(row, data["by"], shown) for row in data["rows"]]
+        rows.append(_row({**data["total"], "key": "total", "label": ""}, data["by"], shown))
+        lines += render.table(columns, rows, render.terminal_width())
+    if data["unreadable"]:
+        lines.append(f"not counted, meta.json unreadable: {', '.join(data['unreadable'])}")
+    return lines
+
+
+def _row(row: dict[str, Any], by: str, shown: list[tuple[str, str]]) -> list[str]:
+    running = f" ({row['running']} running)" if row["running"] else ""
+    goodput = human.MISSING if row["goodput"] is None else f"{row['goodput']:.0%}"
+    return [row["key"], *([row["label"]] if by == "run" else []), str(row["runs"]), f"{row['attempts']}{running}",
+            human.duration(row["wall_sec"]), human.duration(row["lost_sec"]), goodput,
+            *[f"{row[key]:.2f}" for key, _ in shown]]

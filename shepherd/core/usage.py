@@ -1,0 +1,135 @@
+"""Resource use counted from attempts' start and end: wall time, CPU-, GPU- and TPU chip-hours, goodput (pure).
+
+An attempt counts from `started_at` (its wrapper started: time queued is not
+use) to `ended_at`, or to `now` while it still runs, clipped to the window
+[since, now]. It holds the run's resources the whole time: `cpus` and `gpus`
+per task times `replicas`, and a TPU slice's chips (the caller works those out
+from the accelerator type). An attempt is *useful* when it succeeded, ran an
+indefinite run to the end of its keep-alive, was stopped by a person, or is
+still running; any other end (a workload failure, a node fault, a lost node, a
+preemption, a stall, a restart or pause that replaced it) is time *lost*.
+Goodput is useful wall time over all wall time.
+
+`tally` groups the figures by run, group (a job group, else the run's family,
+else the run), partition or node, biggest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fray.core.model import Cause, Meta
+
+USEFUL_CAUSES = frozenset({Cause.SUCCESS.value, Cause.EXPIRED.value, Cause.STOPPED.value})
+GROUPINGS = ("run", "group", "partition", "node")
+NONE_KEY = "-"  # an attempt with no partition (not Slurm) or no node (never placed)
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpus: int
+    gpus: int
+    tpu_chips: int = 0
+
+
+@dataclass(frozen=True)
+class Span:
+    """One attempt as usage sees it: whose, where, when, with what, and whether it was useful."""
+
+    run_id: str
+    name: str
+    group: str
+    partition: str | None
+    node: str | None
+    started_at: float
+    ended_at: float | None  # None: still running
+    useful: bool
+    resources: Resources
+
+
+def group_of(meta: Meta) -> str:
+    """A job group's id; else the family's namespace (a top-level run's own id, which its children share)."""
+    if meta.group and meta.group.get("id"):
+        return str(meta.group["id"])
+    return meta.job_namespace
+
+
+def spans_of(meta: Meta, resources: Resources) -> list[Span]:
+    """The run's attempts that started (those that never did used nothing)."""
+    spans = []
+    for attempt in meta.attempts:
+        if attempt.started_at is None:
+            continue
+        running = attempt.in_flight
+        spans.append(Span(meta.run_id, meta.name, group_of(meta), attempt.partition, attempt.node,
+                          attempt.started_at, None if running else attempt.ended_at,
+                          running or attempt.cause in USEFUL_CAUSES, resources))
+    return spans
+
+
+@dataclass
+class Figures:
+    key: str
+    label: str
+    runs: set[str] = field(default_factory=set)
+    attempts: int = 0
+    running: int = 0
+    wall_sec: float = 0.0
+    lost_sec: float = 0.0
+    cpu_hours: float = 0.0
+    gpu_hours: float = 0.0
+    tpu_chip_hours: float = 0.0
+
+    def add(self, span: Span, seconds: float, running: bool) -> None:
+        self.runs.add(span.run_id)
+        self.attempts += 1
+        self.running += running
+        self.wall_sec += seconds
+        if not span.useful:
+            self.lost_sec += seconds
+        hours = seconds / 3600.0
+        self.cpu_hours += span.resources.cpus * hours
+        self.gpu_hours += span.resources.gpus * hours
+        self.tpu_chip_hours += span.resources.tpu_chips * hours
+
+    @property
+    def goodput(self) -> float | None:
+        """Useful wall time over all wall time; None when nothing ran."""
+        return (self.wall_sec - self.lost_sec) / self.wall_sec if self.wall_sec > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "label": self.label, "runs": len(self.runs), "attempts": self.attempts,
+                "running": self.running, "wall_sec": round(self.wall_sec, 3),
+                "useful_sec": round(self.wall_sec - self.lost_sec, 3), "lost_sec": round(self.lost_sec, 3),
+                "goodput": None if self.goodput is None else round(self.goodput, 4),
+                "cpu_hours": round(self.cpu_hours, 4), "gpu_hours": round(self.gpu_hours, 4),
+                "tpu_chip_hours": round(self.tpu_chip_hours, 4)}
+
+
+def tally(spans: list[Span], by: str, since: float | None, now: float) -> tuple[list[Figures], Figures]:
+    """Figures per `by` key (most wall time first) and for everything, inside [since, now]."""
+    if by not in GROUPINGS:
+        raise ValueError(f"cannot group usage by {by!r}: choose one of {', '.join(GROUPINGS)}")
+    rows: dict[str, Figures] = {}
+    total = Figures("total", "total")
+    for span in spans:
+        start = span.started_at if since is None else max(span.started_at, since)
+        end = now if span.ended_at is None else min(span.ended_at, now)
+        running = span.ended_at is None
+        if end < start or (end == start and not running):
+            continue  # outside the window (a running attempt counts from its first instant)
+        key, label = _key(span, by)
+        rows.setdefault(key, Figures(key, label)).add(span, end - start, running)
+        total.add(span, end - start, running)
+    ordered = sorted(rows.values(), key=lambda f: (-f.wall_sec, f.key))
+    return ordered, total
+
+
+def _key(span: Span, by: str) -> tuple[str, str]:
+    if by == "run":
+        return span.run_id, span.name
+    if by == "group":
+        return span.group, span.group
+    value = (span.partition if by == "partition" else span.node) or NONE_KEY
+    return value, value
