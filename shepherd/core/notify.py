@@ -32,7 +32,7 @@ from typing import Any
 
 from fray.core.values import parse_duration
 
-DEFAULT_ON = ("unresponsive", "crash_loop", "failed", "error_unknown")
+DEFAULT_ON = ("unresponsive", "crash_loop", "failed")
 DEFAULT_RATE_LIMIT = "5/10m"
 DEFAULT_REPEAT_AFTER_SEC = 6 * 3600.0
 DEFAULT_TIMEOUT_SEC = 10.0

@@ -68,9 +68,10 @@ class Notifications:
             outbox.post(Letter(subject, text))
         return message
 
-    def close(self) -> None:
+    def close(self, wait_sec: float = 2.0) -> None:
+        """At the daemon's stop: a message being sent gets `wait_sec` to arrive (each sink's call is bounded anyway)."""
         for outbox in self._outboxes.values():
-            outbox.close()
+            outbox.close(wait_sec)
         self._outboxes.clear()
 
 

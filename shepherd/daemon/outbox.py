@@ -46,24 +46,33 @@ class Outbox:
             return False
         return True
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop after the try in progress (a backoff wait ends at once); what still waits is logged as dropped."""
+    def close(self, wait_sec: float = 0.0) -> None:
+        """Stop after the try in progress (a backoff wait ends at once); what still waits is logged as dropped.
+
+        Waits at most `wait_sec` for the thread: 0 when a config edit replaces the sink (the loop never
+        waits on a sink), a little at the daemon's stop so a message in flight can still arrive.
+        """
         self._closed.set()
         try:
             self._letters.put_nowait(None)
         except queue.Full:
-            pass
-        self._thread.join(timeout)
+            pass  # the thread is busy with a letter and sees `_closed` when it is done
+        if wait_sec > 0:
+            self._thread.join(wait_sec)
 
     def _work(self) -> None:
-        while not self._closed.is_set():
+        while True:
             letter = self._letters.get()
             if letter is None or self._closed.is_set():
                 break
             self._deliver(letter)
-        dropped = self._letters.qsize()
-        if dropped:
-            log.warning("notify %s: stopped with %d messages not sent", self.name, dropped)
+        left = [letter]
+        while not self._letters.empty():
+            left.append(self._letters.get_nowait())
+        subjects = [repr(item.subject) for item in left if item is not None]
+        if subjects:
+            log.warning("notify %s: stopped with %d messages not sent: %s", self.name, len(subjects),
+                        "; ".join(subjects))
 
     def _deliver(self, letter: Letter) -> None:
         for attempt in range(1, self._retries + 1):
