@@ -150,3 +150,39 @@ def test_the_outbox_gives_up_after_its_tries_and_goes_on_with_the_next_letter(ca
     finally:
         outbox.close()
     assert any("gave up on 'bad' after 2 tries: sink down" in r.getMessage() for r in caplog.records)
+
+
+def _smtp_with_login(inbox):
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult
+
+    from notify_support import free_port
+
+    def authenticator(server, session, envelope, mechanism, auth_data):
+        return AuthResult(success=(auth_data.login, auth_data.password) == (b"fray", b"s3cret"))
+
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port(), authenticator=authenticator,
+                            auth_require_tls=False, auth_required=True)  # no mail without a login
+    controller.start()
+    return controller
+
+
+def test_email_logs_in_with_the_password_from_the_named_environment_variable(monkeypatch):
+    from fray.core.notify import Email
+    from fray.daemon.sinks import SinkError, send_email
+    from notify_support import Inbox
+
+    inbox = Inbox()
+    controller = _smtp_with_login(inbox)
+    try:
+        email = Email("127.0.0.1", controller.port, "fray@x.org", ("me@x.org",), user="fray",
+                      password_env="FRAY_TEST_SMTP_PASSWORD")
+        monkeypatch.delenv("FRAY_TEST_SMTP_PASSWORD", raising=False)
+        with pytest.raises(SinkError, match="no FRAY_TEST_SMTP_PASSWORD"):
+            send_email(email, "subject", "text", timeout=5)
+        monkeypatch.setenv("FRAY_TEST_SMTP_PASSWORD", "s3cret")
+        send_email(email, "fray: train is failed", "r1 (train): restarting -> failed", timeout=5)
+    finally:
+        controller.stop()
+    [message] = inbox.messages
+    assert message["Subject"] == "fray: train is failed" and "restarting -> failed" in message.get_content()
