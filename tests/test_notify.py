@@ -167,6 +167,7 @@ def _smtp_with_login(inbox):
     return controller
 
 
+@pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")  # a test server on 127.0.0.1
 def test_email_logs_in_with_the_password_from_the_named_environment_variable(monkeypatch):
     from fray.core.notify import Email
     from fray.daemon.sinks import SinkError, send_email
