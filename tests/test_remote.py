@@ -93,6 +93,35 @@ def test_auth_failure_and_unreachable_host_are_clear_errors(remote_host, tmp_pat
         connection.connect("127.0.0.1:1")
 
 
+def test_proxy_jump_reaches_the_host_through_the_jump_host(remote_host, tmp_path, monkeypatch):
+    config = tmp_path / "jump_config"
+    write_ssh_config(config, remote_host.sshd, remote_host.known_hosts, alias="bastion")
+    # The login node as a cluster's would be named: reached only through `bastion` (a tunnel it opens).
+    config.write_text(config.read_text() + config.read_text().replace("Host bastion", "Host login-behind")
+                      + "  ProxyJump bastion\n")
+    monkeypatch.setenv("FRAY_SSH_CONFIG", str(config))
+    conn = connection.connect("login-behind")
+    assert [type(j).__name__ for j in conn.jumps] == ["SSHClient"]
+    peer = conn.client.get_transport().sock  # the tunnel through bastion, not a socket of ours
+    assert type(peer).__name__ == "Channel"
+    assert command.run(conn, ["echo", "behind"]).stdout == b"behind\n"
+
+
+def test_what_bootstrap_does_with_what_the_probe_found():
+    from fray.remote.bootstrap import usable
+    from fray.remote.errors import RemoteError
+
+    here = "0.2.0"
+    assert usable({"fray": "/opt/fray/bin/fray", "version": "0.2.0", "python": "/usr/bin/python3"}, here, "h")
+    assert not usable({"fray": "/opt/fray/bin/fray", "version": "0.1.9", "python": "/usr/bin/python3",
+                       "pyver": "3.11"}, here, "h")  # older: installed over
+    assert not usable({"python": "/usr/bin/python3", "pyver": "3.10"}, here, "h")
+    with pytest.raises(RemoteError, match=r"h has Python 3\.8 \(/usr/bin/python3\); fray needs Python >= 3\.10"):
+        usable({"python": "/usr/bin/python3", "pyver": "3.8"}, here, "h")
+    with pytest.raises(RemoteError, match="no python3 on its PATH"):
+        usable({}, here, "h")
+
+
 def _project(root: Path, files: int) -> None:
     for i in range(files):
         path = root / f"pkg{i % 5}" / f"mod{i}.py"
