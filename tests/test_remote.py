@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fray.errors import UsageError
 from fray.remote import command, connection, hosts, sync
 from fray.remote.errors import AuthenticationFailed, ChangedHostKey, UnknownHostKey, UnreachableHost
 from fray.remote.ssh_config import resolve
@@ -214,6 +215,27 @@ def test_a_second_command_reuses_the_background_master(remote_host, tmp_path, mo
         assert served is not None and served.exit_code == 0
         assert json.loads(served.stdout)["runs"] == json.loads(first.stdout)["runs"] == []
         assert oct(sock.parent.stat().st_mode & 0o777) == "0o700"
+
+        # While it serves, commands go through it: even with this machine's trust in the host gone, a
+        # sync and a submit inside the synced copy work (they never open a connection of their own).
+        from fray.remote.run import sync_project
+
+        remote_host.known_hosts.write_text("")
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "job.py").write_text("print('from the synced copy')\n")
+        copied = sync_project(remote_host.alias, project, home=str(home))
+        assert copied.sent == ("job.py",) and (Path(copied.remote_path) / "job.py").exists()
+        again = sync_project(remote_host.alias, project, home=str(home))
+        assert again.sent == () and again.tree_hash == copied.tree_hash
+        with open(project / "weights.bin", "wb") as sparse:
+            sparse.truncate(sync.DEFAULT_SIZE_LIMIT + 1)  # over the guard, without writing 200 MB
+        with pytest.raises(UsageError, match="--force"):  # the master's refusal arrives as the same error
+            sync_project(remote_host.alias, project, home=str(home))
+        (project / "weights.bin").unlink()
+        submitted = run_fray(remote_host.alias, ["submit", "job.py", "--wait"], home=str(home), cwd=copied.remote_path)
+        assert submitted.exit_code == 0, submitted.stderr
+        assert json.loads(submitted.stdout.splitlines()[-1])["end"]["status"] == "completed_success"
     finally:
         _kill_everything_of(home)  # the master names the remote home on its command line
 

@@ -60,7 +60,7 @@ def run(root: Path, server, repeats: int) -> None:  # noqa: ANN001
     env.pop("SSH_AUTH_SOCK", None)
     fray_list = [FRAY, "list", "--json", "--remote", ALIAS]
     subprocess.run(fray_list, env={**env, "FRAY_REMOTE_NO_MASTER": "1"}, check=True, stdout=subprocess.DEVNULL)  # installs
-    remote_fray = remote_home / "venv" / "bin" / "fray"
+    remote_fray = _remote_executable(env)  # the fray the command above found or installed there
     plain = ["ssh", "-F", str(config), ALIAS, f"env FRAY_HOME={shlex.quote(str(remote_home))} "
              f"{shlex.quote(str(remote_fray))} list --json"]
     subprocess.run(fray_list, env=env, check=True, stdout=subprocess.DEVNULL)  # leaves a master
@@ -87,7 +87,7 @@ def run(root: Path, server, repeats: int) -> None:  # noqa: ANN001
     rsync = shutil.which("rsync")
     if rsync:
         commands["rsync"] = [rsync, "-a", "-e", f"ssh -F {shlex.quote(str(config))}", f"{project}/",
-                             f"{ALIAS}:{shlex.quote(str(root / 'rsync copy'))}/"]
+                             f"{ALIAS}:{root / 'rsync copy'}/"]  # rsync >= 3.2.4 passes it unsplit
         subprocess.run(commands["rsync"], env=env, check=True)
     samples: dict[str, list[float]] = {label: [] for label in commands}
     for i in range(repeats):
@@ -103,6 +103,16 @@ def run(root: Path, server, repeats: int) -> None:  # noqa: ANN001
         report("fray sync (2,000 files, one changed)", samples["sync"])
         print("rsync is not installed here: the comparison was skipped")
     print(f"(medians: cold {statistics.median(cold) * 1000:.0f} ms)")
+
+
+def _remote_executable(env: dict[str, str]) -> str:
+    from fray.remote import bootstrap, connection
+
+    os.environ["FRAY_SSH_CONFIG"] = env["FRAY_SSH_CONFIG"]
+    try:
+        return bootstrap.ensure(connection.connect(ALIAS), env["FRAY_REMOTE_HOME"]).executable
+    finally:
+        connection.close_all()
 
 
 if __name__ == "__main__":
