@@ -199,6 +199,33 @@ def test_bootstrap_installs_this_fray_when_the_remote_has_none_or_an_older_one(r
 
 
 @pytest.mark.slow
+def test_an_offline_cluster_gets_fray_and_its_dependencies_from_a_wheelhouse_sent_along(remote_host, tmp_path,
+                                                                                       monkeypatch):
+    import importlib.metadata
+    import subprocess
+
+    from fray.remote import bootstrap
+
+    # What the README tells a user of an offline cluster to do on a machine with internet.
+    wheelhouse = tmp_path / "wheels"
+    deps = [r.split(";")[0].replace(" ", "") for r in importlib.metadata.requires("fray") if "extra" not in r]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "-d",
+                    str(wheelhouse), *deps], check=True, timeout=600)
+    monkeypatch.setenv("FRAY_REMOTE_WHEELHOUSE", str(wheelhouse))
+    real_version = bootstrap.local_version()
+    monkeypatch.setattr(bootstrap, "local_version", lambda: real_version + ".1")  # any fray there is "older"
+    home = tmp_path / "offline home"
+    conn = connection.connect(remote_host.alias)
+    installed = bootstrap.ensure(conn, str(home))
+    assert installed.executable == str(home / "venv" / "bin" / "fray")
+    sent = {p.name for p in (home / "wheels").iterdir()}
+    assert {p.name for p in wheelhouse.iterdir()} < sent and any(n.startswith("fray-") for n in sent)
+    # Installed with --no-index: everything came from the wheels sent along, and it runs.
+    listing = command.run(conn, [installed.executable, "list", "--json"], env={"FRAY_HOME": str(home)})
+    assert listing.exit_code == 0 and json.loads(listing.stdout)["runs"] == []
+
+
+@pytest.mark.slow
 def test_a_second_command_reuses_the_background_master(remote_host, tmp_path, monkeypatch):
     from fray.remote import master
     from fray.remote.run import run_fray
