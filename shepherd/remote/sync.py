@@ -40,6 +40,11 @@ class SyncResult:
     bytes_sent: int
 
 
+def code_folder(remote_home: str, project: Path) -> str:
+    """Where the project's synced copy lives on the remote: one folder per project name."""
+    return posixpath.join(remote_home, "code", project.resolve().name or "project")
+
+
 def ignore_patterns(root: Path) -> list[str]:
     patterns = list(ALWAYS_IGNORED)
     for name in IGNORE_FILES:
