@@ -6,7 +6,8 @@ They never import each other, and nothing here imports them.
 
     read models   views (run rows, `fray list`, `fray status`), live (rows kept current,
                   recent events, file changes), detail (one run in full, its summaries),
-                  queue, nodes (inventory and bans), partitions (Slurm, via its backend)
+                  queue, nodes (inventory and bans), partitions (Slurm, via its backend),
+                  usage (CPU-, GPU-, TPU chip-hours and goodput from attempt times)
     actions       control (stop/start/restart/pause/unpause, ban a run's node), nodes
                   (ban, unban), settings (a live run's safe settings), runtime (tune, pause
                   --in-process, resume, terminate), submit (preview, create)
