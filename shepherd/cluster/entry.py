@@ -6,10 +6,11 @@ run from FRAY_HOME and FRAY_RUN_ID, reads job.json, and:
 1. when the job asks for packages, makes sure their virtual environment exists
    (`environment.ensure`) and re-executes itself under that environment's Python;
 2. for a callable: unpickles payload.pkl (only after `payloads.load` has checked
-   that it is a private file of this user inside FRAY_HOME), calls it, and writes
-   the return value to the attempt's call-result.pkl, then call-result.json
-   (schemas/call-result.json: returned or raised, with the traceback text) for
-   `wait` and `poll`; a raised exception exits 1;
+   that it is a private file of this user inside FRAY_HOME), or the call an
+   earlier attempt checkpointed (`resuming`), calls it, and writes the return
+   value (or the exception raised) to the attempt's call-result.pkl, then
+   call-result.json (schemas/call-result.json: returned or raised, with the
+   traceback text) for `wait`, `poll` and futures; a raised exception exits 1;
 3. for a script: replaces itself with the script's interpreter (same pid, so the
    wrapper's signals reach it).
 """
@@ -23,7 +24,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fray.wrapper import contract, workload
+from fray.wrapper import contract, fence, workload
 
 if TYPE_CHECKING:
     from fray.state.layout import AttemptPaths
@@ -39,7 +40,7 @@ IN_ENV = "FRAY_ENTRY_IN_ENV"
 
 def main(argv: list[str] | None = None) -> int:
     from fray.state import store
-    from fray.cluster import environment, payloads
+    from fray.cluster import environment, resuming
     from fray.state.layout import Home
 
     home_dir = os.environ.get(contract.ENV_HOME)
@@ -68,35 +69,54 @@ def main(argv: list[str] | None = None) -> int:
     # Like `python -m` in the launcher's directory (the job's workdir): its modules are importable.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    attempt = home.run(run_id).attempt(int(os.environ.get(contract.ENV_ATTEMPT) or 1))
+    number = int(os.environ.get(contract.ENV_ATTEMPT) or 1)
+    attempt = run.attempt(number)
     try:
-        fn, args, kwargs = payloads.load(run.payload, home.root)
-        value = fn(*args, **kwargs)
+        call, resumed_from = resuming.starting_call(run, number, home.root)
+        if resumed_from is not None:
+            print(f"fray: resuming the call checkpointed by attempt {resumed_from}", file=sys.stderr, flush=True)
+        if resuming.checkpointable(call):
+            with resuming.Checkpointer(call, attempt.resume_call, lambda: fence.current(home_dir, run_id, number),
+                                       resuming.announce_in_progress(attempt.progress)):
+                value = call()
+        else:
+            value = call()
     except BaseException as exc:  # the caller gets it back, with the traceback text
         if isinstance(exc, KeyboardInterrupt):
             raise
         text = traceback.format_exc()
         sys.stderr.write(text)
-        _record(attempt, "raised", exc, str(exc), text)
+        _record(attempt, "raised", exc, str(exc), text, _saved(attempt, exc))
         return 1
-    try:
-        payloads.dump(attempt.call_value, value)
-    except Exception as exc:
-        text = f"the job's return value could not be pickled: {exc!r}\n"
+    if not _saved(attempt, value):
+        text = "the job's return value could not be pickled (see above)\n"
         sys.stderr.write(text)
-        _record(attempt, "raised", exc, f"the return value could not be pickled: {exc}", text)
+        _record(attempt, "raised", value, "the return value could not be pickled", text, False)
         return 1
-    _record(attempt, "returned", value, "", None)
+    _record(attempt, "returned", value, "", None, True)
     return 0
 
 
-def _record(attempt: "AttemptPaths", outcome: str, subject: object, message: str, text: str | None) -> None:
+def _saved(attempt: "AttemptPaths", value: object) -> bool:
+    """Pickle the return value or exception to call-result.pkl; False (the reason on stderr) when it cannot be."""
+    from fray.cluster import payloads
+
+    try:
+        payloads.dump(attempt.call_value, value)
+    except Exception as exc:  # cloudpickle raises whatever the value's reducers raise
+        print(f"fray entry: {type(value).__name__} cannot be pickled: {exc!r}", file=sys.stderr)
+        return False
+    return True
+
+
+def _record(attempt: "AttemptPaths", outcome: str, subject: object, message: str, text: str | None,
+            pickled: bool) -> None:
     from fray.state import store
 
     kind = type(subject)
     store.write_json(attempt.call_record, {
         "outcome": outcome, "type": f"{kind.__module__}.{kind.__qualname__}", "message": message,
-        "traceback": text, "value_file": attempt.call_value.name if outcome == "returned" else None,
+        "traceback": text, "value_file": attempt.call_value.name if pickled else None,
         "finished_at": time.time()}, "call-result")
 
 

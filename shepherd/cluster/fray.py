@@ -68,7 +68,7 @@ class FrayCluster(ClusterBase):
         """Write the job as a run (a child of this job, when inside one); its job id (the run id)."""
         self._check_reservation(request)
         meta = launching.launch(self.home, [request], self._family())[0]
-        self._ensure_daemon()
+        self.ensure_daemon()
         return meta.run_id
 
     def launch_group(self, group: JobGroupConfig) -> list[str]:
@@ -80,10 +80,11 @@ class FrayCluster(ClusterBase):
             self._check_reservation(request)
         group_id = f"{runs.slug(group.name)[:60]}-{secrets.token_hex(3)}"
         metas = launching.launch(self.home, list(group.jobs), self._family(), group_id=group_id)
-        self._ensure_daemon()
+        self.ensure_daemon()
         return [m.run_id for m in metas]
 
-    def _ensure_daemon(self) -> None:
+    def ensure_daemon(self) -> None:
+        """Start a daemon for FRAY_HOME unless one serves it (inside a job, the one that started it does)."""
         if self.job_id is None:  # inside a job, the daemon that started it is serving
             from fray.daemon import lease
 
