@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the caller gets it back, with the traceback text
         if isinstance(exc, KeyboardInterrupt):
             raise
-        text = traceback.format_exc()
+        text = _traceback_text(exc)
         sys.stderr.write(text)
         _record(attempt, "raised", exc, str(exc), text, _saved(attempt, exc))
         return 1
@@ -95,6 +95,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     _record(attempt, "returned", value, "", None, True)
     return 0
+
+
+def _traceback_text(exc: BaseException) -> str:
+    """The traceback from the caller's code down: the frames of this module and of Call.__call__ say nothing."""
+    from fray.cluster import api
+
+    ours = {os.path.abspath(__file__), os.path.abspath(api.__file__)}
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in ours:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 def _saved(attempt: "AttemptPaths", value: object) -> bool:
