@@ -69,6 +69,11 @@ def meta_of(home: Home, run_id: str) -> dict:
     return json.loads(home.run(run_id).meta.read_text())
 
 
+def first_attempt_state(home: Home, run_id: str) -> str | None:
+    attempts = meta_of(home, run_id)["attempts"]
+    return attempts[0]["state"] if attempts else None
+
+
 def test_a_function_round_trips_as_an_ordinary_run(home, daemon):
     future = fray.submit(tokenize, "Hello Fray World", lower=True, resources={"cpus": 1, "mem": "256M"})
     assert future.result(timeout=60) == ["hello", "fray", "world"]
@@ -126,7 +131,9 @@ def test_a_new_process_reattaches_by_run_id_and_the_run_survives_a_daemon_restar
     """))
     proc = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=60, check=True)
     run_id = proc.stdout.strip()
-    wait_until(lambda: meta_of(home, run_id)["phase"] == "active", timeout=30, what="the call to start")
+    # Running, not merely recorded: killed before it submits, a daemon leaves nothing to adopt, and the next
+    # one resubmits the attempt once it has made sure of that.
+    wait_until(lambda: first_attempt_state(home, run_id) == "running", timeout=30, what="the call to run")
     daemon.kill()  # crash-only: the attempt goes on without it
     daemon.wait(timeout=10)
     future = fray.get_run("gated")  # by name, from this process
@@ -134,13 +141,13 @@ def test_a_new_process_reattaches_by_run_id_and_the_run_survives_a_daemon_restar
     gate.write_text("opened")
     assert future.result(timeout=60) == "opened"  # waiting started a new daemon, which adopted the attempt
     meta = meta_of(home, run_id)
-    assert len(meta["attempts"]) == 1 and meta["end"]["status"] == "completed_success"
+    assert len(meta["attempts"]) == 1 and meta["end"]["status"] == "completed_success", meta["attempts"]
     assert json.loads(home.daemon_lease.read_text())["pid"] != daemon.pid
 
 
 def test_cancel_stops_the_run_and_result_says_so(home, daemon, tmp_path):
     future = fray.submit(waits_for, str(tmp_path / "never"))
-    wait_until(lambda: meta_of(home, future.run_id)["phase"] == "active", timeout=30, what="the call to start")
+    wait_until(lambda: first_attempt_state(home, future.run_id) == "running", timeout=30, what="the call to run")
     with pytest.raises(TimeoutError):
         future.result(timeout=0.3)
     assert future.cancel() is True
