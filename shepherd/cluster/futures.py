@@ -26,6 +26,7 @@ from fray.cluster.api import (EnvironmentConfig, Entrypoint, JobFailed, JobInfo,
                               ResourceConfig)
 from fray.cluster.fray import FrayCluster
 from fray.core import backend_names, values
+from fray.core.model import Phase
 from fray.errors import CorruptFileError, StateError, UsageError
 from fray.state import runs, store
 
@@ -112,7 +113,7 @@ class RunFuture:
         self._run_id = run_id
 
     def __repr__(self) -> str:
-        return f"<RunFuture {self._run_id} {self.info().status.value}>"
+        return f"<RunFuture {self._run_id}>"
 
     @property
     def run_id(self) -> str:
@@ -124,7 +125,7 @@ class RunFuture:
 
     def done(self) -> bool:
         """Whether the run has ended (succeeded, failed or stopped)."""
-        return runs.read_meta(self._cluster.home, self._run_id).phase == "ended"
+        return runs.read_meta(self._cluster.home, self._run_id).phase == Phase.ENDED.value
 
     def cancel(self) -> bool:
         """Stop the run, running or not (`fray control stop`); False when it had ended already."""
