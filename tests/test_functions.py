@@ -22,7 +22,7 @@ import pytest
 
 import fray
 from conftest import REPO, run_fray, schema_validate, start_daemon, wait_until
-from fray import Call, JobFailed, RemoteTraceback, ResourceConfig
+from fray import Call, RemoteTraceback, ResourceConfig, report
 from fray.cluster import payloads, resuming
 from fray.cluster.api import ClusterError
 from fray.cluster.futures import resources_of
@@ -279,3 +279,16 @@ def test_the_readme_from_python_section_runs_as_written(home, daemon, tmp_path):
     assert "['hello', 'fray', 'world']" in proc.stdout
     assert "raised ValueError: not a word: 42" in proc.stdout
     assert "remote traceback names the function: True" in proc.stdout
+
+
+def test_a_checkpoint_raises_checkpoint_version_unless_the_call_counts_its_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("FRAY_ATTEMPT_DIR", str(tmp_path))  # what the wrapper sets: report.progress writes here
+    progress = tmp_path / "progress.json"
+    announce = resuming.announce_in_progress(progress)
+    for expected in (1, 2):  # the wrapper's planned stop waits for a newer version before its SIGTERM
+        announce().join(timeout=10)
+        assert json.loads(progress.read_text())["checkpoint_version"] == expected
+    report.progress(step=3, checkpoint_version=5)  # the call reports its own versions from now on
+    announce().join(timeout=10)
+    assert json.loads(progress.read_text())["checkpoint_version"] == 5
+    report.progress(step=4, checkpoint_version=5)  # ... and its next report is no step back

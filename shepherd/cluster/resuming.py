@@ -65,7 +65,7 @@ class Checkpointer:
     """The signal handlers that save `call.fn.checkpoint(...)` to `target` while the call runs."""
 
     def __init__(self, call: Call, target: Path, is_current: Callable[[], bool],
-                 announce: Callable[[], None] = lambda: None) -> None:
+                 announce: Callable[[], object] = lambda: None) -> None:
         self.call = call
         self.target = target
         self.is_current = is_current  # the fence: a superseded attempt saves nothing
@@ -126,21 +126,35 @@ class Checkpointer:
         return True
 
 
-def announce_in_progress(progress_path: Path) -> Callable[[], None]:
+def announce_in_progress(progress_path: Path) -> Callable[[], threading.Thread]:
     """An `announce` that raises checkpoint_version in progress.json, from a thread of its own.
 
     A thread, because the handler may have interrupted the call inside
     report.progress, which holds a lock the handler would wait for forever.
+    Only for a call that does not report checkpoint_version itself: raising
+    its counter would make its own next report look like a step back.
     """
+    ours: list[int | None] = [None]  # the last version written here
+
     def report_version() -> None:
         from fray.wrapper import report, stopping
 
+        current = stopping.checkpoint_version(str(progress_path))
+        if current is not None and current != ours[0]:
+            return  # the call counts its own checkpoints
         try:
-            report.progress(checkpoint_version=(stopping.checkpoint_version(str(progress_path)) or 0) + 1)
-        except (TypeError, ValueError, OSError) as exc:  # the call's own report moved on meanwhile: harmless
+            written = report.progress(checkpoint_version=(current or 0) + 1)
+        except (TypeError, ValueError, OSError) as exc:  # the call reported meanwhile: harmless
             _say(f"checkpoint_version not reported: {exc}")
+            return
+        ours[0] = written["checkpoint_version"] if written else None
 
-    return lambda: threading.Thread(target=report_version, name="fray-checkpoint-version", daemon=True).start()
+    def announce() -> threading.Thread:
+        thread = threading.Thread(target=report_version, name="fray-checkpoint-version", daemon=True)
+        thread.start()
+        return thread
+
+    return announce
 
 
 def _die(signum: int) -> None:
