@@ -22,7 +22,7 @@ import pytest
 
 import fray
 from conftest import REPO, run_fray, schema_validate, start_daemon, wait_until
-from fray import Call, RemoteTraceback, ResourceConfig, report
+from fray import Call, JobFailed, RemoteTraceback, ResourceConfig, report
 from fray.cluster import payloads, resuming
 from fray.cluster.api import ClusterError
 from fray.cluster.futures import resources_of
@@ -105,6 +105,19 @@ def test_an_exception_comes_back_as_itself_with_the_remote_traceback(home, daemo
     assert record["outcome"] == "raised" and record["value_file"] == "call-result.pkl"
     status = json.loads(run_fray("status", "tokenize-bad", "--json", home=home.root).stdout)
     assert status["run"]["status"] == "failed" and "TokenizerError" in status["run"]["reason"]
+
+
+def returns_a_lock() -> object:
+    return threading.Lock()
+
+
+def test_a_return_value_that_cannot_be_pickled_fails_the_call_and_says_why(home, daemon):
+    future = fray.submit(returns_a_lock)
+    with pytest.raises(JobFailed, match="return value could not be pickled: lock: TypeError"):
+        future.result(timeout=60)
+    record = json.loads(home.run(future.run_id).attempt(1).call_record.read_text())
+    schema_validate("call-result", record)
+    assert record["outcome"] == "raised" and record["value_file"] is None
 
 
 def test_a_failing_call_is_retried_under_max_retries(home, daemon):

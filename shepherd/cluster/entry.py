@@ -17,6 +17,7 @@ run from FRAY_HOME and FRAY_RUN_ID, reads job.json, and:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -75,25 +76,25 @@ def main(argv: list[str] | None = None) -> int:
         call, resumed_from = resuming.starting_call(run, number, home.root)
         if resumed_from is not None:
             print(f"fray: resuming the call checkpointed by attempt {resumed_from}", file=sys.stderr, flush=True)
-        if resuming.checkpointable(call):
-            with resuming.Checkpointer(call, attempt.resume_call, lambda: fence.current(home_dir, run_id, number),
-                                       resuming.announce_in_progress(attempt.progress)):
-                value = call()
-        else:
+        guard = (resuming.Checkpointer(call, attempt.resume_call, lambda: fence.current(home_dir, run_id, number),
+                                       resuming.announce_in_progress(attempt.progress))
+                 if resuming.checkpointable(call) else contextlib.nullcontext())
+        with guard:
             value = call()
     except BaseException as exc:  # the caller gets it back, with the traceback text
         if isinstance(exc, KeyboardInterrupt):
             raise
         text = _traceback_text(exc)
         sys.stderr.write(text)
-        _record(attempt, "raised", exc, str(exc), text, _saved(attempt, exc))
+        _record(attempt, "raised", exc, str(exc), text, pickled=_pickle(attempt, exc) is None)
         return 1
-    if not _saved(attempt, value):
-        text = "the job's return value could not be pickled (see above)\n"
+    why = _pickle(attempt, value)
+    if why is not None:
+        text = f"the job's return value could not be pickled: {why}\n"
         sys.stderr.write(text)
-        _record(attempt, "raised", value, "the return value could not be pickled", text, False)
+        _record(attempt, "raised", value, f"the return value could not be pickled: {why}", text, pickled=False)
         return 1
-    _record(attempt, "returned", value, "", None, True)
+    _record(attempt, "returned", value, "", None, pickled=True)
     return 0
 
 
@@ -108,19 +109,18 @@ def _traceback_text(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
-def _saved(attempt: "AttemptPaths", value: object) -> bool:
-    """Pickle the return value or exception to call-result.pkl; False (the reason on stderr) when it cannot be."""
+def _pickle(attempt: "AttemptPaths", value: object) -> str | None:
+    """Pickle the return value or exception to call-result.pkl; why it could not be (None: it was)."""
     from fray.cluster import payloads
 
     try:
         payloads.dump(attempt.call_value, value)
     except Exception as exc:  # cloudpickle raises whatever the value's reducers raise
-        print(f"fray entry: {type(value).__name__} cannot be pickled: {exc!r}", file=sys.stderr)
-        return False
-    return True
+        return f"{type(value).__name__}: {exc!r}"
+    return None
 
 
-def _record(attempt: "AttemptPaths", outcome: str, subject: object, message: str, text: str | None,
+def _record(attempt: "AttemptPaths", outcome: str, subject: object, message: str, text: str | None, *,
             pickled: bool) -> None:
     from fray.state import store
 
