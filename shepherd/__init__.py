@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "current_cluster": "fray.cluster",
     "LocalCluster": "fray.cluster.local",
     "FrayCluster": "fray.cluster.fray",
+    "RemoteCluster": "fray.cluster.remote",
     "JobRequest": "fray.cluster.api",
     "ResourceConfig": "fray.cluster.api",
     "Entrypoint": "fray.cluster.api",
@@ -65,6 +66,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
                                   JobInfo, JobRequest, JobStatus, Reservation, ReservationConfig, ResourceConfig)
     from fray.cluster.fray import FrayCluster
     from fray.cluster.futures import RemoteTraceback, RunFuture, get_run, submit
+    from fray.cluster.remote import RemoteCluster
     from fray.cluster.local import LocalCluster
     from fray.cluster.workers import WorkerPool
 

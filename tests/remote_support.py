@@ -22,6 +22,7 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import wait_until
+from tests.slurm.fixture import DEFAULT_DIR as SLURM_DIR
 
 SSHD = "/usr/sbin/sshd"
 ALIAS = "fray-test"
@@ -79,6 +80,8 @@ def start_sshd(root: Path) -> tuple[Sshd, subprocess.Popen[bytes]]:
         f"AuthorizedKeysFile {root / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
         "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "StrictModes no\nUsePAM no\nLogLevel ERROR\nMaxSessions 50\nMaxStartups 50\nSubsystem sftp internal-sftp\n"
+        # As on a login node, sessions find the cluster's Slurm (the test cluster's, when it runs).
+        f"SetEnv SLURM_CONF={SLURM_DIR / 'etc' / 'slurm.conf'}\n"
     )
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=open(root / "sshd.log", "wb"))

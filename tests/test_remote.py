@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fray.errors import UsageError
 from fray.remote import command, connection, hosts, sync
 from fray.remote.errors import AuthenticationFailed, ChangedHostKey, UnknownHostKey, UnreachableHost
 from fray.remote.ssh_config import resolve
@@ -93,6 +94,35 @@ def test_auth_failure_and_unreachable_host_are_clear_errors(remote_host, tmp_pat
         connection.connect("127.0.0.1:1")
 
 
+def test_proxy_jump_reaches_the_host_through_the_jump_host(remote_host, tmp_path, monkeypatch):
+    config = tmp_path / "jump_config"
+    write_ssh_config(config, remote_host.sshd, remote_host.known_hosts, alias="bastion")
+    # The login node as a cluster's would be named: reached only through `bastion` (a tunnel it opens).
+    config.write_text(config.read_text() + config.read_text().replace("Host bastion", "Host login-behind")
+                      + "  ProxyJump bastion\n")
+    monkeypatch.setenv("FRAY_SSH_CONFIG", str(config))
+    conn = connection.connect("login-behind")
+    assert [type(j).__name__ for j in conn.jumps] == ["SSHClient"]
+    peer = conn.client.get_transport().sock  # the tunnel through bastion, not a socket of ours
+    assert type(peer).__name__ == "Channel"
+    assert command.run(conn, ["echo", "behind"]).stdout == b"behind\n"
+
+
+def test_what_bootstrap_does_with_what_the_probe_found():
+    from fray.remote.bootstrap import usable
+    from fray.remote.errors import RemoteError
+
+    here = "0.2.0"
+    assert usable({"fray": "/opt/fray/bin/fray", "version": "0.2.0", "python": "/usr/bin/python3"}, here, "h")
+    assert not usable({"fray": "/opt/fray/bin/fray", "version": "0.1.9", "python": "/usr/bin/python3",
+                       "pyver": "3.11"}, here, "h")  # older: installed over
+    assert not usable({"python": "/usr/bin/python3", "pyver": "3.10"}, here, "h")
+    with pytest.raises(RemoteError, match=r"h has Python 3\.8 \(/usr/bin/python3\); fray needs Python >= 3\.10"):
+        usable({"python": "/usr/bin/python3", "pyver": "3.8"}, here, "h")
+    with pytest.raises(RemoteError, match="no python3 on its PATH"):
+        usable({}, here, "h")
+
+
 def _project(root: Path, files: int) -> None:
     for i in range(files):
         path = root / f"pkg{i % 5}" / f"mod{i}.py"
@@ -169,6 +199,33 @@ def test_bootstrap_installs_this_fray_when_the_remote_has_none_or_an_older_one(r
 
 
 @pytest.mark.slow
+def test_an_offline_cluster_gets_fray_and_its_dependencies_from_a_wheelhouse_sent_along(remote_host, tmp_path,
+                                                                                       monkeypatch):
+    import importlib.metadata
+    import subprocess
+
+    from fray.remote import bootstrap
+
+    # What the README tells a user of an offline cluster to do on a machine with internet.
+    wheelhouse = tmp_path / "wheels"
+    deps = [r.split(";")[0].replace(" ", "") for r in importlib.metadata.requires("fray") if "extra" not in r]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "-d",
+                    str(wheelhouse), *deps], check=True, timeout=600)
+    monkeypatch.setenv("FRAY_REMOTE_WHEELHOUSE", str(wheelhouse))
+    real_version = bootstrap.local_version()
+    monkeypatch.setattr(bootstrap, "local_version", lambda: real_version + ".1")  # any fray there is "older"
+    home = tmp_path / "offline home"
+    conn = connection.connect(remote_host.alias)
+    installed = bootstrap.ensure(conn, str(home))
+    assert installed.executable == str(home / "venv" / "bin" / "fray")
+    sent = {p.name for p in (home / "wheels").iterdir()}
+    assert {p.name for p in wheelhouse.iterdir()} < sent and any(n.startswith("fray-") for n in sent)
+    # Installed with --no-index: everything came from the wheels sent along, and it runs.
+    listing = command.run(conn, [installed.executable, "list", "--json"], env={"FRAY_HOME": str(home)})
+    assert listing.exit_code == 0 and json.loads(listing.stdout)["runs"] == []
+
+
+@pytest.mark.slow
 def test_a_second_command_reuses_the_background_master(remote_host, tmp_path, monkeypatch):
     from fray.remote import master
     from fray.remote.run import run_fray
@@ -185,6 +242,27 @@ def test_a_second_command_reuses_the_background_master(remote_host, tmp_path, mo
         assert served is not None and served.exit_code == 0
         assert json.loads(served.stdout)["runs"] == json.loads(first.stdout)["runs"] == []
         assert oct(sock.parent.stat().st_mode & 0o777) == "0o700"
+
+        # While it serves, commands go through it: even with this machine's trust in the host gone, a
+        # sync and a submit inside the synced copy work (they never open a connection of their own).
+        from fray.remote.run import sync_project
+
+        remote_host.known_hosts.write_text("")
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "job.py").write_text("print('from the synced copy')\n")
+        copied = sync_project(remote_host.alias, project, home=str(home))
+        assert copied.sent == ("job.py",) and (Path(copied.remote_path) / "job.py").exists()
+        again = sync_project(remote_host.alias, project, home=str(home))
+        assert again.sent == () and again.tree_hash == copied.tree_hash
+        with open(project / "weights.bin", "wb") as sparse:
+            sparse.truncate(sync.DEFAULT_SIZE_LIMIT + 1)  # over the guard, without writing 200 MB
+        with pytest.raises(UsageError, match="--force"):  # the master's refusal arrives as the same error
+            sync_project(remote_host.alias, project, home=str(home))
+        (project / "weights.bin").unlink()
+        submitted = run_fray(remote_host.alias, ["submit", "job.py", "--wait"], home=str(home), cwd=copied.remote_path)
+        assert submitted.exit_code == 0, submitted.stderr
+        assert json.loads(submitted.stdout.splitlines()[-1])["end"]["status"] == "completed_success"
     finally:
         _kill_everything_of(home)  # the master names the remote home on its command line
 

@@ -119,3 +119,49 @@ def test_under_json_a_host_that_cannot_be_reached_is_one_json_error(tmp_path):
     error = json.loads(proc.stdout)
     schema_validate("cli-error", error)
     assert error["error"]["code"] == "remote" and "cannot reach" in error["error"]["message"]
+
+
+def test_logs_follow_over_ssh_stops_on_ctrl_c_and_reports_a_dropped_connection(remote_host, tmp_path, monkeypatch):
+    """`fray logs -f --remote` in a terminal: lines stream; Ctrl-C ends it as locally (130) with the terminal
+    restored; when the connection drops mid-stream the command says so and exits 255 instead of hanging."""
+    remote_home = tmp_path / "remote fray home"
+    monkeypatch.setenv("FRAY_REMOTE_HOME", str(remote_home))
+    monkeypatch.setenv("FRAY_REMOTE_NO_MASTER", "1")
+    monkeypatch.setenv("FRAY_HOME", str(tmp_path / "laptop home"))
+    project = tmp_path / "ticker"
+    project.mkdir()
+    (project / "tick.py").write_text("import time\nfor i in range(100000):\n    print('tick', i, flush=True)\n"
+                                     "    time.sleep(0.2)\n")
+    monkeypatch.chdir(project)
+    names = [f"fray-logs-{os.getpid()}", f"fray-logs-drop-{os.getpid()}"]  # one tmux server per part
+
+    def tmux(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", "-L", names[0], *args], capture_output=True, text=True, timeout=20)
+
+    try:
+        run_id = json.loads(run_fray("submit", "tick.py", "--json", "--remote", remote_host.alias, check=True).stdout)["run_id"]
+        env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in ("FRAY_SSH_CONFIG", "FRAY_REMOTE_HOME", "FRAY_HOME"))
+        follow = (f"env -u SSH_AUTH_SOCK {env} FRAY_REMOTE_NO_MASTER=1 {shlex.quote(sys.executable)} -m fray.cli.main "
+                  f"logs -f {run_id} --remote {remote_host.alias}; echo exit=$?; stty -a | grep -ow -- '-\\?icanon'; "
+                  "sleep 60")
+        screen = lambda: tmux("capture-pane", "-p", "-t", "fray").stdout  # noqa: E731
+
+        assert tmux("new-session", "-d", "-s", "fray", "-x", "100", "-y", "30", follow).returncode == 0
+        wait_until(lambda: "tick 3" in screen(), timeout=60, what="the run's lines over ssh")
+        tmux("send-keys", "-t", "fray", "C-c")
+        wait_until(lambda: "exit=" in screen(), timeout=20, what="logs -f to end on Ctrl-C")
+        assert "exit=130" in screen()
+        assert "\nicanon" in screen()  # the terminal is out of raw mode again
+        tmux("kill-server")
+        names.pop(0)
+
+        assert tmux("new-session", "-d", "-s", "fray", "-x", "100", "-y", "30", follow).returncode == 0
+        wait_until(lambda: screen().count("tick") >= 3, timeout=60, what="the run's lines over ssh")
+        server = int((remote_host.sshd.root / "sshd.pid").read_text())
+        subprocess.run(["pkill", "-KILL", "-P", str(server)], check=True)  # every session's sshd: the link is cut
+        wait_until(lambda: "exit=" in screen(), timeout=60, what="logs -f to notice the dropped connection")
+        assert "exit=255" in screen() and "dropped" in screen()
+        assert "\nicanon" in screen()
+    finally:
+        tmux("kill-server")
+        _kill_everything_of(remote_home)

@@ -12,10 +12,15 @@
     payloads     cloudpickle files, unpickled only when private to this user inside FRAY_HOME
     job_view     the cluster a LocalCluster job thread sees as current
 
-`current_cluster()` reads FRAY_CLUSTER_SPEC: unset or `local` gives the
-process's LocalCluster (inside a LocalCluster job thread: that job's view of
-it); `fray` (what the wrapper sets inside a job) gives the FrayCluster of
-FRAY_HOME, whose jobs become children of the current run.
+    remote       RemoteCluster: a FrayCluster on another machine, over SSH
+
+`current_cluster()` reads FRAY_CLUSTER_SPEC: `local` gives the process's
+LocalCluster (inside a LocalCluster job thread: that job's view of it); `fray`
+(what the wrapper sets inside a job) gives the FrayCluster of FRAY_HOME, whose
+jobs become children of the current run. Unset, a remote host named as the CLI
+names one (`current_cluster(remote="HOST")`, else FRAY_REMOTE, else `remote` in
+~/.config/fray/config.toml) gives the RemoteCluster of that host's FRAY_HOME
+(FRAY_REMOTE_HOME there, when set); with none, the LocalCluster.
 """
 
 from __future__ import annotations
@@ -31,20 +36,31 @@ _lock = threading.Lock()
 _clusters: dict[str, Any] = {}
 
 
-def current_cluster() -> Any:
-    """The cluster this code runs in (see the module docstring); one instance per process and spec."""
+def current_cluster(remote: str | None = None) -> Any:
+    """The cluster this code runs in, or the one behind `remote` (see the module docstring);
+    one instance per process and spec."""
     view = getattr(job_view, "cluster", None)
-    if view is not None:
+    if view is not None and remote is None:
         return view
-    spec = os.environ.get(contract.ENV_CLUSTER_SPEC, "").strip() or "local"
+    spec = os.environ.get(contract.ENV_CLUSTER_SPEC, "").strip()
+    if remote is None and not spec:
+        from fray.remote import forward
+
+        remote = forward.default_host()
+    spec = f"remote:{remote}" if remote else spec or "local"
     with _lock:
         existing = _clusters.get(spec)
         if existing is not None:
             return existing
-        if spec == "local":
+        if remote:
+            from fray.cluster.remote import RemoteCluster
+            from fray.remote.forward import ENV_REMOTE_HOME
+
+            cluster: Any = RemoteCluster(remote, home=os.environ.get(ENV_REMOTE_HOME) or None)
+        elif spec == "local":
             from fray.cluster.local import LocalCluster
 
-            cluster: Any = LocalCluster()
+            cluster = LocalCluster()
         elif spec == contract.ENV_CLUSTER_SPEC_FRAY:
             from fray.cluster.fray import FrayCluster
 

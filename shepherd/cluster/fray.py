@@ -19,6 +19,7 @@ import os
 import secrets
 import sys
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 from fray.wrapper import contract
@@ -67,8 +68,8 @@ class FrayCluster(ClusterBase):
     def launch(self, request: JobRequest) -> str:
         """Write the job as a run (a child of this job, when inside one); its job id (the run id)."""
         self._check_reservation(request)
-        meta = launching.launch(self.home, [request], self._family())[0]
-        self.ensure_daemon()
+        meta = self._write([request])[0]
+        self._ensure_daemon()
         return meta.run_id
 
     def launch_group(self, group: JobGroupConfig) -> list[str]:
@@ -79,12 +80,14 @@ class FrayCluster(ClusterBase):
         for request in group.jobs:
             self._check_reservation(request)
         group_id = f"{runs.slug(group.name)[:60]}-{secrets.token_hex(3)}"
-        metas = launching.launch(self.home, list(group.jobs), self._family(), group_id=group_id)
-        self.ensure_daemon()
+        metas = self._write(list(group.jobs), group_id)
+        self._ensure_daemon()
         return [m.run_id for m in metas]
 
-    def ensure_daemon(self) -> None:
-        """Start a daemon for FRAY_HOME unless one serves it (inside a job, the one that started it does)."""
+    def _write(self, requests: list[JobRequest], group_id: str | None = None) -> list[Meta]:
+        return launching.launch(self.home, requests, self._family(), group_id=group_id)
+
+    def _ensure_daemon(self) -> None:
         if self.job_id is None:  # inside a job, the daemon that started it is serving
             from fray.daemon import lease
 
@@ -92,9 +95,26 @@ class FrayCluster(ClusterBase):
 
     # -- watching ------------------------------------------------------------------------
 
+    # The files of FRAY_HOME, read here; RemoteCluster reads the same files over SFTP.
+
+    def _read_json(self, path: Path, kind: str) -> Any:
+        return store.read_json(path, kind)
+
+    def _load_value(self, path: Path) -> Any:
+        return payloads.load(path, self.home.root)
+
+    def _read_bytes(self, path: Path, offset: int = 0) -> bytes:
+        """The file from `offset` on; FileNotFoundError when it is not there (yet)."""
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read()
+
+    def _run_ids(self) -> list[str]:
+        return self.home.run_ids()
+
     def _read_meta(self, job_id: str) -> Meta | None:
         try:
-            raw = store.read_json(self.home.run(job_id).meta, "meta")
+            raw = self._read_json(self.home.run(job_id).meta, "meta")
         except CorruptFileError:
             return None
         return Meta.from_dict(raw) if raw is not None else None
@@ -114,11 +134,11 @@ class FrayCluster(ClusterBase):
         if status.finished and attempt is not None:
             files = self.home.run(job_id).attempt(attempt.number)
             try:
-                record = store.read_json(files.call_record, "call-result")
+                record = self._read_json(files.call_record, "call-result")
             except CorruptFileError:
                 record = None
             if record is not None and record["outcome"] == "returned" and status is JobStatus.SUCCEEDED:
-                result = payloads.load(files.call_value, self.home.root)
+                result = self._load_value(files.call_value)
             elif record is not None and record["outcome"] == "raised":
                 error = record["traceback"] or f"{record['type']}: {record['message']}"
             elif status is JobStatus.FAILED:
@@ -128,7 +148,7 @@ class FrayCluster(ClusterBase):
 
     def _stderr_tail(self, job_id: str, attempt: int, lines: int = 20) -> str | None:
         try:
-            text = self.home.run(job_id).attempt(attempt).stderr.read_text(errors="replace")
+            text = self._read_bytes(self.home.run(job_id).attempt(attempt).stderr).decode(errors="replace")
         except OSError:
             return None
         return "\n".join(text.splitlines()[-lines:]) or None
@@ -145,9 +165,7 @@ class FrayCluster(ClusterBase):
             for attempt in (meta.attempts if meta else []):
                 path = self.home.run(job_id).attempt(attempt.number).stdout
                 try:
-                    with open(path, "rb") as handle:
-                        handle.seek(offsets.get(attempt.number, 0))
-                        chunk = handle.read()
+                    chunk = self._read_bytes(path, offsets.get(attempt.number, 0))
                 except FileNotFoundError:
                     continue
                 if chunk:
@@ -164,16 +182,19 @@ class FrayCluster(ClusterBase):
     def terminate(self, job_ids: str | Sequence[str]) -> None:
         """Ask the daemon to stop these jobs (and, through it, their children)."""
         for job_id in self._ids(job_ids):
-            try:
-                runs.request(self.home, job_id, "stop")
-            except UsageError as exc:
-                if "already ended" not in str(exc):
-                    raise ClusterError(str(exc)) from None
+            self._stop(job_id)
+
+    def _stop(self, job_id: str) -> None:
+        try:
+            runs.request(self.home, job_id, "stop")
+        except UsageError as exc:
+            if "already ended" not in str(exc):
+                raise ClusterError(str(exc)) from None
 
     def list_jobs(self) -> list[JobInfo]:
         """Every job of this namespace, oldest first."""
         found = []
-        for run_id in self.home.run_ids():
+        for run_id in self._run_ids():
             meta = self._read_meta(run_id)
             if meta is not None and (meta.namespace or meta.run_id) == self.namespace:
                 found.append(self.poll(run_id))

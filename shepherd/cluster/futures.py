@@ -171,7 +171,7 @@ class RunFuture:
 
     def _finished(self, timeout: float | None) -> JobInfo:
         if not self.done():
-            self._cluster.ensure_daemon()  # a daemon that died since the submit would leave us waiting forever
+            self._cluster._ensure_daemon()  # a daemon that died since the submit would leave us waiting forever
         return self._cluster.wait(self._run_id, timeout=timeout)
 
     def _failure(self, info: JobInfo) -> BaseException:

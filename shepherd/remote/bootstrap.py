@@ -68,19 +68,26 @@ def probe(conn: Connection, home: str | None) -> dict[str, str]:
 def ensure(conn: Connection, home: str | None = None, wheelhouse: Path | None = None) -> RemoteFray:
     """The remote fray to run, installing the local version first when it is missing or older."""
     found = probe(conn, home)
-    if found.get("fray") and not _older(found.get("version", ""), local_version()):
+    if usable(found, local_version(), conn.spec.alias):
         return RemoteFray(found["home"], found["fray"])
-    if not found.get("python"):
-        raise RemoteError(f"{conn.spec.alias} has no python3 on its PATH; fray needs Python >= 3.10 there")
-    pyver = tuple(int(p) for p in found.get("pyver", "0.0").split("."))
-    if pyver < MIN_PYTHON:
-        raise RemoteError(
-            f"{conn.spec.alias} has Python {found.get('pyver')} ({found['python']}); fray needs Python >= 3.10 "
-            "there (load a newer Python module in your login shell's startup file)"
-        )
     wheelhouse = wheelhouse or (Path(os.environ["FRAY_REMOTE_WHEELHOUSE"]) if os.environ.get("FRAY_REMOTE_WHEELHOUSE") else None)
     install(conn, found["home"], found["python"], wheelhouse)
     return RemoteFray(found["home"], posixpath.join(found["home"], "venv", "bin", "fray"))
+
+
+def usable(found: dict[str, str], local: str, alias: str) -> bool:
+    """Whether the probe found a fray to run as is; False: install one. RemoteError when none can be."""
+    if found.get("fray") and not _older(found.get("version", ""), local):
+        return True
+    if not found.get("python"):
+        raise RemoteError(f"{alias} has no python3 on its PATH; fray needs Python >= 3.10 there")
+    pyver = tuple(int(p) for p in found.get("pyver", "0.0").split(".") if p.isdigit())
+    if pyver < MIN_PYTHON:
+        raise RemoteError(
+            f"{alias} has Python {found.get('pyver') or 'of unknown version'} ({found['python']}); fray needs "
+            "Python >= 3.10 there (load a newer Python module in your login shell's startup file)"
+        )
+    return False
 
 
 def install(conn: Connection, home: str, python: str, wheelhouse: Path | None) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from fray.remote.connection import Connection
 from fray.remote.errors import ConnectionDropped, RemoteCommandFailed
@@ -45,6 +46,31 @@ def run(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Result:
     """Run `argv` on the remote and wait for it; the remote exit code is returned, not raised."""
+    out, err = bytearray(), bytearray()
+    code = _pump(conn, argv, env, stdin, timeout, out.extend, err.extend)
+    return Result(code, bytes(out), bytes(err))
+
+
+def stream(conn: Connection, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+           out: BinaryIO, err: BinaryIO) -> int:
+    """Run `argv` on the remote, writing its output here as it comes; its exit code.
+
+    No deadline: a stream (`submit --wait`, `logs -f` into a pipe) lasts as long as the remote command;
+    a dead link is still noticed (the connection's keepalive) and raised as ConnectionDropped.
+    """
+
+    def writer(target: BinaryIO) -> Callable[[bytes], None]:
+        def write(data: bytes) -> None:
+            target.write(data)
+            target.flush()
+
+        return write
+
+    return _pump(conn, argv, env, None, None, writer(out), writer(err))
+
+
+def _pump(conn: Connection, argv: Sequence[str], env: Mapping[str, str] | None, stdin: bytes | None,
+          timeout: float | None, on_out: Callable[[bytes], object], on_err: Callable[[bytes], object]) -> int:
     transport = conn.client.get_transport()
     if transport is None or not transport.is_active():
         raise ConnectionDropped(f"the connection to {conn.spec.alias} is closed")
@@ -54,15 +80,14 @@ def run(
     if stdin:
         channel.sendall(stdin)
     channel.shutdown_write()
-    out, err = bytearray(), bytearray()
-    deadline = time.monotonic() + timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        drained = _drain(channel, out, err)
+        drained = _drain(channel, on_out, on_err)
         if channel.exit_status_ready() and not drained:
             break
         if not transport.is_active():
             raise ConnectionDropped(f"the connection to {conn.spec.alias} dropped while running {argv[0]}")
-        if time.monotonic() > deadline:
+        if deadline is not None and time.monotonic() > deadline:
             channel.close()
             raise RemoteCommandFailed(f"{argv[0]} on {conn.spec.alias} did not finish within {timeout:.0f}s")
         if not drained:
@@ -71,16 +96,16 @@ def run(
     channel.close()
     if code == -1:
         raise ConnectionDropped(f"{argv[0]} on {conn.spec.alias} ended without an exit status")
-    return Result(code, bytes(out), bytes(err))
+    return code
 
 
-def _drain(channel, out: bytearray, err: bytearray) -> bool:  # noqa: ANN001 - paramiko Channel
-    """Read what is waiting on both streams; whether anything was."""
+def _drain(channel, on_out: Callable[[bytes], object], on_err: Callable[[bytes], object]) -> bool:  # noqa: ANN001
+    """Hand on what is waiting on both streams of the (paramiko) channel; whether anything was."""
     got = False
     while channel.recv_ready():
-        out += channel.recv(_CHUNK)
+        on_out(channel.recv(_CHUNK))
         got = True
     while channel.recv_stderr_ready():
-        err += channel.recv_stderr(_CHUNK)
+        on_err(channel.recv_stderr(_CHUNK))
         got = True
     return got

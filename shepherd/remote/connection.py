@@ -56,8 +56,6 @@ def close_all() -> None:
 
 
 def _connect(spec: HostSpec) -> Connection:
-    import paramiko
-
     jumps: list[Any] = []
     sock = None
     if spec.proxy_jump:

@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fray.remote.bootstrap import RemoteFray
     from fray.remote.command import Result
-    from fray.remote.connection import Connection
     from fray.remote.sync import SyncResult
 
 SEPARATOR = "--"
@@ -82,19 +79,20 @@ def split(argv: list[str]) -> tuple[str | None, list[str]]:
     return (host or None), rest + tail
 
 
-def code_folder(remote_home: str, project: Path) -> str:
-    """Where the project's synced copy lives on the remote: one folder per project name."""
-    return posixpath.join(remote_home, "code", project.resolve().name or "project")
-
-
 def interactive(words: list[str], argv: list[str]) -> bool:
     """Commands that draw on a terminal or follow output until interrupted need a PTY."""
     if "--json" in argv and words[:1] != ["logs"]:
         return False
     command = words[:1]
-    return command == ["tui"] or (command == ["logs"] and bool({"-f", "--follow"} & set(argv))) or (
-        command == ["nodes"] and len(words) == 1 and sys.stdout.isatty()
+    on_terminal = sys.stdout.isatty()
+    return command == ["tui"] or (command in (["logs"], ["submit"]) and on_terminal and _streams(argv)) or (
+        command == ["nodes"] and len(words) == 1 and on_terminal
     )
+
+
+def _streams(argv: list[str]) -> bool:
+    """Whether the command prints until something ends (a run, a follow) rather than answering at once."""
+    return bool({"-f", "--follow", "--wait"} & set(argv[: _cut(argv)]))
 
 
 def handles(host: str | None, argv: list[str]) -> bool:
@@ -148,9 +146,11 @@ def with_json(argv: list[str]) -> list[str]:
 
 
 def _forward(host: str, argv: list[str]) -> int:
+    from fray.remote.run import sync_project
+
     words = command_words(argv)
     if words[:1] == ["sync"]:
-        copied, _ = _sync_project(host, "--force" in argv)
+        copied = sync_project(host, Path.cwd(), home=_remote_home(), force="--force" in argv)
         if "--json" in argv:
             print(json.dumps({"host": host, "local_path": str(Path.cwd()), "remote_path": copied.remote_path,
                               "sent": list(copied.sent), "removed": list(copied.removed),
@@ -159,14 +159,8 @@ def _forward(host: str, argv: list[str]) -> int:
             print(f"synced {Path.cwd()} to {host}:{copied.remote_path} ({len(copied.sent)} sent, "
                   f"{len(copied.removed)} removed, tree {copied.tree_hash[:12]})")
         return 0
-    if interactive(words, argv):
-        from fray.remote import bootstrap
-        from fray.remote.connection import connect
-        from fray.remote import pty
-
-        conn = connect(host)
-        remote = bootstrap.ensure(conn, os.environ.get(ENV_REMOTE_HOME) or None)
-        return pty.interactive(conn, [remote.executable, *argv], {"FRAY_HOME": remote.home, ENV_REMOTE: ""})
+    if interactive(words, argv) or _streams(argv):
+        return _attached(host, argv, pty=interactive(words, argv))
     result = answer(host, argv)
     sys.stdout.buffer.write(result.stdout)
     sys.stdout.flush()
@@ -176,28 +170,46 @@ def _forward(host: str, argv: list[str]) -> int:
 
 
 def answer(host: str, argv: list[str]) -> Result:
-    """What `fray *argv` prints on `host`, and its exit code (`fray submit` syncs the project first)."""
-    from fray.remote import command
-    from fray.remote.run import run_fray
+    """What `fray *argv` prints on `host`, and its exit code.
+
+    `fray submit` first syncs the project (the current folder) and runs inside the synced copy; the run
+    records which code it ran (in its spec's env, shown by `fray status`; the workload sees it too).
+    """
+    from fray.remote.run import run_fray, sync_project
 
     if command_words(argv)[:1] != ["submit"]:
-        return run_fray(host, argv, home=os.environ.get(ENV_REMOTE_HOME) or None, json=False)
-    copied, (conn, remote) = _sync_project(host, "--force" in argv)
-    # The run records which code it ran (in its spec's env, shown by `fray status`; the workload sees it too).
+        return run_fray(host, argv, home=_remote_home(), json=False)
+    copied = sync_project(host, Path.cwd(), home=_remote_home(), force="--force" in argv)
+    return run_fray(host, _recording(argv, copied), home=_remote_home(), json=False, cwd=copied.remote_path)
+
+
+def _attached(host: str, argv: list[str], pty: bool) -> int:
+    """Run a screen (on a PTY) or a stream (output relayed as it comes, no deadline); its exit code."""
+    from fray.remote import bootstrap, command, master
+    from fray.remote.connection import connect
+    from fray.remote.run import sync_project
+
+    cwd = None
+    if command_words(argv)[:1] == ["submit"]:
+        copied = sync_project(host, Path.cwd(), home=_remote_home(), force="--force" in argv)
+        argv, cwd = _recording(argv, copied), copied.remote_path
+    conn = connect(host)
+    remote = bootstrap.ensure(conn, _remote_home())
+    argv = master.in_folder([remote.executable, *argv], cwd)
+    env = {"FRAY_HOME": remote.home, ENV_REMOTE: ""}
+    if pty:
+        from fray.remote import pty as terminal
+
+        return terminal.interactive(conn, argv, env)
+    return command.stream(conn, argv, env=env, out=sys.stdout.buffer, err=sys.stderr.buffer)
+
+
+def _recording(argv: list[str], copied: SyncResult) -> list[str]:
+    """A submit's argv that records which code the run ran: the synced copy's path and hash."""
     cut = _cut(argv)
     recorded = ["--env", f"SYNCED_CODE_PATH={copied.remote_path}", "--env", f"SYNCED_CODE_HASH={copied.tree_hash}"]
-    submit = [*argv[:cut], *recorded, *argv[cut:]]
-    script = 'cd "$1" && shift && exec "$@"'
-    return command.run(conn, ["sh", "-c", script, "sh", copied.remote_path, remote.executable, *submit],
-                       env={"FRAY_HOME": remote.home, ENV_REMOTE: ""})
+    return [*argv[:cut], *recorded, *argv[cut:]]
 
 
-def _sync_project(host: str, force: bool) -> tuple[SyncResult, tuple[Connection, RemoteFray]]:
-    """The current folder synced to the remote's code folder; the connection and remote fray it used."""
-    from fray.remote import bootstrap, sync
-    from fray.remote.connection import connect
-
-    conn = connect(host)
-    remote = bootstrap.ensure(conn, os.environ.get(ENV_REMOTE_HOME) or None)
-    project = Path.cwd()
-    return sync.sync(conn, project, code_folder(remote.home, project), force=force), (conn, remote)
+def _remote_home() -> str | None:
+    return os.environ.get(ENV_REMOTE_HOME) or None

@@ -66,7 +66,10 @@ def interactive(conn: Connection, argv: Sequence[str], env: Mapping[str, str] | 
     finally:
         signal.signal(signal.SIGWINCH, previous)
         restore()
-    return channel.recv_exit_status()
+    code = channel.recv_exit_status()
+    if code == -1:  # the channel closed without the remote's exit status: the link went down
+        raise ConnectionDropped(f"the connection to {conn.spec.alias} dropped while running {argv[0]}")
+    return code
 
 
 def _raw(fd: int):  # noqa: ANN202 - returns the function that undoes it

@@ -40,6 +40,11 @@ class SyncResult:
     bytes_sent: int
 
 
+def code_folder(remote_home: str, project: Path) -> str:
+    """Where the project's synced copy lives on the remote: one folder per project name."""
+    return posixpath.join(remote_home, "code", project.resolve().name or "project")
+
+
 def ignore_patterns(root: Path) -> list[str]:
     patterns = list(ALWAYS_IGNORED)
     for name in IGNORE_FILES:
@@ -102,7 +107,7 @@ def sync(
     sftp = conn.client.open_sftp()
     try:
         sftp.get_channel().settimeout(conn.spec.connect_timeout)
-        _makedirs(sftp, remote_path)
+        makedirs(sftp, remote_path)
         previous = _read_manifest(sftp, posixpath.join(remote_path, MANIFEST))
         to_send = [rel for rel, digest in local.items() if previous.get(rel) != digest]
         to_remove = [rel for rel in previous if rel not in local]
@@ -116,7 +121,7 @@ def sync(
         for rel in to_send:
             parent = posixpath.dirname(rel)
             if parent not in made:
-                _makedirs(sftp, posixpath.join(remote_path, parent))
+                makedirs(sftp, posixpath.join(remote_path, parent))
                 made.add(parent)
             target = posixpath.join(remote_path, rel)
             sftp.put(str(root / rel), target)
@@ -142,7 +147,8 @@ def _read_manifest(sftp, path: str) -> dict[str, str]:  # noqa: ANN001 - paramik
     return data if isinstance(data, dict) else {}
 
 
-def _makedirs(sftp, path: str) -> None:  # noqa: ANN001 - paramiko SFTPClient
+def makedirs(sftp, path: str) -> None:  # noqa: ANN001 - paramiko SFTPClient
+    """`mkdir -p` over SFTP."""
     parts = []
     while path not in ("", "/"):
         try:

@@ -19,7 +19,7 @@ from typing import Any
 
 from fray.state import audit, store
 
-from fray.core import backend_names, directives
+from fray.core import directives
 from fray.errors import CorruptFileError, RunLookupError, UsageError
 from fray.state import layout
 from fray.state.layout import Home, RunPaths
@@ -60,10 +60,6 @@ def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> 
     parsed = directives.parse_script(text, str(options.script))
     workdir = options.workdir or os.getcwd()
     spec = directives.build_spec(parsed, options.overrides, workdir=workdir, args=list(options.args))
-    try:
-        backend_names.check_available(spec.backend)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
     name = options.name or parsed.name or options.script.stem
     meta = new_meta(name, now, workdir, spec, source=str(options.script.resolve()),
                     frozen=frozen_name(layout.FROZEN_SCRIPT_STEM, options.script.suffix), script=data)

@@ -4,8 +4,9 @@
     (the background master left by the previous command), beside a plain
     `ssh HOST fray list --json` (OpenSSH client) in the same run.
         target: warm <= 1.2 x plain ssh
-    fray sync of a 2,000-file project with one file changed, beside
-    `rsync -a` over ssh to another copy (when rsync is installed).
+    fray sync of a 2,000-file project with one file changed (warm, through
+    the master; and without one), beside `rsync -a` over ssh to another copy
+    (when rsync is installed: `apt-get install rsync`).
         target: incremental sync <= 2 x rsync
 
     python tests/bench/bench_remote.py [--repeats 11]
@@ -60,7 +61,7 @@ def run(root: Path, server, repeats: int) -> None:  # noqa: ANN001
     env.pop("SSH_AUTH_SOCK", None)
     fray_list = [FRAY, "list", "--json", "--remote", ALIAS]
     subprocess.run(fray_list, env={**env, "FRAY_REMOTE_NO_MASTER": "1"}, check=True, stdout=subprocess.DEVNULL)  # installs
-    remote_fray = remote_home / "venv" / "bin" / "fray"
+    remote_fray = _remote_executable(env)  # the fray the command above found or installed there
     plain = ["ssh", "-F", str(config), ALIAS, f"env FRAY_HOME={shlex.quote(str(remote_home))} "
              f"{shlex.quote(str(remote_fray))} list --json"]
     subprocess.run(fray_list, env=env, check=True, stdout=subprocess.DEVNULL)  # leaves a master
@@ -83,26 +84,39 @@ def run(root: Path, server, repeats: int) -> None:  # noqa: ANN001
         path.write_text(f"VALUE = {i}\n" * 20)
     sync = [FRAY, "sync", "--remote", ALIAS]
     subprocess.run(sync, env=env, cwd=project, check=True, stdout=subprocess.DEVNULL)  # the first, full copy
-    commands = {"sync": sync}
+    commands = {"sync": sync, "sync cold": sync}  # warm: through the master; cold: a connection of its own
     rsync = shutil.which("rsync")
     if rsync:
         commands["rsync"] = [rsync, "-a", "-e", f"ssh -F {shlex.quote(str(config))}", f"{project}/",
-                             f"{ALIAS}:{shlex.quote(str(root / 'rsync copy'))}/"]
+                             f"{ALIAS}:{root / 'rsync copy'}/"]  # rsync >= 3.2.4 passes it unsplit
         subprocess.run(commands["rsync"], env=env, check=True)
     samples: dict[str, list[float]] = {label: [] for label in commands}
     for i in range(repeats):
         (project / "pkg7" / "mod7.py").write_text(f"VALUE = {i}  # changed\n")
         for label, argv in commands.items():
             start = time.perf_counter()
-            subprocess.run(argv, env=env, cwd=project, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(argv, env={**env, "FRAY_REMOTE_NO_MASTER": "1"} if label == "sync cold" else env,
+                           cwd=project, check=True, stdout=subprocess.DEVNULL)
             samples[label].append(time.perf_counter() - start)
     if rsync:
         rsync_ms = report("rsync -a (2,000 files, one changed)", samples["rsync"])
         report("fray sync (2,000 files, one changed)", samples["sync"], target_ms=2 * rsync_ms)
+        report("fray sync, no master (2,000 files, one changed)", samples["sync cold"])
     else:
         report("fray sync (2,000 files, one changed)", samples["sync"])
+        report("fray sync, no master (2,000 files, one changed)", samples["sync cold"])
         print("rsync is not installed here: the comparison was skipped")
     print(f"(medians: cold {statistics.median(cold) * 1000:.0f} ms)")
+
+
+def _remote_executable(env: dict[str, str]) -> str:
+    from fray.remote import bootstrap, connection
+
+    os.environ["FRAY_SSH_CONFIG"] = env["FRAY_SSH_CONFIG"]
+    try:
+        return bootstrap.ensure(connection.connect(ALIAS), env["FRAY_REMOTE_HOME"]).executable
+    finally:
+        connection.close_all()
 
 
 if __name__ == "__main__":
