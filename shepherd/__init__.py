@@ -1,6 +1,7 @@
 """fray: a user-space job shepherd for ML work, and the small cluster API jobs use.
 
     from fray import report                      # inside a job: progress, result, checkpoints
+    fut = fray.submit(fn, *args, resources={"cpus": 4})   # a function as a run; fut.result()
     from fray import current_cluster, JobRequest, Entrypoint, ActorServer, WorkerPool
 
 This package is the `shepherd/` folder (the login side); `fray.wrapper` is the
@@ -45,6 +46,11 @@ _EXPORTS: dict[str, str] = {
     "ActorConnectionError": "fray.actors.client",
     "RemoteActorError": "fray.actors.client",
     "WorkerPool": "fray.cluster.workers",
+    "submit": "fray.cluster.futures",
+    "get_run": "fray.cluster.futures",
+    "RunFuture": "fray.cluster.futures",
+    "RemoteTraceback": "fray.cluster.futures",
+    "Call": "fray.cluster.api",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -56,9 +62,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from fray.actors.resolver import ClusterResolver, FixedResolver
     from fray.actors.server import ActorContext, ActorServer
     from fray.cluster import current_cluster
-    from fray.cluster.api import (ClusterError, EnvironmentConfig, Entrypoint, JobFailed, JobGroupConfig,
+    from fray.cluster.api import (Call, ClusterError, EnvironmentConfig, Entrypoint, JobFailed, JobGroupConfig,
                                   JobInfo, JobRequest, JobStatus, Reservation, ReservationConfig, ResourceConfig)
     from fray.cluster.fray import FrayCluster
+    from fray.cluster.futures import RemoteTraceback, RunFuture, get_run, submit
     from fray.cluster.remote import RemoteCluster
     from fray.cluster.local import LocalCluster
     from fray.cluster.workers import WorkerPool

@@ -7,6 +7,8 @@
     launching    writing a launched job's run folder (meta, shim, payload, job.json)
     environment  virtual environments cached by the hash of their requirements
     entry        what a launched job runs (`python -m fray.cluster.entry`)
+    resuming     checkpointable callables: the call saved on preemption, made by the next attempt
+    futures      fray.submit / fray.get_run: a function as a run, and its future
     payloads     cloudpickle files, unpickled only when private to this user inside FRAY_HOME
     job_view     the cluster a LocalCluster job thread sees as current
 

@@ -4,8 +4,9 @@ Plain frozen dataclasses, no IO. A `Cluster` (LocalCluster, FrayCluster)
 takes a `JobRequest` and returns a job id; `poll`/`wait` return `JobInfo`.
 
     JobRequest(name, entrypoint, resources=ResourceConfig(), environment=EnvironmentConfig(),
-               max_retries_failure=0, max_retries_preemption=100, reservation=None)
+               max_retries_failure=0, max_retries_preemption=100, reservation=None, time_limit_sec=None)
     Entrypoint.from_callable(fn, args, kwargs) | Entrypoint.from_script(path, args)
+    Call(fn, *args, **kwargs)         what a checkpointable callable's checkpoint() returns to resume with
     JobGroupConfig(name, jobs)        launched all or nothing
     ReservationConfig(name, min, max, ttl_sec)
 """
@@ -90,6 +91,35 @@ class Entrypoint:
         return str(self.script)
 
 
+class Call:
+    """A call to make later: what a checkpointable callable's `checkpoint` returns.
+
+        class Train:
+            def __call__(self, steps): ...                 # trains, keeping its state in self
+            def checkpoint(self, steps):                   # on preemption or before a time limit
+                return fray.Call(self, steps)              # the next attempt calls this (self as it is now)
+
+    It is cloudpickled into the attempt's folder, and the next attempt makes
+    this call instead of the one first submitted (fray.cluster.resuming).
+    """
+
+    __slots__ = ("fn", "args", "kwargs")
+
+    def __init__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        if not callable(fn):
+            raise UsageError(f"Call needs a callable first, not {type(fn).__name__}")
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+
+    def __call__(self) -> Any:
+        return self.fn(*self.args, **self.kwargs)
+
+    def __repr__(self) -> str:
+        name = getattr(self.fn, "__qualname__", type(self.fn).__qualname__)
+        return f"Call({name}, {len(self.args)} args, {len(self.kwargs)} kwargs)"
+
+
 @dataclass(frozen=True)
 class EnvironmentConfig:
     """Environment variables, and packages installed into a virtual environment cached by their hash.
@@ -138,12 +168,15 @@ class JobRequest:
     max_retries_failure: int = 0
     max_retries_preemption: int = 100
     reservation: str | None = None
+    time_limit_sec: float | None = None  # Slurm's --time (SIGUSR1 comes two minutes before it); Slurm only
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise UsageError("a JobRequest needs a name")
         if self.max_retries_failure < 0 or self.max_retries_preemption < 0:
             raise UsageError("retry budgets must be >= 0")
+        if self.time_limit_sec is not None and not self.time_limit_sec > 0:
+            raise UsageError(f"time_limit_sec must be a positive number of seconds, not {self.time_limit_sec!r}")
 
 
 @dataclass(frozen=True)

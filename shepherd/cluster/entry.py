@@ -6,16 +6,18 @@ run from FRAY_HOME and FRAY_RUN_ID, reads job.json, and:
 1. when the job asks for packages, makes sure their virtual environment exists
    (`environment.ensure`) and re-executes itself under that environment's Python;
 2. for a callable: unpickles payload.pkl (only after `payloads.load` has checked
-   that it is a private file of this user inside FRAY_HOME), calls it, and writes
-   the return value to the attempt's call-result.pkl, then call-result.json
-   (schemas/call-result.json: returned or raised, with the traceback text) for
-   `wait` and `poll`; a raised exception exits 1;
+   that it is a private file of this user inside FRAY_HOME), or the call an
+   earlier attempt checkpointed (`resuming`), calls it, and writes the return
+   value (or the exception raised) to the attempt's call-result.pkl, then
+   call-result.json (schemas/call-result.json: returned or raised, with the
+   traceback text) for `wait`, `poll` and futures; a raised exception exits 1;
 3. for a script: replaces itself with the script's interpreter (same pid, so the
    wrapper's signals reach it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -23,7 +25,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fray.wrapper import contract, workload
+from fray.wrapper import contract, fence, workload
 
 if TYPE_CHECKING:
     from fray.state.layout import AttemptPaths
@@ -39,7 +41,7 @@ IN_ENV = "FRAY_ENTRY_IN_ENV"
 
 def main(argv: list[str] | None = None) -> int:
     from fray.state import store
-    from fray.cluster import environment, payloads
+    from fray.cluster import environment, resuming
     from fray.state.layout import Home
 
     home_dir = os.environ.get(contract.ENV_HOME)
@@ -68,35 +70,64 @@ def main(argv: list[str] | None = None) -> int:
     # Like `python -m` in the launcher's directory (the job's workdir): its modules are importable.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    attempt = home.run(run_id).attempt(int(os.environ.get(contract.ENV_ATTEMPT) or 1))
+    number = int(os.environ.get(contract.ENV_ATTEMPT) or 1)
+    attempt = run.attempt(number)
     try:
-        fn, args, kwargs = payloads.load(run.payload, home.root)
-        value = fn(*args, **kwargs)
+        call, resumed_from = resuming.starting_call(run, number, home.root)
+        if resumed_from is not None:
+            print(f"fray: resuming the call checkpointed by attempt {resumed_from}", file=sys.stderr, flush=True)
+        guard = (resuming.Checkpointer(call, attempt.resume_call, lambda: fence.current(home_dir, run_id, number),
+                                       resuming.announce_in_progress(attempt.progress))
+                 if resuming.checkpointable(call) else contextlib.nullcontext())
+        with guard:
+            value = call()
     except BaseException as exc:  # the caller gets it back, with the traceback text
         if isinstance(exc, KeyboardInterrupt):
             raise
-        text = traceback.format_exc()
+        text = _traceback_text(exc)
         sys.stderr.write(text)
-        _record(attempt, "raised", exc, str(exc), text)
+        _record(attempt, "raised", exc, str(exc), text, pickled=_pickle(attempt, exc) is None)
         return 1
-    try:
-        payloads.dump(attempt.call_value, value)
-    except Exception as exc:
-        text = f"the job's return value could not be pickled: {exc!r}\n"
+    why = _pickle(attempt, value)
+    if why is not None:
+        text = f"the job's return value could not be pickled: {why}\n"
         sys.stderr.write(text)
-        _record(attempt, "raised", exc, f"the return value could not be pickled: {exc}", text)
+        _record(attempt, "raised", value, f"the return value could not be pickled: {why}", text, pickled=False)
         return 1
-    _record(attempt, "returned", value, "", None)
+    _record(attempt, "returned", value, "", None, pickled=True)
     return 0
 
 
-def _record(attempt: "AttemptPaths", outcome: str, subject: object, message: str, text: str | None) -> None:
+def _traceback_text(exc: BaseException) -> str:
+    """The traceback from the caller's code down: the frames of this module and of Call.__call__ say nothing."""
+    from fray.cluster import api
+
+    ours = {os.path.abspath(__file__), os.path.abspath(api.__file__)}
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in ours:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _pickle(attempt: "AttemptPaths", value: object) -> str | None:
+    """Pickle the return value or exception to call-result.pkl; why it could not be (None: it was)."""
+    from fray.cluster import payloads
+
+    try:
+        payloads.dump(attempt.call_value, value)
+    except Exception as exc:  # cloudpickle raises whatever the value's reducers raise
+        return f"{type(value).__name__}: {exc!r}"
+    return None
+
+
+def _record(attempt: "AttemptPaths", outcome: str, subject: object, message: str, text: str | None, *,
+            pickled: bool) -> None:
     from fray.state import store
 
     kind = type(subject)
     store.write_json(attempt.call_record, {
         "outcome": outcome, "type": f"{kind.__module__}.{kind.__qualname__}", "message": message,
-        "traceback": text, "value_file": attempt.call_value.name if outcome == "returned" else None,
+        "traceback": text, "value_file": attempt.call_value.name if pickled else None,
         "finished_at": time.time()}, "call-result")
 
 

@@ -12,6 +12,7 @@ member cannot be launched writes nothing at all.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +75,8 @@ def prepare(request: JobRequest, family: Family, now: float, group: dict[str, An
     res = request.resources
     spec = RunSpec(backend=family.backend, max_retries=request.max_retries_failure,
                    max_retries_preemption=request.max_retries_preemption, cpus=res.cpus, mem_mb=res.mem_mb,
-                   gpus=res.gpus, env=spec_env, workdir=family.workdir)
+                   gpus=res.gpus, env=spec_env, workdir=family.workdir,
+                   sbatch=time_limit_lines(request, family.backend))
     try:
         directives.check_spec(spec)
     except UsageError as exc:
@@ -87,6 +89,16 @@ def prepare(request: JobRequest, family: Family, now: float, group: dict[str, An
            "script_args": list(entry.script_args),
            "environment": {"key": env.key(), "requirements": env.requirements()}}
     return Prepared(meta, payload, script_data, script_name, job)
+
+
+def time_limit_lines(request: JobRequest, backend: str) -> list[str]:
+    """The `#SBATCH --time` line of a time limit (whole minutes, rounded up); ClusterError off Slurm."""
+    if request.time_limit_sec is None:
+        return []
+    if backend != "slurm":
+        raise ClusterError(f"job {request.name!r}: a time limit is enforced by Slurm only, and this job runs on "
+                           f"the {backend} backend; drop the time limit or use backend='slurm'")
+    return [f"#SBATCH --time={math.ceil(request.time_limit_sec / 60)}"]
 
 
 def _new_run(home: Home, prepared: Prepared) -> runs.NewRun:

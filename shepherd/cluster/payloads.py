@@ -1,9 +1,11 @@
-"""Cloudpickle files inside FRAY_HOME: a launched callable and its result.
+"""Cloudpickle files inside FRAY_HOME: a launched callable, its result, its resume call.
 
 Unpickling runs code, so `load` first checks that the file lies inside
 FRAY_HOME (after resolving links), is a regular file owned by this user and
-readable by no one else: whoever could have written it could already run code
-as this user. `dump` writes 0600, atomically.
+readable by no one else, and that every folder from FRAY_HOME down to it is
+ours and private (0700): whoever could have written the file could already run
+code as this user, and a result is read only by the owner of FRAY_HOME. `dump`
+writes 0600, atomically.
 """
 
 from __future__ import annotations
@@ -28,12 +30,35 @@ def dump(path: Path, value: Any) -> None:
     store.write_bytes_atomic(path, dumps(value))
 
 
+def check_private_folders(folder: Path, root: Path) -> None:
+    """Raise StateError unless `root` and each folder below it down to `folder` is ours and 0700.
+
+    Both paths are resolved already, and `folder` is `root` or inside it.
+    """
+    uid = os.getuid()
+    current = folder
+    while True:
+        info = os.lstat(current)
+        if not stat.S_ISDIR(info.st_mode):
+            raise StateError(f"refusing to unpickle inside {current}: not a folder")
+        if info.st_uid != uid:
+            raise StateError(f"refusing to unpickle inside {current}: the folder belongs to uid {info.st_uid}, "
+                             "not to you")
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            raise StateError(f"refusing to unpickle inside {current}: others may enter it (mode "
+                             f"{stat.S_IMODE(info.st_mode):o}; fray makes its folders 700: chmod 700 {current})")
+        if current == root:
+            return
+        current = current.parent
+
+
 def load(path: Path, home: Path) -> Any:
-    """The value pickled at `path`, after checking it is a private file of ours inside `home`."""
+    """The value pickled at `path`, after checking it is a private file of ours inside `home`, in private folders."""
     real = Path(os.path.realpath(path))
     root = Path(os.path.realpath(home))
     if root not in real.parents:
         raise StateError(f"refusing to unpickle {path}: it is not inside FRAY_HOME ({home})")
+    check_private_folders(real.parent, root)
     fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())

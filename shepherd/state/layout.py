@@ -134,6 +134,11 @@ class AttemptPaths:
         return self.dir / "call-result.pkl"
 
     @property
+    def resume_call(self) -> Path:
+        """What a checkpointable callable's checkpoint() returned in this attempt: the call the next one makes."""
+        return self.dir / "resume-call.pkl"
+
+    @property
     def slurm_script(self) -> Path:
         """The batch script the Slurm backend submitted for this attempt."""
         return self.dir / "sbatch.sh"

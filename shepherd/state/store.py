@@ -46,7 +46,8 @@ def ensure_home(home: Home) -> None:
 
 
 def make_dirs(path: Path) -> None:
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """Create `path` and each missing parent 0700 (Path.mkdir(parents=True) gives parents the umask's mode)."""
+    records.make_private_dir(path)
 
 
 def dumps(document: Any) -> bytes:

@@ -1,0 +1,197 @@
+"""Functions as runs: `fray.submit(fn, *args, ...)`, the future it returns, and `fray.get_run(run)`.
+
+    fut = fray.submit(train, 20, lr=0.1, resources={"cpus": 4, "mem": "8G"}, backend="local")
+    fut.run_id                       # an ordinary run: `fray list`, `fray status`, `fray logs` show it
+    fut.result(timeout=600)          # its return value, or the exception it raised (remote traceback as cause)
+    fray.get_run(fut.run_id).result()   # the same future, from any process that can read FRAY_HOME
+
+A thin layer over FrayCluster: the call is a job launched with
+`Entrypoint.from_callable` (cloudpickled into the run's folder, 0600), which
+the daemon starts, restarts under the run's budgets and adopts after a restart
+of its own; `cancel` is `fray control stop`. A future holds no state but the
+run id: everything it says is read from FRAY_HOME when asked, so a new process
+reattaches by id, prefix or name. Results and exceptions are unpickled only
+after `payloads.load` has checked the file and every folder above it up to
+FRAY_HOME are private to this user.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import CancelledError
+from typing import Any, Callable, Mapping
+
+from fray.cluster import payloads
+from fray.cluster.api import (EnvironmentConfig, Entrypoint, JobFailed, JobInfo, JobRequest, JobStatus,
+                              ResourceConfig)
+from fray.cluster.fray import FrayCluster
+from fray.core import backend_names, values
+from fray.core.model import Phase
+from fray.errors import CorruptFileError, StateError, UsageError
+from fray.state import runs, store
+
+RESOURCE_KEYS = ("cpus", "gpus", "mem", "time")
+
+
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in a run, as text: the `__cause__` of that exception here."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.text}"""'
+
+
+def resources_of(value: ResourceConfig | Mapping[str, Any] | None) -> tuple[ResourceConfig, float | None]:
+    """(ResourceConfig, time limit in seconds) from a ResourceConfig or {"cpus", "gpus", "mem", "time"}.
+
+    `mem` is megabytes or a size like "16G"; `time` is seconds or a duration like "2h" (Slurm only).
+    """
+    if value is None:
+        return ResourceConfig(), None
+    if isinstance(value, ResourceConfig):
+        return value, None
+    if not isinstance(value, Mapping):
+        raise UsageError(f"resources must be a ResourceConfig or a dict with keys {', '.join(RESOURCE_KEYS)}, "
+                         f"not {type(value).__name__}")
+    unknown = [key for key in value if key not in RESOURCE_KEYS]
+    if unknown:
+        hint = values.closest(str(unknown[0]), RESOURCE_KEYS)
+        raise UsageError(f"resources has no key {unknown[0]!r}" + (f"; did you mean {hint!r}?" if hint else "")
+                         + f" (keys: {', '.join(RESOURCE_KEYS)})")
+    mem = value.get("mem")
+    time_limit = value.get("time")
+    try:
+        mem_mb = values.parse_memory_mb(mem) if isinstance(mem, str) else mem
+        seconds = values.parse_duration(time_limit) if isinstance(time_limit, str) else time_limit
+    except ValueError as exc:
+        raise UsageError(f"resources: {exc}") from None
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
+        raise UsageError(f"resources time must be a positive number of seconds or a duration like '2h', "
+                         f"not {time_limit!r}")
+    return ResourceConfig(cpus=value.get("cpus", 1), gpus=value.get("gpus", 0), mem_mb=mem_mb), seconds
+
+
+def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Mapping[str, Any] | None = None,
+           backend: str | None = None, name: str | None = None, max_retries: int = 0,
+           max_retries_preemption: int = 100, environment: EnvironmentConfig | None = None,
+           home: str | os.PathLike[str] | None = None, **kwargs: Any) -> "RunFuture":
+    """Run `fn(*args, **kwargs)` as a fray run; its future.
+
+    Every keyword this function does not name itself goes to `fn` (wrap `fn`
+    in functools.partial to pass one of those names to it). `backend` is
+    local (default; inside a fray job: the job's own), slurm or tpu.
+    `max_retries` counts the attempts that raise or fail (the workload
+    budget), `max_retries_preemption` the node's failures and preemptions.
+    A callable with a `checkpoint` method resumes from what it returns
+    (fray.cluster.resuming).
+    """
+    if backend is not None and backend not in backend_names.BACKENDS:
+        raise UsageError(f"backend {backend!r} is not known; choose one of {', '.join(backend_names.BACKENDS)}")
+    config, time_limit = resources_of(resources)
+    label = name or getattr(fn, "__name__", None) or type(fn).__name__
+    request = JobRequest(label, Entrypoint.from_callable(fn, args, kwargs), resources=config,
+                         environment=environment or EnvironmentConfig(), max_retries_failure=max_retries,
+                         max_retries_preemption=max_retries_preemption, time_limit_sec=time_limit)
+    cluster = FrayCluster(home, backend=backend)
+    return RunFuture(cluster, cluster.launch(request))
+
+
+def get_run(run: str, home: str | os.PathLike[str] | None = None) -> "RunFuture":
+    """The future of an existing run, named by its id, a unique prefix of it, or its name."""
+    cluster = FrayCluster(home)
+    return RunFuture(cluster, runs.resolve(cluster.home, run))
+
+
+class RunFuture:
+    """A run, seen as the future of its call. Every method reads FRAY_HOME afresh."""
+
+    def __init__(self, cluster: FrayCluster, run_id: str) -> None:
+        self._cluster = cluster
+        self._run_id = run_id
+
+    def __repr__(self) -> str:
+        return f"<RunFuture {self._run_id}>"
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    def info(self) -> JobInfo:
+        """Its status and reason now (JobInfo), with the return value once it succeeded."""
+        return self._cluster.poll(self._run_id)
+
+    def done(self) -> bool:
+        """Whether the run has ended (succeeded, failed or stopped)."""
+        return runs.read_meta(self._cluster.home, self._run_id).phase == Phase.ENDED.value
+
+    def cancel(self) -> bool:
+        """Stop the run, running or not (`fray control stop`); False when it had ended already."""
+        if self.done():
+            return False
+        try:
+            runs.request(self._cluster.home, self._run_id, "stop")
+        except UsageError:
+            if self.done():  # it ended between the look and the request
+                return False
+            raise
+        return True
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The call's return value; re-raises its exception (the remote traceback as `__cause__`).
+
+        TimeoutError when the run has not ended within `timeout` seconds,
+        CancelledError when it was stopped, JobFailed when it failed without
+        an exception to show (its retry budget spent on lost nodes, say).
+        """
+        info = self._finished(timeout)
+        if info.status is JobStatus.SUCCEEDED:
+            return info.result
+        raise self._failure(info)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The exception the call raised (None when it succeeded); waits like `result`."""
+        info = self._finished(timeout)
+        return None if info.status is JobStatus.SUCCEEDED else self._failure(info)
+
+    def logs(self, stderr: bool = False) -> str:
+        """What the call printed to stdout (stderr=True: stderr) so far, every attempt in order."""
+        meta = runs.read_meta(self._cluster.home, self._run_id)
+        run = self._cluster.home.run(self._run_id)
+        chunks = []
+        for attempt in meta.attempts:
+            files = run.attempt(attempt.number)
+            try:
+                chunks.append((files.stderr if stderr else files.stdout).read_text(errors="replace"))
+            except FileNotFoundError:
+                continue
+        return "".join(chunks)
+
+    def _finished(self, timeout: float | None) -> JobInfo:
+        if not self.done():
+            self._cluster._ensure_daemon()  # a daemon that died since the submit would leave us waiting forever
+        return self._cluster.wait(self._run_id, timeout=timeout)
+
+    def _failure(self, info: JobInfo) -> BaseException:
+        """The exception the run ended with: the call's own, else CancelledError or JobFailed."""
+        if info.status is JobStatus.STOPPED:
+            return CancelledError(f"run {self._run_id} was stopped: {info.reason}")
+        files = self._cluster.home.run(self._run_id).attempt(info.attempts)
+        try:
+            record = store.read_json(files.call_record, "call-result")
+        except CorruptFileError:
+            record = None
+        if record is None or record["outcome"] != "raised" or record["value_file"] is None:
+            return JobFailed(info)
+        try:
+            exc = payloads.load(files.call_value, self._cluster.home.root)
+        except StateError:
+            raise  # not private to us: never fall back to something that hides it
+        except Exception:  # its class cannot be imported here: the text has to do
+            return JobFailed(info)
+        if not isinstance(exc, BaseException):
+            return JobFailed(info)
+        exc.__cause__ = RemoteTraceback(record["traceback"] or f"{record['type']}: {record['message']}")
+        return exc
