@@ -203,3 +203,62 @@ def test_a_queued_run_waits_for_its_queued_resource_and_runs(home, sim, tmp_path
         assert "queued-done" in home.run(run_id).attempt(1).stdout.read_text()
     finally:
         stop_daemon(daemon)
+
+
+MULTI_HOST_RESUMING = """\
+ckpt="$FRAY_CHECKPOINT_DIR/step"
+if [ -f "$ckpt" ]; then echo "task $FRAY_TASK_INDEX resumed from step $(cat "$ckpt")"; exit 0; fi
+if [ "$FRAY_TASK_INDEX" = 0 ]; then mkdir -p "$FRAY_CHECKPOINT_DIR"; echo 7 > "$ckpt"; fi
+sleep 120
+"""
+
+
+def test_a_lost_host_other_than_host_0_ends_the_attempt_and_the_run_resumes_on_a_new_slice(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, MULTI_HOST_RESUMING), tpu="v4-32", heartbeat_timeout_sec=5.0)
+    daemon = start_daemon(home)
+    try:
+        paths = home.run(run_id)
+        host2 = paths.attempt(1).task(2)
+        wait_until(lambda: (paths.checkpoints_dir / "step").exists() and host2.heartbeat.exists(), timeout=60,
+                   what="every host up and the first checkpoint")
+        # Host 2's VM dies; the slice still says READY and host 0 beats on.
+        gcloud_sim("kill-host", slices_name(run_id, 1), "--zone", ZONE, "--worker", "2")
+        meta = wait_until(lambda: ended(home, run_id), timeout=90, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        first = meta["attempts"][0]
+        assert first["cause"] == "preempted" and "host 2 of 4: no heartbeat" in first["detail"], first
+        for index in range(4):
+            wait_until(lambda: "resumed from step 7" in _text(paths.attempt(2).task(index).stdout),
+                       what=f"host {index} of attempt 2 resuming")
+        wait_until(lambda: not slices(sim), what="both slices deleted")
+        # The first slice's hosts were powered off with it: host 0's sleeping workload is gone too.
+        pid = json.loads(paths.attempt(1).started.read_text())["workload_pid"]
+        wait_until(lambda: not _alive(pid), what="attempt 1's workload on host 0 to be gone")
+    finally:
+        stop_daemon(daemon)
+
+
+def test_a_host_other_than_host_0_that_fails_fails_the_attempt_by_its_exit_code(home, sim, tmp_path):
+    body = 'if [ "$FRAY_TASK_INDEX" = 3 ]; then echo "host 3 broke" >&2; exit 1; fi\nsleep 120\n'
+    run_id = submit(home, script(tmp_path, body), tpu="v4-32", max_retries=0)
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=90, what="the run to end")
+        first = meta["attempts"][0]
+        assert first["cause"] == "workload_failure" and "host 3 of 4 exited 50" in first["detail"], first
+        assert meta["end"]["status"] == "failed", meta
+        wait_until(lambda: not slices(sim), what="the slice deleted")
+    finally:
+        stop_daemon(daemon)
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"

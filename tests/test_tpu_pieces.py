@@ -9,7 +9,7 @@ import time
 import pytest
 
 from fray.backends.external import CommandResult
-from fray.backends.tpu import commands, parse
+from fray.backends.tpu import commands, hosts, parse
 from fray.backends.tpu.calls import CloudCalls, RateLimit
 from fray.backends.tpu.topology import shape
 
@@ -145,3 +145,23 @@ def test_the_wrapper_on_each_host_checks_for_that_hosts_share_of_the_chips(tmp_p
     request = SubmitRequest(AttemptKey("r", 1), "r", spec, tmp_path, tmp_path / "s", tmp_path / "a", tmp_path / "c")
     argv = wrapper_argv("python", request)
     assert argv[argv.index("--tpu-devices") + 1] == "4"
+
+
+@pytest.mark.parametrize("records,cause,detail", [
+    ([hosts.HostRecord(1, 99.0, None), hosts.HostRecord(2, 98.0, None)], None, None),
+    ([hosts.HostRecord(1, 99.0, None), hosts.HostRecord(2, 80.0, None)], "preempted", "host 2 of 4: no heartbeat for 20s (timeout 10s)"),
+    ([hosts.HostRecord(1, 80.0, 0)], None, None),  # finished before host 0: not lost
+    ([hosts.HostRecord(3, 99.0, 50)], "workload_failure", "host 3 of 4 exited 50"),
+    ([hosts.HostRecord(1, 99.0, 42)], "node_fault", "host 1 of 4 exited 42"),
+    ([hosts.HostRecord(1, 99.0, 137)], "preempted", "host 1 of 4 exited 137"),
+])
+def test_a_slice_is_as_alive_as_its_least_alive_other_host(records, cause, detail):
+    found = hosts.verdict(records, 4, launched_at=0.0, now=100.0, timeout_sec=10.0, startup_grace_sec=10.0)
+    assert (found.cause, found.detail) == (cause, detail) if cause else found is None
+
+
+def test_a_host_that_never_reports_is_lost_only_after_grace_and_timeout_from_the_launch():
+    silent = [hosts.HostRecord(1, None, None)]
+    assert hosts.verdict(silent, 2, launched_at=0.0, now=19.0, timeout_sec=10.0, startup_grace_sec=10.0) is None
+    late = hosts.verdict(silent, 2, launched_at=0.0, now=21.0, timeout_sec=10.0, startup_grace_sec=10.0)
+    assert late is not None and late.detail == "host 1 of 2 never reported in 21s after the launch"

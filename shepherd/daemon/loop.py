@@ -208,7 +208,7 @@ class Daemon:
             attempt = run.meta.in_flight if run.meta else None
             if attempt is not None:
                 key = AttemptKey(run.paths.run_id, attempt.number)
-                tracked.setdefault(attempt.backend, []).append(Tracked(key, attempt.backend_ref))
+                tracked.setdefault(attempt.backend, []).append(Tracked(key, attempt.backend_ref, run.meta.spec))
         for name in [n for n, b in self._backends.items() if getattr(b, "snapshot_when_idle", False)]:
             tracked.setdefault(name, [])  # the TPU backend deletes finished attempts' slices from its snapshot
         views: dict[AttemptKey, BackendView] = {}

@@ -2,7 +2,8 @@
 
 submit    create the slice (`--async`), zones in order: quota/capacity -> next zone.
 snapshot  one `tpu-vm list` per zone, all zones in parallel; READY and not yet
-          launched -> `ssh --worker=all` in the background (never waited on);
+          launched -> `ssh --worker=all` in the background (never waited on); a
+          launched slice whose host 1..N-1 lost its heartbeat or failed (`hosts`) -> gone;
           PREEMPTED/TERMINATED/unhealthy or missing -> gone as a preemption, and the
           slice is deleted; fray-labelled slices no tracked attempt owns (leaks, or
           a finished attempt's) are deleted in the same batch.
@@ -23,7 +24,7 @@ from typing import Any, Callable
 
 from fray.backends import external
 from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
-from fray.backends.tpu import commands, launch, parse
+from fray.backends.tpu import commands, hosts, launch, parse
 from fray.backends.tpu.calls import CloudCalls
 from fray.backends.tpu.topology import shape
 from fray.core.model import Cause
@@ -139,7 +140,13 @@ class TpuBackend:
                                               cause=Cause.PREEMPTED.value)
             elif reading.phase == "ready":
                 self._launch(node, ref)
-                views[item.key] = BackendView("running", node=node.name, ref=ref, detail=node.state)
+                lost = self._host_lost(ref, item)
+                if lost is not None:
+                    to_delete.append(commands.delete(node.name, node.zone))
+                    views[item.key] = BackendView("gone", node=node.name, ref=ref, detail=lost.detail,
+                                                  cause=lost.cause)
+                else:
+                    views[item.key] = BackendView("running", node=node.name, ref=ref, detail=node.state)
             else:
                 views[item.key] = BackendView("pending", node=node.name, ref=ref, detail=node.state)
         # Leaks: fray's label, no tracked attempt (a finished attempt's slice, or one from a crash).
@@ -177,6 +184,15 @@ class TpuBackend:
     def _create_running(self, name: str) -> bool:
         future = self._creates.get(name)
         return future is not None and not future.done()
+
+    def _host_lost(self, ref: dict[str, Any], item: Tracked) -> hosts.Verdict | None:
+        """Hosts 1..N-1 of a launched multi-host slice: one lost or failed ends the attempt."""
+        count = int(ref.get("hosts") or 1)
+        launched_at = store.read_heartbeat(Path(ref["attempt_dir"]) / LAUNCHED)
+        if count <= 1 or launched_at is None or item.spec is None:
+            return None  # host 0 alone: policy watches it; not launched yet: nothing to miss
+        return hosts.verdict(hosts.read_hosts(Path(ref["attempt_dir"]), count), count, launched_at, time.time(),
+                             item.spec.heartbeat_timeout_sec, item.spec.startup_grace_sec)
 
     def _launch(self, node: parse.Slice, ref: dict[str, Any]) -> None:
         marker = Path(ref["attempt_dir"]) / LAUNCHED
