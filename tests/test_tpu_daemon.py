@@ -30,7 +30,17 @@ def sim(tmp_path, monkeypatch, home):
     monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
     home.root.mkdir(parents=True, exist_ok=True)
     home.config.write_text(json.dumps({"tpu": {"poll_interval_sec": 0.3, "zones": [ZONE]}}))
-    return state
+    yield state
+    # Power off what a test left running (its hosts' wrappers and workloads), as deleting the slices does.
+    for path in state.glob("nodes/*/*.json"):
+        gcloud_sim_delete(path.stem, path.parent.name)
+
+
+def gcloud_sim_delete(name: str, zone: str) -> None:
+    import subprocess
+
+    subprocess.run(["gcloud", "compute", "tpus", "tpu-vm", "delete", name, "--zone", zone, "--quiet"],
+                   capture_output=True, timeout=30)
 
 
 def submit(home: Home, script: Path, **overrides) -> str:
@@ -166,12 +176,17 @@ def test_a_restarted_daemon_adopts_its_slice_and_creates_no_second_one(home, sim
         stop_daemon(daemon)
 
 
-def test_a_leaked_fray_slice_is_deleted(home, sim, tmp_path):
+def create_slice(home_id: str, run: str, attempt: int) -> None:
     from fray.backends import external
     from fray.backends.tpu import commands
 
-    leaked = commands.create(commands.SliceRequest("gone-run", 3, ZONE, "v4-8", "v"))
-    assert external.run(leaked, timeout=30).ok
+    assert external.run(commands.create(commands.SliceRequest(run, attempt, ZONE, "v4-8", "v", home_id)), timeout=30).ok
+
+
+def test_a_leaked_fray_slice_is_deleted(home, sim, tmp_path):
+    from fray.state import identity
+
+    create_slice(identity.home_id(home), "gone-run", 3)
     run_id = submit(home, script(tmp_path, "echo done\n"))
     daemon = start_daemon(home)
     try:
@@ -179,6 +194,40 @@ def test_a_leaked_fray_slice_is_deleted(home, sim, tmp_path):
         wait_until(lambda: "fray-gone-run-a3" not in slices(sim), what="the leaked slice deleted")
     finally:
         stop_daemon(daemon)
+
+
+def test_two_homes_sharing_a_project_never_delete_each_others_slices(home, sim, tmp_path):
+    from fray.state import identity
+
+    other = Home(tmp_path / "other-home")
+    other.root.mkdir()
+    other.config.write_text(home.config.read_text())
+    # Each home has a run going and a leak of its own; both daemons clean up in the same zone.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    mine, theirs = (submit(h, script(tmp_path / n, RESUMING)) for h, n in ((home, "a"), (other, "b")))
+    create_slice(identity.home_id(home), "my-leak", 1)
+    create_slice(identity.home_id(other), "their-leak", 1)
+    assert identity.home_id(home) != identity.home_id(other)
+    daemons = [start_daemon(home), start_daemon(other)]
+    try:
+        for h, run_id in ((home, mine), (other, theirs)):
+            wait_until(lambda: (h.run(run_id).checkpoints_dir / "step").exists(), timeout=60,
+                       what="both runs' workloads going")
+        wait_until(lambda: not {"fray-my-leak-a1", "fray-their-leak-a1"} & slices(sim).keys(),
+                   what="each home's leak deleted by its own daemon")
+        # Several cycles of both daemons later, each run is still on its first slice.
+        lease = lambda h: json.loads(h.daemon_lease.read_text())["cycles"]  # noqa: E731
+        start = {h.root: lease(h) for h in (home, other)}
+        wait_until(lambda: all(lease(h) >= start[h.root] + 5 for h in (home, other)), timeout=30,
+                   what="five more cycles of each daemon")
+        assert slices(sim).keys() == {slices_name(mine, 1), slices_name(theirs, 1)}
+        for h, run_id in ((home, mine), (other, theirs)):
+            assert [a["number"] for a in meta_of(h, run_id)["attempts"]] == [1]
+            assert slices(sim)[slices_name(run_id, 1)]["labels"]["fray-home"] == identity.home_id(h)
+    finally:
+        for daemon in daemons:
+            stop_daemon(daemon)
 
 
 def test_a_host_without_its_tpu_chips_fails_preflight_as_a_node_fault(home, sim, tmp_path):

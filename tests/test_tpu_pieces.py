@@ -77,11 +77,11 @@ def test_quota_and_capacity_errors_are_recognised():
 
 def test_create_is_async_labelled_and_named_by_run_and_attempt():
     argv = commands.create(commands.SliceRequest("Run_7", 3, "us-west4-a", "v5litepod-16", "v2-alpha-tpuv5-lite",
-                                                 provisioning="spot"))
+                                                 "0123456789abcdef", provisioning="spot"))
     assert argv[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "create", "fray-run-7-a3"]
     assert {"--async", "--spot", "--format=json"} <= set(argv)
-    assert argv[argv.index("--labels") + 1] == "fray-run=run_7,fray-attempt=3"
-    queued = commands.create(commands.SliceRequest("r", 1, "z", "v4-8", "v", queued=True))
+    assert argv[argv.index("--labels") + 1] == "fray-run=run_7,fray-attempt=3,fray-home=0123456789abcdef"
+    queued = commands.create(commands.SliceRequest("r", 1, "z", "v4-8", "v", "h", queued=True))
     assert queued[3:5] == ["queued-resources", "create"] and queued[queued.index("--node-id") + 1] == "fray-r-a1"
 
 

@@ -5,8 +5,9 @@ snapshot  one `tpu-vm list` per zone, all zones in parallel; READY and not yet
           launched -> `ssh --worker=all` in the background (never waited on); a
           launched slice whose host 1..N-1 lost its heartbeat or failed (`hosts`) -> gone;
           PREEMPTED/TERMINATED/unhealthy or missing -> gone as a preemption, and the
-          slice is deleted; fray-labelled slices no tracked attempt owns (leaks, or
-          a finished attempt's) are deleted in the same batch.
+          slice is deleted; this home's slices (label `fray-home`) that no tracked
+          attempt owns (leaks, or a finished attempt's) are deleted in the same batch;
+          another home's slices in the same project are never listed, so never touched.
 cancel    delete the slices, in parallel.
 Everything it needs to find or launch a slice again is in the attempt's reference,
 so a restarted daemon adopts its slices by name and label and creates none twice.
@@ -30,7 +31,7 @@ from fray.backends.tpu.topology import shape
 from fray.core.model import Cause
 from fray.core.observation import BackendView
 from fray.errors import BackendError
-from fray.state import store
+from fray.state import identity, store
 from fray.state.layout import Home
 
 DEFAULTS: dict[str, Any] = {"poll_interval_sec": 5.0, "workers": 16, "create_rate": 10.0,
@@ -57,6 +58,8 @@ class TpuBackend:
         self._launches: dict[str, Future] = {}  # slice name -> its ssh, running in the pool
         self._creates: dict[str, Future] = {}  # slice name -> its create (zones in order), in the pool
         self._zones_seen: set[str] = set(settings.get("zones", []))  # where leaks may be
+        # Labels this home's slices; lists show only those, so another home's are never taken for leaks.
+        self.home_id = identity.home_id(home)
 
     @classmethod
     def for_daemon(cls, home: Home, on_attempt_exit: Callable[[], None] | None = None) -> "TpuBackend":
@@ -84,7 +87,8 @@ class TpuBackend:
         store.make_dirs(request.attempt_dir)
         name = commands.slice_name(request.key.run_id, request.key.attempt)
         wanted = [commands.SliceRequest(request.key.run_id, request.key.attempt, zone, spec.tpu,
-                                        spec.runtime_version, spec.provisioning, spec.queued) for zone in spec.zones]
+                                        spec.runtime_version, self.home_id, spec.provisioning, spec.queued)
+                  for zone in spec.zones]
         self._zones_seen.update(spec.zones)
         self._creates[name] = self.calls.pool.submit(self._create, wanted)
         return {"slice": name, "zones": list(spec.zones), "queued": spec.queued, "hosts": hosts,
@@ -105,7 +109,7 @@ class TpuBackend:
 
     def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
         zones = sorted(self._zones_seen | {z for t in tracked if t.ref for z in _zones_of(t.ref)})
-        results = self.calls.run_all([commands.list_nodes(z) for z in zones])
+        results = self.calls.run_all([commands.list_nodes(z, self.home_id) for z in zones])
         by_name: dict[str, parse.Slice] = {}
         answered: set[str] = set()
         for zone, result in zip(zones, results):
