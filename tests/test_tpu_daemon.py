@@ -244,12 +244,20 @@ def test_a_host_without_its_tpu_chips_fails_preflight_as_a_node_fault(home, sim,
 
 
 def test_a_queued_run_waits_for_its_queued_resource_and_runs(home, sim, tmp_path):
+    (sim / "config.json").write_text(json.dumps({"ready_after_sec": 0.3, "queued_wait_sec": 2.0}))
     run_id = submit(home, script(tmp_path, "echo queued-done\n"), queued=True)
     daemon = start_daemon(home)
     try:
+        wait_until(lambda: list(sim.glob("queued/*/*.json")), timeout=30, what="the queued resource")
+        # Waiting for resources: no node yet, and the attempt is waiting, not failed.
+        assert not home.run(run_id).attempt(1).started.exists()
+        assert meta_of(home, run_id)["attempts"][0]["state"] in ("submitting", "submitted")
         meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
         assert meta["end"]["status"] == "completed_success", meta
         assert "queued-done" in home.run(run_id).attempt(1).stdout.read_text()
+        # The finished attempt's queued resource is deleted with its node, not left queued.
+        wait_until(lambda: not list(sim.glob("queued/*/*.json")) and not slices(sim),
+                   what="the queued resource and its node deleted")
     finally:
         stop_daemon(daemon)
 

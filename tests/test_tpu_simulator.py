@@ -76,11 +76,24 @@ def test_a_quota_error_is_recognised_and_the_next_zone_succeeds(sim):
     assert chosen == "us-west4-a" and "fray-r3-a1" in listed("us-west4-a")
 
 
-def test_queued_mode_creates_a_queued_resource_with_its_node(sim):
+def test_queued_mode_waits_for_resources_then_provisions_its_node(sim):
+    config = json.loads((sim / "config.json").read_text())
+    (sim / "config.json").write_text(json.dumps({**config, "queued_wait_sec": 1.0}))
     assert gcloud(commands.create(commands.SliceRequest("r4", 1, "us-west4-a", "v4-8", "v", HOME_ID, queued=True))).ok
-    [queued] = parse.parse_queued(gcloud(commands.list_queued("us-west4-a")).stdout)
-    assert queued.node_ids == ("fray-r4-a1",) and parse.read_queued(queued).phase == "ready"
-    assert "fray-r4-a1" in listed("us-west4-a")
+
+    def queued() -> parse.QueuedResource:
+        [resource] = parse.parse_queued(gcloud(commands.list_queued("us-west4-a")).stdout)
+        return resource
+
+    assert queued().node_ids == ("fray-r4-a1",) and queued().state == "WAITING_FOR_RESOURCES"
+    assert "fray-r4-a1" not in listed("us-west4-a")  # no node before its resources are there
+    wait_until(lambda: queued().state == "ACTIVE", what="the queued resource ACTIVE")
+    node = listed("us-west4-a")["fray-r4-a1"]
+    assert node.state == "READY" and node.queued_resource == "fray-r4-a1"
+    # Deleting the queued resource (--force) takes its node with it.
+    assert gcloud(commands.delete("fray-r4-a1", "us-west4-a", queued=True)).ok
+    assert "fray-r4-a1" not in listed("us-west4-a") and not parse.parse_queued(
+        gcloud(commands.list_queued("us-west4-a")).stdout)
 
 
 def test_fifty_preempted_slices_are_deleted_and_recreated_in_parallel(sim):
@@ -122,3 +135,27 @@ def test_ssh_worker_all_starts_one_detached_wrapper_per_host_with_task_and_jax_v
         assert env["FRAY_TASK_INDEX"] == env["JAX_PROCESS_ID"] == str(index)
         assert env["FRAY_NUM_TASKS"] == env["JAX_NUM_PROCESSES"] == "4"
         assert env["JAX_COORDINATOR_ADDRESS"] == env["FRAY_COORDINATOR_ADDRESS"] == f"{ips[0]}:8476"
+
+
+def test_each_host_has_its_own_disk_and_deleting_the_slice_powers_its_hosts_off(sim, tmp_path):
+    shared = tmp_path / "shared"  # stands for FRAY_HOME: the one folder every host and the login node see
+    shared.mkdir()
+    gcloud(commands.create(commands.SliceRequest("r6", 1, "us-west4-a", "v4-32", "v", HOME_ID)))
+    wait_until(lambda: listed("us-west4-a")["fray-r6-a1"].state == "READY", what="READY")
+    command = (f'echo "$(pwd) $HOME $TMPDIR" > {shared}/host-$TPU_WORKER_ID; '
+               f'nohup sleep 300 > /dev/null 2>&1 & echo $! > {shared}/pid-$TPU_WORKER_ID')
+    assert gcloud(commands.ssh_all("fray-r6-a1", "us-west4-a", command)).ok
+    disks = [(shared / f"host-{i}").read_text().split() for i in range(4)]
+    for i, (cwd, home, tmp) in enumerate(disks):
+        assert cwd == home == str(sim / "vms" / "us-west4-a" / "fray-r6-a1" / str(i)) and tmp == f"{home}/tmp"
+    pids = [int((shared / f"pid-{i}").read_text()) for i in range(4)]
+    assert all(Path(f"/proc/{pid}").exists() for pid in pids)
+    assert gcloud(commands.delete("fray-r6-a1", "us-west4-a")).ok
+    wait_until(lambda: not any(_running(pid) for pid in pids), what="every host's processes gone with the slice")
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -130,6 +130,8 @@ class TpuBackend:
             if node is None and ref["slice"] in queued:
                 # Queued mode: no node until the queued resource is provisioned.
                 reading = parse.read_queued(queued[ref["slice"]])
+                if reading.phase == "lost":
+                    to_delete.append(commands.delete(queued[ref["slice"]].name, queued[ref["slice"]].zone, queued=True))
                 views[item.key] = BackendView("gone" if reading.phase == "lost" else "pending", ref=ref,
                                               detail=reading.detail,
                                               cause=Cause.PREEMPTED.value if reading.phase == "lost" else None)
@@ -139,14 +141,14 @@ class TpuBackend:
                 continue
             reading = parse.read_slice(node)
             if reading.phase == "lost":
-                to_delete.append(commands.delete(node.name, node.zone))
+                to_delete.append(_delete(node))
                 views[item.key] = BackendView("gone", node=node.name, ref=ref, detail=reading.detail,
                                               cause=Cause.PREEMPTED.value)
             elif reading.phase == "ready":
                 self._launch(node, ref)
                 lost = self._host_lost(ref, item)
                 if lost is not None:
-                    to_delete.append(commands.delete(node.name, node.zone))
+                    to_delete.append(_delete(node))
                     views[item.key] = BackendView("gone", node=node.name, ref=ref, detail=lost.detail,
                                                   cause=lost.cause)
                 else:
@@ -154,7 +156,7 @@ class TpuBackend:
             else:
                 views[item.key] = BackendView("pending", node=node.name, ref=ref, detail=node.state)
         # Leaks: fray's label, no tracked attempt (a finished attempt's slice, or one from a crash).
-        to_delete += [commands.delete(name, node.zone) for name, node in by_name.items()
+        to_delete += [_delete(node) for name, node in by_name.items()
                       if name not in owned and node.run_id and node.state != "DELETING"
                       and not self._create_running(name)]
         for argv in to_delete:
@@ -211,7 +213,8 @@ class TpuBackend:
         for target in targets:
             if target.ref and "slice" in target.ref:
                 for zone in _zones_of(target.ref):
-                    self.calls.pool.submit(self.calls.call, commands.delete(target.ref["slice"], zone))
+                    self.calls.pool.submit(self.calls.call, commands.delete(target.ref["slice"], zone,
+                                                                            queued=bool(target.ref.get("queued"))))
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,13 @@ class _Created:
     zone: str | None  # where the slice was created; None: every zone refused
     refused: str | None
     at: float
+
+
+def _delete(node: parse.Slice) -> list[str]:
+    """A queued resource's node goes with its queued resource (`--force`), or the request would linger."""
+    if node.queued_resource:
+        return commands.delete(node.queued_resource, node.zone, queued=True)
+    return commands.delete(node.name, node.zone)
 
 
 def _zones_of(ref: dict[str, Any]) -> list[str]:

@@ -38,6 +38,7 @@ class Slice:
     ips: tuple[str, ...]
     labels: dict[str, str] = field(default_factory=dict)
     spot: bool = False
+    queued_resource: str | None = None  # the short name of the queued resource that made it, if one did
 
     @property
     def run_id(self) -> str | None:
@@ -92,6 +93,7 @@ def _node(item: dict[str, Any]) -> Slice:
         ips=tuple(str(e.get("ipAddress")) for e in endpoints if isinstance(e, dict) and e.get("ipAddress")),
         labels={str(k): str(v) for k, v in (item.get("labels") or {}).items()},
         spot=bool(scheduling.get("spot") or scheduling.get("preemptible")),
+        queued_resource=_short(str(item["queuedResource"]))[0] if item.get("queuedResource") else None,
     )
 
 
