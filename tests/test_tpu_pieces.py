@@ -46,7 +46,7 @@ def test_a_listed_node_becomes_a_slice_with_run_attempt_and_one_ip_per_host():
 @pytest.mark.parametrize("state,health,phase", [
     ("CREATING", None, "pending"), ("REPAIRING", None, "pending"), ("READY", "TIMEOUT", "lost"),
     ("READY", "UNHEALTHY_MAINTENANCE", "lost"), ("PREEMPTED", None, "lost"), ("TERMINATED", None, "lost"),
-    ("HIDDEN", None, "lost"), ("STOPPED", None, "lost"),
+    ("HIDDEN", None, "lost"), ("STOPPED", None, "lost"), ("UNKNOWN", None, "lost"),
 ])
 def test_documented_states_are_read_as_pending_ready_or_lost(state, health, phase):
     [node] = parse.parse_nodes(json.dumps([dict(NODE, state=state, health=health)]))
@@ -55,7 +55,7 @@ def test_documented_states_are_read_as_pending_ready_or_lost(state, health, phas
 
 def test_every_documented_node_state_has_a_reading():
     documented = {"CREATING", "READY", "RESTARTING", "REIMAGING", "DELETING", "REPAIRING", "STOPPED", "STOPPING",
-                  "STARTING", "PREEMPTED", "TERMINATED", "HIDING", "HIDDEN", "UNHIDING"}
+                  "STARTING", "PREEMPTED", "TERMINATED", "HIDING", "HIDDEN", "UNHIDING", "UNKNOWN"}
     assert documented == parse.NODE_STATES
 
 

@@ -45,6 +45,7 @@ def listed(zone: str) -> dict[str, parse.Slice]:
 
 
 def test_a_slice_is_created_async_then_becomes_ready_with_one_ip_per_host(sim):
+    (sim / "config.json").write_text(json.dumps({"ready_after_sec": 3.0}))  # CREATING long enough to be seen
     request = commands.SliceRequest("r1", 1, "us-west4-a", "v5litepod-16", "v2-alpha-tpuv5-lite", HOME_ID, "spot")
     created = gcloud(commands.create(request))
     assert created.ok and json.loads(created.stdout)["done"] is False  # --async: an operation, not the node

@@ -16,7 +16,9 @@ from typing import Any
 PENDING_STATES = frozenset({"CREATING", "STARTING", "RESTARTING", "REIMAGING", "REPAIRING", "UNHIDING"})
 READY_STATES = frozenset({"READY"})
 # The slice is lost for this attempt: the run comes back on a fresh slice.
-LOST_STATES = frozenset({"PREEMPTED", "TERMINATED", "STOPPED", "STOPPING", "DELETING", "HIDING", "HIDDEN"})
+# UNKNOWN: "unknown state after a failed repair" - it does not come back by itself.
+LOST_STATES = frozenset({"PREEMPTED", "TERMINATED", "STOPPED", "STOPPING", "DELETING", "HIDING", "HIDDEN",
+                         "UNKNOWN"})
 NODE_STATES = PENDING_STATES | READY_STATES | LOST_STATES
 
 # QueuedResource state.state.
