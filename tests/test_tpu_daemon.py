@@ -319,3 +319,17 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return not Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+
+
+def test_a_queued_slice_still_waiting_for_resources_at_the_scheduling_timeout_ends_the_run(home, sim, tmp_path):
+    (sim / "config.json").write_text(json.dumps({"ready_after_sec": 0.3, "queued_wait_sec": 600}))
+    run_id = submit(home, script(tmp_path, "echo never\n"), queued=True, scheduling_timeout_sec=2.0)
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end at its scheduling timeout")
+        assert meta["end"]["status"] == "failed" and [a["cause"] for a in meta["attempts"]] == ["unschedulable"]
+        assert meta["end"]["reason"] == \
+            "unschedulable: not placed within 2s: still pending (WAITING_FOR_RESOURCES)", meta["end"]
+        wait_until(lambda: not list(sim.glob("queued/*/*.json")), what="the queued resource deleted")
+    finally:
+        stop_daemon(daemon)

@@ -235,7 +235,8 @@ class Daemon:
                     closed = self._nodes.all_banned(name, backend) if capacity is not None else None
                     # The machine's attributes, which placement checks constraints against (local).
                     attributes = getattr(backend, "worker_attributes", dict)() if capacity is not None else {}
-                    ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes)
+                    ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes) if capacity is not None \
+                        else Ledger.unlimited(getattr(backend, "placement_workers", tuple)())
                 except FrayError:
                     ledgers[name] = Ledger.unlimited()
             attempt = meta.in_flight

@@ -57,6 +57,7 @@ class TpuBackend:
                                 timeout=float(settings["command_timeout_sec"]))
         self._launches: dict[str, Future] = {}  # slice name -> its ssh, running in the pool
         self._creates: dict[str, Future] = {}  # slice name -> its create (zones in order), in the pool
+        self._cancelled: set[str] = set()  # slices this daemon asked to delete: missing from a list is gone
         self._zones_seen: set[str] = set(settings.get("zones", []))  # where leaks may be
         # Labels this home's slices; lists show only those, so another home's are never taken for leaks.
         self.home_id = identity.home_id(home)
@@ -161,6 +162,7 @@ class TpuBackend:
                       and not self._create_running(name)]
         for argv in to_delete:
             self.calls.pool.submit(self.calls.call, argv)
+        self._cancelled &= owned  # an attempt no longer tracked needs no memory of its cancel
         return views
 
     def _queued_resources(self, tracked: list[Tracked]) -> dict[str, parse.QueuedResource]:
@@ -176,6 +178,8 @@ class TpuBackend:
         """A slice in no list: still being created, refused everywhere, or gone."""
         if not set(_zones_of(ref)) <= answered:
             return BackendView("unknown", ref=ref, detail="tpu-vm list failed")
+        if ref["slice"] in self._cancelled:
+            return BackendView("gone", ref=ref, detail="slice deleted")
         future = self._creates.get(ref["slice"])
         if future is not None and not future.done():
             return BackendView("pending", ref=ref, detail="creating the slice")
@@ -212,6 +216,7 @@ class TpuBackend:
         # The slice's zone is known only from a listing; deleting in a zone without it is a harmless NOT_FOUND.
         for target in targets:
             if target.ref and "slice" in target.ref:
+                self._cancelled.add(target.ref["slice"])
                 for zone in _zones_of(target.ref):
                     self.calls.pool.submit(self.calls.call, commands.delete(target.ref["slice"], zone,
                                                                             queued=bool(target.ref.get("queued"))))
