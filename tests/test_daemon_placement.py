@@ -120,3 +120,25 @@ def test_constraints_are_checked_against_the_machines_attributes(home: Home, tmp
         for run_id in started:
             wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stops")
         stop_daemon(daemon)
+
+
+def test_a_run_no_worker_can_take_ends_unschedulable_after_its_scheduling_timeout(home: Home, tmp_path: Path) -> None:
+    store.ensure_home(home)
+    script = tmp_path / "h100.sh"
+    script.write_text("#!/bin/bash\n#FRAY --constraint gpu-type=h100 --scheduling-timeout 2s\necho never\n")
+    daemon = start_daemon(home, wait=False)
+    try:
+        submitted = json.loads(run_fray("submit", str(script), "--json", home=home.root, check=True).stdout)
+        run_id = submitted["run_id"]
+        wait_until(lambda: meta_of(home, run_id)["wait_reason"] == "no worker with gpu-type=h100",
+                   what="the run waiting, with why")
+        meta = wait_until(lambda: (m := meta_of(home, run_id))["phase"] == "ended" and m, timeout=30,
+                          what="the run ended at its scheduling timeout")
+        assert meta["attempts"] == [] and meta["end"]["status"] == "failed"
+        assert meta["end"]["reason"] == "unschedulable: not placed within 2s: no worker with gpu-type=h100"
+        [row] = json.loads(run_fray("list", "--json", home=home.root, check=True).stdout)["runs"]
+        assert (row["status"], row["reason"]) == ("failed", meta["end"]["reason"])
+        shown = run_fray("status", run_id, home=home.root, check=True, env={"COLUMNS": "200"}).stdout
+        assert "unschedulable: not placed within 2s: no worker with gpu-type=h100" in shown
+    finally:
+        stop_daemon(daemon)

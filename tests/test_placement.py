@@ -84,7 +84,7 @@ def test_scheduling_timeout_makes_a_task_unschedulable_with_its_reason() -> None
     early = find_assignments(tasks, [worker("w")], {"j": jobs[0]}.__getitem__, now=30.0)
     assert not early.timed_out and early.waiting == {"j-0": "no worker with gpu-type=h100"}
     late = find_assignments(tasks, [worker("w")], {"j": jobs[0]}.__getitem__, now=61.0)
-    assert [(u.task_id, u.reason) for u in late.timed_out] == [("j-0", "not placed within 60 s: no worker with gpu-type=h100")]
+    assert [(u.task_id, u.reason) for u in late.timed_out] == [("j-0", "not placed within 1m: no worker with gpu-type=h100")]
 
 
 def slices(*sizes: int) -> list[Worker]:

@@ -391,3 +391,24 @@ def test_the_first_heartbeat_is_the_start_even_while_the_scheduler_cannot_tell()
     meta.in_flight.state = "submitted"
     plan = step(meta, T0 + 2, files=AttemptFiles(started={"started_at": T0 + 1, "host": "n1"}), view="unknown")
     assert plan.meta.in_flight.state == "running" and kinds(plan) == ["started"]
+
+
+def test_a_run_refused_for_good_by_placement_ends_unschedulable():
+    refused = lambda request: Admission(False, "not placed within 1m: no worker with gpu-type=h100",  # noqa: E731
+                                        unschedulable=True)
+    plan = step(make_meta(scheduling_timeout_sec=60.0), T0 + 61, admit=refused)
+    assert plan.meta.phase == "ended" and plan.meta.attempts == []
+    assert (plan.meta.end.status, plan.meta.end.reason) == (
+        "failed", "unschedulable: not placed within 1m: no worker with gpu-type=h100")
+
+
+def test_an_attempt_still_pending_past_the_scheduling_timeout_is_cancelled_and_the_run_ends_unschedulable():
+    meta = step(make_meta(scheduling_timeout_sec=30.0), T0).meta
+    meta.attempts[0].state = "submitted"
+    assert step(meta, T0 + 29, view="pending").actions == []  # within its timeout: it waits
+    plan = step(meta, T0 + 30, view="pending")
+    assert plan.actions == [policy.Cancel(1)] and plan.meta.attempts[0].stop_reason == "unschedulable"
+    ended = step(plan.meta, T0 + 31, view="gone").meta
+    assert (ended.phase, ended.end.status) == ("ended", "failed")
+    assert ended.end.reason == "unschedulable: not placed within 30s: still pending (queued)"
+    assert ended.attempts[0].cause == "unschedulable"

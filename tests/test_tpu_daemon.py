@@ -30,7 +30,17 @@ def sim(tmp_path, monkeypatch, home):
     monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
     home.root.mkdir(parents=True, exist_ok=True)
     home.config.write_text(json.dumps({"tpu": {"poll_interval_sec": 0.3, "zones": [ZONE]}}))
-    return state
+    yield state
+    # Power off what a test left running (its hosts' wrappers and workloads), as deleting the slices does.
+    for path in state.glob("nodes/*/*.json"):
+        gcloud_sim_delete(path.stem, path.parent.name)
+
+
+def gcloud_sim_delete(name: str, zone: str) -> None:
+    import subprocess
+
+    subprocess.run(["gcloud", "compute", "tpus", "tpu-vm", "delete", name, "--zone", zone, "--quiet"],
+                   capture_output=True, timeout=30)
 
 
 def submit(home: Home, script: Path, **overrides) -> str:
@@ -166,12 +176,17 @@ def test_a_restarted_daemon_adopts_its_slice_and_creates_no_second_one(home, sim
         stop_daemon(daemon)
 
 
-def test_a_leaked_fray_slice_is_deleted(home, sim, tmp_path):
+def create_slice(home_id: str, run: str, attempt: int) -> None:
     from fray.backends import external
     from fray.backends.tpu import commands
 
-    leaked = commands.create(commands.SliceRequest("gone-run", 3, ZONE, "v4-8", "v"))
-    assert external.run(leaked, timeout=30).ok
+    assert external.run(commands.create(commands.SliceRequest(run, attempt, ZONE, "v4-8", "v", home_id)), timeout=30).ok
+
+
+def test_a_leaked_fray_slice_is_deleted(home, sim, tmp_path):
+    from fray.state import identity
+
+    create_slice(identity.home_id(home), "gone-run", 3)
     run_id = submit(home, script(tmp_path, "echo done\n"))
     daemon = start_daemon(home)
     try:
@@ -179,6 +194,40 @@ def test_a_leaked_fray_slice_is_deleted(home, sim, tmp_path):
         wait_until(lambda: "fray-gone-run-a3" not in slices(sim), what="the leaked slice deleted")
     finally:
         stop_daemon(daemon)
+
+
+def test_two_homes_sharing_a_project_never_delete_each_others_slices(home, sim, tmp_path):
+    from fray.state import identity
+
+    other = Home(tmp_path / "other-home")
+    other.root.mkdir()
+    other.config.write_text(home.config.read_text())
+    # Each home has a run going and a leak of its own; both daemons clean up in the same zone.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    mine, theirs = (submit(h, script(tmp_path / n, RESUMING)) for h, n in ((home, "a"), (other, "b")))
+    create_slice(identity.home_id(home), "my-leak", 1)
+    create_slice(identity.home_id(other), "their-leak", 1)
+    assert identity.home_id(home) != identity.home_id(other)
+    daemons = [start_daemon(home), start_daemon(other)]
+    try:
+        for h, run_id in ((home, mine), (other, theirs)):
+            wait_until(lambda: (h.run(run_id).checkpoints_dir / "step").exists(), timeout=60,
+                       what="both runs' workloads going")
+        wait_until(lambda: not {"fray-my-leak-a1", "fray-their-leak-a1"} & slices(sim).keys(),
+                   what="each home's leak deleted by its own daemon")
+        # Several cycles of both daemons later, each run is still on its first slice.
+        lease = lambda h: json.loads(h.daemon_lease.read_text())["cycles"]  # noqa: E731
+        start = {h.root: lease(h) for h in (home, other)}
+        wait_until(lambda: all(lease(h) >= start[h.root] + 5 for h in (home, other)), timeout=30,
+                   what="five more cycles of each daemon")
+        assert slices(sim).keys() == {slices_name(mine, 1), slices_name(theirs, 1)}
+        for h, run_id in ((home, mine), (other, theirs)):
+            assert [a["number"] for a in meta_of(h, run_id)["attempts"]] == [1]
+            assert slices(sim)[slices_name(run_id, 1)]["labels"]["fray-home"] == identity.home_id(h)
+    finally:
+        for daemon in daemons:
+            stop_daemon(daemon)
 
 
 def test_a_host_without_its_tpu_chips_fails_preflight_as_a_node_fault(home, sim, tmp_path):
@@ -195,11 +244,92 @@ def test_a_host_without_its_tpu_chips_fails_preflight_as_a_node_fault(home, sim,
 
 
 def test_a_queued_run_waits_for_its_queued_resource_and_runs(home, sim, tmp_path):
+    (sim / "config.json").write_text(json.dumps({"ready_after_sec": 0.3, "queued_wait_sec": 2.0}))
     run_id = submit(home, script(tmp_path, "echo queued-done\n"), queued=True)
     daemon = start_daemon(home)
     try:
+        wait_until(lambda: list(sim.glob("queued/*/*.json")), timeout=30, what="the queued resource")
+        # Waiting for resources: no node yet, and the attempt is waiting, not failed.
+        assert not home.run(run_id).attempt(1).started.exists()
+        assert meta_of(home, run_id)["attempts"][0]["state"] in ("submitting", "submitted")
         meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
         assert meta["end"]["status"] == "completed_success", meta
         assert "queued-done" in home.run(run_id).attempt(1).stdout.read_text()
+        # The finished attempt's queued resource is deleted with its node, not left queued.
+        wait_until(lambda: not list(sim.glob("queued/*/*.json")) and not slices(sim),
+                   what="the queued resource and its node deleted")
+    finally:
+        stop_daemon(daemon)
+
+
+MULTI_HOST_RESUMING = """\
+ckpt="$FRAY_CHECKPOINT_DIR/step"
+if [ -f "$ckpt" ]; then echo "task $FRAY_TASK_INDEX resumed from step $(cat "$ckpt")"; exit 0; fi
+if [ "$FRAY_TASK_INDEX" = 0 ]; then mkdir -p "$FRAY_CHECKPOINT_DIR"; echo 7 > "$ckpt"; fi
+sleep 120
+"""
+
+
+def test_a_lost_host_other_than_host_0_ends_the_attempt_and_the_run_resumes_on_a_new_slice(home, sim, tmp_path):
+    run_id = submit(home, script(tmp_path, MULTI_HOST_RESUMING), tpu="v4-32", heartbeat_timeout_sec=5.0)
+    daemon = start_daemon(home)
+    try:
+        paths = home.run(run_id)
+        host2 = paths.attempt(1).task(2)
+        wait_until(lambda: (paths.checkpoints_dir / "step").exists() and host2.heartbeat.exists(), timeout=60,
+                   what="every host up and the first checkpoint")
+        # Host 2's VM dies; the slice still says READY and host 0 beats on.
+        gcloud_sim("kill-host", slices_name(run_id, 1), "--zone", ZONE, "--worker", "2")
+        meta = wait_until(lambda: ended(home, run_id), timeout=90, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        first = meta["attempts"][0]
+        assert first["cause"] == "preempted" and "host 2 of 4: no heartbeat" in first["detail"], first
+        for index in range(4):
+            wait_until(lambda: "resumed from step 7" in _text(paths.attempt(2).task(index).stdout),
+                       what=f"host {index} of attempt 2 resuming")
+        wait_until(lambda: not slices(sim), what="both slices deleted")
+        # The first slice's hosts were powered off with it: host 0's sleeping workload is gone too.
+        pid = json.loads(paths.attempt(1).started.read_text())["workload_pid"]
+        wait_until(lambda: not _alive(pid), what="attempt 1's workload on host 0 to be gone")
+    finally:
+        stop_daemon(daemon)
+
+
+def test_a_host_other_than_host_0_that_fails_fails_the_attempt_by_its_exit_code(home, sim, tmp_path):
+    body = 'if [ "$FRAY_TASK_INDEX" = 3 ]; then echo "host 3 broke" >&2; exit 1; fi\nsleep 120\n'
+    run_id = submit(home, script(tmp_path, body), tpu="v4-32", max_retries=0)
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=90, what="the run to end")
+        first = meta["attempts"][0]
+        assert first["cause"] == "workload_failure" and "host 3 of 4 exited 50" in first["detail"], first
+        assert meta["end"]["status"] == "failed", meta
+        wait_until(lambda: not slices(sim), what="the slice deleted")
+    finally:
+        stop_daemon(daemon)
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+
+
+def test_a_queued_slice_still_waiting_for_resources_at_the_scheduling_timeout_ends_the_run(home, sim, tmp_path):
+    (sim / "config.json").write_text(json.dumps({"ready_after_sec": 0.3, "queued_wait_sec": 600}))
+    run_id = submit(home, script(tmp_path, "echo never\n"), queued=True, scheduling_timeout_sec=2.0)
+    daemon = start_daemon(home)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end at its scheduling timeout")
+        assert meta["end"]["status"] == "failed" and [a["cause"] for a in meta["attempts"]] == ["unschedulable"]
+        assert meta["end"]["reason"] == \
+            "unschedulable: not placed within 2s: still pending (WAITING_FOR_RESOURCES)", meta["end"]
+        wait_until(lambda: not list(sim.glob("queued/*/*.json")), what="the queued resource deleted")
     finally:
         stop_daemon(daemon)

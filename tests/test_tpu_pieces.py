@@ -9,7 +9,7 @@ import time
 import pytest
 
 from fray.backends.external import CommandResult
-from fray.backends.tpu import commands, parse
+from fray.backends.tpu import commands, hosts, parse
 from fray.backends.tpu.calls import CloudCalls, RateLimit
 from fray.backends.tpu.topology import shape
 
@@ -46,7 +46,7 @@ def test_a_listed_node_becomes_a_slice_with_run_attempt_and_one_ip_per_host():
 @pytest.mark.parametrize("state,health,phase", [
     ("CREATING", None, "pending"), ("REPAIRING", None, "pending"), ("READY", "TIMEOUT", "lost"),
     ("READY", "UNHEALTHY_MAINTENANCE", "lost"), ("PREEMPTED", None, "lost"), ("TERMINATED", None, "lost"),
-    ("HIDDEN", None, "lost"), ("STOPPED", None, "lost"),
+    ("HIDDEN", None, "lost"), ("STOPPED", None, "lost"), ("UNKNOWN", None, "lost"),
 ])
 def test_documented_states_are_read_as_pending_ready_or_lost(state, health, phase):
     [node] = parse.parse_nodes(json.dumps([dict(NODE, state=state, health=health)]))
@@ -55,7 +55,7 @@ def test_documented_states_are_read_as_pending_ready_or_lost(state, health, phas
 
 def test_every_documented_node_state_has_a_reading():
     documented = {"CREATING", "READY", "RESTARTING", "REIMAGING", "DELETING", "REPAIRING", "STOPPED", "STOPPING",
-                  "STARTING", "PREEMPTED", "TERMINATED", "HIDING", "HIDDEN", "UNHIDING"}
+                  "STARTING", "PREEMPTED", "TERMINATED", "HIDING", "HIDDEN", "UNHIDING", "UNKNOWN"}
     assert documented == parse.NODE_STATES
 
 
@@ -77,11 +77,11 @@ def test_quota_and_capacity_errors_are_recognised():
 
 def test_create_is_async_labelled_and_named_by_run_and_attempt():
     argv = commands.create(commands.SliceRequest("Run_7", 3, "us-west4-a", "v5litepod-16", "v2-alpha-tpuv5-lite",
-                                                 provisioning="spot"))
+                                                 "0123456789abcdef", provisioning="spot"))
     assert argv[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "create", "fray-run-7-a3"]
     assert {"--async", "--spot", "--format=json"} <= set(argv)
-    assert argv[argv.index("--labels") + 1] == "fray-run=run_7,fray-attempt=3"
-    queued = commands.create(commands.SliceRequest("r", 1, "z", "v4-8", "v", queued=True))
+    assert argv[argv.index("--labels") + 1] == "fray-run=run_7,fray-attempt=3,fray-home=0123456789abcdef"
+    queued = commands.create(commands.SliceRequest("r", 1, "z", "v4-8", "v", "h", queued=True))
     assert queued[3:5] == ["queued-resources", "create"] and queued[queued.index("--node-id") + 1] == "fray-r-a1"
 
 
@@ -145,3 +145,23 @@ def test_the_wrapper_on_each_host_checks_for_that_hosts_share_of_the_chips(tmp_p
     request = SubmitRequest(AttemptKey("r", 1), "r", spec, tmp_path, tmp_path / "s", tmp_path / "a", tmp_path / "c")
     argv = wrapper_argv("python", request)
     assert argv[argv.index("--tpu-devices") + 1] == "4"
+
+
+@pytest.mark.parametrize("records,cause,detail", [
+    ([hosts.HostRecord(1, 99.0, None), hosts.HostRecord(2, 98.0, None)], None, None),
+    ([hosts.HostRecord(1, 99.0, None), hosts.HostRecord(2, 80.0, None)], "preempted", "host 2 of 4: no heartbeat for 20s (timeout 10s)"),
+    ([hosts.HostRecord(1, 80.0, 0)], None, None),  # finished before host 0: not lost
+    ([hosts.HostRecord(3, 99.0, 50)], "workload_failure", "host 3 of 4 exited 50"),
+    ([hosts.HostRecord(1, 99.0, 42)], "node_fault", "host 1 of 4 exited 42"),
+    ([hosts.HostRecord(1, 99.0, 137)], "preempted", "host 1 of 4 exited 137"),
+])
+def test_a_slice_is_as_alive_as_its_least_alive_other_host(records, cause, detail):
+    found = hosts.verdict(records, 4, launched_at=0.0, now=100.0, timeout_sec=10.0, startup_grace_sec=10.0)
+    assert (found.cause, found.detail) == (cause, detail) if cause else found is None
+
+
+def test_a_host_that_never_reports_is_lost_only_after_grace_and_timeout_from_the_launch():
+    silent = [hosts.HostRecord(1, None, None)]
+    assert hosts.verdict(silent, 2, launched_at=0.0, now=19.0, timeout_sec=10.0, startup_grace_sec=10.0) is None
+    late = hosts.verdict(silent, 2, launched_at=0.0, now=21.0, timeout_sec=10.0, startup_grace_sec=10.0)
+    assert late is not None and late.detail == "host 1 of 2 never reported in 21s after the launch"

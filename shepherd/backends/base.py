@@ -42,6 +42,7 @@ class Tracked:
 
     key: AttemptKey
     ref: dict[str, Any] | None
+    spec: RunSpec | None = None  # the run's settings now (`fray control config-set` included)
 
 
 @dataclass(frozen=True)

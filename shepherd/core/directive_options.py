@@ -240,4 +240,11 @@ OPTIONS: tuple[DirectiveOption, ...] = (
         f"production, interactive or batch: which waiting runs start first (default {_DEFAULT.priority})",
         values.choice(("production", "interactive", "batch")),
     ),
+    DirectiveOption(
+        "--scheduling-timeout", "scheduling_timeout_sec", "DURATION",
+        "end the run as unschedulable (failed, with the reason) when it has not been placed this long "
+        "after it could start: held by fray's placement, or pending in Slurm's or the cloud's queue "
+        "(default off)",
+        values.duration_or_off,
+    ),
 )

@@ -98,6 +98,7 @@ class Cause(str, Enum):
     EXPIRED = "expired"
     PREEMPTED = "preempted"
     PROGRESS_STALL = "progress_stall"
+    UNSCHEDULABLE = "unschedulable"  # not placed within --scheduling-timeout: the run ends, failed
 
 
 class EndStatus(str, Enum):
@@ -172,6 +173,7 @@ class RunSpec:
     replicas: int = 1  # tasks of the run (--replicas)
     group_by: str | None = None  # all tasks on workers sharing this attribute, or none (--group-by)
     priority: str = "interactive"  # production | interactive | batch (--priority)
+    scheduling_timeout_sec: float | None = None  # not placed this long after it could start: ends (--scheduling-timeout)
 
     @property
     def provisioning(self) -> str:

@@ -284,6 +284,13 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         return
     if view.state == "unknown":
         return  # the backend could not tell this cycle; look again next cycle
+    limit = meta.spec.scheduling_timeout_sec
+    if attempt.state == AttemptState.SUBMITTED.value and view.state == "pending" and limit \
+            and now - attempt.submitted_at >= limit:
+        # Still in the scheduler's (or the cloud's) queue: fray's own placement timed out elsewhere.
+        attempt.detail = f"not placed within {format_duration(limit)}: still pending ({view.detail or 'queued'})"
+        _stop(plan, attempt, Cause.UNSCHEDULABLE.value, attempt.detail)
+        return
     if attempt.state == AttemptState.STOPPING.value:
         waited = now - (attempt.stop_requested_at or now)
         if s.first_sight and waited <= meta.spec.stop_grace_sec + STOP_MARGIN_SEC:
@@ -377,6 +384,8 @@ def _attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | No
         _end(plan, EndStatus.COMPLETED_SUCCESS.value, f"attempt {attempt.number} succeeded")
     elif cause == Cause.STOPPED.value:
         _end(plan, EndStatus.STOPPED_MANUAL.value, "stopped on request")
+    elif cause == Cause.UNSCHEDULABLE.value:
+        _end(plan, EndStatus.FAILED.value, f"unschedulable: {detail}")
     elif cause == Cause.EXPIRED.value:
         _end(plan, EndStatus.ENDED_EXPIRED.value, f"keep-alive of {spec.keep_alive_sec:.0f}s has passed")
     elif cause == Cause.PAUSED.value:
@@ -448,7 +457,10 @@ def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> 
     spec = meta.spec
     admission = admit(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas))
     if not admission.admitted:
-        _wait(plan, admission.reason)
+        if admission.unschedulable:
+            _end(plan, EndStatus.FAILED.value, f"unschedulable: {admission.reason}")
+        else:
+            _wait(plan, admission.reason)
         return
     number = len(meta.attempts) + 1
     meta.attempts.append(Attempt(number=number, state=AttemptState.SUBMITTING.value, backend=spec.backend,

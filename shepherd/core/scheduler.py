@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fray.core.placement.attributes import Worker
+
 
 @dataclass(frozen=True)
 class Capacity:
@@ -40,6 +42,7 @@ class Admission:
     admitted: bool
     reason: str = ""
     gpu_ids: tuple[int, ...] = ()
+    unschedulable: bool = False  # not admitted, and past its --scheduling-timeout: the run ends
 
 
 @dataclass
@@ -50,10 +53,13 @@ class Ledger:
     used_gpu_ids: set[int] = field(default_factory=set)
     closed: str | None = None  # why nothing may start now (every node is banned), whatever is free
     attributes: dict[str, str | int | float] = field(default_factory=dict)  # the machine's, for constraints
+    # A backend that queues by itself but lists its nodes (Slurm): each with its totals, so that
+    # placement can tell a run no node could ever take (fray.core.placement.feasible).
+    workers: tuple[Worker, ...] = ()
 
     @classmethod
-    def unlimited(cls) -> "Ledger":
-        return cls(capacity=None)
+    def unlimited(cls, workers: tuple[Worker, ...] = ()) -> "Ledger":
+        return cls(capacity=None, workers=workers)
 
     def hold(self, request: Request, gpu_ids: tuple[int, ...] = ()) -> None:
         """Count what an attempt already in flight uses."""

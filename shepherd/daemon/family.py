@@ -10,7 +10,10 @@ Each cycle the daemon asks `FamilyKeeper.prepare` for
   it (`reservations.Admitter`), the rest placed by the scheduler
   (`placement.runs.place_on_machine`: priority band, then oldest first;
   constraints on the machine's attributes) on a backend that places work
-  itself (local), and then admitted against the backend's ledger.
+  itself (local), and then admitted against the backend's ledger; on a
+  backend that queues by itself but lists its nodes (Slurm), a run no node
+  could ever take waits with the reason (`placement.runs.never_placeable`).
+  A run held past its --scheduling-timeout is refused for good: it ends.
 
 `sweep_endpoints` removes the endpoint files of actors whose job has ended or
 moved on to a later attempt (the new attempt's server registers afresh), at
@@ -32,7 +35,7 @@ from fray.core import family, reservations
 from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.priority import Credits, parse_band
-from fray.core.placement.runs import credits_from, place_on_machine
+from fray.core.placement.runs import credits_from, never_placeable, place_on_machine
 from fray.core.scheduler import Admission, Ledger, Request, run_request
 from fray.errors import CorruptFileError
 from fray.state import store
@@ -96,7 +99,7 @@ class FamilyKeeper:
             if run_id in plan.waiting:
                 return lambda _request: Admission(False, plan.waiting[run_id])
             if run_id in held_back:
-                return lambda _request: Admission(False, held_back[run_id])
+                return lambda _request: held_back[run_id]
             return lambda request: admitter.admit(meta.spec.backend, request, meta.reservation)
 
         return CyclePlan(orders, admit_for)
@@ -178,22 +181,28 @@ def _endpoint_files(home: Home) -> Iterable[Path]:
 
 
 def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan, ledgers: dict[str, Ledger],
-               now: float, credits: Credits) -> dict[str, str]:
-    """Run id -> why the scheduler holds it back this cycle, for the runs that may start now on a
-    backend that places work on this machine (its ledger has a capacity). Runs in a group or a
-    reservation keep their own admission."""
+               now: float, credits: Credits) -> dict[str, Admission]:
+    """Run id -> the refusal (with why) of the scheduler holding it back this cycle, for the runs
+    that may start now on a backend that places work on this machine (its ledger has a capacity),
+    or that no node of a backend listing its nodes (Slurm) could ever take; past its
+    --scheduling-timeout, the refusal is final. Runs in a group or a reservation keep their own
+    admission."""
     by_backend: dict[str, list[Meta]] = {}
     for run in active:
         meta, control = run.meta, run.control
         ledger = ledgers.get(meta.spec.backend) if meta is not None else None
-        if (meta is None or ledger is None or ledger.capacity is None or meta.run_id in orders
+        if (meta is None or ledger is None or (ledger.capacity is None and not ledger.workers) or meta.run_id in orders
                 or meta.group is not None or meta.reservation is not None or meta.run_id in plan.granted
                 or not _may_start(meta, control, now)):
             continue
         by_backend.setdefault(meta.spec.backend, []).append(meta)
-    held: dict[str, str] = {}
+    held: dict[str, Admission] = {}
     for name, metas in by_backend.items():
         ledger = ledgers[name]
+        if ledger.capacity is None:  # the backend queues by itself: only runs no node could ever take wait
+            held.update({run_id: Admission(False, never.reason, unschedulable=never.timed_out)
+                         for run_id, never in never_placeable(metas, ledger.workers, now).items()})
+            continue
         by_id = {m.run_id: m for m in metas}
         result = place_on_machine(metas, _machine(ledger), now, credits)
         for task_id, reason in result.waiting.items():
@@ -209,7 +218,9 @@ def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan
             if band is not None and band != parse_band(meta.spec.priority):
                 user = meta.submitted_by.get("user", "its user")
                 reason = f"placed as {band.label} ({user}'s credits are spent): {reason}"
-            held.setdefault(run_id, reason)
+            held.setdefault(run_id, Admission(False, reason))
+        for late in result.timed_out:
+            held[late.task_id.split("/", 1)[0]] = Admission(False, late.reason, unschedulable=True)
     return held
 
 

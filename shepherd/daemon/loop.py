@@ -214,7 +214,7 @@ class Daemon:
             attempt = run.meta.in_flight if run.meta else None
             if attempt is not None:
                 key = AttemptKey(run.paths.run_id, attempt.number)
-                tracked.setdefault(attempt.backend, []).append(Tracked(key, attempt.backend_ref))
+                tracked.setdefault(attempt.backend, []).append(Tracked(key, attempt.backend_ref, run.meta.spec))
         for name in [n for n, b in self._backends.items() if getattr(b, "snapshot_when_idle", False)]:
             tracked.setdefault(name, [])  # the TPU backend deletes finished attempts' slices from its snapshot
         views: dict[AttemptKey, BackendView] = {}
@@ -241,7 +241,8 @@ class Daemon:
                     closed = self._nodes.all_banned(name, backend) if capacity is not None else None
                     # The machine's attributes, which placement checks constraints against (local).
                     attributes = getattr(backend, "worker_attributes", dict)() if capacity is not None else {}
-                    ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes)
+                    ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes) if capacity is not None \
+                        else Ledger.unlimited(getattr(backend, "placement_workers", tuple)())
                 except FrayError:
                     ledgers[name] = Ledger.unlimited()
             attempt = meta.in_flight

@@ -306,6 +306,11 @@ class Home:
         """The shared secret (0600) an actor connection proves it can read before anything is unpickled."""
         return self.root / "secret"
 
+    @property
+    def home_id(self) -> Path:
+        """A random name for this FRAY_HOME, written once: what marks its cloud resources (fray.state.identity)."""
+        return self.root / "home-id"
+
     def actors_dir(self, namespace: str) -> Path:
         return self.namespaces_dir / namespace / "actors"
 

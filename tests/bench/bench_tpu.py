@@ -79,6 +79,7 @@ def main() -> None:
     (state / "config.json").write_text(json.dumps({"ready_after_sec": 0, "latency_sec": args.latency}))
     os.environ["FRAY_GCLOUD_SIM"] = str(state)
     os.environ["PATH"] = f"{REPO / 'tests' / 'fakes' / 'gcloud'}{os.pathsep}{os.environ['PATH']}"
+    (root / "home").mkdir()
     backend = TpuBackend(Home(root / "home"), {"workers": args.workers, "create_rate": 1000,
                                                "poll_interval_sec": 1})
     refs = {f"r{i}": backend.submit(request(root, f"r{i}", 1)) for i in range(args.slices)}
@@ -106,7 +107,7 @@ def main() -> None:
     for name in sorted(replacements):
         run = name[len("fray-"):].rsplit("-a", 1)[0]
         external.run(commands.delete(name, ZONE), timeout=60)
-        external.run(commands.create(commands.SliceRequest(run, 3, ZONE, "v4-8", "v", "spot")), timeout=60)
+        external.run(commands.create(commands.SliceRequest(run, 3, ZONE, "v4-8", "v", backend.home_id, "spot")), timeout=60)
     serial = time.perf_counter() - started
     backend.calls.close()
 

@@ -24,7 +24,7 @@
 #
 #   partition cpu  (Default=YES) : n1 n2 n3 n4
 #   partition a100               : n1 n2   (Gres=gpu:a100:2 each)
-#   partition h100               : n3 n4   (Gres=gpu:h100:4 each)
+#   partition h100               : n3 n4   (Gres=gpu:h100:4 each; feature ib)
 #
 # Ports: slurmctld $FRAY_SLURM_PORT (default 16817); slurmd nK on
 # FRAY_SLURM_PORT+K (16818..16821).
@@ -196,8 +196,8 @@ UnkillableStepTimeout=20
 NodeName=DEFAULT CPUs=4 RealMemory=2000 State=UNKNOWN
 NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT_BASE + 1)) Gres=gpu:a100:2
 NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT_BASE + 2)) Gres=gpu:a100:2
-NodeName=n3 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT_BASE + 3)) Gres=gpu:h100:4
-NodeName=n4 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT_BASE + 4)) Gres=gpu:h100:4
+NodeName=n3 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT_BASE + 3)) Gres=gpu:h100:4 Features=ib
+NodeName=n4 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT_BASE + 4)) Gres=gpu:h100:4 Features=ib
 
 PartitionName=cpu  Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP
 PartitionName=a100 Nodes=n[1-2] MaxTime=INFINITE State=UP

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fray.backends.slurm import partitions
+from fray.backends.slurm import workers as slurm_workers
 
 from fray.state import store
 from fray.backends import external
@@ -37,6 +38,7 @@ from fray.backends.slurm.script import BatchJob, batch_script, sbatch_argv, sbat
 from fray.errors import AmbiguousSubmission, BackendError
 from fray.state.layout import AttemptPaths, Home
 from fray.core.model import RunSpec
+from fray.core.placement.attributes import Worker
 from fray.core.partition_policy import Candidates
 from fray.core.observation import BackendView
 
@@ -85,6 +87,7 @@ class SlurmBackend:
         self._submitted_at: dict[str, float] = {}  # job id -> when sbatch returned it
         self._ambiguous_at: dict[str, float] = {}  # job name -> when its sbatch gave no clear answer
         self._sinfo: tuple[float, list[partitions.NodeRow]] | None = None
+        self._workers: tuple[list[partitions.NodeRow] | None, tuple[Worker, ...]] = (None, ())
         self._sacct_after = 0.0
 
     @classmethod
@@ -253,6 +256,16 @@ class SlurmBackend:
         return [Node(name=n.name, state=n.state, cpus=n.cpus, mem_mb=n.mem_mb, gpus=sum(g.count for g in n.gpus),
                      gpu_type=",".join(sorted({g.type for g in n.gpus if g.type})) or None, partitions=n.partitions)
                 for n in partitions.nodes(rows)]
+
+    def placement_workers(self) -> tuple[Worker, ...]:
+        """Every node in every partition with its attributes, for checking that some node could ever
+        take a run (empty when sinfo fails: then sbatch is the judge)."""
+        rows = self._sinfo_rows()
+        if rows is None:
+            return ()
+        if self._workers[0] is not rows:  # built once per sinfo read, not once per cycle
+            self._workers = (rows, tuple(slurm_workers.workers(rows)))
+        return self._workers[1]
 
     def list_partitions(self) -> list[partitions.Partition] | None:
         rows = self._sinfo_rows()

@@ -60,6 +60,7 @@ class NodeRow:
     cpus: int
     mem_mb: int | None
     gpus: tuple[Gpu, ...]
+    features: tuple[str, ...] = ()  # the node's available features (`%f`), e.g. ("ib", "nvme")
 
 
 @dataclass(frozen=True)
@@ -153,21 +154,23 @@ def vram_gb(gpu_type: str) -> float | None:
 
 
 def parse_sinfo(text: str) -> list[NodeRow]:
-    """Rows of `sinfo --noheader --Node --format=%N|%P|%a|%T|%c|%m|%G` (see SINFO_FORMAT)."""
+    """Rows of `sinfo --noheader --Node --format=%N|%P|%a|%T|%c|%m|%G|%f` (see SINFO_FORMAT); rows
+    without the features column (an older format) read as featureless."""
     rows = []
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) != 7 or not parts[0]:
+        if len(parts) not in (7, 8) or not parts[0]:
             continue
-        node, partition, available, state, cpus, mem, gres = parts
+        node, partition, available, state, cpus, mem, gres = parts[:7]
+        features = tuple(f for f in (parts[7] if len(parts) == 8 else "").split(",") if f and f != "(null)")
         rows.append(NodeRow(
             node=node, partition=partition.rstrip("*"), default=partition.endswith("*"), available=available,
-            state=state, cpus=_int(cpus) or 0, mem_mb=_int(mem), gpus=parse_gres(gres),
+            state=state, cpus=_int(cpus) or 0, mem_mb=_int(mem), gpus=parse_gres(gres), features=features,
         ))
     return rows
 
 
-SINFO_FORMAT = "%N|%P|%a|%T|%c|%m|%G"
+SINFO_FORMAT = "%N|%P|%a|%T|%c|%m|%G|%f"
 
 
 def _int(text: str) -> int | None:

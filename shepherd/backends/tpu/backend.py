@@ -2,10 +2,12 @@
 
 submit    create the slice (`--async`), zones in order: quota/capacity -> next zone.
 snapshot  one `tpu-vm list` per zone, all zones in parallel; READY and not yet
-          launched -> `ssh --worker=all` in the background (never waited on);
+          launched -> `ssh --worker=all` in the background (never waited on); a
+          launched slice whose host 1..N-1 lost its heartbeat or failed (`hosts`) -> gone;
           PREEMPTED/TERMINATED/unhealthy or missing -> gone as a preemption, and the
-          slice is deleted; fray-labelled slices no tracked attempt owns (leaks, or
-          a finished attempt's) are deleted in the same batch.
+          slice is deleted; this home's slices (label `fray-home`) that no tracked
+          attempt owns (leaks, or a finished attempt's) are deleted in the same batch;
+          another home's slices in the same project are never listed, so never touched.
 cancel    delete the slices, in parallel.
 Everything it needs to find or launch a slice again is in the attempt's reference,
 so a restarted daemon adopts its slices by name and label and creates none twice.
@@ -23,13 +25,13 @@ from typing import Any, Callable
 
 from fray.backends import external
 from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
-from fray.backends.tpu import commands, launch, parse
+from fray.backends.tpu import commands, hosts, launch, parse
 from fray.backends.tpu.calls import CloudCalls
 from fray.backends.tpu.topology import shape
 from fray.core.model import Cause
 from fray.core.observation import BackendView
 from fray.errors import BackendError
-from fray.state import store
+from fray.state import identity, store
 from fray.state.layout import Home
 
 DEFAULTS: dict[str, Any] = {"poll_interval_sec": 5.0, "workers": 16, "create_rate": 10.0,
@@ -55,7 +57,10 @@ class TpuBackend:
                                 timeout=float(settings["command_timeout_sec"]))
         self._launches: dict[str, Future] = {}  # slice name -> its ssh, running in the pool
         self._creates: dict[str, Future] = {}  # slice name -> its create (zones in order), in the pool
+        self._cancelled: set[str] = set()  # slices this daemon asked to delete: missing from a list is gone
         self._zones_seen: set[str] = set(settings.get("zones", []))  # where leaks may be
+        # Labels this home's slices; lists show only those, so another home's are never taken for leaks.
+        self.home_id = identity.home_id(home)
 
     @classmethod
     def for_daemon(cls, home: Home, on_attempt_exit: Callable[[], None] | None = None) -> "TpuBackend":
@@ -83,7 +88,8 @@ class TpuBackend:
         store.make_dirs(request.attempt_dir)
         name = commands.slice_name(request.key.run_id, request.key.attempt)
         wanted = [commands.SliceRequest(request.key.run_id, request.key.attempt, zone, spec.tpu,
-                                        spec.runtime_version, spec.provisioning, spec.queued) for zone in spec.zones]
+                                        spec.runtime_version, self.home_id, spec.provisioning, spec.queued)
+                  for zone in spec.zones]
         self._zones_seen.update(spec.zones)
         self._creates[name] = self.calls.pool.submit(self._create, wanted)
         return {"slice": name, "zones": list(spec.zones), "queued": spec.queued, "hosts": hosts,
@@ -104,7 +110,7 @@ class TpuBackend:
 
     def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
         zones = sorted(self._zones_seen | {z for t in tracked if t.ref for z in _zones_of(t.ref)})
-        results = self.calls.run_all([commands.list_nodes(z) for z in zones])
+        results = self.calls.run_all([commands.list_nodes(z, self.home_id) for z in zones])
         by_name: dict[str, parse.Slice] = {}
         answered: set[str] = set()
         for zone, result in zip(zones, results):
@@ -125,6 +131,8 @@ class TpuBackend:
             if node is None and ref["slice"] in queued:
                 # Queued mode: no node until the queued resource is provisioned.
                 reading = parse.read_queued(queued[ref["slice"]])
+                if reading.phase == "lost":
+                    to_delete.append(commands.delete(queued[ref["slice"]].name, queued[ref["slice"]].zone, queued=True))
                 views[item.key] = BackendView("gone" if reading.phase == "lost" else "pending", ref=ref,
                                               detail=reading.detail,
                                               cause=Cause.PREEMPTED.value if reading.phase == "lost" else None)
@@ -134,20 +142,27 @@ class TpuBackend:
                 continue
             reading = parse.read_slice(node)
             if reading.phase == "lost":
-                to_delete.append(commands.delete(node.name, node.zone))
+                to_delete.append(_delete(node))
                 views[item.key] = BackendView("gone", node=node.name, ref=ref, detail=reading.detail,
                                               cause=Cause.PREEMPTED.value)
             elif reading.phase == "ready":
                 self._launch(node, ref)
-                views[item.key] = BackendView("running", node=node.name, ref=ref, detail=node.state)
+                lost = self._host_lost(ref, item)
+                if lost is not None:
+                    to_delete.append(_delete(node))
+                    views[item.key] = BackendView("gone", node=node.name, ref=ref, detail=lost.detail,
+                                                  cause=lost.cause)
+                else:
+                    views[item.key] = BackendView("running", node=node.name, ref=ref, detail=node.state)
             else:
                 views[item.key] = BackendView("pending", node=node.name, ref=ref, detail=node.state)
         # Leaks: fray's label, no tracked attempt (a finished attempt's slice, or one from a crash).
-        to_delete += [commands.delete(name, node.zone) for name, node in by_name.items()
+        to_delete += [_delete(node) for name, node in by_name.items()
                       if name not in owned and node.run_id and node.state != "DELETING"
                       and not self._create_running(name)]
         for argv in to_delete:
             self.calls.pool.submit(self.calls.call, argv)
+        self._cancelled &= owned  # an attempt no longer tracked needs no memory of its cancel
         return views
 
     def _queued_resources(self, tracked: list[Tracked]) -> dict[str, parse.QueuedResource]:
@@ -163,6 +178,8 @@ class TpuBackend:
         """A slice in no list: still being created, refused everywhere, or gone."""
         if not set(_zones_of(ref)) <= answered:
             return BackendView("unknown", ref=ref, detail="tpu-vm list failed")
+        if ref["slice"] in self._cancelled:
+            return BackendView("gone", ref=ref, detail="slice deleted")
         future = self._creates.get(ref["slice"])
         if future is not None and not future.done():
             return BackendView("pending", ref=ref, detail="creating the slice")
@@ -178,6 +195,15 @@ class TpuBackend:
         future = self._creates.get(name)
         return future is not None and not future.done()
 
+    def _host_lost(self, ref: dict[str, Any], item: Tracked) -> hosts.Verdict | None:
+        """Hosts 1..N-1 of a launched multi-host slice: one lost or failed ends the attempt."""
+        count = int(ref.get("hosts") or 1)
+        launched_at = store.read_heartbeat(Path(ref["attempt_dir"]) / LAUNCHED)
+        if count <= 1 or launched_at is None or item.spec is None:
+            return None  # host 0 alone: policy watches it; not launched yet: nothing to miss
+        return hosts.verdict(hosts.read_hosts(Path(ref["attempt_dir"]), count), count, launched_at, time.time(),
+                             item.spec.heartbeat_timeout_sec, item.spec.startup_grace_sec)
+
     def _launch(self, node: parse.Slice, ref: dict[str, Any]) -> None:
         marker = Path(ref["attempt_dir"]) / LAUNCHED
         if marker.exists() or node.name in self._launches or not node.ips:
@@ -190,8 +216,10 @@ class TpuBackend:
         # The slice's zone is known only from a listing; deleting in a zone without it is a harmless NOT_FOUND.
         for target in targets:
             if target.ref and "slice" in target.ref:
+                self._cancelled.add(target.ref["slice"])
                 for zone in _zones_of(target.ref):
-                    self.calls.pool.submit(self.calls.call, commands.delete(target.ref["slice"], zone))
+                    self.calls.pool.submit(self.calls.call, commands.delete(target.ref["slice"], zone,
+                                                                            queued=bool(target.ref.get("queued"))))
 
 
 @dataclass(frozen=True)
@@ -199,6 +227,13 @@ class _Created:
     zone: str | None  # where the slice was created; None: every zone refused
     refused: str | None
     at: float
+
+
+def _delete(node: parse.Slice) -> list[str]:
+    """A queued resource's node goes with its queued resource (`--force`), or the request would linger."""
+    if node.queued_resource:
+        return commands.delete(node.queued_resource, node.zone, queued=True)
+    return commands.delete(node.name, node.zone)
 
 
 def _zones_of(ref: dict[str, Any]) -> list[str]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 LABEL_RUN = "fray-run"
 LABEL_ATTEMPT = "fray-attempt"
+LABEL_HOME = "fray-home"  # the FRAY_HOME that created the slice (fray.state.identity): only it may delete it
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class SliceRequest:
     zone: str
     accelerator_type: str
     runtime_version: str
+    home: str  # the creating home's id (fray.state.identity): the `fray-home` label
     provisioning: str = "on-demand"  # "spot" | "preemptible" | "reserved" | "on-demand"
     queued: bool = False
 
@@ -38,7 +40,8 @@ def label_value(text: str) -> str:
 
 def create(request: SliceRequest) -> list[str]:
     name = slice_name(request.run_id, request.attempt)
-    labels = f"{LABEL_RUN}={label_value(request.run_id)},{LABEL_ATTEMPT}={request.attempt}"
+    labels = (f"{LABEL_RUN}={label_value(request.run_id)},{LABEL_ATTEMPT}={request.attempt},"
+              f"{LABEL_HOME}={label_value(request.home)}")
     mode = _provisioning_flags(request.provisioning)
     if request.queued:
         return ["gcloud", "compute", "tpus", "queued-resources", "create", name,
@@ -55,12 +58,14 @@ def _provisioning_flags(provisioning: str) -> list[str]:
     return {"spot": ["--spot"], "preemptible": ["--preemptible"], "reserved": ["--reserved"]}.get(provisioning, [])
 
 
-def list_nodes(zone: str) -> list[str]:
+def list_nodes(zone: str, home: str) -> list[str]:
+    """This home's slices in `zone`: another home's in the same project are not even listed."""
     return ["gcloud", "compute", "tpus", "tpu-vm", "list", "--zone", zone, "--format=json",
-            f"--filter=labels.{LABEL_RUN}:*"]
+            f"--filter=labels.{LABEL_HOME}={label_value(home)}"]
 
 
 def list_queued(zone: str) -> list[str]:
+    """A QueuedResource has no labels of its own (they go on the node it creates): read by node id."""
     return ["gcloud", "compute", "tpus", "queued-resources", "list", "--zone", zone, "--format=json"]
 
 

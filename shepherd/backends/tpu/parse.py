@@ -16,7 +16,9 @@ from typing import Any
 PENDING_STATES = frozenset({"CREATING", "STARTING", "RESTARTING", "REIMAGING", "REPAIRING", "UNHIDING"})
 READY_STATES = frozenset({"READY"})
 # The slice is lost for this attempt: the run comes back on a fresh slice.
-LOST_STATES = frozenset({"PREEMPTED", "TERMINATED", "STOPPED", "STOPPING", "DELETING", "HIDING", "HIDDEN"})
+# UNKNOWN: "unknown state after a failed repair" - it does not come back by itself.
+LOST_STATES = frozenset({"PREEMPTED", "TERMINATED", "STOPPED", "STOPPING", "DELETING", "HIDING", "HIDDEN",
+                         "UNKNOWN"})
 NODE_STATES = PENDING_STATES | READY_STATES | LOST_STATES
 
 # QueuedResource state.state.
@@ -38,6 +40,7 @@ class Slice:
     ips: tuple[str, ...]
     labels: dict[str, str] = field(default_factory=dict)
     spot: bool = False
+    queued_resource: str | None = None  # the short name of the queued resource that made it, if one did
 
     @property
     def run_id(self) -> str | None:
@@ -92,6 +95,7 @@ def _node(item: dict[str, Any]) -> Slice:
         ips=tuple(str(e.get("ipAddress")) for e in endpoints if isinstance(e, dict) and e.get("ipAddress")),
         labels={str(k): str(v) for k, v in (item.get("labels") or {}).items()},
         spot=bool(scheduling.get("spot") or scheduling.get("preemptible")),
+        queued_resource=_short(str(item["queuedResource"]))[0] if item.get("queuedResource") else None,
     )
 
 

@@ -35,6 +35,7 @@ from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.constraints import Constraint
 from fray.core.placement.posting import IndexKind, WorkerIndex
 from fray.core.placement.priority import DEFAULT_BAND, Band, Credits, effective_band
+from fray.core.values import format_duration
 
 PENDING = "pending"
 _NO_LIMIT = 1 << 62  # memory of a worker that does not account it
@@ -75,6 +76,7 @@ class Assignment:
 class Unschedulable:
     task_id: str
     reason: str
+    timed_out: bool = True  # False: cannot be placed now, still within its --scheduling-timeout
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def find_assignments(pending_tasks: Iterable[Task], workers: Sequence[Worker], g
         for task in tasks_of[job.job_id]:
             if task.task_id in waiting and now - task.pending_since >= limit:
                 why = waiting.pop(task.task_id)
-                timed_out.append(Unschedulable(task.task_id, f"not placed within {limit:g} s: {why}"))
+                timed_out.append(Unschedulable(task.task_id, f"not placed within {format_duration(limit)}: {why}"))
     return SchedulingResult(tuple(assignments), tuple(timed_out), waiting, bands)
 
 
@@ -229,14 +231,15 @@ class _Cycle:
             at += 1
         self._cursor[shape] = at
         return [], (f"waiting for resources: no {job.group_by} group{where} has {wanted} workers with "
-                    f"{_amount(need)} free")
+                    f"{amount(need)} free")
 
 
 def _joined(constraints: Sequence[Constraint]) -> str:
     return " and ".join(str(c) for c in constraints)
 
 
-def _amount(need: Resources) -> str:
+def amount(need: Resources) -> str:
+    """`2 CPUs, 4096 MB, 1 GPU`: a request as the reasons spell it."""
     parts = [f"{need.cpus} CPU" + ("s" if need.cpus != 1 else "")]
     if need.mem_mb:
         parts.append(f"{need.mem_mb} MB")
@@ -247,4 +250,4 @@ def _amount(need: Resources) -> str:
 
 def _short(need: Resources, constraints: Sequence[Constraint], matching: int) -> str:
     where = f" with {_joined(constraints)}" if constraints else ""
-    return f"waiting for resources: no worker{where} has {_amount(need)} free ({matching} match)"
+    return f"waiting for resources: no worker{where} has {amount(need)} free ({matching} match)"
