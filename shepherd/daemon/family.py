@@ -10,7 +10,8 @@ Each cycle the daemon asks `FamilyKeeper.prepare` for
   it (`reservations.Admitter`), the rest placed by the scheduler
   (`placement.runs.place_on_machine`: priority band, then oldest first;
   constraints on the machine's attributes) on a backend that places work
-  itself (local), and then admitted against the backend's ledger.
+  itself (local), and then admitted against the backend's ledger; members
+  of a sweep also wait for their group's `--max-parallel` (`sweep_gate`).
 
 `sweep_endpoints` removes the endpoint files of actors whose job has ended or
 moved on to a later attempt (the new attempt's server registers afresh), at
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from fray.actors import endpoints
-from fray.core import family, reservations
+from fray.core import family, reservations, sweep_gate
 from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.priority import Credits, parse_band
@@ -59,8 +60,10 @@ class FamilyKeeper:
         self._endpoint_cache: dict[Path, endpoints.Endpoint | None] = {}
         self._swept_at = float("-inf")
 
-    def prepare(self, runs: Iterable[Any], active: Iterable[Any], ledgers: dict[str, Ledger], now: float) -> CyclePlan:
-        """`runs`: every RunState of the cycle; `active`: those the policy looks at."""
+    def prepare(self, runs: Iterable[Any], active: Iterable[Any], ledgers: dict[str, Ledger], now: float,
+                submits_together: Callable[[str], bool] = lambda _backend: False) -> CyclePlan:
+        """`runs`: every RunState of the cycle; `active`: those the policy looks at; `submits_together(backend)`:
+        whether that backend submits a sweep's attempts in one call and throttles them itself (Slurm)."""
         runs, active = list(runs), list(active)
         metas = _metas(runs)
         orders = family.stop_orders(metas, metas.keys())
@@ -79,8 +82,8 @@ class FamilyKeeper:
         groups: dict[str, list[tuple[Meta, Control]]] = {}
         for run in runs:  # ended members too: one that ended before the start breaks its group
             meta = run.meta
-            if meta is not None and meta.group is not None and meta.run_id not in orders:
-                groups.setdefault(meta.group["id"], []).append((meta, run.control))
+            if meta is not None and meta.gang is not None and meta.run_id not in orders:
+                groups.setdefault(meta.gang["id"], []).append((meta, run.control))
         groups = {g: found for g, found in groups.items() if any(m.phase != "ended" for m, _ in found)}
         plan = family.plan_groups(groups, now, admit_meta, admitter.snapshot, admitter.restore) if groups \
             else family.GroupPlan()
@@ -88,6 +91,8 @@ class FamilyKeeper:
             orders.setdefault(run_id, why)
         credits = credits_from(self.config, [m for m in metas.values() if m is not None], now)
         held_back = _held_back(active, orders, plan, admitter.ledgers, now, credits)
+
+        sweeps = sweep_gate.plan((m for m in metas.values() if m is not None), submits_together)
 
         def admit_for(meta: Meta) -> Callable[[Request], Admission]:
             run_id = meta.run_id
@@ -97,7 +102,7 @@ class FamilyKeeper:
                 return lambda _request: Admission(False, plan.waiting[run_id])
             if run_id in held_back:
                 return lambda _request: Admission(False, held_back[run_id])
-            return lambda request: admitter.admit(meta.spec.backend, request, meta.reservation)
+            return sweeps.admit_for(meta, lambda request: admitter.admit(meta.spec.backend, request, meta.reservation))
 
         return CyclePlan(orders, admit_for)
 
@@ -187,7 +192,7 @@ def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan
         meta, control = run.meta, run.control
         ledger = ledgers.get(meta.spec.backend) if meta is not None else None
         if (meta is None or ledger is None or ledger.capacity is None or meta.run_id in orders
-                or meta.group is not None or meta.reservation is not None or meta.run_id in plan.granted
+                or meta.gang is not None or meta.reservation is not None or meta.run_id in plan.granted
                 or not _may_start(meta, control, now)):
             continue
         by_backend.setdefault(meta.spec.backend, []).append(meta)

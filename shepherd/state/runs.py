@@ -49,9 +49,30 @@ class SubmitOptions:
     workdir: str | None = None
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A script read and checked for submission: its name, spec, bytes and frozen file name."""
+
+    name: str
+    spec: RunSpec
+    data: bytes
+    source: str
+    frozen: str
+    workdir: str
+
+
 def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> Meta:
     """Freeze the script, parse its directives and write the new run folder atomically."""
     now = time.time() if now is None else now
+    ready = prepare(options)
+    meta = new_meta(ready.name, now, ready.workdir, ready.spec, source=ready.source, frozen=ready.frozen,
+                    script=ready.data)
+    write_run(home, NewRun(meta, {meta.script["frozen"]: ready.data}))
+    return meta
+
+
+def prepare(options: SubmitOptions) -> Prepared:
+    """Read the script and build its spec from its directives and the flags; raise UsageError on anything wrong."""
     data = _read_script(options.script)
     try:
         text = data.decode("utf-8")
@@ -65,10 +86,8 @@ def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> 
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     name = options.name or parsed.name or options.script.stem
-    meta = new_meta(name, now, workdir, spec, source=str(options.script.resolve()),
-                    frozen=frozen_name(layout.FROZEN_SCRIPT_STEM, options.script.suffix), script=data)
-    write_run(home, NewRun(meta, {meta.script["frozen"]: data}))
-    return meta
+    return Prepared(name, spec, data, str(options.script.resolve()),
+                    frozen_name(layout.FROZEN_SCRIPT_STEM, options.script.suffix), workdir)
 
 
 def frozen_name(stem: str, suffix: str) -> str:
