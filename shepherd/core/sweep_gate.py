@@ -30,6 +30,20 @@ class SweepGate:
     room: dict[str, int] = field(default_factory=dict)  # group id -> how many more may start this cycle
     limits: dict[str, int] = field(default_factory=dict)
 
+    def may_start(self, metas: list[Meta]) -> list[Meta]:
+        """Those of `metas` (in order) that the gate would let start this cycle: the scheduler places only
+        these, so a member the gate holds back takes no room from a run that may start."""
+        left = dict(self.room)
+        kept = []
+        for meta in metas:
+            group_id = meta.sweep["id"] if meta.sweep is not None else None
+            if group_id is None or group_id in self.whole or (group_id not in self.waiting and group_id not in left):
+                kept.append(meta)
+            elif group_id in left and left[group_id] > 0:
+                left[group_id] -= 1
+                kept.append(meta)
+        return kept
+
     def admit_for(self, meta: Meta, inner: Admit) -> Admit:
         """`inner` (the ordinary admission), held to the sweep's rules for this member."""
         group = meta.sweep

@@ -90,9 +90,9 @@ class FamilyKeeper:
         for run_id, why in plan.stop.items():
             orders.setdefault(run_id, why)
         credits = credits_from(self.config, [m for m in metas.values() if m is not None], now)
-        held_back = _held_back(active, orders, plan, admitter.ledgers, now, credits)
-
         sweeps = sweep_gate.plan((m for m in metas.values() if m is not None), submits_together)
+        held_back = _held_back(active, orders, plan, admitter.ledgers, now, credits, sweeps)
+
 
         def admit_for(meta: Meta) -> Callable[[Request], Admission]:
             run_id = meta.run_id
@@ -183,7 +183,7 @@ def _endpoint_files(home: Home) -> Iterable[Path]:
 
 
 def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan, ledgers: dict[str, Ledger],
-               now: float, credits: Credits) -> dict[str, str]:
+               now: float, credits: Credits, sweeps: sweep_gate.SweepGate) -> dict[str, str]:
     """Run id -> why the scheduler holds it back this cycle, for the runs that may start now on a
     backend that places work on this machine (its ledger has a capacity). Runs in a group or a
     reservation keep their own admission."""
@@ -198,6 +198,7 @@ def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan
         by_backend.setdefault(meta.spec.backend, []).append(meta)
     held: dict[str, str] = {}
     for name, metas in by_backend.items():
+        metas = sweeps.may_start(metas)  # the others wait for their sweep's --max-parallel, not for resources
         ledger = ledgers[name]
         by_id = {m.run_id: m for m in metas}
         result = place_on_machine(metas, _machine(ledger), now, credits)
