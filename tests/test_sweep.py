@@ -116,3 +116,29 @@ def test_bad_sweep_input_is_refused_whole_and_writes_nothing(home, tmp_path) -> 
     assert not home.runs_dir.exists() or home.run_ids() == []
     unknown = run_fray("list", "--group", "nope", home=home.root)
     assert unknown.returncode == 2 and "no group matches 'nope'" in unknown.stderr
+
+
+def test_the_dashboard_shows_a_sweep_as_one_row_and_enter_unfolds_it(home, tmp_path) -> None:
+    from fray.ops import sweep as sweeping
+    from fray.state import runs
+    from tests.tui_support import dashboard, run, until
+
+    alone = tmp_path / "alone.sh"
+    alone.write_text("true\n")
+    runs.create_run(home, runs.SubmitOptions(script=alone, overrides={}))
+    created = sweeping.submit_sweep(home, script(tmp_path, "true\n"), ["seed=0..2"], name="seeds")
+
+    async def scenario():
+        async with dashboard(home) as (app, pilot):
+            lines = app.screen.table.visible_lines()
+            assert any("seeds" in line and "3 runs: 3 pending" in line for line in lines)
+            assert not any("seeds-0" in line for line in lines) and any("alone" in line for line in lines)
+            assert app.screen.table.move_to_run(f"group:{created[0].sweep['id']}")
+            await pilot.press("enter")
+            await until(pilot, lambda: any("seeds-2" in line for line in app.screen.table.visible_lines()))
+            await pilot.press("s")  # on the group row: nothing is asked of any run; it says how to act on all
+            await until(pilot, lambda: any("fray control OP --group" in n.message for n in app._notifications),
+                        what="the hint")
+            assert all(not runs.read_control(home, m.run_id).stop_requested for m in created)
+
+    run(scenario())

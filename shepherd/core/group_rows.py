@@ -78,3 +78,56 @@ def members_of(rows: Iterable[Row], group_id: str) -> list[Row]:
     """A group's member rows in index order."""
     found = [row for row in rows if (row.get("group") or {}).get("id") == group_id]
     return sorted(found, key=lambda row: row["group"]["index"])
+
+
+class Folder:
+    """A live table's rows with each sweep folded, kept up to date from what changed (the dashboard).
+
+    `apply` takes every run's row and which changed or went, and returns the
+    rows to show (group rows instead of folded members) with which of those
+    changed or went. A group in `expanded` shows its row and its members.
+    """
+
+    def __init__(self) -> None:
+        self.expanded: set[str] = set()
+        self._members: dict[str, dict[str, Row]] = {}  # group id -> run id -> row
+        self._group_of: dict[str, str] = {}  # member run id -> group id
+        self._groups: dict[str, dict[str, Any]] = {}
+        self._rows: dict[str, Row] = {}  # group id -> its row
+        self._shown: set[str] = set()
+
+    def toggle(self, key: str) -> None:
+        """Expand a folded group, or fold an expanded one (`key`: its row's run_id)."""
+        group_id = key.removeprefix(KEY_PREFIX)
+        self.expanded.symmetric_difference_update({group_id})
+
+    def apply(self, rows: dict[str, Row], changed: set[str], removed: set[str]) -> tuple[dict[str, Row], set[str], set[str]]:
+        touched: set[str] = set()
+        for run_id in changed | removed:
+            old = self._group_of.pop(run_id, None)
+            if old is not None:
+                self._members[old].pop(run_id, None)
+                touched.add(old)
+            row = rows.get(run_id)
+            group = sweep_of(row) if row is not None and run_id not in removed else None
+            if group is not None:
+                self._group_of[run_id] = group["id"]
+                self._members.setdefault(group["id"], {})[run_id] = row  # type: ignore[assignment]
+                self._groups[group["id"]] = group
+                touched.add(group["id"])
+        for group_id in touched:
+            members = self._members.get(group_id)
+            if members:
+                self._rows[group_id] = group_row(self._groups[group_id], list(members.values()))
+            else:
+                self._members.pop(group_id, None)
+                self._rows.pop(group_id, None)
+        shown = {run_id: row for run_id, row in rows.items()
+                 if self._group_of.get(run_id) is None or self._group_of[run_id] in self.expanded}
+        shown.update({group_key(group_id): row for group_id, row in self._rows.items()})
+        keys = set(shown)
+        out_changed = ({run_id for run_id in changed if run_id in keys} | {group_key(g) for g in touched if g in self._rows}
+                       | (keys - self._shown))
+        out_removed = self._shown - keys
+        self._shown = keys
+        return shown, out_changed, out_removed
