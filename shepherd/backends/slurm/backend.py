@@ -110,7 +110,9 @@ class SlurmBackend:
         """A sweep's attempts as few job arrays as their options allow (one, usually); see `arrays`."""
         rows = self._sinfo_rows()
         outcome: GroupOutcome = {}
-        for part in arrays.batches([self._prepare(request, rows) for request in batch.requests]):
+        jobs = [self._prepare(request, rows, sync=False) for request in batch.requests]
+        store.sync_all()  # every attempt's batch script on disk before any task can start: one sync, not one each
+        for part in arrays.batches(jobs):
             if len(part) == 1:
                 try:
                     outcome[part[0].request.key] = self._sbatch_one(part[0])
@@ -120,13 +122,13 @@ class SlurmBackend:
                 outcome.update(self._sbatch_array(part, batch))
         return outcome
 
-    def _prepare(self, request: SubmitRequest, rows: list[partitions.NodeRow] | None) -> BatchJob:
+    def _prepare(self, request: SubmitRequest, rows: list[partitions.NodeRow] | None, sync: bool = True) -> BatchJob:
         """The attempt's folder and its own batch script (what it runs, alone or as an array task)."""
         store.make_dirs(request.attempt_dir)
         job = BatchJob(request, self.python, self.signal_before_limit_sec,
                        gpu_type=self._gpu_type(request, rows),
                        known_nodes=frozenset(r.node for r in rows) if rows is not None else None)
-        store.write_bytes_atomic(AttemptPaths(request.attempt_dir).slurm_script, batch_script(job).encode())
+        store.write_bytes_atomic(AttemptPaths(request.attempt_dir).slurm_script, batch_script(job).encode(), sync)
         return job
 
     def _sbatch_array(self, jobs: list[BatchJob], batch: GroupSubmit) -> GroupOutcome:
