@@ -293,7 +293,11 @@ class Daemon:
                 self._exclude = self._nodes.excluded()  # the resubmission this same cycle must already avoid it
                 self._event(run.paths, "suspect_node", f"{action.node} blacklisted for {ttl:.0f}s ({entry.strikes} "
                             f"strikes): {action.reason}", attempt_number, {"node": action.node})
-        self._commit(run.paths, meta, plan)
+        # An attempt held for its sweep's batch: its intent is made durable with the batch's, by one sync
+        # before the backend is asked (daemon.submitting), not by an fsync per run.
+        held = meta.sweep is not None and any(isinstance(a, policy.Submit) for a in plan.actions) \
+            and self._submitter.submits_together(meta.spec.backend)
+        self._commit(run.paths, meta, plan, sync=not held)
         for action in plan.actions:
             if isinstance(action, policy.Submit):
                 self._submitter.submit(run.paths, plan.meta, action, self._exclude, stats)
@@ -343,12 +347,12 @@ class Daemon:
             progress=safe(attempt.progress, "progress"),
         )
 
-    def _commit(self, paths: RunPaths, before: Meta, plan: policy.Plan) -> None:
-        """Write meta.json if the plan changed it, then log the plan's events."""
+    def _commit(self, paths: RunPaths, before: Meta, plan: policy.Plan, sync: bool = True) -> None:
+        """Write meta.json if the plan changed it, then log the plan's events (`sync=False`: the caller syncs)."""
         after = plan.meta
         if after != before:  # dataclass equality: no dicts built for the common case of no change
             after.updated_at = plan.now
-            store.write_json(paths.meta, after.to_dict(), "meta")
+            store.write_json(paths.meta, after.to_dict(), "meta", sync)
             indexed = self._runs.get(paths.run_id)
             if indexed is not None:  # what we wrote is what a re-read would give
                 indexed.meta, indexed.meta_key = after.copy(), stat_key(paths.meta)

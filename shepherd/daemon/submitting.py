@@ -22,6 +22,7 @@ from fray.core import policy
 from fray.core.model import AttemptState, Meta
 from fray.daemon.records import CycleStats
 from fray.errors import AmbiguousSubmission, BackendError
+from fray.state import store
 from fray.state.layout import Home, RunPaths
 
 
@@ -34,7 +35,7 @@ class _Held:
 
 class Submitter:
     def __init__(self, home: Home, backend: Callable[[str], Backend],
-                 commit: Callable[[RunPaths, Meta, policy.Plan], None],
+                 commit: Callable[..., None],
                  finish: Callable[[RunPaths, Meta, policy.Finish], None],
                  event: Callable[..., None], clock: Callable[[], float], jitter: Callable[[], float],
                  seen: set[AttemptKey]) -> None:
@@ -69,6 +70,9 @@ class Submitter:
     def flush(self, exclude: tuple[str, ...], stats: CycleStats) -> None:
         """Submit the held attempts, one batch per (backend, sweep)."""
         held, self._held = self._held, []
+        if not held:
+            return
+        store.sync_all()  # the held attempts' `submitting` records, written unsynced: durable before any is submitted
         batches: dict[tuple[str, str], list[_Held]] = {}
         for item in held:
             sweep = item.meta.sweep
@@ -85,7 +89,10 @@ class Submitter:
                 outcomes = {request.key: exc for request in requests}
             for item, request in zip(items, requests):
                 outcome = outcomes.get(request.key, BackendError(f"{name} gave no answer for this attempt"))
-                self._record(item.paths, item.meta, request, outcome, stats)
+                self._record(item.paths, item.meta, request, outcome, stats, sync=False)
+        # One sync for the batch's records. Lost in a crash before it, an attempt is still `submitting`:
+        # the next daemon looks for it, and gives it up (its wrapper then fenced) if it cannot tell.
+        store.sync_all()
 
     def request(self, paths: RunPaths, meta: Meta, action: policy.Submit, exclude: tuple[str, ...]) -> SubmitRequest:
         attempt = meta.attempts[action.attempt - 1]
@@ -95,7 +102,8 @@ class Submitter:
                              checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids,
                              exclude_nodes=exclude, partition=attempt.partition, namespace=meta.job_namespace)
 
-    def _record(self, paths: RunPaths, meta: Meta, request: SubmitRequest, outcome: Any, stats: CycleStats) -> None:
+    def _record(self, paths: RunPaths, meta: Meta, request: SubmitRequest, outcome: Any, stats: CycleStats,
+                sync: bool = True) -> None:
         """What the backend answered for one attempt: a reference (dict), or the error it met."""
         number = request.key.attempt
         if isinstance(outcome, AmbiguousSubmission):
@@ -109,7 +117,7 @@ class Submitter:
             for action in plan.actions:
                 if isinstance(action, policy.Finish):
                     self.finish(paths, plan.meta, action)
-            self.commit(paths, meta, plan)
+            self.commit(paths, meta, plan, sync=sync)
             return
         self.seen.add(request.key)
         before = meta.copy()
@@ -120,5 +128,5 @@ class Submitter:
         done.log("submitted", f"attempt {number} submitted to {meta.spec.backend}", number,
                  ref={k: v for k, v in outcome.items() if isinstance(v, (str, int))},
                  exclude=list(request.exclude_nodes))
-        self.commit(paths, before, done)
+        self.commit(paths, before, done, sync=sync)
         stats.submitted += 1
