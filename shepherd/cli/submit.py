@@ -86,7 +86,7 @@ def _overrides(ctx: click.Context, values: dict[str, Any]) -> tuple[str | None, 
               help="With --sweep: at most K of its runs at once (on Slurm, the job array's %K).")
 @click.option("--wait", is_flag=True, help="Wait until the run ends; exit 0 if it succeeded, else 1.")
 @click.option("--follow", "-f", is_flag=True, help="Stream its output (all attempts) until it ends; implies --wait.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-submit.json).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-submit.json; with --sweep schemas/cli-sweep.json).")
 @click.pass_context
 def submit(ctx: click.Context, script: str, args: tuple[str, ...], sweeps: tuple[str, ...], max_parallel: int | None,
            wait: bool, follow: bool, as_json: bool, **flags: Any) -> None:
