@@ -146,3 +146,18 @@ def test_every_documented_final_state_is_in_the_table() -> None:
 def test_cancelled_by_names_the_uid() -> None:
     view = view_of_finished(JobRecord("7", "fray-r-1", "CANCELLED", "0:15", cancelled_by="0"), REF)
     assert "CANCELLED by uid 0" in (view.detail or "")
+
+
+def test_array_tasks_are_named_by_array_job_and_index_in_squeue_and_scontrol() -> None:
+    from fray.backends.slurm.parse import SQUEUE_FIELDS
+
+    assert SQUEUE_FIELDS[0] == "JobArrayID"  # squeue --array prints 123_4 there, a plain job's id otherwise
+    rows = parse_squeue("12_0|RUNNING|n1|0|None|fray-array-g-1a2b3c\n12_5|PENDING||0|JobArrayTaskLimit|fray-array-g-1a2b3c\n"
+                        "13|RUNNING|n2|0|None|fray-x-1\n")
+    assert [(r.job_id, r.state) for r in rows] == [("12_0", "RUNNING"), ("12_5", "PENDING"), ("13", "RUNNING")]
+    text = ("JobId=14 ArrayJobId=12 ArrayTaskId=3 ArrayTaskThrottle=4 JobName=fray-array-g-1a2b3c JobState=FAILED "
+            "Reason=NonZeroExitCode ExitCode=50:0 NodeList=n3\n"
+            "JobId=12 ArrayJobId=12 ArrayTaskId=6-19%4 JobName=fray-array-g-1a2b3c JobState=PENDING ExitCode=0:0\n")
+    records = parse_scontrol(text)
+    assert records["12_3"].state == "FAILED" and records["12_3"].exit_code == "50:0" and records["12_3"].nodes == "n3"
+    assert "12" in records  # the array's pending rest keeps its plain id

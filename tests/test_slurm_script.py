@@ -155,3 +155,45 @@ def test_replicas_ask_for_one_allocation_with_one_task_per_node(tmp_path: Path) 
     text = batch_script(batch)
     assert any(line.startswith("exec srun --kill-on-bad-exit=1") for line in text.splitlines())  # one fails: all end
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+
+def test_a_sweeps_attempts_share_one_array_unless_their_options_differ(tmp_path) -> None:
+    from fray.backends.slurm import arrays
+
+    spec = RunSpec(backend="slurm", sbatch=["#SBATCH --time=5"])
+    same = [job(tmp_path, spec), job(tmp_path, spec)]
+    moved = job(tmp_path, spec, partition="h100")  # fell back to another partition: its own array
+    parts = arrays.batches([same[0], moved, same[1]])
+    assert parts == [[same[0], same[1]], [moved]]
+    paths = Home(tmp_path / "home 100%").array("fray-array-g-abc123")
+    argv = arrays.array_argv(parts[0], paths, "fray-array-g-abc123", "g", max_parallel=4)
+    assert "--array=0-1" in argv  # %4 would limit nothing for two tasks
+    assert f"--output={tmp_path}/home 100%%/arrays/fray-array-g-abc123/task-%a.log" in argv
+    assert arrays.throttle(4, 20) == "%4" and arrays.throttle(None, 20) == ""
+
+
+def test_array_task_i_runs_the_batch_script_of_the_attempt_on_line_i_plus_1_under_a_hostile_home(tmp_path) -> None:
+    from fray.backends.slurm import arrays
+
+    home = Home(tmp_path / HOSTILE)
+    jobs = []
+    for run_id in ("20261122-020522-a-0001", "20261122-020522-b-0002"):
+        folder = home.run(run_id).attempt(1)
+        folder.dir.mkdir(parents=True)
+        folder.slurm_script.write_text(f'echo "{run_id} ran in $PWD"\n')
+        jobs.append(BatchJob(SubmitRequest(key=AttemptKey(run_id, 1), name="n", spec=RunSpec(backend="slurm"),
+                                           home=home.root, script=folder.dir / "script.sh", attempt_dir=folder.dir,
+                                           checkpoint_dir=folder.dir), "/usr/bin/python3", 120))
+    paths = home.array("fray-array-g-abc123")
+    paths.dir.mkdir(parents=True)
+    paths.tasks.write_text(arrays.tasks_text(home.root, jobs))
+    paths.script.write_text(arrays.array_script(home.root, jobs, paths, "g"))
+    done = subprocess.run(["bash", str(paths.script)], env={**os.environ, "SLURM_ARRAY_TASK_ID": "1"},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    second = home.run("20261122-020522-b-0002").attempt(1)
+    assert second.slurm_log.read_text() == f"20261122-020522-b-0002 ran in {second.dir}\n"
+    assert not home.run("20261122-020522-a-0001").attempt(1).slurm_log.exists()
+    missing = subprocess.run(["bash", str(paths.script)], env={**os.environ, "SLURM_ARRAY_TASK_ID": "2"},
+                             capture_output=True, text=True)
+    assert missing.returncode == 1 and "array task 2 has no line" in missing.stderr

@@ -34,10 +34,13 @@ def make_private_dir(path: str | os.PathLike[str]) -> None:
                 raise
 
 
-def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace `path` with `data` atomically; raises OSError and leaves no temp file behind."""
+def write_bytes(path: str | os.PathLike[str], data: bytes, sync: bool = True) -> None:
+    """Replace `path` with `data` atomically; raises OSError and leaves no temp file behind.
+
+    `sync=False` leaves the fsync to the caller, who writes many files and then
+    makes them all durable at once (os.sync) before anyone can see them."""
     path = os.fspath(path)
-    tmp = _synced_temp(path, data)
+    tmp = _synced_temp(path, data, sync)
     try:
         os.replace(tmp, path)
     except BaseException:
@@ -67,7 +70,7 @@ def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
         _discard(tmp)
 
 
-def _synced_temp(path: str, data: bytes) -> str:
+def _synced_temp(path: str, data: bytes, sync: bool = True) -> str:
     """`data` in a new private file beside `path`, flushed to disk; its name."""
     folder, name = os.path.split(path)
     # pid + random: the heartbeat thread, the main thread and a workload's
@@ -78,7 +81,8 @@ def _synced_temp(path: str, data: bytes) -> str:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
     except BaseException:
         _discard(tmp)
         raise

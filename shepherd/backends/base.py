@@ -1,7 +1,7 @@
 """The protocol every backend answers, and the records that cross it.
 
-Submit one attempt; snapshot all attempts in one call; cancel many in one call;
-list nodes. A backend never decides anything: `policy` does, from snapshots.
+Submit one attempt (or, where the backend can, a sweep's attempts in one call);
+snapshot all attempts in one call; cancel many in one call; list nodes. A backend never decides anything: `policy` does, from snapshots.
 """
 
 from __future__ import annotations
@@ -34,6 +34,20 @@ class SubmitRequest:
     exclude_nodes: tuple[str, ...] = ()
     partition: str | None = None  # where the scheduler should run it (partition fallback chose it)
     namespace: str | None = None  # FRAY_NAMESPACE in the job; None: the run id (a top-level run's own)
+
+
+@dataclass(frozen=True)
+class GroupSubmit:
+    """Attempts of one sweep's members to submit together: on Slurm, one job array (`--array=0-N%K`)."""
+
+    group_id: str
+    requests: tuple[SubmitRequest, ...]
+    max_parallel: int | None = None  # at most this many of them running at once (None: no limit)
+
+
+# What became of each attempt of a GroupSubmit: its reference, or the error its part of the batch met
+# (an AmbiguousSubmission: it may exist all the same).
+GroupOutcome = dict[AttemptKey, "dict[str, Any] | Exception"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +96,14 @@ class Backend(Protocol):
 
     def nodes(self) -> list[Node]:
         """The nodes this backend can place attempts on."""
+
+
+class GroupBackend(Backend, Protocol):
+    """A backend that submits many attempts of a sweep in one call (Slurm: a job array).
+
+    The daemon hands it a sweep's attempts to start in one cycle; a backend
+    without `submit_group` gets them one `submit` at a time.
+    """
+
+    def submit_group(self, batch: GroupSubmit) -> GroupOutcome:
+        """Start every attempt of `batch`; never raises for one part's failure (see GroupOutcome)."""

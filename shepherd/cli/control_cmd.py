@@ -50,8 +50,21 @@ def control() -> None:
     """
 
 
-def _request(ctx: click.Context, run: str, op: str, as_json: bool) -> None:
+GROUP = click.option("--group", metavar="GROUP", help="Instead of RUN, every run of this group (a sweep): a group "
+                     "id, a unique prefix of one, or the sweep's name. Runs it does not apply to are skipped.")
+
+
+def _request(ctx: click.Context, run: str | None, op: str, as_json: bool, group: str | None = None) -> None:
+    if (run is None) == (group is None):
+        raise UsageError(f"give either RUN or --group GROUP: fray control {op} RUN, or fray control {op} --group GROUP")
     home = home_of(ctx)
+    if group is not None:
+        asked = requests.request_group(home, group, op)
+        if asked.requested:
+            lease.ensure_running(home)
+        output.emit(group_data(asked, fray_prefix(home)), as_json, render_group)
+        return
+    assert run is not None
     run_id = runs.resolve(home, run)
     asked = requests.request(home, run_id, op)
     lease.ensure_running(home)
@@ -61,13 +74,15 @@ def _request(ctx: click.Context, run: str, op: str, as_json: bool) -> None:
 
 
 def _make(op: str) -> click.Command:
-    @click.command(op, help=HELP[op] + "\n\nRUN is a run id, a unique prefix of one, or a run name.",
-                   short_help=HELP[op])
-    @click.argument("run")
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-control.json).")
+    @click.command(op, help=HELP[op] + "\n\nRUN is a run id, a unique prefix of one, or a run name; "
+                   "--group GROUP asks it of every run of a sweep.", short_help=HELP[op])
+    @click.argument("run", required=False)
+    @GROUP
+    @click.option("--json", "as_json", is_flag=True,
+                  help="Print JSON (schemas/cli-control.json; with --group schemas/cli-control-group.json).")
     @click.pass_context
-    def command(ctx: click.Context, run: str, as_json: bool) -> None:
-        _request(ctx, run, op, as_json)
+    def command(ctx: click.Context, run: str | None, group: str | None, as_json: bool) -> None:
+        _request(ctx, run, op, as_json, group)
 
     return command
 
@@ -96,7 +111,8 @@ def _send(ctx: click.Context, run: str, op: str, payload: dict[str, Any], comman
 
 
 @control.command("pause", short_help=HELP["pause"])
-@click.argument("run")
+@click.argument("run", required=False)
+@GROUP
 @click.option("--in-process", is_flag=True,
               help="Ask the running workload to pause itself instead (a runtime command): it keeps its allocation "
                    "and carries on after `fray control resume RUN`.")
@@ -105,8 +121,8 @@ def _send(ctx: click.Context, run: str, op: str, payload: dict[str, Any], comman
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON (schemas/cli-control.json; with --in-process schemas/cli-command.json).")
 @click.pass_context
-def pause(ctx: click.Context, run: str, in_process: bool, reason: str | None, command_id: str | None,
-          as_json: bool) -> None:
+def pause(ctx: click.Context, run: str | None, group: str | None, in_process: bool, reason: str | None,
+          command_id: str | None, as_json: bool) -> None:
     """Stop RUN's attempt and start none until unpause (fray's pause: the
     attempt is asked to checkpoint, then released).
 
@@ -118,8 +134,10 @@ def pause(ctx: click.Context, run: str, in_process: bool, reason: str | None, co
         if reason is not None or command_id is not None:
             raise UsageError("--reason and --id belong to `pause --in-process` (a runtime command); "
                              "plain `fray control pause RUN` takes neither")
-        _request(ctx, run, "pause", as_json)
+        _request(ctx, run, "pause", as_json, group)
         return
+    if group is not None or run is None:
+        raise UsageError("pause --in-process takes one RUN (not --group): fray control pause RUN --in-process")
     _send(ctx, run, "pause", {"reason": reason} if reason is not None else {}, command_id, as_json)
 
 
@@ -193,6 +211,27 @@ def config_set(ctx: click.Context, run: str, settings: tuple[str, ...], as_json:
     data = {"run_id": run_id, "name": meta.name, "op": "config-set", "control": record.to_dict(),
             "effect": effect, "settings": parsed, "next": f"{fray_prefix(home)} status {run_id}"}
     output.emit(data, as_json, render_control)
+
+
+def group_data(asked: requests.GroupRequested, prefix: str) -> dict[str, Any]:
+    """`fray control OP --group GROUP --json` (schemas/cli-control-group.json)."""
+    return {"group": asked.group, "op": asked.op,
+            "runs": [{"run_id": r.run_id, "name": r.meta.name, "effect": r.effect} for r in asked.requested],
+            "skipped": [{"run_id": run_id, "name": name, "why": why} for run_id, name, why in asked.skipped],
+            "next": f"{prefix} list --group {asked.group}"}
+
+
+def render_group(data: dict[str, Any]) -> list[str]:
+    lines = [f"{data['op']}: asked of {len(data['runs'])} of the {len(data['runs']) + len(data['skipped'])} runs "
+             f"of group {render.style(data['group'], bold=True)}"]
+    if data["runs"]:
+        lines.append(f"  e.g. {data['runs'][0]['name']}: {data['runs'][0]['effect']}")
+    whys: dict[str, int] = {}
+    for skipped in data["skipped"]:
+        whys[skipped["why"]] = whys.get(skipped["why"], 0) + 1
+    lines += [f"  skipped {count}: {why}" for why, count in whys.items()]
+    lines.append(f"next: {data['next']}")
+    return lines
 
 
 @control.command("blacklist-add")

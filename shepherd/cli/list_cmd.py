@@ -39,11 +39,19 @@ ENDED_STATUSES = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED
 @click.option("--active", is_flag=True, help="Only runs that have not ended.")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N", help="Show at most N runs (the newest).")
 @click.option("--tree", is_flag=True, help="Show jobs launched through the cluster API under their parent.")
+@click.option("--group", metavar="GROUP", help="Only the runs of this group (a sweep), in index order. GROUP is "
+              "a group id, a unique prefix of one, or the sweep's name.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-list.json).")
 @click.pass_context
-def list_runs(ctx: click.Context, active: bool, limit: int | None, tree: bool, as_json: bool) -> None:
-    """Every run with its status, newest first, and the daemon's health."""
-    output.emit(views.list_view(home_of(ctx), include_ended=not active, limit=limit, tree=tree), as_json, render_list)
+def list_runs(ctx: click.Context, active: bool, limit: int | None, tree: bool, group: str | None,
+              as_json: bool) -> None:
+    """Every run with its status, newest first, and the daemon's health.
+
+    A sweep (`fray submit --sweep`) shows as one row counting its runs per
+    status; `--group GROUP` lists its runs.
+    """
+    output.emit(views.list_view(home_of(ctx), include_ended=not active, limit=limit, tree=tree, group=group),
+                as_json, render_list)
 
 
 def render_list(data: dict[str, Any]) -> list[str]:
@@ -63,8 +71,9 @@ def render_list(data: dict[str, Any]) -> list[str]:
     lines.append("")
     lines.extend(render.table(COLUMNS, [row_cells(row) for row in rows],
                               width=render.terminal_width()))
-    if len(rows) < total:
-        lines.append(f"… showing the newest {len(rows)} of {total} runs (--limit)")
+    shown = sum(sum(row["counts"].values()) if row.get("kind") == "group" else 1 for row in rows)
+    if shown < total:
+        lines.append(f"… showing the newest {shown} of {total} runs (--limit)")
     return lines
 
 
@@ -76,7 +85,7 @@ def summary(data: dict[str, Any]) -> str:
              for status, count in counts.items()]
     daemon = data["daemon"]
     health = render.style(daemon["state"], **render.DAEMON_COLOURS.get(daemon["state"], {}))
-    head = human.plural(total, scope)
+    head = human.plural(total, scope) + (f" of group {data['group']}" if data.get("group") else "")
     return f"{head}{': ' + ', '.join(parts) if parts else ''} · daemon {health}: {daemon['detail']}"
 
 
@@ -98,6 +107,10 @@ def daemon_warning(data: dict[str, Any]) -> str | None:
 
 def row_cells(row: dict[str, Any]) -> list[Any]:
     colour = render.status_style(row["status"])
+    if row.get("kind") == "group":  # a sweep folded into one row (fray.core.group_rows)
+        return [(row["icon"], colour), f"{row['name']} [sweep of {row['size']}]", row["run_id"], (row["status"], colour),
+                human.MISSING, human.MISSING, human.MISSING, human.MISSING, human.MISSING, human.MISSING,
+                row["reason"]]
     status = row["status"] + (" (paused)" if row["paused"] and row["phase"] != "ended" else "")
     if row["phase"] == "queued" and row.get("priority"):
         status += f" · {row['priority']}"  # the band it waits in (fray.core.placement.priority)

@@ -19,7 +19,8 @@ from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
 from fray.core import directives
 from fray.core.model import Meta
-from fray.ops import human, logs as runlogs, submit as submitting, wait as waiting
+from fray.errors import UsageError
+from fray.ops import human, logs as runlogs, submit as submitting, sweep as sweeping, wait as waiting
 from fray.state.layout import Home
 
 SUCCESS = "completed_success"
@@ -77,21 +78,35 @@ def _overrides(ctx: click.Context, values: dict[str, Any]) -> tuple[str | None, 
 @click.argument("script", metavar="SCRIPT")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[-- ARGS]...")
 @_spec_flags
+@click.option("--sweep", "sweeps", multiple=True, metavar="NAME=VALUES",
+              help="Submit one run per point instead, as one group: NAME=V1,V2,... or NAME=A..B (integers, both "
+                   "included); several --sweep make every combination. Each run gets `--NAME VALUE` after the "
+                   "script's own arguments, and FRAY_SWEEP_INDEX, FRAY_SWEEP_PARAMS (JSON) in its environment.")
+@click.option("--max-parallel", type=int, metavar="K",
+              help="With --sweep: at most K of its runs at once (on Slurm, the job array's %K).")
 @click.option("--wait", is_flag=True, help="Wait until the run ends; exit 0 if it succeeded, else 1.")
 @click.option("--follow", "-f", is_flag=True, help="Stream its output (all attempts) until it ends; implies --wait.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-submit.json).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-submit.json; with --sweep schemas/cli-sweep.json).")
 @click.pass_context
-def submit(ctx: click.Context, script: str, args: tuple[str, ...], wait: bool, follow: bool, as_json: bool,
-           **flags: Any) -> None:
+def submit(ctx: click.Context, script: str, args: tuple[str, ...], sweeps: tuple[str, ...], max_parallel: int | None,
+           wait: bool, follow: bool, as_json: bool, **flags: Any) -> None:
     """Submit SCRIPT as a run: fray freezes a copy, starts it, and keeps it making progress.
 
     How it runs comes from the script's `#FRAY` lines; these flags override them.
     Arguments for the script go after `--`:
 
         fray submit train.py --gpus 1 -- --lr 3e-4
+
+    A sweep is one run per point, in one group (`fray list` shows it as one
+    row; `fray list --group NAME` its runs; `fray control stop --group NAME`):
+
+        fray submit train.py --sweep lr=1e-3,3e-4 --sweep seed=0..4 --max-parallel 4
     """
     home = home_of(ctx)
     name, overrides = _overrides(ctx, flags)
+    if sweeps or max_parallel is not None:
+        _submit_sweep(ctx, home, Path(script), args, sweeps, max_parallel, overrides, name, wait or follow, as_json)
+        return
     meta = submitting.submit(home, Path(script), args, overrides, name)
     submitting.ensure_daemon(home, meta)
     data = submitting.submitted_view(home, meta, fray_prefix(home))
@@ -116,6 +131,34 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], wait: bool, f
         for text in render_end(data):
             output.line(text)
     ctx.exit(0 if ended.end and ended.end.status == SUCCESS else 1)
+
+
+def _submit_sweep(ctx: click.Context, home: Home, script: Path, args: tuple[str, ...], sweeps: tuple[str, ...],
+                  max_parallel: int | None, overrides: dict[str, Any], name: str | None, waiting: bool,
+                  as_json: bool) -> None:
+    if not sweeps:
+        raise UsageError("--max-parallel limits the runs of a sweep; give the points with --sweep NAME=VALUES")
+    if waiting:
+        raise UsageError("--wait and --follow watch one run; a sweep is many: follow it with "
+                         "`fray list --group GROUP` (or `fray tui`)")
+    metas = sweeping.submit_sweep(home, script, sweeps, args, overrides, name, max_parallel)
+    submitting.ensure_daemon(home, metas[0])
+    output.emit(sweeping.sweep_view(home, metas, fray_prefix(home)), as_json, render_sweep)
+
+
+def render_sweep(data: dict[str, Any], shown: int = 5) -> list[str]:
+    limit = f", at most {data['max_parallel']} at once" if data["max_parallel"] else ""
+    daemon = data["daemon"]
+    lines = [f"submitted sweep {render.style(data['group'], bold=True)}: {human.plural(data['size'], 'run')} of "
+             f"{data['script']} ({data['mode']} on {data['backend']}{limit})"]
+    for run in data["runs"][:shown]:
+        lines.append(f"  {run['index']:>4}  {run['run_id']}  {' '.join(run['args'][-2 * len(run['params']):])}")
+    if len(data["runs"]) > shown:
+        lines.append(f"  … and {len(data['runs']) - shown} more (--json lists them all)")
+    lines.append(f"daemon: {render.style(daemon['state'] + ': ' + daemon['detail'], **render.DAEMON_COLOURS.get(daemon['state'], {}))}")
+    lines.append("next:")
+    lines.extend(f"  {hint}" for hint in data["next"])
+    return lines
 
 
 def _follow(home: Home, run_id: str, as_json: bool) -> Meta:

@@ -246,6 +246,7 @@ class Applied:
     start_nonce: int = 0
 
 
+GANG, SWEEP = "gang", "sweep"  # the kinds of group a run may belong to (Meta.group["kind"])
 FAMILY_FIELDS = ("parent_run_id", "parent_attempt", "namespace", "group", "reservation")
 
 
@@ -271,7 +272,9 @@ class Meta:
     parent_run_id: str | None = None
     parent_attempt: int | None = None
     namespace: str | None = None
-    group: dict[str, Any] | None = None  # {"id", "size", "index"}: launched all or nothing
+    # {"id", "size", "index"}: a job group launched all or nothing; with "kind": "sweep" (and "name",
+    # "max_parallel", "params") one point of a sweep, which starts on its own (fray.core.sweep).
+    group: dict[str, Any] | None = None
     reservation: str | None = None
 
     @classmethod
@@ -306,6 +309,16 @@ class Meta:
             if data[name] is None:
                 del data[name]
         return data
+
+    @property
+    def gang(self) -> dict[str, Any] | None:
+        """Its job group when that is launched all or nothing (a sweep's is not)."""
+        return self.group if self.group is not None and self.group.get("kind", GANG) == GANG else None
+
+    @property
+    def sweep(self) -> dict[str, Any] | None:
+        """Its sweep group, if it is one point of a sweep."""
+        return self.group if self.group is not None and self.group.get("kind") == SWEEP else None
 
     @property
     def job_namespace(self) -> str:

@@ -38,4 +38,13 @@ def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, he
         "paused": paused,
         "parent_run_id": meta.parent_run_id,
         "priority": meta.spec.priority,
+        "group": _group(meta.group),
     }
+
+
+def _group(group: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a listing needs of the run's group: which one, what kind, and where the run is in it."""
+    if group is None:
+        return None
+    return {"id": group["id"], "kind": group.get("kind", "gang"), "name": group.get("name", group["id"]),
+            "index": group["index"], "size": group["size"]}

@@ -14,6 +14,7 @@ Each cycle the daemon asks `FamilyKeeper.prepare` for
   backend that queues by itself but lists its nodes (Slurm), a run no node
   could ever take waits with the reason (`placement.runs.never_placeable`).
   A run held past its --scheduling-timeout is refused for good: it ends.
+  Members of a sweep also wait for their group's `--max-parallel` (`sweep_gate`).
 
 `sweep_endpoints` removes the endpoint files of actors whose job has ended or
 moved on to a later attempt (the new attempt's server registers afresh), at
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from fray.actors import endpoints
-from fray.core import family, reservations
+from fray.core import family, reservations, sweep_gate
 from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.priority import Credits, parse_band
@@ -62,8 +63,10 @@ class FamilyKeeper:
         self._endpoint_cache: dict[Path, endpoints.Endpoint | None] = {}
         self._swept_at = float("-inf")
 
-    def prepare(self, runs: Iterable[Any], active: Iterable[Any], ledgers: dict[str, Ledger], now: float) -> CyclePlan:
-        """`runs`: every RunState of the cycle; `active`: those the policy looks at."""
+    def prepare(self, runs: Iterable[Any], active: Iterable[Any], ledgers: dict[str, Ledger], now: float,
+                submits_together: Callable[[str], bool] = lambda _backend: False) -> CyclePlan:
+        """`runs`: every RunState of the cycle; `active`: those the policy looks at; `submits_together(backend)`:
+        whether that backend submits a sweep's attempts in one call and throttles them itself (Slurm)."""
         runs, active = list(runs), list(active)
         metas = _metas(runs)
         orders = family.stop_orders(metas, metas.keys())
@@ -82,15 +85,16 @@ class FamilyKeeper:
         groups: dict[str, list[tuple[Meta, Control]]] = {}
         for run in runs:  # ended members too: one that ended before the start breaks its group
             meta = run.meta
-            if meta is not None and meta.group is not None and meta.run_id not in orders:
-                groups.setdefault(meta.group["id"], []).append((meta, run.control))
+            if meta is not None and meta.gang is not None and meta.run_id not in orders:
+                groups.setdefault(meta.gang["id"], []).append((meta, run.control))
         groups = {g: found for g, found in groups.items() if any(m.phase != "ended" for m, _ in found)}
         plan = family.plan_groups(groups, now, admit_meta, admitter.snapshot, admitter.restore) if groups \
             else family.GroupPlan()
         for run_id, why in plan.stop.items():
             orders.setdefault(run_id, why)
         credits = credits_from(self.config, [m for m in metas.values() if m is not None], now)
-        held_back = _held_back(active, orders, plan, admitter.ledgers, now, credits)
+        sweeps = sweep_gate.plan((m for m in metas.values() if m is not None), submits_together)
+        held_back = _held_back(active, orders, plan, admitter.ledgers, now, credits, sweeps)
 
         def admit_for(meta: Meta) -> Callable[[Request], Admission]:
             run_id = meta.run_id
@@ -100,7 +104,7 @@ class FamilyKeeper:
                 return lambda _request: Admission(False, plan.waiting[run_id])
             if run_id in held_back:
                 return lambda _request: held_back[run_id]
-            return lambda request: admitter.admit(meta.spec.backend, request, meta.reservation)
+            return sweeps.admit_for(meta, lambda request: admitter.admit(meta.spec.backend, request, meta.reservation))
 
         return CyclePlan(orders, admit_for)
 
@@ -181,23 +185,24 @@ def _endpoint_files(home: Home) -> Iterable[Path]:
 
 
 def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan, ledgers: dict[str, Ledger],
-               now: float, credits: Credits) -> dict[str, Admission]:
+               now: float, credits: Credits, sweeps: sweep_gate.SweepGate) -> dict[str, Admission]:
     """Run id -> the refusal (with why) of the scheduler holding it back this cycle, for the runs
     that may start now on a backend that places work on this machine (its ledger has a capacity),
     or that no node of a backend listing its nodes (Slurm) could ever take; past its
-    --scheduling-timeout, the refusal is final. Runs in a group or a reservation keep their own
-    admission."""
+    --scheduling-timeout, the refusal is final. Runs in a gang or a reservation keep their own
+    admission; members of a sweep past its --max-parallel wait for that, not for resources."""
     by_backend: dict[str, list[Meta]] = {}
     for run in active:
         meta, control = run.meta, run.control
         ledger = ledgers.get(meta.spec.backend) if meta is not None else None
         if (meta is None or ledger is None or (ledger.capacity is None and not ledger.workers) or meta.run_id in orders
-                or meta.group is not None or meta.reservation is not None or meta.run_id in plan.granted
+                or meta.gang is not None or meta.reservation is not None or meta.run_id in plan.granted
                 or not _may_start(meta, control, now)):
             continue
         by_backend.setdefault(meta.spec.backend, []).append(meta)
     held: dict[str, Admission] = {}
     for name, metas in by_backend.items():
+        metas = sweeps.may_start(metas)  # the others wait for their sweep's --max-parallel, not for resources
         ledger = ledgers[name]
         if ledger.capacity is None:  # the backend queues by itself: only runs no node could ever take wait
             held.update({run_id: Admission(False, never.reason, unschedulable=never.timed_out)

@@ -13,7 +13,9 @@ Crash-only: it may be killed at any line. An attempt is recorded as
 (and adopts it) instead of submitting twice. One daemon per FRAY_HOME: it holds
 locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
-The process entry is `fray.daemon.process`; the file watcher is `fray.daemon.watching`.
+Submissions go through `fray.daemon.submitting` (a sweep's attempts together, at the
+end of the cycle). The process entry is `fray.daemon.process`; the file watcher is
+`fray.daemon.watching`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any, Callable
 
 from fray import __version__
 from fray.backends import load_backend
-from fray.backends.base import AttemptKey, Backend, CancelTarget, SubmitRequest, Tracked
+from fray.backends.base import AttemptKey, Backend, CancelTarget, Tracked
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta, Phase
 from fray.core.partition_policy import Candidates as PartitionCandidates
@@ -45,7 +47,8 @@ from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
 from fray.daemon.records import CycleStats, RunState
 from fray.daemon.settings import Settings
-from fray.errors import AmbiguousSubmission, BackendError, CorruptFileError, FrayError
+from fray.daemon.submitting import Submitter
+from fray.errors import BackendError, CorruptFileError, FrayError
 from fray.state import store
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import stat_key
@@ -86,6 +89,8 @@ class Daemon:
         self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
         self._alerter = alerts.Alerter.from_config(self._config)
         self._notifications = Notifications(self._config, f"fray daemon on {socket.gethostname()} for {home.root}")
+        self._submitter = Submitter(home, self._backend, self._commit, self._finish, self._event, clock,
+                                    lambda: self.jitter(), self._seen_in_flight)
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -106,7 +111,7 @@ class Daemon:
         cancels: dict[str, list[CancelTarget]] = {}
         now = self.clock()
         # Children of ended parents, groups, reservations: decided for all runs at once (daemon_family).
-        self._cycle_plan = self._family.prepare(runs, active, ledgers, now)
+        self._cycle_plan = self._family.prepare(runs, active, ledgers, now, self._submitter.submits_together)
         for run in active:
             try:
                 self._reconcile(run, views, ledgers, cancels, now, stats)
@@ -114,6 +119,11 @@ class Daemon:
                 log.exception("run %s: unexpected error", run.paths.run_id)
                 stats.errors.append(f"{run.paths.run_id}: {exc}")
                 self._event(run.paths, "error", f"daemon error while handling this run: {exc}")
+        try:
+            self._submitter.flush(self._exclude, stats)  # a sweep's attempts of this cycle, together
+        except Exception as exc:
+            log.exception("submitting sweeps' attempts: unexpected error")
+            stats.errors.append(f"submitting sweeps' attempts: {exc}")
         for name, targets in cancels.items():
             try:
                 self._backend(name).cancel(targets)
@@ -290,10 +300,14 @@ class Daemon:
                 self._exclude = self._nodes.excluded()  # the resubmission this same cycle must already avoid it
                 self._event(run.paths, "suspect_node", f"{action.node} blacklisted for {ttl:.0f}s ({entry.strikes} "
                             f"strikes): {action.reason}", attempt_number, {"node": action.node})
-        self._commit(run.paths, meta, plan)
+        # An attempt held for its sweep's batch: its intent is made durable with the batch's, by one sync
+        # before the backend is asked (daemon.submitting), not by an fsync per run.
+        held = meta.sweep is not None and any(isinstance(a, policy.Submit) for a in plan.actions) \
+            and self._submitter.submits_together(meta.spec.backend)
+        self._commit(run.paths, meta, plan, sync=not held)
         for action in plan.actions:
             if isinstance(action, policy.Submit):
-                self._submit(run.paths, plan.meta, action, stats)
+                self._submitter.submit(run.paths, plan.meta, action, self._exclude, stats)
             elif isinstance(action, policy.Cancel):
                 started = files.started or {}
                 cancels.setdefault(meta.spec.backend, []).append(CancelTarget(
@@ -341,47 +355,12 @@ class Daemon:
             progress=safe(attempt.progress, "progress"),
         )
 
-    def _submit(self, paths: RunPaths, meta: Meta, action: policy.Submit, stats: CycleStats) -> None:
-        attempt = meta.attempts[action.attempt - 1]
-        backend = self._backend(meta.spec.backend)
-        key = AttemptKey(meta.run_id, attempt.number)
-        request = SubmitRequest(key=key, name=meta.name, spec=meta.spec, home=self.home.root,
-                                script=paths.script(meta.script["frozen"]),
-                                attempt_dir=paths.attempt(attempt.number).dir,
-                                checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids,
-                                exclude_nodes=self._exclude, partition=attempt.partition,
-                                namespace=meta.job_namespace)
-        try:
-            ref = backend.submit(request)
-        except AmbiguousSubmission as exc:
-            # Leave it `submitting`: the next snapshots look for it by name, and policy
-            # gives it up only after SUBMIT_RESOLVE_SEC without a trace.
-            self._event(paths, "error", f"submission of attempt {attempt.number} is ambiguous ({exc}); "
-                        "looking for it before submitting again", attempt.number)
-            return
-        except (BackendError, OSError) as exc:
-            plan = policy.record_submit_failure(meta, attempt.number, str(exc), self.clock(), self.jitter())
-            for action in plan.actions:
-                if isinstance(action, policy.Finish):
-                    self._finish(paths, plan.meta, action)
-            self._commit(paths, meta, plan)
-            return
-        self._seen_in_flight.add(key)
-        before = Meta.from_dict(meta.to_dict())
-        attempt.state = AttemptState.SUBMITTED.value
-        attempt.backend_ref = ref
-        done = policy.Plan(meta, self.clock())
-        done.log("submitted", f"attempt {attempt.number} submitted to {backend.name}", attempt.number,
-                 ref={k: v for k, v in ref.items() if isinstance(v, (str, int))}, exclude=list(request.exclude_nodes))
-        self._commit(paths, before, done)
-        stats.submitted += 1
-
-    def _commit(self, paths: RunPaths, before: Meta, plan: policy.Plan) -> None:
-        """Write meta.json if the plan changed it, then log the plan's events."""
+    def _commit(self, paths: RunPaths, before: Meta, plan: policy.Plan, sync: bool = True) -> None:
+        """Write meta.json if the plan changed it, then log the plan's events (`sync=False`: the caller syncs)."""
         after = plan.meta
         if after != before:  # dataclass equality: no dicts built for the common case of no change
             after.updated_at = plan.now
-            store.write_json(paths.meta, after.to_dict(), "meta")
+            store.write_json(paths.meta, after.to_dict(), "meta", sync)
             indexed = self._runs.get(paths.run_id)
             if indexed is not None:  # what we wrote is what a re-read would give
                 indexed.meta, indexed.meta_key = after.copy(), stat_key(paths.meta)

@@ -1,5 +1,7 @@
 """A person's request for a run: stop, start, restart, pause, unpause, and banning the node it is on.
 
+`request_group` asks the same of every run of a group (a sweep: `fray control stop --group GROUP`).
+
 `fray control ...` and the dashboard's keys (r, s, p, b) both act through
 here, and both say what will happen in the same words (`effect`). Requests
 go into the run's control.json (runs.request, which also audits them); the
@@ -12,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fray.core.model import Control, Meta
-from fray.ops import human, nodes
+from fray.errors import UsageError
+from fray.ops import groups, human, nodes, views
 from fray.state import blacklist, runs
 from fray.state.layout import Home
 
@@ -32,6 +35,36 @@ def request(home: Home, run_id: str, op: str) -> Requested:
     record = runs.request(home, run_id, op)
     meta = runs.read_meta(home, run_id)
     return Requested(run_id, meta, record, effect(op, meta))
+
+
+@dataclass(frozen=True)
+class GroupRequested:
+    """`op` asked of every run of a group it applies to, and the runs it did not (with why)."""
+
+    group: str
+    op: str
+    requested: list[Requested]
+    skipped: list[tuple[str, str, str]]  # (run id, name, why)
+
+
+def request_group(home: Home, group: str, op: str) -> GroupRequested:
+    """Record `op` for each run of the group (ops.groups.resolve): stop, pause and restart skip the
+    runs that have ended, start those that have not."""
+    group_id, members = groups.resolve(views.list_view(home, fold=False)["runs"], group)
+    requested: list[Requested] = []
+    skipped: list[tuple[str, str, str]] = []
+    for row in members:
+        ended = row.get("phase") == "ended"
+        if ended and op in ("stop", "restart", "pause"):
+            skipped.append((row["run_id"], row["name"], f"already ended ({row['status']})"))
+        elif not ended and op == "start":
+            skipped.append((row["run_id"], row["name"], "has not ended"))
+        else:
+            try:
+                requested.append(request(home, row["run_id"], op))
+            except UsageError as exc:  # it changed since the listing (ended meanwhile)
+                skipped.append((row["run_id"], row["name"], str(exc)))
+    return GroupRequested(group_id, op, requested, skipped)
 
 
 def effect(op: str, meta: Meta) -> str:

@@ -30,7 +30,7 @@ def queue_view(home: Home, rows: Iterable[dict[str, Any]] | None = None) -> dict
     list_view or the TUI) saves reading every run again; only the waiting runs' meta is read.
     """
     now = time.time()
-    rows = list_view(home, include_ended=False)["runs"] if rows is None else rows
+    rows = list_view(home, include_ended=False, fold=False)["runs"] if rows is None else rows
     waiting = []
     for row in rows:
         submitted = row["phase"] == "active" and row["status"] in WAITING_STATUSES

@@ -12,11 +12,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from fray.core import group_rows
 from fray.core.model import Control, Meta
 from fray.core.budgets import budgets_used
 from fray.core.run_row import row_of
 from fray.core.status import Status
 from fray.daemon import lease
+from fray.ops import groups
 from fray.errors import CorruptFileError
 from fray.state import store
 from fray.state import layout
@@ -105,10 +107,13 @@ def daemon_view(home: Home, now: float | None = None) -> dict[str, Any]:
     return {"state": health.state, "detail": health.detail, "lease": record}
 
 
-def list_view(home: Home, include_ended: bool = True, limit: int | None = None, tree: bool = False) -> dict[str, Any]:
+def list_view(home: Home, include_ended: bool = True, limit: int | None = None, tree: bool = False,
+              group: str | None = None, fold: bool = True) -> dict[str, Any]:
     """Every run (newest first), with counts per status and the daemon's health (schemas/cli-list.json).
 
     `tree` orders the rows shown with each job under its parent and gives each a depth.
+    `group` shows only that group's runs, in index order (ops.groups.resolve says what it may be);
+    otherwise `fold` shows each sweep as one row counting its runs per status (core.group_rows).
     """
     now = time.time()
     ids = list(reversed(home.run_ids()))
@@ -121,14 +126,21 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
             row = _uncached_row(home.run(run_id), cache, key, now)
         rows.append(row)
     cache.save(set(ids))
+    group_id = None
+    if group is not None:
+        group_id, rows = groups.resolve(rows, group)
     if not include_ended:
         rows = [r for r in rows if r["phase"] != "ended"]
     counts = Counter(r["status"] for r in rows)
+    if fold and group_id is None and not tree:
+        rows = group_rows.fold(rows)
     if limit is not None:
         rows = rows[:limit]
     data = {"home": str(home.root), "generated_at": now, "daemon": daemon_view(home, now),
             "counts": {s.value: counts.get(s.value, 0) for s in Status}, "runs": rows,
             "active_only": not include_ended}
+    if group_id is not None:
+        data["group"] = group_id
     if tree:
         from fray.core import family  # only --tree needs it: `fray list` stays lean
 
@@ -246,7 +258,7 @@ def family_view(home: Home, meta: Meta | None) -> dict[str, Any] | None:
     """
     if meta is None:
         return None
-    rows = list_view(home)["runs"]
+    rows = list_view(home, fold=False)["runs"]
     children = sorted((_summary(r) for r in rows if r.get("parent_run_id") == meta.run_id), key=lambda r: r["run_id"])
     parent = None
     if meta.parent_run_id:

@@ -150,6 +150,27 @@ class AttemptPaths:
 
 
 @dataclass(frozen=True)
+class ArrayPaths:
+    """The files of one Slurm job array (a sweep's attempts submitted together), in arrays/<name>/."""
+
+    dir: Path
+
+    @property
+    def script(self) -> Path:
+        """The array's batch script: it runs, for array task i, the attempt named on line i+1 of `tasks`."""
+        return self.dir / "array.sh"
+
+    @property
+    def tasks(self) -> Path:
+        """One attempt folder a line (relative to FRAY_HOME), in array task order."""
+        return self.dir / "tasks"
+
+    def task_log(self, index: str) -> Path:
+        """Slurm's own output of array task `index` (sbatch's `%a`) before it moves into its attempt folder."""
+        return self.dir / f"task-{index}.log"
+
+
+@dataclass(frozen=True)
 class RunPaths:
     """The files of one run, in runs/<id>/."""
 
@@ -327,6 +348,13 @@ class Home:
 
     def reservation(self, reservation_id: str) -> Path:
         return self.reservations_dir / f"{reservation_id}{RECORD_SUFFIX}"
+
+    @property
+    def arrays_dir(self) -> Path:
+        return self.root / "arrays"
+
+    def array(self, name: str) -> ArrayPaths:
+        return ArrayPaths(self.arrays_dir / name)
 
     @property
     def venvs_dir(self) -> Path:

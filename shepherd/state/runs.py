@@ -26,6 +26,7 @@ from fray.state.layout import Home, RunPaths
 from fray.core.model import Control, Meta, Phase, RunSpec
 
 CONTROL_OPS = ("stop", "start", "restart", "pause", "unpause")
+SYNC_EACH_UP_TO = 8  # runs written together; more share one sync (write_runs)
 _NAME_SEGMENT = re.compile(r"^[0-9]{8}-[0-9]{6}-(.+)-[0-9a-f]{4}$")
 
 
@@ -49,9 +50,30 @@ class SubmitOptions:
     workdir: str | None = None
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A script read and checked for submission: its name, spec, bytes and frozen file name."""
+
+    name: str
+    spec: RunSpec
+    data: bytes
+    source: str
+    frozen: str
+    workdir: str
+
+
 def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> Meta:
     """Freeze the script, parse its directives and write the new run folder atomically."""
     now = time.time() if now is None else now
+    ready = prepare(options)
+    meta = new_meta(ready.name, now, ready.workdir, ready.spec, source=ready.source, frozen=ready.frozen,
+                    script=ready.data)
+    write_run(home, NewRun(meta, {meta.script["frozen"]: ready.data}))
+    return meta
+
+
+def prepare(options: SubmitOptions) -> Prepared:
+    """Read the script and build its spec from its directives and the flags; raise UsageError on anything wrong."""
     data = _read_script(options.script)
     try:
         text = data.decode("utf-8")
@@ -61,10 +83,8 @@ def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> 
     workdir = options.workdir or os.getcwd()
     spec = directives.build_spec(parsed, options.overrides, workdir=workdir, args=list(options.args))
     name = options.name or parsed.name or options.script.stem
-    meta = new_meta(name, now, workdir, spec, source=str(options.script.resolve()),
-                    frozen=frozen_name(layout.FROZEN_SCRIPT_STEM, options.script.suffix), script=data)
-    write_run(home, NewRun(meta, {meta.script["frozen"]: data}))
-    return meta
+    return Prepared(name, spec, data, str(options.script.resolve()),
+                    frozen_name(layout.FROZEN_SCRIPT_STEM, options.script.suffix), workdir)
 
 
 def frozen_name(stem: str, suffix: str) -> str:
@@ -102,9 +122,14 @@ def write_runs(home: Home, new: list[NewRun]) -> None:
     """Write several runs, all of them or (on any error) none: every folder is built before any is shown,
     so readers (and the daemon) never see a half-made folder nor part of a group."""
     staged: list[RunPaths] = []
+    # Many runs (a sweep): their files are made durable by one sync before any folder is shown,
+    # instead of an fsync each (thousands of milliseconds for a 1,000-point sweep).
+    batched = len(new) > SYNC_EACH_UP_TO
     try:
         for item in new:
-            staged.append(_stage_run(home, item))
+            staged.append(_stage_run(home, item, sync=not batched))
+        if batched:
+            store.sync_all()
     except BaseException:
         for paths in staged:
             _discard(paths)
@@ -113,7 +138,7 @@ def write_runs(home: Home, new: list[NewRun]) -> None:
         os.rename(paths.dir, home.run(item.meta.run_id).dir)
 
 
-def _stage_run(home: Home, new: NewRun) -> RunPaths:
+def _stage_run(home: Home, new: NewRun, sync: bool = True) -> RunPaths:
     """Build a new run's folder under a hidden name: files, job.json, control.json, meta.json (written last).
     Nothing is left behind on failure."""
     meta = new.meta
@@ -122,12 +147,12 @@ def _stage_run(home: Home, new: NewRun) -> RunPaths:
     store.make_dirs(staging.dir)
     try:
         for name, data in new.files.items():
-            store.write_bytes_atomic(staging.script(name), data)
+            store.write_bytes_atomic(staging.script(name), data, sync)
         if new.job is not None:
-            store.write_json(staging.job, new.job, "job")
+            store.write_json(staging.job, new.job, "job", sync)
         store.write_json(staging.control, Control(updated_at=meta.created_at,
-                                                  updated_by=meta.submitted_by["user"]).to_dict(), "control")
-        store.write_json(staging.meta, meta.to_dict(), "meta")
+                                                  updated_by=meta.submitted_by["user"]).to_dict(), "control", sync)
+        store.write_json(staging.meta, meta.to_dict(), "meta", sync)
     except BaseException:
         _discard(staging)
         raise

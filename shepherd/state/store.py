@@ -54,12 +54,19 @@ def dumps(document: Any) -> bytes:
     return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Temp file, fsync, os.replace: the wrapper's writer, so both sides write files one way."""
-    records.write_bytes(path, data)
+def write_bytes_atomic(path: Path, data: bytes, sync: bool = True) -> None:
+    """Temp file, fsync, os.replace: the wrapper's writer, so both sides write files one way.
+    `sync=False`: the caller makes many files durable at once (`sync_all`) before anyone sees them."""
+    records.write_bytes(path, data, sync)
 
 
-def write_json(path: Path, document: Any, schema: str) -> None:
+def sync_all() -> None:
+    """Flush every file written with sync=False to disk: one call instead of one fsync per file
+    (a 1,000-point sweep writes thousands; each fsync costs about a millisecond, the one sync about as much)."""
+    os.sync()
+
+
+def write_json(path: Path, document: Any, schema: str, sync: bool = True) -> None:
     """Validate `document` against `schema`, then replace `path` with it atomically.
 
     A writer never writes what its own readers would reject: an invalid document
@@ -68,7 +75,7 @@ def write_json(path: Path, document: Any, schema: str) -> None:
     problems = validation.errors(schema, document)
     if problems:
         raise ValueError(f"refusing to write {path} that violates schema {schema!r}: {'; '.join(problems)}")
-    write_bytes_atomic(path, dumps(document))
+    write_bytes_atomic(path, dumps(document), sync)
 
 
 def create_json(path: Path, document: Any, schema: str) -> bool:

@@ -2,6 +2,9 @@
 
     submit    one `sbatch --parsable` (script and options from `slurm_script`);
               a timeout is an AmbiguousSubmission, resolved by name afterwards
+    submit_group  a sweep's attempts as one job array (`arrays`: `--array=0-N%K`,
+              each task runs its attempt's own batch script); its tasks are
+              `123_4` in squeue, sacct, scontrol and scancel
     snapshot  one `squeue` for all our jobs (own user), at most every
               `min_snapshot_interval_sec` (the last result is reused in between);
               for jobs that left the queue, one `sacct` when accounting works,
@@ -19,17 +22,18 @@ unknown this cycle); a failed sacct or scontrol only leaves less detail.
 from __future__ import annotations
 
 import getpass
+import secrets
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fray.backends.slurm import partitions
+from fray.backends.slurm import arrays, partitions
 from fray.backends.slurm import workers as slurm_workers
 
 from fray.state import store
 from fray.backends import external
-from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
+from fray.backends.base import AttemptKey, CancelTarget, GroupOutcome, GroupSubmit, Node, SubmitRequest, Tracked
 from fray.backends.slurm.parse import (
     JOB_PREFIX, PENDING_STATES, SACCT_FIELDS, SQUEUE_FORMAT, JobRecord, QueueRow, job_name, parse_sacct,
     parse_sbatch, parse_scontrol, parse_squeue, view_of_finished, view_of_queued,
@@ -64,6 +68,7 @@ class _Queue:
     taken_at: float
     by_id: dict[str, QueueRow] = field(default_factory=dict)
     by_name: dict[str, QueueRow] = field(default_factory=dict)
+    by_array_task: dict[tuple[str, int], QueueRow] = field(default_factory=dict)  # (array name, index)
 
 
 class SlurmBackend:
@@ -86,6 +91,7 @@ class SlurmBackend:
         self._queue: _Queue | None = None
         self._submitted_at: dict[str, float] = {}  # job id -> when sbatch returned it
         self._ambiguous_at: dict[str, float] = {}  # job name -> when its sbatch gave no clear answer
+        self._array_tasks: dict[AttemptKey, tuple[str, int]] = {}  # ... and, in an array, its name and index
         self._sinfo: tuple[float, list[partitions.NodeRow]] | None = None
         self._workers: tuple[list[partitions.NodeRow] | None, tuple[Worker, ...]] = (None, ())
         self._sacct_after = 0.0
@@ -101,13 +107,60 @@ class SlurmBackend:
     # -- submit ----------------------------------------------------------------------
 
     def submit(self, request: SubmitRequest) -> dict[str, Any]:
-        store.make_dirs(request.attempt_dir)
-        paths = AttemptPaths(request.attempt_dir)
+        return self._sbatch_one(self._prepare(request, self._sinfo_rows()))
+
+    def submit_group(self, batch: GroupSubmit) -> GroupOutcome:
+        """A sweep's attempts as few job arrays as their options allow (one, usually); see `arrays`."""
         rows = self._sinfo_rows()
+        outcome: GroupOutcome = {}
+        jobs = [self._prepare(request, rows, sync=False) for request in batch.requests]
+        store.sync_all()  # every attempt's batch script on disk before any task can start: one sync, not one each
+        for part in arrays.batches(jobs):
+            if len(part) == 1:
+                try:
+                    outcome[part[0].request.key] = self._sbatch_one(part[0])
+                except BackendError as exc:
+                    outcome[part[0].request.key] = exc
+            else:
+                outcome.update(self._sbatch_array(part, batch))
+        return outcome
+
+    def _prepare(self, request: SubmitRequest, rows: list[partitions.NodeRow] | None, sync: bool = True) -> BatchJob:
+        """The attempt's folder and its own batch script (what it runs, alone or as an array task)."""
+        store.make_dirs(request.attempt_dir)
         job = BatchJob(request, self.python, self.signal_before_limit_sec,
                        gpu_type=self._gpu_type(request, rows),
                        known_nodes=frozenset(r.node for r in rows) if rows is not None else None)
-        store.write_bytes_atomic(paths.slurm_script, batch_script(job).encode())
+        store.write_bytes_atomic(AttemptPaths(request.attempt_dir).slurm_script, batch_script(job).encode(), sync)
+        return job
+
+    def _sbatch_array(self, jobs: list[BatchJob], batch: GroupSubmit) -> GroupOutcome:
+        name = arrays.array_name(batch.group_id, secrets.token_hex(3))
+        paths = self.home.array(name)
+        store.make_dirs(paths.dir)
+        store.write_bytes_atomic(paths.tasks, arrays.tasks_text(self.home.root, jobs).encode())
+        store.write_bytes_atomic(paths.script, arrays.array_script(self.home.root, jobs, paths, batch.group_id).encode())
+        result = self.run_command(arrays.array_argv(jobs, paths, name, batch.group_id, batch.max_parallel), self.timeout)
+        array_id = parse_sbatch(result.stdout) if result.ok else None
+        if array_id is None and (result.ok or result.timed_out or any(s in result.stderr for s in _MAYBE_SUBMITTED)):
+            now = self.clock()
+            for index, job in enumerate(jobs):  # looked for by the array's name and index (`snapshot`)
+                self._ambiguous_at[job_name(job.request.key)] = now
+                self._array_tasks[job.request.key] = (name, index)
+            return {job.request.key: AmbiguousSubmission(f"{result.describe()}; job array {name} may or may not exist")
+                    for job in jobs}
+        if array_id is None:
+            return {job.request.key: BackendError(f"sbatch refused job array {name} ({len(jobs)} attempts of sweep "
+                                                  f"{batch.group_id}): {result.describe()}") for job in jobs}
+        refs = arrays.array_refs(array_id, name, jobs)
+        now = self.clock()
+        for ref in refs.values():
+            self._submitted_at[ref["job_id"]] = now
+        return dict(refs)
+
+    def _sbatch_one(self, job: BatchJob) -> dict[str, Any]:
+        request = job.request
+        paths = AttemptPaths(request.attempt_dir)
         name = job_name(request.key)
         result = self.run_command(sbatch_argv(job, paths.slurm_script, paths.slurm_log), self.timeout)
         job_id = parse_sbatch(result.stdout) if result.ok else None
@@ -139,7 +192,9 @@ class SlurmBackend:
         for item in tracked:
             name = job_name(item.key)
             job_id = str((item.ref or {}).get("job_id") or "") or None
-            row = queue.by_id.get(job_id) if job_id else queue.by_name.get(name)
+            if job_id and self._array_tasks:
+                self._array_tasks.pop(item.key, None)  # found since: its reference says where
+            row = queue.by_id.get(job_id) if job_id else queue.by_name.get(name) or self._array_task_row(queue, item.key)
             if row is not None:
                 views[item.key] = view_of_queued(row, {**(item.ref or {}), "job_id": row.job_id, "job_name": name})
             elif self._newer_than(queue, job_id, name):
@@ -150,6 +205,11 @@ class SlurmBackend:
             views.update(self._finished(missing))
         return views
 
+    def _array_task_row(self, queue: _Queue, key: AttemptKey) -> QueueRow | None:
+        """The row of an attempt whose array's sbatch gave no clear answer, by the array's name and its index."""
+        task = self._array_tasks.get(key)
+        return queue.by_array_task.get(task) if task else None
+
     def _newer_than(self, queue: _Queue, job_id: str | None, name: str) -> bool:
         at = self._submitted_at.get(job_id) if job_id else self._ambiguous_at.get(name)
         return at is not None and at >= queue.taken_at
@@ -158,8 +218,9 @@ class SlurmBackend:
         now = self.clock()
         if self._queue is not None and now - self._queue.taken_at < self.min_snapshot_interval_sec:
             return self._queue
-        result = self.run_command(["squeue", "--noheader", f"--user={self.user}", f"--Format={SQUEUE_FORMAT}"],
-                                  self.timeout)
+        # --array: one row per array task, pending ones too (`123_4`, not `123_[4-19%4]`).
+        result = self.run_command(["squeue", "--noheader", "--array", f"--user={self.user}",
+                                   f"--Format={SQUEUE_FORMAT}"], self.timeout)
         if not result.ok:
             raise BackendError(f"could not list the Slurm queue: {result.describe()}")
         queue = _Queue(taken_at=now)
@@ -168,6 +229,9 @@ class SlurmBackend:
                 queue.by_id[row.job_id] = row
                 # A name submitted twice (never by fray, barring bugs) resolves to the first job.
                 queue.by_name.setdefault(row.name, row)
+                index = row.job_id.partition("_")[2]
+                if index.isdigit():
+                    queue.by_array_task[(row.name, int(index))] = row
         self._queue = queue
         # Submissions from before this listing are in it (or over): no longer "too new to tell".
         self._submitted_at = {k: at for k, at in self._submitted_at.items() if at >= now}

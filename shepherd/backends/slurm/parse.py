@@ -3,6 +3,10 @@
     parse_squeue(text)   -> list[QueueRow]      (the SQUEUE_FORMAT fields)
     parse_sacct(text)    -> dict[id, JobRecord] (the SACCT_FIELDS, --parsable2)
     parse_scontrol(text) -> dict[id, JobRecord] (`scontrol --oneliner show job`)
+
+A job array's task is `<array job id>_<index>` everywhere here (squeue's
+JobArrayID, sacct's JobID, scontrol's ArrayJobId and ArrayTaskId), as in
+the references of attempts submitted in an array.
     view_of_queued(row) / view_of_finished(record) -> BackendView
     job_name(key) / key_of(name): the name that carries a run id and attempt
 
@@ -26,7 +30,8 @@ _JOB_NAME = re.compile(r"^fray-(?P<run>.+)-(?P<attempt>[0-9]+)$")
 
 # squeue --Format: width 0 means "as wide as needed"; the name goes last since it
 # is the one field a user could fill with anything, '|' included.
-SQUEUE_FIELDS = ("JobID", "State", "NodeList", "RestartCnt", "Reason", "Name")
+# JobArrayID is the job id, or `<array job id>_<index>` for an array task (with squeue --array).
+SQUEUE_FIELDS = ("JobArrayID", "State", "NodeList", "RestartCnt", "Reason", "Name")
 SQUEUE_FORMAT = ",".join(f"{f}:0|" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:0"
 SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "NodeList")
 
@@ -132,6 +137,9 @@ def parse_scontrol(text: str) -> dict[str, JobRecord]:
         job_id = fields.get("JobId")
         if not job_id:
             continue
+        task = fields.get("ArrayTaskId", "")
+        if task.isdigit() and fields.get("ArrayJobId", "").isdigit():
+            job_id = f"{fields['ArrayJobId']}_{task}"  # an array task, as squeue and fray's references name it
         nodes = fields.get("NodeList", "")
         records[job_id] = JobRecord(
             job_id, fields.get("JobName", ""), split_state(fields.get("JobState", ""))[0],

@@ -117,15 +117,23 @@ def node_count(options: dict[str, str]) -> int:
 
 def sbatch_argv(job: BatchJob, script_path: Path, log_path: Path) -> list[str]:
     """The whole sbatch command line for this attempt."""
-    request, spec = job.request, job.request.spec
-    user = sbatch_options(spec.sbatch)
-    log = _slurm_filename(str(log_path))
-    argv = [
+    request = job.request
+    log = slurm_filename(str(log_path))
+    return [
         "sbatch", "--parsable", f"--job-name={job_name(request.key)}",
         f"--comment=fray:{request.key.run_id}:{request.key.attempt}",
         f"--output={log}", f"--error={log}", "--no-requeue", f"--chdir={request.attempt_dir}",
-        f"--signal=B:USR1@{job.signal_before_limit_sec}",
+        f"--signal=B:USR1@{job.signal_before_limit_sec}", *resource_options(job), str(script_path),
     ]
+
+
+def resource_options(job: BatchJob) -> list[str]:
+    """Where and on what the job runs: partition, excluded nodes, constraints, nodes, CPUs, memory, GPUs.
+    Attempts with the same options (and #SBATCH lines) can share one job array (fray.backends.slurm.arrays)."""
+    spec = job.request.spec
+    user = sbatch_options(spec.sbatch)
+    argv: list[str] = []
+    request = job.request
     placement = job.placement
     if request.partition:
         argv.append(f"--partition={request.partition}")
@@ -146,7 +154,6 @@ def sbatch_argv(job: BatchJob, script_path: Path, log_path: Path) -> list[str]:
     gpu_type = placement.gpu_type or job.gpu_type
     if not any(name in user for name in _GPUS) and spec.gpus:
         argv.append(f"--gres=gpu:{gpu_type}:{spec.gpus}" if gpu_type else f"--gres=gpu:{spec.gpus}")
-    argv.append(str(script_path))
     return argv
 
 
@@ -189,6 +196,6 @@ def _wrapper_command(job: BatchJob, attempt_dir: str | None = None) -> str:
     return wrapper_command.shell_command(wrapper_command.wrapper_argv(job.python, job.request, attempt_dir), attempt_dir)
 
 
-def _slurm_filename(path: str) -> str:
+def slurm_filename(path: str) -> str:
     """sbatch expands %j, %x, ... in --output: a literal % must be doubled."""
     return path.replace("%", "%%")

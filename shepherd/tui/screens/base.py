@@ -110,6 +110,10 @@ class RunActions:
         row = self.current_row()
         if row is None:
             self.notify("no run selected", severity="warning")  # type: ignore[attr-defined]
+        elif row.get("kind") == "group":
+            self.notify(f"{row['name']} is a sweep of {row['size']} runs: Enter shows them; "
+                        f"`fray control OP --group {row['group']}` acts on all", severity="warning")  # type: ignore[attr-defined]
+            return None
         return row
 
     def _do(self, work: Callable[[], actions.Outcome], daemon: bool = True) -> None:

@@ -17,6 +17,7 @@ from textual.binding import Binding
 from rich.text import Text
 from textual.widgets import Footer, Static
 
+from fray.core import group_rows
 from fray.ops.live import Snapshot
 from fray.tui.screens.base import FrayScreen, RunActions
 from fray.tui.widgets.run_table import RunTable
@@ -43,6 +44,7 @@ class DashboardScreen(RunActions, FrayScreen):
     def __init__(self) -> None:
         super().__init__()
         self._snapshot: Snapshot | None = None
+        self._folder = group_rows.Folder()
 
     def compose(self) -> ComposeResult:
         yield StatusBar("reading runs…", id="status")
@@ -82,10 +84,12 @@ class DashboardScreen(RunActions, FrayScreen):
         first = first or self._snapshot is None
         self._snapshot = snapshot
         table = self.table
+        # Each sweep shows as one row counting its runs per status (Enter unfolds it), as in `fray list`.
         if first:
-            table.apply(snapshot.rows, set(snapshot.rows), set(table.rows) - set(snapshot.rows))
+            rows, changed, _ = self._folder.apply(snapshot.rows, set(snapshot.rows), set())
+            table.apply(rows, changed, set(table.rows) - set(rows))
         else:
-            table.apply(snapshot.rows, snapshot.changed, snapshot.removed)
+            table.apply(*self._folder.apply(snapshot.rows, snapshot.changed, snapshot.removed))
         self._header()
         now = time.time()
         self.query_one("#events", EventsPane).show(snapshot.events, now, self.fray.palette)
@@ -104,6 +108,11 @@ class DashboardScreen(RunActions, FrayScreen):
     # -- keys ---------------------------------------------------------------------------
 
     def on_run_table_selected(self, event: RunTable.Selected) -> None:
+        if event.run_id.startswith(group_rows.KEY_PREFIX):  # a sweep: show or fold its runs
+            self._folder.toggle(event.run_id)
+            if self._snapshot is not None:
+                self.table.apply(*self._folder.apply(self._snapshot.rows, set(), set()))
+            return
         self.fray.open_details(event.run_id)
 
     def action_search(self) -> None:

@@ -1,0 +1,132 @@
+"""Carrying out the policy's Submit decisions: each attempt at once, or a sweep's together at the end of the cycle.
+
+The loop has already written the attempt as `submitting` into meta.json
+(crash-only: a restarted daemon looks for it before submitting again). Here
+the backend is asked, and what it answered is recorded: `submitted` with its
+reference, an ambiguous answer left `submitting` to be looked for, or a
+failure handed to `policy.record_submit_failure`.
+
+Attempts of sweep members whose backend submits groups (`GroupBackend`:
+Slurm's job arrays) are held until `flush`, after every run of the cycle was
+reconciled, and go to the backend together, one batch per sweep: a sweep's
+first start is one `sbatch --array`, and its retries in one cycle one more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from fray.backends.base import AttemptKey, Backend, GroupSubmit, SubmitRequest
+from fray.core import policy
+from fray.core.model import AttemptState, Meta
+from fray.daemon.records import CycleStats
+from fray.errors import AmbiguousSubmission, BackendError
+from fray.state import store
+from fray.state.layout import Home, RunPaths
+
+
+@dataclass
+class _Held:
+    paths: RunPaths
+    meta: Meta
+    action: policy.Submit
+
+
+class Submitter:
+    def __init__(self, home: Home, backend: Callable[[str], Backend],
+                 commit: Callable[..., None],
+                 finish: Callable[[RunPaths, Meta, policy.Finish], None],
+                 event: Callable[..., None], clock: Callable[[], float], jitter: Callable[[], float],
+                 seen: set[AttemptKey]) -> None:
+        self.home = home
+        self.backend = backend
+        self.commit = commit
+        self.finish = finish
+        self.event = event
+        self.clock = clock
+        self.jitter = jitter
+        self.seen = seen  # attempts the loop has in sight (no "adopted" event for them)
+        self._held: list[_Held] = []
+
+    def submits_together(self, name: str) -> bool:
+        try:
+            return hasattr(self.backend(name), "submit_group")
+        except Exception:  # a backend that cannot load fails its submissions with its own message
+            return False
+
+    def submit(self, paths: RunPaths, meta: Meta, action: policy.Submit, exclude: tuple[str, ...],
+               stats: CycleStats) -> None:
+        if meta.sweep is not None and self.submits_together(meta.spec.backend):
+            self._held.append(_Held(paths, meta, action))
+            return
+        request = self.request(paths, meta, action, exclude)
+        try:
+            outcome: Any = self.backend(meta.spec.backend).submit(request)
+        except (BackendError, OSError) as exc:
+            outcome = exc
+        self._record(paths, meta, request, outcome, stats)
+
+    def flush(self, exclude: tuple[str, ...], stats: CycleStats) -> None:
+        """Submit the held attempts, one batch per (backend, sweep)."""
+        held, self._held = self._held, []
+        if not held:
+            return
+        store.sync_all()  # the held attempts' `submitting` records, written unsynced: durable before any is submitted
+        batches: dict[tuple[str, str], list[_Held]] = {}
+        for item in held:
+            sweep = item.meta.sweep
+            assert sweep is not None
+            batches.setdefault((item.meta.spec.backend, sweep["id"]), []).append(item)
+        for (name, group_id), items in batches.items():
+            items.sort(key=lambda item: item.meta.sweep["index"] if item.meta.sweep else 0)
+            requests = [self.request(i.paths, i.meta, i.action, exclude) for i in items]
+            sweep = items[0].meta.sweep or {}
+            batch = GroupSubmit(group_id, tuple(requests), sweep.get("max_parallel"))
+            try:
+                outcomes: dict[AttemptKey, Any] = self.backend(name).submit_group(batch)  # type: ignore[attr-defined]
+            except (BackendError, OSError) as exc:
+                outcomes = {request.key: exc for request in requests}
+            for item, request in zip(items, requests):
+                outcome = outcomes.get(request.key, BackendError(f"{name} gave no answer for this attempt"))
+                self._record(item.paths, item.meta, request, outcome, stats, sync=False)
+        # One sync for the batch's records. Lost in a crash before it, an attempt is still `submitting`:
+        # the next daemon looks for it, and gives it up (its wrapper then fenced) if it cannot tell.
+        store.sync_all()
+
+    def request(self, paths: RunPaths, meta: Meta, action: policy.Submit, exclude: tuple[str, ...]) -> SubmitRequest:
+        attempt = meta.attempts[action.attempt - 1]
+        return SubmitRequest(key=AttemptKey(meta.run_id, attempt.number), name=meta.name, spec=meta.spec,
+                             home=self.home.root, script=paths.script(meta.script["frozen"]),
+                             attempt_dir=paths.attempt(attempt.number).dir,
+                             checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids,
+                             exclude_nodes=exclude, partition=attempt.partition, namespace=meta.job_namespace)
+
+    def _record(self, paths: RunPaths, meta: Meta, request: SubmitRequest, outcome: Any, stats: CycleStats,
+                sync: bool = True) -> None:
+        """What the backend answered for one attempt: a reference (dict), or the error it met."""
+        number = request.key.attempt
+        if isinstance(outcome, AmbiguousSubmission):
+            # Left `submitting`: the next snapshots look for it, and policy gives it up only
+            # after SUBMIT_RESOLVE_SEC without a trace.
+            self.event(paths, "error", f"submission of attempt {number} is ambiguous ({outcome}); "
+                       "looking for it before submitting again", number)
+            return
+        if isinstance(outcome, Exception):
+            plan = policy.record_submit_failure(meta, number, str(outcome), self.clock(), self.jitter())
+            for action in plan.actions:
+                if isinstance(action, policy.Finish):
+                    self.finish(paths, plan.meta, action)
+            self.commit(paths, meta, plan, sync=sync)
+            return
+        self.seen.add(request.key)
+        before = meta.copy()
+        attempt = meta.attempts[number - 1]
+        attempt.state = AttemptState.SUBMITTED.value
+        attempt.backend_ref = outcome
+        done = policy.Plan(meta, self.clock())
+        done.log("submitted", f"attempt {number} submitted to {meta.spec.backend}", number,
+                 ref={k: v for k, v in outcome.items() if isinstance(v, (str, int))},
+                 exclude=list(request.exclude_nodes))
+        self.commit(paths, before, done, sync=sync)
+        stats.submitted += 1
