@@ -111,6 +111,35 @@ def returns_a_lock() -> object:
     return threading.Lock()
 
 
+def square_after_gate(x: int, gate: str) -> int:
+    """Blocks until `gate` exists: lets the test see how many points run at once."""
+    while not os.path.exists(gate):
+        time.sleep(0.02)
+    return x * x
+
+
+def test_map_runs_one_sweep_with_at_most_max_parallel_points_at_once(home, daemon, tmp_path):
+    import functools
+
+    gate = tmp_path / "gate"
+    futures = fray.map(functools.partial(square_after_gate, gate=str(gate)), range(5), name="squares",
+                       max_parallel=2)
+    assert [f.run_id for f in futures] == sorted(f.run_id for f in futures)  # in index order
+    running = lambda: sum(first_attempt_state(home, f.run_id) == "running" for f in futures)  # noqa: E731
+    wait_until(lambda: running() == 2, timeout=60, what="two points to run")
+    listed = json.loads(run_fray("list", "--json", home=home.root, check=True).stdout)
+    groups = [r for r in listed["runs"] if r.get("group")]
+    assert len(listed["runs"]) == 1 and groups, listed  # folded: one row for the sweep
+    assert running() == 2  # the other three wait for --max-parallel
+    gate.touch()
+    assert [f.result(timeout=120) for f in futures] == [0, 1, 4, 9, 16]
+    members = json.loads(run_fray("list", "--json", "--group", "squares", home=home.root, check=True).stdout)["runs"]
+    assert sorted(r["run_id"] for r in members) == sorted(f.run_id for f in futures)
+    assert fray.map(square_after_gate, []) == []
+    with pytest.raises(UsageError, match="--max-parallel 0"):
+        fray.map(square_after_gate, [1], max_parallel=0)
+
+
 def test_a_return_value_that_cannot_be_pickled_fails_the_call_and_says_why(home, daemon):
     future = fray.submit(returns_a_lock)
     with pytest.raises(JobFailed, match="return value could not be pickled: lock: TypeError"):
@@ -292,6 +321,7 @@ def test_the_readme_from_python_section_runs_as_written(home, daemon, tmp_path):
     assert "['hello', 'fray', 'world']" in proc.stdout
     assert "raised ValueError: not a word: 42" in proc.stdout
     assert "remote traceback names the function: True" in proc.stdout
+    assert "[0, 1, 4, 9]" in proc.stdout
 
 
 def test_a_checkpoint_raises_checkpoint_version_unless_the_call_counts_its_own(tmp_path, monkeypatch):

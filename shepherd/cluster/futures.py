@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import CancelledError
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from fray.cluster import payloads
+from fray.cluster import launching, payloads
 from fray.cluster.api import (EnvironmentConfig, Entrypoint, JobFailed, JobInfo, JobRequest, JobStatus,
                               ResourceConfig)
 from fray.cluster.fray import FrayCluster
@@ -97,6 +97,32 @@ def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Ma
                          max_retries_preemption=max_retries_preemption, time_limit_sec=time_limit)
     cluster = FrayCluster(home, backend=backend)
     return RunFuture(cluster, cluster.launch(request))
+
+
+def map(fn: Callable[..., Any], items: Iterable[Any], /, *, resources: ResourceConfig | Mapping[str, Any] | None = None,
+        backend: str | None = None, name: str | None = None, max_parallel: int | None = None, max_retries: int = 0,
+        max_retries_preemption: int = 100, environment: EnvironmentConfig | None = None,
+        home: str | os.PathLike[str] | None = None) -> list["RunFuture"]:
+    """Run `fn(item)` for every item as one sweep of runs (at most `max_parallel` at once); their futures.
+
+    The sweep is one row of `fray list` (`fray list --group NAME` shows its runs; `fray control stop
+    --group NAME` stops them all); on Slurm its points go to one job array. Results come back in order:
+    `[f.result() for f in futures]`.
+    """
+    if backend is not None and backend not in backend_names.BACKENDS:
+        raise UsageError(f"backend {backend!r} is not known; choose one of {', '.join(backend_names.BACKENDS)}")
+    config, time_limit = resources_of(resources)
+    label = name or getattr(fn, "__name__", None) or type(fn).__name__
+    requests = [JobRequest(label, Entrypoint.from_callable(fn, (item,)), resources=config,
+                           environment=environment or EnvironmentConfig(), max_retries_failure=max_retries,
+                           max_retries_preemption=max_retries_preemption, time_limit_sec=time_limit)
+                for item in items]
+    if not requests:
+        return []
+    cluster = FrayCluster(home, backend=backend)
+    metas = launching.launch_sweep(cluster.home, requests, cluster._family(), label, max_parallel)
+    cluster._ensure_daemon()
+    return [RunFuture(cluster, meta.run_id) for meta in metas]
 
 
 def get_run(run: str, home: str | os.PathLike[str] | None = None) -> "RunFuture":

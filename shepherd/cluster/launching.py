@@ -119,3 +119,24 @@ def launch(home: Home, requests: list[JobRequest], family: Family, group_id: str
         prepared.append(prepare(request, family, now, group))
     runs.write_runs(home, [_new_run(home, item) for item in prepared])
     return [item.meta for item in prepared]
+
+
+def launch_sweep(home: Home, requests: list[JobRequest], family: Family, name: str,
+                 max_parallel: int | None = None) -> list[Meta]:
+    """Write one run per request as the points of one sweep (`fray.map`): all of them or none.
+
+    Point i's parameters are `{"index": i}`; the sweep is listed, folded and
+    controlled like one made by `fray submit --sweep` (fray.state.groups).
+    """
+    from fray.state import groups
+
+    now = time.time()
+    members = []
+    for index, request in enumerate(requests):
+        prepared = prepare(request, family, now)
+        new = _new_run(home, prepared)
+        members.append(groups.PointRun(prepared.meta.spec, {"index": index}, new.files, SHIM_NAME,
+                                       prepared.meta.script["source"], prepared.job))
+    return groups.create_group(home, name, members, max_parallel, workdir=family.workdir, now=now,
+                               parent_run_id=family.parent_run_id, parent_attempt=family.parent_attempt,
+                               namespace=family.namespace)
