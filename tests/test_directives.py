@@ -122,6 +122,7 @@ EVERY_OPTION = [
     ("--replicas 4", "replicas", 4),
     ("--group-by tpu-name", "group_by", "tpu-name"),
     ("--priority batch", "priority", "batch"),
+    ("--scheduling-timeout 2h", "scheduling_timeout_sec", 7200.0),
 ]
 
 

@@ -104,7 +104,7 @@ class RemoteCluster(FrayCluster):
         from fray.remote import sync
 
         sftp = self._session()
-        sync.makedirs(sftp, str(self.home.runs_dir))
+        sync.makedirs(sftp, str(self.home.runs_dir), 0o700)  # private, as fray makes FRAY_HOME's folders
         hidden = []
         for run_id in run_ids:
             target = str(self.home.new_run(run_id).dir)

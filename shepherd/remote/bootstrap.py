@@ -101,7 +101,7 @@ def install(conn: Connection, home: str, python: str, wheelhouse: Path | None) -
                 try:
                     sftp.stat(folder)
                 except FileNotFoundError:
-                    sftp.mkdir(folder)
+                    sftp.mkdir(folder, 0o700)  # FRAY_HOME and its folders are private (payloads.py)
             sends = [wheel, *(sorted(wheelhouse.glob("*.whl")) if wheelhouse else [])]
             for path in sends:
                 sftp.put(str(path), posixpath.join(remote_wheels, path.name))

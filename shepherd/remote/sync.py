@@ -147,8 +147,8 @@ def _read_manifest(sftp, path: str) -> dict[str, str]:  # noqa: ANN001 - paramik
     return data if isinstance(data, dict) else {}
 
 
-def makedirs(sftp, path: str) -> None:  # noqa: ANN001 - paramiko SFTPClient
-    """`mkdir -p` over SFTP."""
+def makedirs(sftp, path: str, mode: int = 0o777) -> None:  # noqa: ANN001 - paramiko SFTPClient
+    """`mkdir -p` over SFTP; the folders it makes get `mode` (less the remote's umask)."""
     parts = []
     while path not in ("", "/"):
         try:
@@ -158,4 +158,4 @@ def makedirs(sftp, path: str) -> None:  # noqa: ANN001 - paramiko SFTPClient
             parts.append(path)
             path = posixpath.dirname(path)
     for part in reversed(parts):
-        sftp.mkdir(part)
+        sftp.mkdir(part, mode)
