@@ -212,3 +212,19 @@ def test_the_audit_log_is_hash_chained_and_tampering_shows(tmp_path: Path):
     edited["action"] = "control.pause"
     home.audit.write_text(json.dumps(edited) + "\n" + lines[1] + "\n")
     assert any("does not match its entry_hash" in p for p in audit.verify(home))
+
+
+def test_runs_of_one_name_in_one_second_never_share_an_id(tmp_path, monkeypatch):
+    """Their ids differ only by 4 random hex digits: a taken id is drawn again, never overwritten or refused."""
+    from fray.state import runs
+    from fray.state.layout import Home
+
+    home = Home(tmp_path / "home")
+    draws = iter(["beef", "beef", "beef", "cafe", "beef", "d00d"])
+    monkeypatch.setattr(runs.secrets, "token_hex", lambda n: next(draws))
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    monkeypatch.setattr(runs.time, "time", lambda: 1_790_000_000.0)
+    ids = [runs.create_run(home, runs.SubmitOptions(script=script, overrides={})).run_id for _ in range(3)]
+    assert [i[-4:] for i in ids] == ["beef", "cafe", "d00d"]
+    assert sorted(home.run_ids()) == sorted(ids)
