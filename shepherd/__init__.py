@@ -50,7 +50,7 @@ _EXPORTS: dict[str, str] = {
     "get_run": "fray.cluster.futures",
     "map": "fray.cluster.futures",
     "RunFuture": "fray.cluster.futures",
-    "RemoteTraceback": "fray.cluster.futures",
+    "RemoteTraceback": "fray.errors",
     "Call": "fray.cluster.api",
 }
 
@@ -66,7 +66,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from fray.cluster.api import (Call, ClusterError, EnvironmentConfig, Entrypoint, JobFailed, JobGroupConfig,
                                   JobInfo, JobRequest, JobStatus, Reservation, ReservationConfig, ResourceConfig)
     from fray.cluster.fray import FrayCluster
-    from fray.cluster.futures import RemoteTraceback, RunFuture, get_run, map, submit
+    from fray.cluster.futures import RunFuture, get_run, map, submit
+    from fray.errors import RemoteTraceback
     from fray.cluster.remote import RemoteCluster
     from fray.cluster.local import LocalCluster
     from fray.cluster.workers import WorkerPool

@@ -11,6 +11,10 @@
         └── AmbiguousSubmission the backend may or may not have the attempt (e.g. sbatch
                                 timed out): look it up before ever submitting again
 
+`RemoteTraceback` is not one of them: it carries the traceback text of an
+exception raised elsewhere (a job, an actor) as the `__cause__` of the one
+re-raised here.
+
 Each error renders itself with `str()`; the CLI prints that and exits with
 `exit_code`. Messages say what went wrong, where, and what to do next.
 """
@@ -23,6 +27,17 @@ from pathlib import Path
 
 class FrayError(Exception):
     exit_code = 2
+
+
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in a job or an actor, as text: the `__cause__` of that exception here."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.text}"""'
 
 
 class UsageError(FrayError):

@@ -17,6 +17,7 @@ import threading
 from typing import Any, Callable
 
 from fray.actors import auth, wire
+from fray.errors import RemoteTraceback
 
 CONNECT_TIMEOUT_SEC = 5.0
 
@@ -28,16 +29,6 @@ class ActorConnectionError(ConnectionError):
 class ActorNotFound(LookupError):
     """The server at that address no longer serves the actor asked for (unregistered meanwhile)."""
 
-
-class RemoteTraceback(Exception):
-    """The traceback of an exception raised inside an actor, as text (set as `__cause__`)."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
-
-    def __str__(self) -> str:
-        return f'\n"""\n{self.text}"""'
 
 
 class RemoteActorError(Exception):

@@ -27,21 +27,11 @@ from fray.cluster.api import (EnvironmentConfig, Entrypoint, JobFailed, JobInfo,
 from fray.cluster.fray import FrayCluster
 from fray.core import backend_names, values
 from fray.core.model import Phase
-from fray.errors import CorruptFileError, StateError, UsageError
+from fray.errors import CorruptFileError, RemoteTraceback, StateError, UsageError
 from fray.state import runs, store
 
 RESOURCE_KEYS = ("cpus", "gpus", "mem", "time")
 
-
-class RemoteTraceback(Exception):
-    """The traceback of an exception raised in a run, as text: the `__cause__` of that exception here."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
-
-    def __str__(self) -> str:
-        return f'\n"""\n{self.text}"""'
 
 
 def resources_of(value: ResourceConfig | Mapping[str, Any] | None) -> tuple[ResourceConfig, float | None]:
