@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.conftest import _kill_everything_of, run_fray, wait_until
+from tests.conftest import _kill_everything_of, run_fray, schema_validate, wait_until
 from tests.remote_support import remote_host, sshd  # noqa: F401
 
 pytestmark = pytest.mark.slow
@@ -36,6 +36,10 @@ def test_submit_list_logs_over_remote_match_local(remote_host, tmp_path, monkeyp
         assert "SHA256:" in trusted.stdout
 
         monkeypatch.chdir(project)
+        synced = json.loads(run_fray("sync", "--json", "--remote", remote_host.alias, check=True).stdout)
+        schema_validate("cli-sync", synced)
+        assert sorted(synced["sent"]) == ["greeting.txt", "train.py"] and synced["removed"] == []
+        assert synced["remote_path"] == str(remote_home / "code" / "my project")
         marker = tmp_path / "pwned"
         submitted = run_fray("submit", "train.py", "--remote", remote_host.alias, "--name", f"a $(touch {marker})",
                              "--wait", "--json", "--", "--lr", "3e-4; `touch " + str(marker) + "`", timeout=300)
