@@ -122,6 +122,8 @@ EVERY_OPTION = [
     ("--replicas 4", "replicas", 4),
     ("--group-by tpu-name", "group_by", "tpu-name"),
     ("--priority batch", "priority", "batch"),
+    ("--scheduling-timeout 10m", "scheduling_timeout_sec", 600.0),
+    ("--scheduling-timeout off", "scheduling_timeout_sec", None),
 ]
 
 
