@@ -123,6 +123,8 @@ EVERY_OPTION = [
     ("--group-by tpu-name", "group_by", "tpu-name"),
     ("--priority batch", "priority", "batch"),
     ("--scheduling-timeout 2h", "scheduling_timeout_sec", 7200.0),
+    ("--scheduling-timeout 10m", "scheduling_timeout_sec", 600.0),
+    ("--scheduling-timeout off", "scheduling_timeout_sec", None),
 ]
 
 

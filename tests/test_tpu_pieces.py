@@ -11,7 +11,7 @@ import pytest
 from fray.backends.external import CommandResult
 from fray.backends.tpu import commands, hosts, parse
 from fray.backends.tpu.calls import CloudCalls, RateLimit
-from fray.backends.tpu.topology import shape
+from fray.core.tpu_topology import shape
 
 # One node as `gcloud compute tpus tpu-vm list --format=json` prints it (TPU API v2 Node).
 NODE = {

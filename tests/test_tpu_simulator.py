@@ -112,12 +112,12 @@ def test_fifty_preempted_slices_are_deleted_and_recreated_in_parallel(sim):
     assert sorted(listed(zone)) == sorted(f"fray-s{i}-a2" for i in range(50))
 
 
-def test_ssh_worker_all_starts_one_detached_wrapper_per_host_with_task_and_jax_variables(sim, tmp_path):
+def test_ssh_worker_all_starts_one_detached_wrapper_per_host_with_the_task_placement_gave_it(sim, tmp_path):
     # A stand-in interpreter that records what each host's wrapper was started with.
     fake_python = tmp_path / "python"
     fake_python.write_text("#!/bin/sh\n"
                            "while [ \"$1\" != --attempt-dir ]; do shift; done\n"
-                           "env | grep -E '^(FRAY_|JAX_)' | sort > \"$2/host.env\"\n")
+                           "env | grep -E '^(FRAY_|JAX_|TPU_WORKER_ID)' | sort > \"$2/host.env\"\n")
     fake_python.chmod(fake_python.stat().st_mode | stat.S_IXUSR)
     attempt_dir = tmp_path / "home" / "runs" / "r5" / "attempts" / "1"
     attempt_dir.mkdir(parents=True)
@@ -127,13 +127,14 @@ def test_ssh_worker_all_starts_one_detached_wrapper_per_host_with_task_and_jax_v
     gcloud(commands.create(commands.SliceRequest("r5", 1, "us-west4-a", "v4-32", "v", HOME_ID)))
     wait_until(lambda: listed("us-west4-a")["fray-r5-a1"].state == "READY", what="READY")
     ips = listed("us-west4-a")["fray-r5-a1"].ips
-    result = gcloud(commands.ssh_all("fray-r5-a1", "us-west4-a", launch.with_host0(launch.host_command(str(fake_python), request, 4), ips[0])))
+    result = gcloud(commands.ssh_all("fray-r5-a1", "us-west4-a", launch.with_host0(launch.host_command(str(fake_python), request, (3, 2, 1, 0)), ips[0])))
     assert result.ok, result.describe()
     host_files = [attempt_dir / "host.env"] + [attempt_dir / "tasks" / str(i) / "host.env" for i in (1, 2, 3)]
     wait_until(lambda: all(f.exists() and f.read_text() for f in host_files), what="a wrapper on each of 4 hosts")
     for index, path in enumerate(host_files):
         env = dict(line.split("=", 1) for line in path.read_text().splitlines())
         assert env["FRAY_TASK_INDEX"] == env["JAX_PROCESS_ID"] == str(index)
+        assert env["TPU_WORKER_ID"] == str(3 - index)  # the host placement gave task `index` (reversed here)
         assert env["FRAY_NUM_TASKS"] == env["JAX_NUM_PROCESSES"] == "4"
         assert env["JAX_COORDINATOR_ADDRESS"] == env["FRAY_COORDINATOR_ADDRESS"] == f"{ips[0]}:8476"
 

@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Sequence
 
 from fray.backends.base import SubmitRequest
-from fray.backends.tpu.topology import shape
+from fray.core.tpu_topology import shape
 from fray.core.model import RunSpec
 from fray.state.layout import Home
 from fray.wrapper import contract

@@ -1,7 +1,7 @@
 """The TPU accelerator types and zones configured for the tpu backend, with hosts and chips per slice.
 
 Configuration (config.json `tpu.accelerator_types`, `tpu.zones`), not cloud
-state: nothing here calls gcloud. Shapes come from fray.backends.tpu.topology,
+state: nothing here calls gcloud. Shapes come from fray.core.tpu_topology,
 the table the backend launches by.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fray.backends.tpu.topology import GENERATIONS, shape
+from fray.core.tpu_topology import GENERATIONS, shape
 from fray.state.config import load_config
 from fray.state.layout import Home
 

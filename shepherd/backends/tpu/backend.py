@@ -27,7 +27,7 @@ from fray.backends import external
 from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from fray.backends.tpu import commands, hosts, launch, parse
 from fray.backends.tpu.calls import CloudCalls
-from fray.backends.tpu.topology import shape
+from fray.core.placement.tpu import place_on_slice
 from fray.core.model import Cause
 from fray.core.observation import BackendView
 from fray.errors import BackendError
@@ -82,7 +82,7 @@ class TpuBackend:
         if not spec.tpu or not spec.zones or not spec.runtime_version:
             raise BackendError("the tpu backend needs --tpu TYPE, --zone Z and --runtime-version V", temporary=False)
         try:
-            hosts = shape(spec.tpu).hosts
+            host_of_task = place_on_slice(spec)  # task i -> the host with tpu-worker-id i, or why not
         except ValueError as exc:
             raise BackendError(str(exc), temporary=False) from exc
         store.make_dirs(request.attempt_dir)
@@ -92,9 +92,10 @@ class TpuBackend:
                   for zone in spec.zones]
         self._zones_seen.update(spec.zones)
         self._creates[name] = self.calls.pool.submit(self._create, wanted)
-        return {"slice": name, "zones": list(spec.zones), "queued": spec.queued, "hosts": hosts,
+        return {"slice": name, "zones": list(spec.zones), "queued": spec.queued, "hosts": len(host_of_task),
+                "host_of_task": list(host_of_task),
                 "attempt_dir": str(request.attempt_dir),
-                "launch": launch.host_command(self.python, request, hosts)}
+                "launch": launch.host_command(self.python, request, host_of_task)}
 
     def _create(self, wanted: list[commands.SliceRequest]) -> _Created:
         """Zones in order: quota or capacity -> the next; any other refusal ends the try."""
@@ -206,10 +207,12 @@ class TpuBackend:
 
     def _launch(self, node: parse.Slice, ref: dict[str, Any]) -> None:
         marker = Path(ref["attempt_dir"]) / LAUNCHED
-        if marker.exists() or node.name in self._launches or not node.ips:
+        # Task 0's host coordinates (JAX process 0); `networkEndpoints` are in worker-id order.
+        coordinator = (ref.get("host_of_task") or [0])[0]
+        if marker.exists() or node.name in self._launches or len(node.ips) <= coordinator:
             return
         store.write_bytes_atomic(marker, f"{time.time()}\n".encode())
-        command = launch.with_host0(ref["launch"], node.ips[0])
+        command = launch.with_host0(ref["launch"], node.ips[coordinator])
         self._launches[node.name] = self.calls.pool.submit(self.calls.call, commands.ssh_all(node.name, node.zone, command))
 
     def cancel(self, targets: list[CancelTarget]) -> None:

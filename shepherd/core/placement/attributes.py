@@ -90,7 +90,9 @@ def tpu_host_attributes(tpu_name: str, worker_id: int, topology: str, vm_count: 
                         accelerator_type: str = "") -> dict[str, Value]:
     """One host of a TPU slice; tasks of a job grouped by `tpu-name` land on one slice."""
     attributes: dict[str, Value] = {"hostname": f"{tpu_name}-w{worker_id}", "tpu-name": tpu_name,
-                                    "tpu-worker-id": worker_id, "tpu-topology": topology, "tpu-vm-count": vm_count}
+                                    "tpu-worker-id": worker_id, "tpu-vm-count": vm_count}
+    if topology:  # e.g. 2x2x4; not known from the accelerator type alone
+        attributes["tpu-topology"] = topology
     if accelerator_type:
         attributes["tpu-type"] = accelerator_type
     return attributes

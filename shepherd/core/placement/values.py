@@ -9,6 +9,7 @@ import re
 from fray.core.model import RunSpec
 from fray.core.placement.constraints import ConstraintSyntaxError, parse
 from fray.core.placement.slurm import to_slurm
+from fray.core.placement.tpu import place_on_slice
 from fray.errors import UsageError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]*")
@@ -45,6 +46,11 @@ def placement_problems(spec: RunSpec) -> list[str]:
     if spec.backend == "local" and spec.group_by:
         problems.append(f"--group-by {spec.group_by} puts each task on its own worker, and the local backend has "
                         "one machine; drop --group-by (its --replicas then run side by side here) or use another backend")
+    if spec.backend == "tpu" and spec.tpu:
+        try:
+            place_on_slice(spec)
+        except ValueError as exc:
+            problems.append(str(exc))
     if spec.backend == "slurm":
         try:
             to_slurm([parse(text) for text in spec.constraints])
