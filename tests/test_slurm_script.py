@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,13 +167,15 @@ def test_a_sweeps_attempts_share_one_array_unless_their_options_differ(tmp_path)
     parts = arrays.batches([same[0], moved, same[1]])
     assert parts == [[same[0], same[1]], [moved]]
     paths = Home(tmp_path / "home 100%").array("fray-array-g-abc123")
-    argv = arrays.array_argv(parts[0], paths, "fray-array-g-abc123", "g", max_parallel=4)
+    argv = arrays.array_argv(parts[0][0], len(parts[0]), paths, "fray-array-g-abc123", "g", max_parallel=4)
     assert "--array=0-1" in argv  # %4 would limit nothing for two tasks
     assert f"--output={tmp_path}/home 100%%/arrays/fray-array-g-abc123/task-%a.log" in argv
     assert arrays.throttle(4, 20) == "%4" and arrays.throttle(None, 20) == ""
 
 
-def test_array_task_i_runs_the_batch_script_of_the_attempt_on_line_i_plus_1_under_a_hostile_home(tmp_path) -> None:
+def _array_home(tmp_path: Path, recorded: dict[str, str]) -> tuple[Home, list[BatchJob], Any]:
+    """A home with two attempts whose batch scripts say where they ran; `recorded`: run id -> the array job id
+    its meta.json names (what the daemon records)."""
     from fray.backends.slurm import arrays
 
     home = Home(tmp_path / HOSTILE)
@@ -181,19 +184,62 @@ def test_array_task_i_runs_the_batch_script_of_the_attempt_on_line_i_plus_1_unde
         folder = home.run(run_id).attempt(1)
         folder.dir.mkdir(parents=True)
         folder.slurm_script.write_text(f'echo "{run_id} ran in $PWD"\n')
+        if run_id in recorded:
+            record(home, run_id, recorded[run_id])
         jobs.append(BatchJob(SubmitRequest(key=AttemptKey(run_id, 1), name="n", spec=RunSpec(backend="slurm"),
                                            home=home.root, script=folder.dir / "script.sh", attempt_dir=folder.dir,
                                            checkpoint_dir=folder.dir), "/usr/bin/python3", 120))
     paths = home.array("fray-array-g-abc123")
     paths.dir.mkdir(parents=True)
-    paths.tasks.write_text(arrays.tasks_text(home.root, jobs))
-    paths.script.write_text(arrays.array_script(home.root, jobs, paths, "g"))
-    done = subprocess.run(["bash", str(paths.script)], env={**os.environ, "SLURM_ARRAY_TASK_ID": "1"},
-                          capture_output=True, text=True)
+    paths.tasks.write_text(arrays.tasks_text(home.root, [j.request.attempt_dir for j in jobs]))
+    return home, jobs, paths
+
+
+def record(home: Home, run_id: str, array_job_id: str) -> None:
+    """meta.json as the daemon writes it, attempt 1 being task of array `array_job_id`."""
+    from fray.state import store
+
+    home.run(run_id).meta.write_bytes(store.dumps({"attempts": [{"number": 1, "backend_ref": {
+        "job_id": f"{array_job_id}_0", "array_job_id": array_job_id}}]}))
+
+
+def task(paths: Any, index: int, array_job_id: str = "77", wait: bool = True) -> Any:
+    env = {**os.environ, "SLURM_ARRAY_TASK_ID": str(index), "SLURM_ARRAY_JOB_ID": array_job_id}
+    run = subprocess.run if wait else subprocess.Popen
+    return run(["bash", str(paths.script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_array_task_i_runs_the_batch_script_of_the_attempt_on_line_i_plus_1_under_a_hostile_home(tmp_path) -> None:
+    from fray.backends.slurm import arrays
+
+    home, jobs, paths = _array_home(tmp_path, {"20261122-020522-b-0002": "77"})
+    paths.script.write_text(arrays.array_script(home.root, jobs[0], len(jobs), paths, "g"))
+    done = task(paths, 1)
     assert done.returncode == 0, done.stderr
     second = home.run("20261122-020522-b-0002").attempt(1)
     assert second.slurm_log.read_text() == f"20261122-020522-b-0002 ran in {second.dir}\n"
     assert not home.run("20261122-020522-a-0001").attempt(1).slurm_log.exists()
-    missing = subprocess.run(["bash", str(paths.script)], env={**os.environ, "SLURM_ARRAY_TASK_ID": "2"},
-                             capture_output=True, text=True)
+    missing = task(paths, 2)
     assert missing.returncode == 1 and "array task 2 has no line" in missing.stderr
+
+
+def test_an_array_task_waits_for_the_daemon_to_record_it_and_one_of_an_unrecorded_array_runs_nothing(tmp_path) -> None:
+    """A new sweep's array is submitted before its runs are written (fray.daemon.launching): a task that starts
+    first waits for its run to name its array; a task of an array no run names (lost in a daemon crash and
+    submitted again under another id) gives up without running anything."""
+    from fray.backends.slurm import arrays
+
+    home, jobs, paths = _array_home(tmp_path, {})
+    paths.script.write_text(arrays.array_script(home.root, jobs[0], len(jobs), paths, "g", wait_sec=30))
+    early = task(paths, 0, wait=False)
+    first = home.run("20261122-020522-a-0001").attempt(1)
+    assert early.poll() is None and not first.slurm_log.exists()  # waiting: nothing names array 77 yet
+    record(home, "20261122-020522-a-0001", "77")
+    out, err = early.communicate(timeout=30)
+    assert early.returncode == 0, err
+    assert first.slurm_log.read_text() == f"20261122-020522-a-0001 ran in {first.dir}\n"
+    record(home, "20261122-020522-b-0002", "77")
+    paths.script.write_text(arrays.array_script(home.root, jobs[0], len(jobs), paths, "g", wait_sec=1))
+    lost = task(paths, 1, array_job_id="76")
+    assert lost.returncode == 1 and "is not array job 76's" in lost.stderr
+    assert not home.run("20261122-020522-b-0002").attempt(1).slurm_log.exists()

@@ -17,7 +17,7 @@ from click.core import ParameterSource
 
 from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
-from fray.core import directives
+from fray.core import directives, sweep_record
 from fray.core.model import Meta
 from fray.errors import UsageError
 from fray.ops import human, logs as runlogs, submit as submitting, sweep as sweeping, wait as waiting
@@ -141,9 +141,9 @@ def _submit_sweep(ctx: click.Context, home: Home, script: Path, args: tuple[str,
     if waiting:
         raise UsageError("--wait and --follow watch one run; a sweep is many: follow it with "
                          "`fray list --group GROUP` (or `fray tui`)")
-    metas = sweeping.submit_sweep(home, script, sweeps, args, overrides, name, max_parallel)
-    submitting.ensure_daemon(home, metas[0])
-    output.emit(sweeping.sweep_view(home, metas, fray_prefix(home)), as_json, render_sweep)
+    record = sweeping.publish(home, script, sweeps, args, overrides, name, max_parallel)
+    submitting.ensure_daemon(home, sweep_record.member_meta(record, 0))
+    output.emit(sweeping.sweep_view(home, record, fray_prefix(home)), as_json, render_sweep)
 
 
 def render_sweep(data: dict[str, Any], shown: int = 5) -> list[str]:

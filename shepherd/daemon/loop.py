@@ -14,7 +14,7 @@ Crash-only: it may be killed at any line. An attempt is recorded as
 locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
 Submissions go through `fray.daemon.submitting` (a sweep's attempts together, at the
-end of the cycle). The process entry is `fray.daemon.process`; the file watcher is
+end of the cycle); a new sweep's record becomes runs through `fray.daemon.launching`. The process entry is `fray.daemon.process`; the file watcher is
 `fray.daemon.watching`.
 """
 
@@ -43,6 +43,7 @@ from fray.core.run_row import row_of
 from fray.daemon import alerts
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
+from fray.daemon.launching import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
 from fray.daemon.records import CycleStats, RunState
@@ -91,6 +92,7 @@ class Daemon:
         self._notifications = Notifications(self._config, f"fray daemon on {socket.gethostname()} for {home.root}")
         self._submitter = Submitter(home, self._backend, self._commit, self._finish, self._event, clock,
                                     lambda: self.jitter(), self._seen_in_flight)
+        self._launcher = Launcher(home, self._backend, self._first_plan, clock)
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -100,6 +102,9 @@ class Daemon:
         changed = self._settings.reload()
         if changed is not None:
             self._apply_config(changed)
+        written = self._launcher.cycle(self._exclude)  # new sweeps: submitted, then their runs written
+        if written:
+            self._mark_dirty(written)
         runs = self._load_runs(stats, full)
         # In run id order, which is submission order: admission serves the oldest first.
         active = [state for run_id in sorted(self._unsettled) if (state := self._runs[run_id]).meta is not None
@@ -315,6 +320,13 @@ class Daemon:
                     force=action.force, workload_pid=started.get("workload_pid")))
         if self._alerter.rules or self._notifications.enabled:
             self._alert(plan.meta, run.control, files, now)
+
+    def _first_plan(self, meta: Meta) -> policy.Plan:
+        """What the policy does with a new sweep's member now, before any of its runs exists (daemon.launching)."""
+        backend = self._backend(meta.spec.backend)
+        admit = Ledger.unlimited(getattr(backend, "placement_workers", tuple)()).admit
+        return policy.decide(Situation(meta, Control(), AttemptFiles(), BackendView("unknown"), self.clock(),
+                                       self.jitter(), partitions=self._partition_candidates(meta)), admit)
 
     def _alert(self, meta: Meta, control: Control, files: AttemptFiles, now: float) -> None:
         """Send the alerts and notifications a change of this run's status calls for (in the background)."""

@@ -1,4 +1,4 @@
-"""The daemon's file watcher: which changes under runs/ wake the loop, and knowing the watch is on.
+"""The daemon's file watcher: which changes under runs/ (and a new sweep in groups/) wake the loop, and knowing the watch is on.
 
 Watching is an optimisation over the poll timer, never a dependency: if the
 watcher dies or never reports, the loop falls back to full scans on the timer.
@@ -51,11 +51,11 @@ def watch_runs(home: Home, wake: threading.Event, stop: threading.Event,
     """Watch FRAY_HOME: changed runs go to `on_change`; they and an edited config.json wake the loop."""
     import watchfiles
 
-    runs_dir, config = home.runs_dir, str(home.config)
+    runs_dir, groups_dir, config = home.runs_dir, home.groups_dir, str(home.config)
 
     def relevant(change: Any, path: str) -> bool:
         p = Path(path)
-        return p.name in WAKE_NAMES or p.parent == runs_dir or path == config
+        return p.name in WAKE_NAMES or p.parent in (runs_dir, groups_dir) or path == config
 
     root = str(runs_dir) + os.sep
     try:
@@ -66,7 +66,7 @@ def watch_runs(home: Home, wake: threading.Event, stop: threading.Event,
             run_ids.discard(layout.WATCH_PROBE)
             if run_ids:
                 on_change(run_ids)
-            if run_ids or any(path == config for _, path in changes):
+            if run_ids or any(path == config or Path(path).parent == groups_dir for _, path in changes):
                 wake.set()
     except Exception:  # the timer still drives the loop without file events
         log.exception("file watcher stopped; falling back to the poll timer")

@@ -31,6 +31,7 @@ NEW_RUN_PREFIX = ".new-"  # a dot: `run_ids` and the daemon never see a run bein
 LAUNCHED_SHIM = f"{FROZEN_SCRIPT_STEM}.py"  # the frozen script of a job launched through the cluster API
 WATCH_PROBE = ".watch-probe"  # touched in runs/ by the daemon until its watcher reports it (a dot: never a run)
 CORRUPT_MARK = ".corrupt-"  # <name>.corrupt-<stamp>: a file moved aside as corrupt
+GROUPS = "groups"  # groups/<group id>/: a sweep's record, written whole by `fray submit --sweep`
 RECORD_SUFFIX = ".json"  # namespaces/<ns>/actors/<name>/<actor id>.json, reservations/<id>.json
 
 
@@ -168,6 +169,31 @@ class ArrayPaths:
     def task_log(self, index: str) -> Path:
         """Slurm's own output of array task `index` (sbatch's `%a`) before it moves into its attempt folder."""
         return self.dir / f"task-{index}.log"
+
+
+@dataclass(frozen=True)
+class GroupPaths:
+    """A sweep's record, in groups/<group id>/: written once by `fray submit --sweep`, launched by the daemon."""
+
+    dir: Path
+
+    @property
+    def group_id(self) -> str:
+        return self.dir.name
+
+    @property
+    def record(self) -> Path:
+        """What the sweep is: the members' common meta and each point (schemas/group.json); written once."""
+        return self.dir / "group.json"
+
+    @property
+    def launch(self) -> Path:
+        """How far the daemon got in turning the record into runs (schemas/launch.json); the daemon's."""
+        return self.dir / "launch.json"
+
+    def script(self, frozen_name: str) -> Path:
+        """The submitted script, frozen once for every member (each member's folder links to it)."""
+        return self.dir / frozen_name
 
 
 @dataclass(frozen=True)
@@ -355,6 +381,24 @@ class Home:
 
     def array(self, name: str) -> ArrayPaths:
         return ArrayPaths(self.arrays_dir / name)
+
+    @property
+    def groups_dir(self) -> Path:
+        return self.root / GROUPS
+
+    def group(self, group_id: str) -> GroupPaths:
+        return GroupPaths(self.groups_dir / group_id)
+
+    def new_group(self, group_id: str) -> GroupPaths:
+        """Where a sweep's record is built, under a hidden name, before it is renamed into place."""
+        return GroupPaths(self.groups_dir / f"{NEW_RUN_PREFIX}{group_id}")
+
+    def group_ids(self) -> list[str]:
+        """Every published sweep record's group id."""
+        try:
+            return sorted(e.name for e in os.scandir(self.groups_dir) if e.is_dir() and not e.name.startswith("."))
+        except FileNotFoundError:
+            return []
 
     @property
     def venvs_dir(self) -> Path:

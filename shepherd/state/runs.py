@@ -106,7 +106,8 @@ def new_meta(name: str, now: float, workdir: str, spec: RunSpec, source: str, fr
 @dataclass(frozen=True)
 class NewRun:
     """Everything a new run's folder holds: its meta, `files` by name (the frozen script; a launched job's
-    payload or script) and, for a job launched through the cluster API, its job.json."""
+    payload or script; a path inside the folder: a sweep member's first batch script and events) and, for a
+    job launched through the cluster API, its job.json."""
 
     meta: Meta
     files: Mapping[str, bytes]
@@ -119,26 +120,39 @@ def write_run(home: Home, new: NewRun) -> None:
 
 
 def _unique_ids(home: Home, new: list[NewRun]) -> None:
-    """Give a fresh random suffix to a run whose id is taken (two runs of one name in one second share
+    for item, run_id in zip(new, unique_ids(home, [item.meta.run_id for item in new])):
+        item.meta.run_id = run_id
+
+
+def unique_ids(home: Home, run_ids: list[str]) -> list[str]:
+    """`run_ids` with a fresh random suffix for each one taken (two runs of one name in one second share
     the rest of it; 50 of them collide on 4 hex digits about once in 50 tries)."""
     taken: set[str] = set()
-    for item in new:
-        while item.meta.run_id in taken or home.run(item.meta.run_id).dir.exists():
-            item.meta.run_id = item.meta.run_id[:-4] + secrets.token_hex(2)
-        taken.add(item.meta.run_id)
+    fresh = []
+    for run_id in run_ids:
+        while run_id in taken or os.path.lexists(home.run_folder(run_id)):
+            run_id = run_id[:-4] + secrets.token_hex(2)
+        taken.add(run_id)
+        fresh.append(run_id)
+    return fresh
 
 
-def write_runs(home: Home, new: list[NewRun]) -> None:
+def write_runs(home: Home, new: list[NewRun], control: bool = True, keep_ids: bool = False) -> None:
     """Write several runs, all of them or (on any error) none: every folder is built before any is shown,
-    so readers (and the daemon) never see a half-made folder nor part of a group."""
-    _unique_ids(home, new)
+    so readers (and the daemon) never see a half-made folder nor part of a group.
+
+    `control=False`: no control.json (the daemon writing a sweep's runs: that file is the CLI's, and a run
+    without one has had nothing asked of it). `keep_ids`: the ids were drawn already (a sweep's record)."""
+    store.ensure_home(home)
+    if not keep_ids:
+        _unique_ids(home, new)
     staged: list[RunPaths] = []
     # Many runs (a sweep): their files are made durable by one sync before any folder is shown,
     # instead of an fsync each (thousands of milliseconds for a 1,000-point sweep).
     batched = len(new) > SYNC_EACH_UP_TO
     try:
         for item in new:
-            staged.append(_stage_run(home, item, sync=not batched))
+            staged.append(_stage_run(home, item, sync=not batched, control=control))
         if batched:
             store.sync_all()
     except BaseException:
@@ -149,20 +163,23 @@ def write_runs(home: Home, new: list[NewRun]) -> None:
         os.rename(paths.dir, home.run(item.meta.run_id).dir)
 
 
-def _stage_run(home: Home, new: NewRun, sync: bool = True) -> RunPaths:
+def _stage_run(home: Home, new: NewRun, sync: bool = True, control: bool = True) -> RunPaths:
     """Build a new run's folder under a hidden name: files, job.json, control.json, meta.json (written last).
     Nothing is left behind on failure."""
     meta = new.meta
-    store.ensure_home(home)
     staging = home.new_run(meta.run_id)
     store.make_dirs(staging.dir)
     try:
         for name, data in new.files.items():
-            store.write_bytes_atomic(staging.script(name), data, sync)
+            path = staging.script(name)
+            if os.sep in name:  # a file in a subfolder (an attempt's batch script)
+                store.make_dirs(path.parent)
+            store.write_bytes_atomic(path, data, sync)
         if new.job is not None:
             store.write_json(staging.job, new.job, "job", sync)
-        store.write_json(staging.control, Control(updated_at=meta.created_at,
-                                                  updated_by=meta.submitted_by["user"]).to_dict(), "control", sync)
+        if control:
+            store.write_json(staging.control, Control(updated_at=meta.created_at,
+                                                      updated_by=meta.submitted_by["user"]).to_dict(), "control", sync)
         store.write_json(staging.meta, meta.to_dict(), "meta", sync)
     except BaseException:
         _discard(staging)

@@ -4,7 +4,10 @@ Prints, measured in the same run on the same machine and cluster, each side
 timed `--repeats` times in turn:
   - fray: from starting `fray submit SCRIPT --sweep i=0..999 --max-parallel 4`
     (a daemon already serving FRAY_HOME) until the daemon has recorded every
-    point's attempt as submitted to Slurm, and how many `sbatch` calls that took;
+    point's attempt as submitted to Slurm (the sweep's launch record names its
+    job array, one task per point), and how many `sbatch` calls that took;
+    and, as its own line, until the daemon has also written every point's run
+    folder (which it does after submitting: fray.daemon.launching);
   - submitit: `AutoExecutor(...).map_array(fn, range(1000))` with
     slurm_array_parallelism=4, wall time and `sbatch` calls.
 Target: one sbatch call, and no slower than submitit.
@@ -31,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -60,7 +64,9 @@ def cancel_all(env: dict[str, str]) -> None:
     subprocess.run(["scancel", f"--user={os.environ.get('USER') or 'root'}"], env=env, check=False)
 
 
-def fray_once(points: int, tmp: Path, env: dict[str, str], log: Path) -> float:
+def fray_once(points: int, tmp: Path, env: dict[str, str], log: Path) -> tuple[float, float]:
+    """(seconds until the daemon recorded every point's first attempt as submitted to Slurm, seconds until
+    every point's run folder was written too, its attempt in meta.json)."""
     home = Home(tmp / "fray")
     home.root.mkdir(parents=True)
     home.config.write_text(json.dumps({"slurm": FAST}))
@@ -73,18 +79,25 @@ def fray_once(points: int, tmp: Path, env: dict[str, str], log: Path) -> float:
         start = time.perf_counter()
         done = subprocess.run([*fray, "submit", str(script), "--sweep", f"i=0..{points - 1}", "--max-parallel", "4",
                                "--json"], env=env, check=True, capture_output=True, text=True)
-        last = home.run(json.loads(done.stdout)["runs"][-1]["run_id"]).meta
-        while True:  # the daemon records the points in index order once sbatch answered: the last one is last
-            attempts = json.loads(last.read_text())["attempts"]
-            if attempts and attempts[0].get("backend_ref"):
-                break
-            if time.perf_counter() - start > 600:
-                raise TimeoutError("the sweep was not submitted within 10 minutes")
-            time.sleep(0.01)
-        return time.perf_counter() - start
+        sweep = json.loads(done.stdout)
+        launch, last = home.group(sweep["group"]).launch, home.run(sweep["runs"][-1]["run_id"]).meta
+        # Submitted: the sweep's launch record names its job array (every point is one task of it).
+        submitted = wait(start, lambda: launch.exists() and json.loads(launch.read_text())["array_job_id"])
+        # Written: the daemon writes the points' run folders after that, in index order: the last one is last.
+        written = wait(start, lambda: last.exists() and json.loads(last.read_text())["attempts"][0].get("backend_ref"))
+        return submitted, written
     finally:
         subprocess.run([*fray, "daemon", "stop"], env=env, check=False, stdout=subprocess.DEVNULL)
         cancel_all(env)
+
+
+def wait(start: float, done: Callable[[], Any]) -> float:
+    """Seconds from `start` until `done()` is true (polled every 10 ms)."""
+    while not done():
+        if time.perf_counter() - start > 600:
+            raise TimeoutError("the sweep was not submitted within 10 minutes")
+        time.sleep(0.01)
+    return time.perf_counter() - start
 
 
 def submitit_once(points: int, tmp: Path, env: dict[str, str]) -> float:
@@ -118,7 +131,7 @@ def main() -> None:
         sys.exit("this benchmark compares with submitit: pip install submitit (in this venv only)")
     cluster = start_cluster()
     os.environ.update(cluster.env)
-    samples: dict[str, list[float]] = {"fray": [], "submitit": []}
+    samples: dict[str, list[float]] = {"fray": [], "submitit": [], "written": []}
     sbatch_calls: dict[str, list[int]] = {"fray": [], "submitit": []}
     for _ in range(args.repeats):
         for label in ("fray", "submitit"):  # in turn: both see the same machine and cluster
@@ -126,13 +139,20 @@ def main() -> None:
                 tmp = Path(folder)
                 log = tmp / "sbatch.log"
                 env = shim(tmp / "bin", log)
-                seconds = fray_once(args.points, tmp, env, log) if label == "fray" else submitit_once(args.points, tmp, env)
+                if label == "fray":
+                    seconds, written = fray_once(args.points, tmp, env, log)
+                    samples["written"].append(written)
+                else:
+                    seconds = submitit_once(args.points, tmp, env)
                 samples[label].append(seconds)
                 sbatch_calls[label].append(calls(log))
-    print(f"submitting a {args.points}-point sweep to the Slurm test cluster, {args.repeats} runs each:")
+    print(f"submitting a {args.points}-point sweep to the Slurm test cluster, {args.repeats} runs each "
+          f"(load average {os.getloadavg()[0]:.2f}):")
     for label, seconds in samples.items():
-        print(f"  {label:<9} median {statistics.median(seconds):6.2f} s  (min {min(seconds):.2f} / max "
-              f"{max(seconds):.2f})  sbatch calls {sorted(set(sbatch_calls[label]))}")
+        what = {"fray": "fray", "submitit": "submitit", "written": "fray, its runs written"}[label]
+        calls_text = f"  sbatch calls {sorted(set(sbatch_calls[label]))}" if label in sbatch_calls else ""
+        print(f"  {what:<22} median {statistics.median(seconds):6.2f} s  (min {min(seconds):.2f} / max "
+              f"{max(seconds):.2f}){calls_text}")
     ratio = statistics.median(samples["fray"]) / statistics.median(samples["submitit"])
     one = set(sbatch_calls["fray"]) == {1}
     verdict = "met" if one and ratio <= 1.0 else "MISSED"

@@ -26,6 +26,7 @@ import secrets
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from fray.backends.slurm import arrays, partitions
@@ -128,35 +129,75 @@ class SlurmBackend:
     def _prepare(self, request: SubmitRequest, rows: list[partitions.NodeRow] | None, sync: bool = True) -> BatchJob:
         """The attempt's folder and its own batch script (what it runs, alone or as an array task)."""
         store.make_dirs(request.attempt_dir)
-        job = BatchJob(request, self.python, self.signal_before_limit_sec,
-                       gpu_type=self._gpu_type(request, rows),
-                       known_nodes=frozenset(r.node for r in rows) if rows is not None else None)
+        job = self._job(request, rows)
         store.write_bytes_atomic(AttemptPaths(request.attempt_dir).slurm_script, batch_script(job).encode(), sync)
         return job
 
+    def _job(self, request: SubmitRequest, rows: list[partitions.NodeRow] | None) -> BatchJob:
+        return BatchJob(request, self.python, self.signal_before_limit_sec, gpu_type=self._gpu_type(request, rows),
+                        known_nodes=frozenset(r.node for r in rows) if rows is not None else None)
+
     def _sbatch_array(self, jobs: list[BatchJob], batch: GroupSubmit) -> GroupOutcome:
-        name = arrays.array_name(batch.group_id, secrets.token_hex(3))
-        paths = self.home.array(name)
-        store.make_dirs(paths.dir)
-        store.write_bytes_atomic(paths.tasks, arrays.tasks_text(self.home.root, jobs).encode())
-        store.write_bytes_atomic(paths.script, arrays.array_script(self.home.root, jobs, paths, batch.group_id).encode())
-        result = self.run_command(arrays.array_argv(jobs, paths, name, batch.group_id, batch.max_parallel), self.timeout)
-        array_id = parse_sbatch(result.stdout) if result.ok else None
-        if array_id is None and (result.ok or result.timed_out or any(s in result.stderr for s in _MAYBE_SUBMITTED)):
+        name = self.new_array_name(batch.group_id)
+        try:
+            array_id = self._array(jobs[0], [job.request.attempt_dir for job in jobs], name, batch.group_id,
+                                   batch.max_parallel)
+        except AmbiguousSubmission as exc:
             now = self.clock()
             for index, job in enumerate(jobs):  # looked for by the array's name and index (`snapshot`)
                 self._ambiguous_at[job_name(job.request.key)] = now
                 self._array_tasks[job.request.key] = (name, index)
-            return {job.request.key: AmbiguousSubmission(f"{result.describe()}; job array {name} may or may not exist")
-                    for job in jobs}
+            return {job.request.key: exc for job in jobs}
+        except BackendError as exc:
+            return {job.request.key: exc for job in jobs}
+        return dict(arrays.array_refs(array_id, name, jobs))
+
+    def _array(self, first: BatchJob, attempt_dirs: list[Path], name: str, group_id: str,
+               max_parallel: int | None) -> str:
+        """Submit one array, task i running the attempt in attempt_dirs[i]; its job id, else AmbiguousSubmission
+        or BackendError."""
+        paths = self.home.array(name)
+        store.make_dirs(paths.dir)
+        store.write_bytes_atomic(paths.tasks, arrays.tasks_text(self.home.root, attempt_dirs).encode())
+        store.write_bytes_atomic(paths.script, arrays.array_script(self.home.root, first, len(attempt_dirs), paths,
+                                                                   group_id).encode())
+        result = self.run_command(arrays.array_argv(first, len(attempt_dirs), paths, name, group_id, max_parallel),
+                                  self.timeout)
+        array_id = parse_sbatch(result.stdout) if result.ok else None
+        if array_id is None and (result.ok or result.timed_out or any(s in result.stderr for s in _MAYBE_SUBMITTED)):
+            raise AmbiguousSubmission(f"{result.describe()}; job array {name} may or may not exist")
         if array_id is None:
-            return {job.request.key: BackendError(f"sbatch refused job array {name} ({len(jobs)} attempts of sweep "
-                                                  f"{batch.group_id}): {result.describe()}") for job in jobs}
-        refs = arrays.array_refs(array_id, name, jobs)
+            raise BackendError(f"sbatch refused job array {name} ({len(attempt_dirs)} attempts of sweep {group_id}): "
+                               f"{result.describe()}")
         now = self.clock()
-        for ref in refs.values():
-            self._submitted_at[ref["job_id"]] = now
-        return dict(refs)
+        for index in range(len(attempt_dirs)):
+            self._submitted_at[f"{array_id}_{index}"] = now
+        return array_id
+
+    # -- a new sweep, before its runs' folders exist (fray.daemon.launching) -----------
+
+    def new_array_name(self, group_id: str) -> str:
+        return arrays.array_name(group_id, secrets.token_hex(3))
+
+    def launch_array(self, group_id: str, name: str, first: SubmitRequest, attempt_dirs: list[Path],
+                     max_parallel: int | None) -> str:
+        """The first attempts of a sweep's members as one array named `name`, before their folders are written:
+        two files and one sbatch whatever the size (each task waits for its folder). Its job id; raises
+        AmbiguousSubmission (look for it with `find_array`) or BackendError."""
+        return self._array(self._job(first, self._sinfo_rows()), attempt_dirs, name, group_id, max_parallel)
+
+    def batch_script_of(self, request: SubmitRequest) -> bytes:
+        """The attempt's own batch script, as `submit` would write it (what its array task runs)."""
+        return batch_script(self._job(request, self._sinfo_rows())).encode()
+
+    def find_array(self, name: str) -> str | None:
+        """The job id of the array named `name` while any task of it is in the queue."""
+        rows = self._squeue().by_id.values()
+        return next((row.job_id.partition("_")[0] for row in rows if row.name == name), None)
+
+    def array_ref(self, array_job_id: str, name: str, index: int, partition: str | None) -> dict[str, Any]:
+        """Task `index`'s reference, as `submit_group` records it."""
+        return arrays.task_ref(array_job_id, name, index, partition)
 
     def _sbatch_one(self, job: BatchJob) -> dict[str, Any]:
         request = job.request
