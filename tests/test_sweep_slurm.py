@@ -130,8 +130,8 @@ def test_stop_group_ends_every_point_of_a_slurm_sweep_running_or_pending(slurm_h
                 what="every point to stop")
     assert {m["end"]["status"] for m in metas(home, run_ids)} == {"stopped_manual"}
     assert len(runner.argvs("scancel")) <= 2  # the running ones politely, the pending ones at once: two calls
-    left = slurm_cluster.run("squeue", "-h", "-r", "-o", "%i|%j").stdout
-    assert "fray-array-" not in left, left
+    left = slurm_cluster.run("squeue", "-h", "-r", "-o", "%i|%j|%T").stdout
+    assert "fray-array-" not in left, (left, runner.argvs("scancel"), [m["attempts"] for m in metas(home, run_ids)])
     listed = json.loads(run_fray("list", "--json", home=home.root, check=True).stdout)
     schema_validate("cli-list", listed)
     (row,) = listed["runs"]

@@ -31,14 +31,17 @@ from there:
                 policy.SUBMIT_RESOLVE_SEC, the group is launched again under
                 a new name (tasks of the lost array, should it exist after
                 all, run nothing: no meta.json names it);
-  submitted     the missing members' folders are written (those there are kept);
-  materialized  done.
+  submitted     the missing members' folders are written (those there are kept).
+Once every member's folder is written the group's folder is removed: its
+members carry all of it, and readers, who show a new sweep's points from
+its record until then (fray.state.sweep_records), look at new sweeps only.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -53,7 +56,7 @@ from fray.state.layout import GroupPaths, Home
 
 log = logging.getLogger("fray.daemon")
 
-SUBMITTING, SUBMITTED, MATERIALIZED = "submitting", "submitted", "materialized"
+SUBMITTING, SUBMITTED = "submitting", "submitted"
 
 
 class Launcher:
@@ -63,14 +66,11 @@ class Launcher:
         self.backend = backend
         self.first_plan = first_plan  # what the policy would do with a member now (the same for every member)
         self.clock = clock
-        self._done: set[str] = set()  # groups whose runs are all written: not looked at again
 
     def cycle(self, exclude: tuple[str, ...]) -> set[str]:
         """Advance every group not yet written out; the run ids of the folders written."""
         written: set[str] = set()
         for group_id in self.home.group_ids():
-            if group_id in self._done:
-                continue
             try:
                 written |= self._advance(self.home.group(group_id), exclude)
             except (OSError, FrayError, ValueError) as exc:  # retried next cycle; the others go on
@@ -79,9 +79,6 @@ class Launcher:
 
     def _advance(self, paths: GroupPaths, exclude: tuple[str, ...]) -> set[str]:
         launch = store.read_json(paths.launch, "launch")
-        if launch is not None and launch["state"] == MATERIALIZED:
-            self._done.add(paths.group_id)
-            return set()
         record = store.read_json(paths.record, "group")
         if record is None:
             return set()
@@ -147,7 +144,8 @@ class Launcher:
 
     def _write(self, paths: GroupPaths, record: dict[str, Any], metas: list[Meta], launch: dict[str, Any] | None,
                backend: Any = None) -> set[str]:
-        """Every member's run folder not written yet (each whole, all made durable by one sync); then done."""
+        """Every member's run folder not written yet (each whole, all made durable by one sync); then the
+        group's folder goes."""
         frozen = metas[0].script["frozen"]
         script = paths.script(frozen).read_bytes()
         new: list[runs.NewRun] = []
@@ -164,8 +162,7 @@ class Launcher:
                 files[_inside(run.dir, run.events)] = _submitted_event(meta, index, launch)
             new.append(runs.NewRun(meta, files))
         runs.write_runs(self.home, new, control=False, keep_ids=True)
-        store.write_json(paths.launch, {**(launch or {"at": self.clock()}), "state": MATERIALIZED}, "launch")
-        self._done.add(paths.group_id)
+        shutil.rmtree(paths.dir)  # all written (and synced): the runs carry everything the record held
         return {item.meta.run_id for item in new}
 
 

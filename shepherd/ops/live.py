@@ -37,7 +37,7 @@ from fray.core.model import Meta, Phase
 from fray.core.status import Status
 from fray.core.run_row import row_of
 from fray.ops import views
-from fray.state import layout
+from fray.state import layout, sweep_records
 from fray.state.layout import Home
 from fray.wrapper import contract
 from fray.state.row_cache import RowCache, stat_key
@@ -129,6 +129,7 @@ class RunsModel:
         self._cache: RowCache | None = None
         self.events = EventFeed(home)
         self.scans = 0
+        self._points: set[str] = set()  # rows of new sweeps' points, from their records
 
     # -- scanning ---------------------------------------------------------------------
 
@@ -143,7 +144,7 @@ class RunsModel:
         removed: set[str] = set()
         if full:
             ids = self.home.run_ids()
-            removed = set(self.rows) - set(ids)
+            removed = set(self.rows) - set(ids) - self._new_points(set(ids), now, changed)
             check: Iterable[str] = ids
         else:
             assert hint is not None
@@ -154,6 +155,7 @@ class RunsModel:
                 elif run_id in self.rows:
                     removed.add(run_id)
         for run_id in check:
+            self._points.discard(run_id)  # written: its own files from now on
             if self._read(run_id, now):
                 changed.add(run_id)
         if not full and hint is not None and hint.beats:
@@ -187,6 +189,17 @@ class RunsModel:
                         daemon=views.daemon_view(self.home, now), events=self.events.latest(),
                         generated_at=now, full=full, hint=hint or Hint(full=True),
                         scan_ms=(time.perf_counter() - started) * 1000)
+
+    def _new_points(self, written: set[str], now: float, changed: set[str]) -> set[str]:
+        """Rows for new sweeps' points whose runs the daemon has not written yet (fray.state.sweep_records)."""
+        points = sweep_records.pending_members(self.home, written)
+        self._points = {meta.run_id for meta in points}
+        for meta in points:
+            row = row_of(meta.run_id, meta, False, None, None, None, now)
+            if row != self.rows.get(meta.run_id):
+                self.rows[meta.run_id] = row
+                changed.add(meta.run_id)
+        return self._points
 
     def _read(self, run_id: str, now: float) -> bool:
         """Read what changed of one run; True when its row may have changed."""
@@ -328,8 +341,11 @@ class EventFeed:
 def hint_of(home: Home, paths: Iterable[str]) -> Hint:
     """Which runs and shared files a set of changed paths concerns."""
     hint = Hint()
-    runs_dir = str(home.runs_dir) + os.sep
+    runs_dir, groups_dir = str(home.runs_dir) + os.sep, str(home.groups_dir) + os.sep
     for path in paths:
+        if path.startswith(groups_dir):  # a new sweep: its points are shown from its record
+            hint.full = True
+            continue
         if path.startswith(runs_dir):
             run_id = path[len(runs_dir):].split(os.sep, 1)[0]
             if run_id and not run_id.startswith("."):
@@ -356,6 +372,7 @@ class Watcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._runs_dir = str(home.runs_dir)
+        self._groups_dir = str(home.groups_dir)
         self._root = str(home.root)
 
     @property
@@ -378,8 +395,8 @@ class Watcher:
     def _relevant(self, _change: Any, path: str) -> bool:
         parent, name = os.path.split(path)
         if parent == self._root:
-            return name in (layout.DAEMON_LEASE, layout.BLACKLIST, layout.NODES, layout.RUNS)
-        if parent == self._runs_dir:
+            return name in (layout.DAEMON_LEASE, layout.BLACKLIST, layout.NODES, layout.RUNS, layout.GROUPS)
+        if parent in (self._runs_dir, self._groups_dir):
             return not name.startswith(".")
         return name in RUN_FILES
 

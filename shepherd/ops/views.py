@@ -20,7 +20,7 @@ from fray.core.status import Status
 from fray.daemon import lease
 from fray.ops import groups
 from fray.errors import CorruptFileError
-from fray.state import store
+from fray.state import store, sweep_records
 from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import RowCache, stat_key
@@ -126,6 +126,10 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
             row = _uncached_row(home.run(run_id), cache, key, now)
         rows.append(row)
     cache.save(set(ids))
+    new_points = sweep_records.pending_members(home, set(ids))
+    if new_points:  # a new sweep's points, shown from its record until the daemon has written their runs
+        rows = sorted(rows + [row_of(m.run_id, m, False, None, None, None, now) for m in new_points],
+                      key=lambda row: row["run_id"], reverse=True)
     group_id = None
     if group is not None:
         group_id, rows = groups.resolve(rows, group)

@@ -17,7 +17,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from fray.state import audit, store
+from fray.state import audit, store, sweep_records
 
 from fray.core import directives
 from fray.errors import CorruptFileError, RunLookupError, UsageError
@@ -220,6 +220,12 @@ def resolve(home: Home, ref: str) -> str:
         raise RunLookupError(_ambiguous(ref, named, "runs are named"))
     if prefixed:
         raise RunLookupError(_ambiguous(ref, prefixed, "run ids start with"))
+    point = sweep_records.find(home, ref)
+    if point is not None:  # a new sweep's point: the daemon writes its folder in a moment
+        if sweep_records.wait_for(home, point):
+            return point
+        raise RunLookupError(f"run {point} is a point of a new sweep whose runs the daemon has not written yet; "
+                             "it writes them once it runs (`fray daemon status`, `fray daemon start`)")
     hint = f"; newest: {ids[-1]}" if ids else ""
     raise RunLookupError(f"no run matches {ref!r} in {home.root} (give an id, a unique id prefix, or a name; "
                          f"`fray list` shows them{hint})")

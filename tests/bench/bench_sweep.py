@@ -81,14 +81,22 @@ def fray_once(points: int, tmp: Path, env: dict[str, str], log: Path) -> tuple[f
                                "--json"], env=env, check=True, capture_output=True, text=True)
         sweep = json.loads(done.stdout)
         launch, last = home.group(sweep["group"]).launch, home.run(sweep["runs"][-1]["run_id"]).meta
-        # Submitted: the sweep's launch record names its job array (every point is one task of it).
-        submitted = wait(start, lambda: launch.exists() and json.loads(launch.read_text())["array_job_id"])
+        # Submitted: the sweep's launch record names its job array (every point is one task of it); the
+        # record goes once the runs are written, and the runs name the array too.
+        submitted = wait(start, lambda: recorded(launch) or last.exists())
         # Written: the daemon writes the points' run folders after that, in index order: the last one is last.
         written = wait(start, lambda: last.exists() and json.loads(last.read_text())["attempts"][0].get("backend_ref"))
         return submitted, written
     finally:
         subprocess.run([*fray, "daemon", "stop"], env=env, check=False, stdout=subprocess.DEVNULL)
         cancel_all(env)
+
+
+def recorded(launch: Path) -> bool:
+    try:
+        return bool(json.loads(launch.read_bytes())["array_job_id"])
+    except (FileNotFoundError, ValueError):  # not yet, or being replaced
+        return False
 
 
 def wait(start: float, done: Callable[[], Any]) -> float:

@@ -330,10 +330,10 @@ class SlurmBackend:
             pending = row is not None and row.state in PENDING_STATES
             (kill if target.force or pending else polite).append(job_id)
         problems = []
+        if kill:  # pending ones first: none may start in the room the stopping ones leave (an array's %K)
+            problems += self._scancel(kill)
         if polite:
             problems += self._scancel(["--signal=TERM", "--full", *polite])
-        if kill:
-            problems += self._scancel(kill)
         if problems:
             raise BackendError("; ".join(problems))
 
