@@ -49,24 +49,8 @@ def read_lease(home: Home) -> dict[str, Any] | None:
 
 
 def is_locked(home: Home) -> bool:
-    """Whether some process holds the daemon lock right now.
-
-    A bare flock probe, the same lock filelock takes on POSIX: read-only commands
-    like `fray list` ask this and should not pay for importing filelock.
-    """
-    import fcntl
-
-    try:
-        fd = os.open(home.lock_file("daemon"), os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing drops a lock this probe took
-    return False
+    """Whether some process holds the daemon lock right now."""
+    return store.held(home, "daemon")
 
 
 def current_health(home: Home) -> tuple[Health, dict[str, Any] | None]:

@@ -205,6 +205,27 @@ def lock(home: Home, name: str, timeout: float = 10.0) -> Any:
     return FileLock(str(home.lock_file(name)), timeout=timeout, mode=FILE_MODE)
 
 
+def held(home: Home, name: str) -> bool:
+    """Whether some process holds lock `name` right now.
+
+    A bare flock probe, the same lock filelock takes on POSIX: read-only commands
+    like `fray list` ask this and should not pay for importing filelock.
+    """
+    import fcntl
+
+    try:
+        fd = os.open(home.lock_file(name), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock this probe took
+    return False
+
+
 def read_heartbeat(path: Path) -> float | None:
     """The epoch in a heartbeat file, or None when absent or unreadable (a bad one is simply old)."""
     try:

@@ -61,10 +61,11 @@ def find(home: Home, ref: str) -> str | None:
 
 
 def wait_for(home: Home, run_id: str, timeout: float = WAIT_FOR_RUN_SEC) -> bool:
-    """Wait until the daemon has written the run's folder; False if it has not within `timeout`."""
+    """Wait until the daemon has written the run's folder; False if it has not within `timeout`, or at once
+    when no daemon runs to write it."""
     deadline = time.monotonic() + timeout
     while not os.path.isfile(home.meta_file(run_id)):
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or not store.held(home, "daemon"):
             return False
         time.sleep(0.05)
     return True
