@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from conftest import start_daemon, stop_daemon, wait_until
-from fray.backends.tpu import parse
 from fray.state import runs
 from fray.state.layout import Home
 
