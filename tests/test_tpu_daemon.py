@@ -83,10 +83,10 @@ def test_a_run_creates_a_slice_runs_on_it_and_the_slice_is_deleted_after(home, s
         stop_daemon(daemon)
 
 
-def gcloud_sim(*args: str) -> None:
+def gcloud_sim(*args: str) -> str:
     import subprocess
 
-    subprocess.run(["gcloud", "sim", *args], check=True, capture_output=True, timeout=30)
+    return subprocess.run(["gcloud", "sim", *args], check=True, capture_output=True, timeout=30, text=True).stdout
 
 
 def test_every_host_of_a_multi_host_slice_runs_a_wrapper_with_its_own_heartbeat(home, sim, tmp_path):
@@ -261,10 +261,14 @@ def test_a_queued_run_waits_for_its_queued_resource_and_runs(home, sim, tmp_path
         stop_daemon(daemon)
 
 
+# Hosts resume only from an earlier attempt's checkpoint: a host that starts after host 0 of its own
+# attempt wrote one must not take it for a resume (and finish at once, leaving nothing to lose).
 MULTI_HOST_RESUMING = """\
 ckpt="$FRAY_CHECKPOINT_DIR/step"
-if [ -f "$ckpt" ]; then echo "task $FRAY_TASK_INDEX resumed from step $(cat "$ckpt")"; exit 0; fi
-if [ "$FRAY_TASK_INDEX" = 0 ]; then mkdir -p "$FRAY_CHECKPOINT_DIR"; echo 7 > "$ckpt"; fi
+if [ -f "$ckpt" ] && [ "$(cut -d' ' -f2 "$ckpt")" != "$FRAY_ATTEMPT" ]; then
+  echo "task $FRAY_TASK_INDEX resumed from step $(cut -d' ' -f1 "$ckpt")"; exit 0
+fi
+if [ "$FRAY_TASK_INDEX" = 0 ]; then mkdir -p "$FRAY_CHECKPOINT_DIR"; echo "7 $FRAY_ATTEMPT" > "$ckpt"; fi
 sleep 120
 """
 
@@ -278,7 +282,8 @@ def test_a_lost_host_other_than_host_0_ends_the_attempt_and_the_run_resumes_on_a
         wait_until(lambda: (paths.checkpoints_dir / "step").exists() and host2.heartbeat.exists(), timeout=60,
                    what="every host up and the first checkpoint")
         # Host 2's VM dies; the slice still says READY and host 0 beats on.
-        gcloud_sim("kill-host", slices_name(run_id, 1), "--zone", ZONE, "--worker", "2")
+        killed = gcloud_sim("kill-host", slices_name(run_id, 1), "--zone", ZONE, "--worker", "2")
+        assert int(killed) >= 2, f"host 2 ran neither its wrapper nor its workload ({killed.strip()} killed)"
         meta = wait_until(lambda: ended(home, run_id), timeout=90, what="the run to end")
         assert meta["end"]["status"] == "completed_success", meta
         first = meta["attempts"][0]
