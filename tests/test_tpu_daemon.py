@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import start_daemon, stop_daemon, wait_until
+from conftest import run_fray, start_daemon, stop_daemon, wait_until
 from fray.state import runs
 from fray.state.layout import Home
 
@@ -337,3 +337,36 @@ def test_a_queued_slice_still_waiting_for_resources_at_the_scheduling_timeout_en
         wait_until(lambda: not list(sim.glob("queued/*/*.json")), what="the queued resource deleted")
     finally:
         stop_daemon(daemon)
+
+
+def test_the_readme_tpu_walkthrough_runs_as_written_through_a_preemption(home, sim):
+    """README "On Cloud TPU": `fray submit examples/tpu_train.sh`, the spot slice preempted, the run resumes."""
+    example = Path(__file__).parents[1] / "examples" / "tpu_train.sh"
+    submitted = json.loads(run_fray("submit", "--json", "--skip-probes", "tpu", str(example), home=home.root,
+                                    check=True).stdout)
+    run_id = submitted["run_id"]
+    paths = home.run(run_id)
+    try:
+        wait_until(lambda: listed(home, run_id)["status"] == "healthy_running", timeout=60, what="attempt 1 running")
+        wait_until(lambda: int(_text(paths.checkpoints_dir / "step") or 0) >= 2, timeout=60, what="a checkpoint")
+        gcloud_sim("preempt", slices_name(run_id, 1), "--zone", "us-central2-b")
+        row = wait_until(lambda: listed(home, run_id)["attempt"] == 2 and listed(home, run_id), timeout=60,
+                         what="attempt 2")
+        assert row["status"] in ("restarting", "healthy_running", "completed_success"), row
+        meta = wait_until(lambda: ended(home, run_id), timeout=90, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        first = meta["attempts"][0]
+        assert first["cause"] == "preempted" and first["detail"] == "slice PREEMPTED", first
+        resumed = int(_text(paths.attempt(2).stdout).split("starts at step ")[1].split()[0])
+        assert resumed >= 2  # from the checkpoint attempt 1 left, not from 0
+        for index in range(1, 4):
+            wait_until(lambda: "done at step 20" in _text(paths.attempt(2).task(index).stdout),
+                       what=f"host {index} of attempt 2 done")
+        wait_until(lambda: not slices(sim, "us-central2-b"), what="both slices deleted")
+    finally:
+        run_fray("daemon", "stop", home=home.root)
+
+
+def listed(home: Home, run_id: str) -> dict:
+    rows = json.loads(run_fray("list", "--json", home=home.root, check=True).stdout)["runs"]
+    return next(row for row in rows if row["run_id"] == run_id)
