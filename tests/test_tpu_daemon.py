@@ -363,6 +363,8 @@ def test_the_readme_tpu_walkthrough_runs_as_written_through_a_preemption(home, s
             wait_until(lambda: "done at step 20" in _text(paths.attempt(2).task(index).stdout),
                        what=f"host {index} of attempt 2 done")
         wait_until(lambda: not slices(sim, "us-central2-b"), what="both slices deleted")
+        status = run_fray("status", run_id, home=home.root, check=True).stdout
+        assert "resources: v4-32 slice (4 hosts x 4 chips), spot on tpu" in status, status
     finally:
         run_fray("daemon", "stop", home=home.root)
 
