@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 
-from fray.ops import sweep
 from fray.state import runs
 from fray.tui.screens.detail import DetailScreen
 from fray.tui.screens.dialogs import BanScreen, ConfirmScreen, HelpScreen
@@ -138,35 +137,6 @@ def test_stop_asks_first_and_refuses_an_ended_run(home, tmp_path):
             await pilot.press("s")
             assert not isinstance(app.screen, ConfirmScreen)  # nothing to stop: a warning, no question
             await until(pilot, lambda: control_of(home, ids["done"])["stop_requested"] is False, what="control.json")
-
-    run(scenario())
-
-
-def test_a_sweep_is_one_row_that_enter_unfolds_and_s_p_stop_or_pause_every_run_of(home, tmp_path):
-    make_runs(home, tmp_path / "scripts")
-    script = tmp_path / "point.py"
-    script.write_text("print('point')\n")
-    members = [meta.run_id for meta in sweep.submit_sweep(home, script, ["lr=0.1,0.01,0.001"], name="lr-scan")]
-
-    async def scenario():
-        async with dashboard(home) as (app, pilot):
-            await until(pilot, lambda: "3 runs: 3 pending" in screen_text(app), what="the sweep's row")
-            row = await go_to(app, pilot, "lr-scan")
-            assert row["kind"] == "group" and sum(1 for line in screen_text(app).splitlines() if "lr-scan" in line) == 1
-            await pilot.press("p")
-            await until(pilot, lambda: "Pause the sweep lr-scan" in screen_text(app), what="the question")
-            await pilot.press("y")
-            await until(pilot, lambda: all(control_of(home, m)["paused"] for m in members), what="every point paused")
-            await pilot.press("s")
-            await until(pilot, lambda: "Stop the sweep lr-scan" in screen_text(app), what="the question")
-            await pilot.press("y")
-            await until(pilot, lambda: all(control_of(home, m)["stop_requested"] for m in members),
-                        what="every point asked to stop")
-            await until(pilot, lambda: any("requested stop for 3 runs of lr-scan" in n.message
-                                           for n in app._notifications), what="the notice")
-            await pilot.press("enter")  # unfolds: each point is a row of its own under the sweep's
-            table = app.screen.query_one("#runs")
-            await until(pilot, lambda: set(members) <= set(table.order), what="the points' rows")
 
     run(scenario())
 
