@@ -1,9 +1,11 @@
 """Creating a sweep's group of runs: one run per point, written all together or not at all.
 
-`create_group` is the one way a sweep comes to exist: `fray submit --sweep`
-(fray.ops.sweep) gives it the script's spec with each point's arguments, and
-a Python front end (`fray.map`) can give it one spec and payload per item.
-Each member is an ordinary run whose meta carries the group
+A sweep comes to exist in one of two ways. `create_group` writes every
+member's run folder at once, from one spec and payload per item: what a
+Python front end (`fray.map`) gives it. `publish_sweep` (below) writes only
+the sweep's record, from which the daemon writes the same runs: what
+`fray submit --sweep` (fray.ops.sweep) does, where the points share one
+script and spec and differ by their arguments. Each member is an ordinary run whose meta carries the group
 (`{"kind": "sweep", "id", "name", "size", "index", "max_parallel", "params"}`,
 fray.core.model.Meta.sweep) and whose environment says which point it is
 (fray.core.sweep.point_env). Member i is named `<name>-<i>` (zero-padded, so
