@@ -5,7 +5,8 @@ the daemon has written their runs. On Slurm the daemon submits the points'
 first attempts as one job array before it writes their runs; a daemon killed
 right after that sbatch, or right before it, leaves a launch record the next
 daemon goes on from: it adopts the array it finds, and submits again only an
-array that never reached Slurm.
+array that never reached Slurm. An array's folder goes once none of its
+tasks is in flight.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import time
 import pytest
 
 from conftest import run_fray, schema_validate, wait_until
+from fray.backends.slurm import arrays
 from fray.backends.slurm.backend import SlurmBackend
 from fray.core import policy
 from fray.daemon.loop import Daemon
 from fray.ops import sweep as sweeping
 from fray.state import store
 from fray.state.layout import Home
-from test_sweep_slurm import FAST, Recording, metas, slurm_home  # noqa: F401 - slurm_home is a fixture
+from test_sweep_slurm import FAST, POINT, Recording, metas, slurm_home  # noqa: F401 - slurm_home is a fixture
 
 HELD = """#!/bin/bash
 #FRAY --backend slurm
@@ -124,3 +126,25 @@ def test_a_daemon_killed_right_before_sbatch_leaves_a_launch_the_next_one_submit
     (sbatch,) = runner.argvs("sbatch")
     assert any(arg.startswith("--array=0-2") for arg in sbatch)
     assert {m["attempts"][0]["state"] for m in metas(home, [m.run_id for m in created])} == {"submitted"}
+
+
+@pytest.mark.slow
+def test_an_arrays_folder_goes_once_every_task_of_it_has_ended_and_not_while_one_is_in_flight(slurm_home, tmp_path):
+    home = slurm_home
+    quick, held = tmp_path / "quick.sh", tmp_path / "held.sh"
+    quick.write_text(POINT)
+    held.write_text(HELD)
+    done = [m.run_id for m in sweeping.submit_sweep(home, quick, ["i=0..2"], name="quick")]
+    waiting = [m.run_id for m in sweeping.submit_sweep(home, held, ["i=0..2"], name="held")]
+    runner = Recording()
+    daemon = Daemon(home, backends={"slurm": SlurmBackend(home, config=FAST, runner=runner)})
+    wait_until(lambda: (daemon.cycle(), all(m["phase"] == "ended" for m in metas(home, done)))[1], timeout=90,
+               what="the quick sweep to end")
+    names = {metas(home, ids)[0]["attempts"][0]["backend_ref"]["job_name"] for ids in (done, waiting)}
+    assert set(home.array_names()) == names  # kept for KEEP_SEC after they last changed, ended or not
+    later = Daemon(home, backends={"slurm": SlurmBackend(home, config=FAST, runner=runner)},
+                   clock=lambda: time.time() + arrays.KEEP_SEC + 1)
+    later.cycle()
+    (left,) = home.array_names()
+    assert left == metas(home, waiting)[0]["attempts"][0]["backend_ref"]["job_name"]  # its tasks are pending
+    assert {m["attempts"][0]["state"] for m in metas(home, waiting)} == {"submitted"}

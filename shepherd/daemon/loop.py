@@ -41,6 +41,7 @@ from fray.core.observation import BackendView
 from fray.core.scheduler import Ledger, run_request
 from fray.core.run_row import row_of
 from fray.daemon import alerts
+from fray.daemon.array_folders import ArrayFolders
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.daemon.launching import Launcher
@@ -93,6 +94,7 @@ class Daemon:
         self._submitter = Submitter(home, self._backend, self._commit, self._finish, self._event, clock,
                                     lambda: self.jitter(), self._seen_in_flight)
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
+        self._array_folders = ArrayFolders(home, lambda: list(self._backends.values()))
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -140,6 +142,7 @@ class Daemon:
             self._family.sweep_endpoints(runs)
         except OSError as exc:
             log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
+        self._array_folders.sweep([run.meta for run in runs], now)
         message = self._notifications.flush(now)  # what this cycle's changes (and any held back) call for
         for notice in message.notices if message else ():
             sinks = ", ".join(self._notifications.sinks)

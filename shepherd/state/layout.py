@@ -382,6 +382,12 @@ class Home:
     def array(self, name: str) -> ArrayPaths:
         return ArrayPaths(self.arrays_dir / name)
 
+    def array_names(self) -> list[str]:
+        try:
+            return sorted(e.name for e in os.scandir(self.arrays_dir) if e.is_dir())
+        except FileNotFoundError:
+            return []
+
     @property
     def groups_dir(self) -> Path:
         return self.root / GROUPS

@@ -5,6 +5,7 @@
     array_script(...)    the array's batch script
     tasks_text(...)      the mapping from array task index to attempt
     array_refs(...)      each attempt's reference: its array task id `123_4`
+    finished(...)        the arrays' folders that may go: no attempt in flight names them
 
 Every attempt keeps its own batch script (`sbatch.sh` in its attempt folder,
 exactly what a single submission would run: the requeue guard, the
@@ -37,6 +38,9 @@ from fray.state.layout import ArrayPaths, AttemptPaths, RunPaths
 
 ARRAY_PREFIX = f"{JOB_PREFIX}array-"
 FOLDER_WAIT_SEC = 600  # how long an array task waits for the daemon to record it as its attempt
+# An array's folder outlives its last attempt's end: kept at least this long after it last changed, past
+# FOLDER_WAIT_SEC, so the tasks of an array no attempt names (lost in a crash) have given up before it goes.
+KEEP_SEC = 900
 
 
 def array_name(group_id: str, token: str) -> str:
@@ -123,3 +127,10 @@ def task_ref(array_job_id: str, name: str, index: int, partition: str | None,
     if exclude:
         ref["exclude"] = list(exclude)
     return ref
+
+
+def finished(made_at: dict[str, float], in_use: set[str], now: float, keep_sec: float = KEEP_SEC) -> list[str]:
+    """The arrays (by name; `made_at`: when each folder last changed) whose folders may be removed: no attempt
+    still in flight is a task of it (`in_use`: their arrays' names, and those being launched), and it is
+    older than `keep_sec`."""
+    return sorted(name for name, at in made_at.items() if name not in in_use and now - at > keep_sec)

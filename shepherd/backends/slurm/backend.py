@@ -22,7 +22,9 @@ unknown this cycle); a failed sacct or scontrol only leaves less detail.
 from __future__ import annotations
 
 import getpass
+import os
 import secrets
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -194,6 +196,19 @@ class SlurmBackend:
         """The job id of the array named `name` while any task of it is in the queue."""
         rows = self._squeue().by_id.values()
         return next((row.job_id.partition("_")[0] for row in rows if row.name == name), None)
+
+    def remove_finished_arrays(self, in_use: set[str], now: float) -> list[str]:
+        """Remove the folders of the arrays every task of which has ended (arrays.finished); their names."""
+        made_at = {}
+        for name in self.home.array_names():
+            try:
+                made_at[name] = os.stat(self.home.array(name).dir).st_mtime
+            except FileNotFoundError:
+                continue
+        gone = arrays.finished(made_at, in_use, now)
+        for name in gone:
+            shutil.rmtree(self.home.array(name).dir, ignore_errors=True)
+        return gone
 
     def array_ref(self, array_job_id: str, name: str, index: int, partition: str | None) -> dict[str, Any]:
         """Task `index`'s reference, as `submit_group` records it."""
