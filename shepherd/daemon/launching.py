@@ -82,28 +82,28 @@ class Launcher:
         record = store.read_json(paths.record, "group")
         if record is None:
             return set()
-        metas = sweep_record.members_of(record)
-        backend = self.backend(metas[0].spec.backend)
+        first = sweep_record.member_meta(record, 0)  # the others only once submitted: 1,000 metas take 0.3 s
+        backend = self.backend(first.spec.backend)
         if launch is None:
-            plan = self.first_plan(metas[0])
+            plan = self.first_plan(first)
             if not hasattr(backend, "launch_array") or [type(a) for a in plan.actions] != [policy.Submit]:
-                return self._write(paths, record, metas, None)
-            launch = self._launch(paths, record, metas, backend, plan.meta.attempts[0].partition, exclude)
+                return self._write(paths, record, None)
+            launch = self._launch(paths, record, first, backend, plan.meta.attempts[0].partition, exclude)
         if launch is not None and launch["state"] == SUBMITTING:
             launch = self._resolve(paths, launch, backend)
         if launch is None or launch["state"] != SUBMITTED:
             return set()
-        return self._write(paths, record, metas, launch, backend)
+        return self._write(paths, record, launch, backend)
 
-    def _launch(self, paths: GroupPaths, record: dict[str, Any], metas: list[Meta], backend: Any,
+    def _launch(self, paths: GroupPaths, record: dict[str, Any], member: Meta, backend: Any,
                 partition: str | None, exclude: tuple[str, ...]) -> dict[str, Any] | None:
         """Submit the members' first attempts as one array; the launch record (None: write them queued)."""
         name = backend.new_array_name(record["id"])
         launch: dict[str, Any] = {"state": SUBMITTING, "at": self.clock(), "array_name": name, "array_job_id": None,
                                   "partition": partition}
         store.write_json(paths.launch, launch, "launch")  # the intent first: a restarted daemon looks for it
-        first = self._request(metas[0], partition, exclude)
-        dirs = [self.home.run(meta.run_id).attempt(1).dir for meta in metas]
+        first = self._request(member, partition, exclude)
+        dirs = [self.home.run(m["run_id"]).attempt(1).dir for m in record["members"]]
         try:
             array_id = backend.launch_array(record["id"], name, first, dirs, record["max_parallel"])
         except AmbiguousSubmission as exc:
@@ -115,7 +115,7 @@ class Launcher:
             return None
         launch.update(state=SUBMITTED, array_job_id=array_id)
         store.write_json(paths.launch, launch, "launch")
-        log.info("sweep %s: %d first attempts submitted as job array %s", record["id"], len(metas), array_id)
+        log.info("sweep %s: %d first attempts submitted as job array %s", record["id"], len(dirs), array_id)
         return launch
 
     def _resolve(self, paths: GroupPaths, launch: dict[str, Any], backend: Any) -> dict[str, Any] | None:
@@ -142,10 +142,11 @@ class Launcher:
                              checkpoint_dir=run.checkpoints_dir, partition=partition, exclude_nodes=exclude,
                              namespace=meta.job_namespace)
 
-    def _write(self, paths: GroupPaths, record: dict[str, Any], metas: list[Meta], launch: dict[str, Any] | None,
+    def _write(self, paths: GroupPaths, record: dict[str, Any], launch: dict[str, Any] | None,
                backend: Any = None) -> set[str]:
         """Every member's run folder not written yet (each whole, all made durable by one sync); then the
         group's folder goes."""
+        metas = sweep_record.members_of(record)
         frozen = metas[0].script["frozen"]
         script = paths.script(frozen).read_bytes()
         new: list[runs.NewRun] = []
