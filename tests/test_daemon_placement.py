@@ -67,33 +67,45 @@ def test_production_starts_before_older_batch_and_an_unmet_constraint_says_why(h
         stop_daemon(daemon)
 
 
-REPLICAS = """#!/bin/bash
-#FRAY --replicas 3 --heartbeat-interval 0.5 --stop-grace 2
+GROUP = """#!/bin/bash
+#FRAY --replicas 3 --max-retries 1 --backoff-base 0 --heartbeat-interval 0.5 --stop-grace 2
 echo "$FRAY_TASK_INDEX of $FRAY_NUM_TASKS at $FRAY_COORDINATOR_ADDRESS" > "task-$FRAY_TASK_INDEX-attempt-$FRAY_ATTEMPT"
-if [ "$FRAY_TASK_INDEX" = 1 ] && [ "$FRAY_ATTEMPT" = 1 ]; then exit 1; fi
-trap 'exit 0' TERM
-while true; do sleep 0.1; done
+if [ "$FRAY_TASK_INDEX" = 1 ]; then echo "replica 1 lost its shard" >&2; exit 3; fi
+exec sleep 300
 """
 
 
-def test_replicas_run_side_by_side_and_one_failing_restarts_them_all(home: Home, tmp_path: Path) -> None:
+def test_one_replica_failing_kills_its_siblings_and_the_group_is_retried_under_max_retries(
+        home: Home, tmp_path: Path) -> None:
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 3, "gpus": 0}}))
-    job = tmp_path / "replicas.sh"
-    job.write_text(REPLICAS)
+    job = tmp_path / "group.sh"
+    job.write_text(GROUP)
     daemon = start_daemon(home, wait=False)
     run_id = ""
     try:
         run_id = submit(home, job)
-        # Task 1 fails in attempt 1: tasks 0 and 2 are stopped with it, and attempt 2 starts all three again.
-        wait_until(lambda: all((tmp_path / f"task-{i}-attempt-2").exists() for i in range(3)), timeout=30,
-                   what="all three tasks of attempt 2")
+        # Replica 1 fails in every attempt while 0 and 2 sleep: each time the sleepers are killed within
+        # seconds, and attempt 2 starts all three again; then --max-retries 1 is spent and the run fails.
+        wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", timeout=60, what="the run to end")
+        meta = meta_of(home, run_id)
+        assert [a["number"] for a in meta["attempts"]] == [1, 2]
+        for number in (1, 2):
+            attempt = home.run(run_id).attempt(number)
+            assert all((tmp_path / f"task-{i}-attempt-{number}").exists() for i in range(3))
+            ended = {i: json.loads((attempt.task(i).dir / "exit.json").read_text())["ended_at"] for i in range(3)}
+            assert max(ended[0], ended[2]) - ended[1] < 5, ended  # the sleepers did not sleep on
+            assert meta["attempts"][number - 1]["counted_as"] == "workload"  # the group spends --max-retries
+            assert meta["attempts"][number - 1]["detail"].startswith("task 1 of 3: exit 3: replica 1 lost its shard")
         assert (tmp_path / "task-2-attempt-2").read_text().startswith("2 of 3 at 127.0.0.1:")
-        assert (home.run(run_id).attempt(1).dir / "tasks" / "1" / "exit.json").exists()  # task 1 reported apart
-        first = meta_of(home, run_id)["attempts"][0]
-        assert first["counted_as"] == "workload", first  # the group's failure spends --max-retries
+        assert meta["end"]["status"] == "failed"
+        reason = meta["end"]["reason"]
+        assert "more than --max-retries 1" in reason and "task 1 of 3: exit 3: replica 1 lost its shard" in reason
+        shown = run_fray("status", run_id, home=home.root, check=True, env={"COLUMNS": "200"}).stdout
+        assert "task 1 of 3: exit 3" in shown
+        assert "3 tasks that live and die together: one failing stops the others" in shown
     finally:
-        if run_id:
+        if run_id and meta_of(home, run_id)["phase"] != "ended":
             runs.request(home, run_id, "stop")
             wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stop")
         stop_daemon(daemon)

@@ -27,6 +27,7 @@ from fray.wrapper import contract
 from fray.core import partition_policy
 from fray.core.budgets import NODE_BUDGET, WORKLOAD_BUDGET, backoff_delay, budgets_used
 from fray.core.observation import BackendView
+from fray.core.placement.groups import TaskEnd, reporting_task
 from fray.core.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.scheduler import Admission, Request, run_request
 from fray.core.status import PAUSED_REASON, healthy_period, progress_stalled_for
@@ -63,6 +64,9 @@ class AttemptFiles:
     final: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
     progress: dict[str, Any] | None = None
+    # Read only once task 0 failed: the other tasks that ended, and how many the attempt has.
+    tasks: tuple[TaskEnd, ...] = ()
+    task_count: int = 1
 
 
 @dataclass(frozen=True)
@@ -269,8 +273,11 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
     if files.exit is not None:
         if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
             attempt.node = _recorded_node(files)
-        cause, detail = classify_exit(files.exit, files.final, files.failure, attempt)
-        _attempt_ended(plan, attempt, cause, files.exit["exit_code"], detail, s.jitter,
+        # A group stopped by fray is described by task 0; one that failed, by the task that failed it.
+        end, task = reporting_task(TaskEnd(0, files.exit, files.failure), () if attempt.stop_reason else files.tasks,
+                                   files.task_count)
+        cause, detail = classify_exit(dict(end.exit), files.final, dict(end.failure or {}) or None, attempt)
+        _attempt_ended(plan, attempt, cause, end.exit["exit_code"], task + detail, s.jitter,
                        ended_at=files.exit.get("ended_at"))
         return
     if view.state == "gone":
