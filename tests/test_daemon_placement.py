@@ -111,6 +111,35 @@ def test_one_replica_failing_kills_its_siblings_and_the_group_is_retried_under_m
         stop_daemon(daemon)
 
 
+def test_a_user_whose_credits_are_spent_waits_as_batch_and_fray_list_says_so(home: Home, tmp_path: Path) -> None:
+    store.ensure_home(home)
+    # 0.0005 resource-hours: the running run (1 CPU) spends them in under two seconds.
+    home.config.write_text(json.dumps({"local": {"cpus": 1, "gpus": 0}, "priority": {"credit_hours": 0.0005}}))
+    serve = tmp_path / "serve.sh"
+    serve.write_text(SERVE)
+    daemon = start_daemon(home, wait=False)
+    started: list[str] = []
+    try:
+        blocker = submit(home, serve)
+        started.append(blocker)
+        wait_until(lambda: home.run(blocker).attempt(1).started.exists(), what="the first run to take the CPU")
+        prod = submit(home, serve, priority="production")
+        started.append(prod)
+        wait_until(lambda: "credits are spent" in (meta_of(home, prod)["wait_reason"] or ""), timeout=30,
+                   what="the production run to wait as batch")
+        assert meta_of(home, prod)["wait_reason"].startswith("placed as batch (")
+        table = run_fray("list", home=home.root, check=True, env={"COLUMNS": "250"}).stdout
+        line = next(text for text in table.splitlines() if prod in text)
+        assert "pending · production" in line and "placed as batch (" in line and "credits are spent" in line
+    finally:
+        for run_id in started:
+            if meta_of(home, run_id)["phase"] != "ended":
+                runs.request(home, run_id, "stop")
+        for run_id in started:
+            wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stops")
+        stop_daemon(daemon)
+
+
 def test_constraints_are_checked_against_the_machines_attributes(home: Home, tmp_path: Path) -> None:
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 2, "gpus": 0, "gpu_type": "NVIDIA H100 80GB HBM3"}}))

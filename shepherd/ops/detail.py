@@ -62,8 +62,8 @@ def tasks_summary(spec: dict[str, Any]) -> str | None:
     if count < 2:
         return None
     placed = f", on workers sharing {spec['group_by']}" if spec.get("group_by") else ""
-    return (f"{count} tasks that live and die together{placed}: one failing stops the others, and all {count} are "
-            f"retried as the next attempt under --max-retries")
+    return (f"{count} tasks that live and die together{placed}: one failing stops the others, and the whole "
+            "group is retried as the next attempt under --max-retries")
 
 
 def failures_summary(counters: dict[str, Any], budgets: dict[str, Any] | None = None) -> str:
