@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_fray, start_daemon, stop_daemon, wait_until
+from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
 from fray.state import runs, store
 from fray.state.layout import Home
 
@@ -102,8 +102,12 @@ def test_one_replica_failing_kills_its_siblings_and_the_group_is_retried_under_m
         reason = meta["end"]["reason"]
         assert "more than --max-retries 1" in reason and "task 1 of 3: exit 3: replica 1 lost its shard" in reason
         shown = run_fray("status", run_id, home=home.root, check=True, env={"COLUMNS": "200"}).stdout
-        assert "task 1 of 3: exit 3" in shown
         assert "3 tasks that live and die together: one failing stops the others" in shown
+        # The failure shown is task 1's own (its stderr), not task 0's "killed by SIGKILL".
+        assert "Last failure (attempt 2, task 1, exit 50)" in shown and "    replica 1 lost its shard" in shown
+        data = json.loads(run_fray("status", run_id, "--json", home=home.root, check=True).stdout)
+        schema_validate("cli-status", data)
+        assert [(a["failed_task"], a["failure"]["workload_exit_code"]) for a in data["attempts"]] == [(1, 3), (1, 3)]
     finally:
         if run_id and meta_of(home, run_id)["phase"] != "ended":
             runs.request(home, run_id, "stop")

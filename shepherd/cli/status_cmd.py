@@ -98,7 +98,8 @@ def render_status(data: dict[str, Any]) -> list[str]:
     failed = detail.last_failure(data["attempts"])
     if failed:
         failure = failed["failure"]
-        lines += ["", render.heading(f"Last failure (attempt {failed['number']}, exit {failure['exit_code']})")]
+        task = f", task {failed['failed_task']}" if failed.get("failed_task") is not None else ""
+        lines += ["", render.heading(f"Last failure (attempt {failed['number']}{task}, exit {failure['exit_code']})")]
         lines.append(f"  {failure['message']}")
         tail = failure.get("stderr_tail") or []
         if tail:

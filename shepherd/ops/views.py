@@ -15,6 +15,7 @@ from typing import Any
 from fray.core import group_rows
 from fray.core.model import Control, Meta
 from fray.core.budgets import budgets_used
+from fray.core.placement.groups import TaskEnd, reporting_task
 from fray.core.run_row import row_of
 from fray.core.status import Status
 from fray.daemon import lease
@@ -184,7 +185,8 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
     attempts = []
     for attempt in (meta.attempts if meta else []):
         files = paths.attempt(attempt.number)
-        attempts.append({**attempt.to_dict(), "failure": read_record(files.failure, "failure"),
+        failure, task = _reported_failure(files, bool(attempt.stop_reason))
+        attempts.append({**attempt.to_dict(), "failure": failure, "failed_task": task,
                          "stdout": str(files.stdout), "stderr": str(files.stderr)})
     recent = [line.record for line in store.read_jsonl(paths.events, "event") if line.record is not None]
     return {
@@ -234,6 +236,20 @@ def commands_view(paths: RunPaths, now: float) -> dict[str, Any]:
         })
     waiting.sort(key=lambda c: (c["issued_at"], c["id"]))
     return {"unacknowledged": waiting, "acknowledged": acknowledged}
+
+
+def _reported_failure(files: layout.AttemptPaths, stopped: bool) -> tuple[dict[str, Any] | None, int | None]:
+    """The failure record an attempt is reported by, and its task when the attempt has several: the task
+    that failed the group, as the daemon chose it (core.placement.groups), not a sibling killed with it."""
+    failure = read_record(files.failure, "failure")
+    exit_record = read_record(files.exit, "exit")
+    indexes = files.task_indexes() if exit_record is not None else [0]
+    if len(indexes) < 2:
+        return failure, None
+    others = [] if stopped else [TaskEnd(i, record, read_record(files.task(i).failure, "failure"))
+                                 for i in indexes[1:] if (record := read_record(files.task(i).exit, "exit"))]
+    end, prefix = reporting_task(TaskEnd(0, exit_record, failure), others, len(indexes))  # type: ignore[arg-type]
+    return (dict(end.failure) if end.failure else None), (end.index if prefix else None)
 
 
 def read_record(path: Any, schema: str) -> dict[str, Any] | None:
