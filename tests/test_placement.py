@@ -128,6 +128,10 @@ def test_a_failed_group_is_reported_by_the_task_that_failed_not_the_siblings_kil
     # Task 0 succeeded: a sibling stopped after it is no failure of the group; one task needs no prefix.
     assert reporting_task(end(0, 0, 12.0), [failed1], 3) == (end(0, 0, 12.0), "")
     assert reporting_task(killed0, [], 1) == (killed0, "")
+    # Task 0 killed before it wrote its record (srun ended it during startup): task 1 still speaks, a
+    # task that was only killed does not (the backend's reading stands).
+    assert reporting_task(None, [killed2, failed1], 3) == (failed1, "task 1 of 3: ")
+    assert reporting_task(None, [killed2], 3) == (None, "")
 
 
 # ---- properties ---------------------------------------------------------------------------------

@@ -64,8 +64,7 @@ class AttemptFiles:
     final: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
     progress: dict[str, Any] | None = None
-    # Read only once task 0 failed: the other tasks that ended, and how many the attempt has.
-    tasks: tuple[TaskEnd, ...] = ()
+    tasks: tuple[TaskEnd, ...] = ()  # read once task 0 failed or is gone: the other tasks that ended
     task_count: int = 1
 
 
@@ -270,15 +269,16 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         attempt.node = view.node
     if attempt.state == AttemptState.SUBMITTED.value and files.started is not None:
         _started(plan, attempt, view, files)  # also for an attempt that ended before it was seen running
-    if files.exit is not None:
+    # Task 0's exit record speaks for the attempt; in a group that failed, the task that failed it (even
+    # where task 0 was killed before it could write one); in a group fray stopped, task 0.
+    task0 = TaskEnd(0, files.exit, files.failure) if files.exit is not None else None
+    end, task = reporting_task(task0, () if attempt.stop_reason else files.tasks, files.task_count)
+    if end is not None:
         if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
             attempt.node = _recorded_node(files)
-        # A group stopped by fray is described by task 0; one that failed, by the task that failed it.
-        end, task = reporting_task(TaskEnd(0, files.exit, files.failure), () if attempt.stop_reason else files.tasks,
-                                   files.task_count)
-        cause, detail = classify_exit(dict(end.exit), files.final, dict(end.failure or {}) or None, attempt)
+        cause, detail = classify_exit(end.exit, files.final, end.failure, attempt)
         _attempt_ended(plan, attempt, cause, end.exit["exit_code"], task + detail, s.jitter,
-                       ended_at=files.exit.get("ended_at"))
+                       ended_at=end.exit.get("ended_at"))
         return
     if view.state == "gone":
         if attempt.state == AttemptState.STOPPING.value and attempt.stop_reason:

@@ -275,7 +275,7 @@ class Daemon:
         if attempt is not None:
             key = AttemptKey(meta.run_id, attempt.number)
             view = views.get(key, BackendView("unknown"))
-            files = self._attempt_files(run.paths, attempt.number)
+            files = self._attempt_files(run.paths, attempt.number, view.state == "gone")
             first_sight = key not in self._seen_in_flight
             if first_sight:
                 self._seen_in_flight.add(key)
@@ -336,7 +336,7 @@ class Daemon:
             return None  # a backend that cannot load fails the submission itself, with its message
         return offer(meta.spec) if offer is not None else None
 
-    def _attempt_files(self, paths: RunPaths, number: int) -> AttemptFiles:
+    def _attempt_files(self, paths: RunPaths, number: int, gone: bool) -> AttemptFiles:
         attempt = paths.attempt(number)
         read = self._reader.read
 
@@ -351,8 +351,8 @@ class Daemon:
         exit_record = safe(attempt.exit, "exit")
         indexes = [0]
         tasks: list[TaskEnd] = []
-        if exit_record is not None and exit_record["exit_code"] != contract.EXIT_OK:
-            # The tasks of a group end together: the one that failed first says why (core.placement.groups).
+        failed = exit_record["exit_code"] != contract.EXIT_OK if exit_record is not None else gone
+        if failed:  # or gone without a word: in a group, the task that failed first says why (placement.groups)
             indexes = attempt.task_indexes()
             for index in indexes[1:]:
                 task_exit = safe(attempt.task(index).exit, "exit")

@@ -4,8 +4,9 @@ The tasks of one attempt (`--replicas N`, `#SBATCH -N 2`, the hosts of a TPU
 slice) only make sense together: a multi-host program whose worker 1 died
 cannot go on with the others. So they live and die together: when one fails
 for good, its backend stops the siblings still running (the local backend
-kills their workloads, Slurm's `srun --kill-on-bad-exit` ends the step, a
-slice's launch ends with its hosts), and the attempt ends as a unit. The
+kills their workloads, Slurm's `srun --kill-on-bad-exit` ends the step, the
+TPU backend ends the attempt on the slice, `backends.tpu.hosts`), and the
+attempt ends as a unit. The
 daemon then retries the whole group, all N tasks, as the run's next attempt,
 under the run's own budgets: a workload failure spends `--max-retries`, a node
 fault `--max-retries-preemption`; once spent, the run ends failed.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from fray.wrapper import contract
 
@@ -31,8 +32,8 @@ class TaskEnd:
     """What one task's wrapper wrote when it ended: its exit record and failure record."""
 
     index: int
-    exit: Mapping[str, Any]
-    failure: Mapping[str, Any] | None = None
+    exit: dict[str, Any]
+    failure: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -46,16 +47,20 @@ class TaskEnd:
             (isinstance(code, int) and code >= contract.EXIT_SIGNALLED_BASE)
 
 
-def reporting_task(task0: TaskEnd, others: Sequence[TaskEnd], count: int) -> tuple[TaskEnd, str]:
+def reporting_task(task0: TaskEnd | None, others: Sequence[TaskEnd], count: int) -> tuple[TaskEnd | None, str]:
     """The task whose end the attempt is classified by, and the prefix of its detail (`task 1 of 3: `).
 
-    `others`: the ended tasks besides task 0; `count`: the attempt's tasks. A task 0 that succeeded
-    speaks for itself (a sibling stopped after it finished is not a failure of the group). Else, of the
-    tasks that failed, one that failed on its own goes before one that was killed, then the earliest.
+    `task0`: None when task 0 left no exit record (killed before it could write one); `others`: the
+    ended tasks besides task 0; `count`: the attempt's tasks. A task 0 that succeeded speaks for itself
+    (a sibling stopped after it finished is not a failure of the group). Else, of the tasks that
+    failed, one that failed on its own goes before one that was killed, then the earliest. Without
+    task 0's record only a task that failed on its own speaks; None then leaves it to the backend.
     """
-    if count < 2 or not task0.failed:
+    if count < 2 or (task0 is not None and not task0.failed):
         return task0, ""
-    failed = [end for end in (task0, *others) if end.failed]
+    failed = [end for end in (task0, *others) if end is not None and end.failed and (task0 or not end.killed)]
+    if not failed:
+        return task0, ""
     chosen = min(failed, key=lambda end: (end.killed, _ended_at(end), end.index))
     return chosen, f"task {chosen.index} of {count}: "
 
