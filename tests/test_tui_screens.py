@@ -111,6 +111,31 @@ def test_detail_follows_the_run_as_it_changes(home, tmp_path):
     run(scenario())
 
 
+def test_detail_of_a_failed_group_shows_the_failure_of_the_task_that_failed_it(home, tmp_path):
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 3, "gpus": 0}}))
+    script = tmp_path / "group.sh"
+    script.write_text("#!/bin/bash\n#FRAY --replicas 3 --max-retries 0\n"
+                      'if [ "$FRAY_TASK_INDEX" = 1 ]; then echo "replica 1 lost its shard" >&2; exit 3; fi\n'
+                      "exec sleep 300\n")
+    run_id = runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, workdir=str(tmp_path))).run_id
+    daemon = start_daemon(home, wait=False)
+    try:
+        wait_until(lambda: runs.read_meta(home, run_id).phase == "ended", timeout=30, what="the run to fail")
+    finally:
+        stop_daemon(daemon)
+
+    async def scenario():
+        async with dashboard(home, size=(160, 80), run_id=run_id) as (app, pilot):
+            await until(pilot, lambda: isinstance(app.screen, DetailScreen), what="the DetailScreen")
+            # Task 1's record with its stderr, not task 0's "killed by SIGKILL".
+            await until(pilot, lambda: "attempt 1, task 1: exit 50" in screen_text(app), what="task 1's failure")
+            text = screen_text(app)
+            assert "replica 1 lost its shard" in text and "task 1 of 3: exit 3" in text
+
+    run(scenario())
+
+
 # ---------------------------------------------------------------- logs
 
 
