@@ -3,7 +3,8 @@
 The pure scheduler of the controller and coscheduling designs. Public names:
 `find_assignments` and its records (`placement`), `parse`/`Constraint`
 (`constraints`), `Worker`/`Resources` and the attribute builders
-(`attributes`), `Band`/`Credits` (`priority`), `reporting_task` (`groups`: which task a failed group is reported by).
+(`attributes`), `Band`/`Credits` (`priority`), `TaskEnd`/`reporting_task`
+(`groups`: which task a failed group is reported by).
 """
 
 from fray.core.placement.attributes import Resources, Worker

@@ -6,16 +6,16 @@ cannot go on with the others. So they live and die together: when one fails
 for good, its backend stops the siblings still running (the local backend
 kills their workloads, Slurm's `srun --kill-on-bad-exit` ends the step, the
 TPU backend ends the attempt on the slice, `backends.tpu.hosts`), and the
-attempt ends as a unit. The
-daemon then retries the whole group, all N tasks, as the run's next attempt,
-under the run's own budgets: a workload failure spends `--max-retries`, a node
-fault `--max-retries-preemption`; once spent, the run ends failed.
+attempt ends as a unit. The daemon then retries the whole group, all N tasks,
+as the run's next attempt, under the run's own budgets (there is no separate
+group budget): a workload failure spends `--max-retries`, a node fault
+`--max-retries-preemption`; once spent, the run ends failed.
 
 Task 0's exit is the attempt's, but a task 0 that was only killed because a
 sibling failed says "killed by SIGKILL" (or "terminated by SIGTERM from outside
-fray", which would read as a preemption). `reporting_task` picks the task the
-attempt is classified and described by instead: the one whose failure ended
-the group.
+fray", which would read as a preemption, or nothing at all when it was killed
+before it could write). `reporting_task` picks the task the attempt is
+classified and described by instead: the one whose failure ended the group.
 """
 
 from __future__ import annotations
