@@ -33,9 +33,10 @@ from fray.core.observation import BackendView
 from fray.errors import BackendError
 from fray.state import identity, store
 from fray.state.layout import Home
+from fray.wrapper import contract
 
 DEFAULTS: dict[str, Any] = {"poll_interval_sec": 5.0, "workers": 16, "create_rate": 10.0,
-                            "command_timeout_sec": 120.0, "python": None}
+                            "command_timeout_sec": 120.0, "python": None, "records": contract.RECORDS_RENAME}
 # An --async create may take this long to show in `tpu-vm list`; missing before that is not gone.
 LIST_LAG_SEC = 60.0
 LAUNCHED = "tpu-launched"  # marker in the attempt folder: the ssh that starts the wrappers was sent
@@ -52,6 +53,7 @@ class TpuBackend:
         self.home = home
         settings = {**DEFAULTS, **(config if config is not None else _tpu_config(home))}
         self.python = str(settings.get("python") or sys.executable)
+        self.records = str(settings["records"])  # how the hosts write into FRAY_HOME (README: On Cloud TPU)
         self.poll_interval_sec = float(settings["poll_interval_sec"])
         self.calls = CloudCalls(runner, workers=int(settings["workers"]), create_rate=float(settings["create_rate"]),
                                 timeout=float(settings["command_timeout_sec"]))
@@ -95,7 +97,7 @@ class TpuBackend:
         return {"slice": name, "zones": list(spec.zones), "queued": spec.queued, "hosts": len(host_of_task),
                 "host_of_task": list(host_of_task),
                 "attempt_dir": str(request.attempt_dir),
-                "launch": launch.host_command(self.python, request, host_of_task)}
+                "launch": launch.host_command(self.python, request, host_of_task, records=self.records)}
 
     def _create(self, wanted: list[commands.SliceRequest]) -> _Created:
         """Zones in order: quota or capacity -> the next; any other refusal ends the try."""
