@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import start_daemon, stop_daemon, wait_until
+from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
 from fray.backends.tpu import parse
 from fray.ops import views
 from fray.state import runs, store
@@ -370,5 +370,32 @@ def test_hosts_that_see_fray_home_as_a_gcsfuse_bucket_write_once_and_the_run_is_
             assert not {"heartbeat", "exit.json", "progress.json"} & names, names
             assert len(os.listdir(task.dir / "heartbeat.d")) <= versions.KEEP + 1
         assert not (sim / "bucket-refusals.log").exists()
+    finally:
+        stop_daemon(daemon)
+
+
+def test_fray_nodes_lists_the_hosts_of_live_slices_and_forgets_them_once_deleted(home, sim, tmp_path):
+    stop = tmp_path / "stop"
+    run_id = submit(home, script(tmp_path, f"while [ ! -e {stop} ]; do sleep 0.1; done\n"), tpu="v4-32")
+    daemon = start_daemon(home)
+    try:
+        def hosts() -> list[dict]:
+            listing = json.loads(run_fray("nodes", "list", "--json", check=True).stdout)
+            schema_validate("cli-nodes", listing)
+            return [n for n in listing["nodes"] if n["backend"] == "tpu"]
+
+        listed = wait_until(lambda: len(hosts()) == 4 and hosts(), timeout=60, what="four TPU hosts listed")
+        name = slices_name(run_id, 1)
+        assert [(n["name"], n["tpu"]["worker"], n["tpu"]["slice"]) for n in listed] == \
+            [(f"{name}-w{i}", i, name) for i in range(4)]
+        ips = slices(sim)[name]["networkEndpoints"]
+        assert [n["tpu"]["ip"] for n in listed] == [e["ipAddress"] for e in ips]
+        assert {(n["state"], n["tpu"]["run_id"], n["tpu"]["attempt"], n["tpu"]["accelerator_type"]) for n in listed} \
+            == {("READY", run_id, 1, "v4-32")}
+        table = run_fray("nodes", "list", check=True).stdout
+        assert "TPU HOST" in table and f"{name}-w3" in table and f"{run_id} #1" in table
+        stop.touch()
+        wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+        wait_until(lambda: not hosts(), timeout=30, what="the deleted slice's hosts gone from `fray nodes`")
     finally:
         stop_daemon(daemon)
