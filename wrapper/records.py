@@ -10,7 +10,7 @@ The attempt's records (heartbeat, progress, health and the once-written
 probe/started/final/failure/exit) go through `write_record`, which follows
 FRAY_RECORDS: by rename as above, or as write-once versions
 (fray.wrapper.versions) where FRAY_HOME has no atomic rename (gcsfuse).
-`read_record` reads either layout.
+`read_json` reads either layout, as the shepherd's store does.
 """
 
 from __future__ import annotations
@@ -71,15 +71,6 @@ def write_record(path: str | os.PathLike[str], data: bytes) -> None:
 
 def write_record_json(path: str | os.PathLike[str], document: object) -> None:
     write_record(path, dumps(document).encode("utf-8"))  # serialised first: a bad document costs no file
-
-
-def read_record(path: str | os.PathLike[str], max_bytes: int = 8 * 1024 * 1024) -> bytes | None:
-    """A record in either layout: the plain file, else its newest complete version; None when neither exists."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(max_bytes + 1)
-    except FileNotFoundError:
-        return versions.read_newest(path, lambda _file, data: data)
 
 
 def create_json(path: str | os.PathLike[str], document: object) -> bool:
@@ -169,7 +160,8 @@ def read_json(path: str | os.PathLike[str], max_bytes: int = 8 * 1024 * 1024) ->
     """The JSON document at `path`.
 
     Raises FileNotFoundError when there is none, ValueError when it is larger
-    than `max_bytes`, not UTF-8, or not strict JSON. Reads either layout, as `read_record` does.
+    than `max_bytes`, not UTF-8, or not strict JSON. Reads either layout: the plain file, else
+    its newest complete version.
     """
     try:
         with open(path, "rb") as handle:

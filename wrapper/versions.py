@@ -18,8 +18,9 @@ never renamed or rewritten: `<name>.d/000000042` is the 42nd version.
   deleted between the listing and the read is skipped the same way.
 
 `newest_first` and `complete` decide; `write` and `read_newest` are the IO.
-One reader serves both layouts: `fray.wrapper.records.read_record` tries the
-plain file first and comes here when there is none.
+One reader serves both layouts: `fray.wrapper.records.read_json` and the shepherd's
+`fray.state.store.read_json`/`read_heartbeat` try the plain file first and come
+here when there is none.
 """
 
 from __future__ import annotations
