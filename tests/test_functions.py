@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import fray
-from conftest import REPO, run_fray, schema_validate, start_daemon, wait_until
+from conftest import REPO, run_fray, schema_validate, wait_until
 from fray import Call, JobFailed, RemoteTraceback, ResourceConfig, report
 from fray.cluster import payloads, resuming
 from fray.cluster.api import ClusterError

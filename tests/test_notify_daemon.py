@@ -9,7 +9,6 @@ while the daemon and the other sink carry on.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any, Iterator
 

@@ -118,10 +118,10 @@ def test_bad_sweep_input_is_refused_whole_and_writes_nothing(home, tmp_path) -> 
     assert unknown.returncode == 2 and "no group matches 'nope'" in unknown.stderr
 
 
-def test_the_dashboard_shows_a_sweep_as_one_row_and_enter_unfolds_it(home, tmp_path) -> None:
+def test_the_dashboard_shows_a_sweep_as_one_row_that_enter_unfolds_and_s_p_act_on_all_of(home, tmp_path) -> None:
     from fray.ops import sweep as sweeping
     from fray.state import runs
-    from tests.tui_support import dashboard, run, until
+    from tests.tui_support import dashboard, run, screen_text, until
 
     alone = tmp_path / "alone.sh"
     alone.write_text("true\n")
@@ -136,9 +136,22 @@ def test_the_dashboard_shows_a_sweep_as_one_row_and_enter_unfolds_it(home, tmp_p
             assert app.screen.table.move_to_run(f"group:{created[0].sweep['id']}")
             await pilot.press("enter")
             await until(pilot, lambda: any("seeds-2" in line for line in app.screen.table.visible_lines()))
-            await pilot.press("s")  # on the group row: nothing is asked of any run; it says how to act on all
-            await until(pilot, lambda: any("fray control OP --group" in n.message for n in app._notifications),
-                        what="the hint")
+            # s, p and r on the group row act on every run of it, after asking; "n" changes nothing.
+            await pilot.press("s")
+            await until(pilot, lambda: "Stop the sweep seeds?" in screen_text(app), what="the question")
+            await pilot.press("n")
             assert all(not runs.read_control(home, m.run_id).stop_requested for m in created)
+            await pilot.press("p")
+            await until(pilot, lambda: "Pause the sweep seeds?" in screen_text(app), what="the question")
+            await pilot.press("y")
+            await until(pilot, lambda: all(runs.read_control(home, m.run_id).paused for m in created),
+                        what="every point paused")
+            await pilot.press("s")
+            await until(pilot, lambda: "Stop the sweep seeds?" in screen_text(app), what="the question")
+            await pilot.press("y")
+            await until(pilot, lambda: all(runs.read_control(home, m.run_id).stop_requested for m in created),
+                        what="every point asked to stop")
+            await until(pilot, lambda: any("requested stop for 3 runs of seeds" in n.message
+                                           for n in app._notifications), what="the notice")
 
     run(scenario())

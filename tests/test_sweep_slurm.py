@@ -8,7 +8,6 @@ that counts (and keeps) every command it runs; the cluster is tests/slurm's
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

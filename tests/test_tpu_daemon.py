@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
-from fray.backends.tpu import parse
 from fray.ops import views
 from fray.state import runs, store
 from fray.state.layout import Home
@@ -87,10 +86,10 @@ def test_a_run_creates_a_slice_runs_on_it_and_the_slice_is_deleted_after(home, s
         stop_daemon(daemon)
 
 
-def gcloud_sim(*args: str) -> None:
+def gcloud_sim(*args: str) -> str:
     import subprocess
 
-    subprocess.run(["gcloud", "sim", *args], check=True, capture_output=True, timeout=30)
+    return subprocess.run(["gcloud", "sim", *args], check=True, capture_output=True, timeout=30, text=True).stdout
 
 
 def test_every_host_of_a_multi_host_slice_runs_a_wrapper_with_its_own_heartbeat(home, sim, tmp_path):
@@ -265,10 +264,14 @@ def test_a_queued_run_waits_for_its_queued_resource_and_runs(home, sim, tmp_path
         stop_daemon(daemon)
 
 
+# Hosts resume only from an earlier attempt's checkpoint: a host that starts after host 0 of its own
+# attempt wrote one must not take it for a resume (and finish at once, leaving nothing to lose).
 MULTI_HOST_RESUMING = """\
 ckpt="$FRAY_CHECKPOINT_DIR/step"
-if [ -f "$ckpt" ]; then echo "task $FRAY_TASK_INDEX resumed from step $(cat "$ckpt")"; exit 0; fi
-if [ "$FRAY_TASK_INDEX" = 0 ]; then mkdir -p "$FRAY_CHECKPOINT_DIR"; echo 7 > "$ckpt"; fi
+if [ -f "$ckpt" ] && [ "$(cut -d' ' -f2 "$ckpt")" != "$FRAY_ATTEMPT" ]; then
+  echo "task $FRAY_TASK_INDEX resumed from step $(cut -d' ' -f1 "$ckpt")"; exit 0
+fi
+if [ "$FRAY_TASK_INDEX" = 0 ]; then mkdir -p "$FRAY_CHECKPOINT_DIR"; echo "7 $FRAY_ATTEMPT" > "$ckpt"; fi
 sleep 120
 """
 
@@ -282,7 +285,8 @@ def test_a_lost_host_other_than_host_0_ends_the_attempt_and_the_run_resumes_on_a
         wait_until(lambda: (paths.checkpoints_dir / "step").exists() and host2.heartbeat.exists(), timeout=60,
                    what="every host up and the first checkpoint")
         # Host 2's VM dies; the slice still says READY and host 0 beats on.
-        gcloud_sim("kill-host", slices_name(run_id, 1), "--zone", ZONE, "--worker", "2")
+        killed = gcloud_sim("kill-host", slices_name(run_id, 1), "--zone", ZONE, "--worker", "2")
+        assert int(killed) >= 2, f"host 2 ran neither its wrapper nor its workload ({killed.strip()} killed)"
         meta = wait_until(lambda: ended(home, run_id), timeout=90, what="the run to end")
         assert meta["end"]["status"] == "completed_success", meta
         first = meta["attempts"][0]
@@ -399,3 +403,38 @@ def test_fray_nodes_lists_the_hosts_of_live_slices_and_forgets_them_once_deleted
         wait_until(lambda: not hosts(), timeout=30, what="the deleted slice's hosts gone from `fray nodes`")
     finally:
         stop_daemon(daemon)
+
+
+def test_the_readme_tpu_walkthrough_runs_as_written_through_a_preemption(home, sim):
+    """README "On Cloud TPU": `fray submit examples/tpu_train.sh`, the spot slice preempted, the run resumes."""
+    example = Path(__file__).parents[1] / "examples" / "tpu_train.sh"
+    submitted = json.loads(run_fray("submit", "--json", "--skip-probes", "tpu", str(example), home=home.root,
+                                    check=True).stdout)
+    run_id = submitted["run_id"]
+    paths = home.run(run_id)
+    try:
+        wait_until(lambda: listed(home, run_id)["status"] == "healthy_running", timeout=60, what="attempt 1 running")
+        wait_until(lambda: int(_text(paths.checkpoints_dir / "step") or 0) >= 2, timeout=60, what="a checkpoint")
+        gcloud_sim("preempt", slices_name(run_id, 1), "--zone", "us-central2-b")
+        row = wait_until(lambda: listed(home, run_id)["attempt"] == 2 and listed(home, run_id), timeout=60,
+                         what="attempt 2")
+        assert row["status"] in ("restarting", "healthy_running", "completed_success"), row
+        meta = wait_until(lambda: ended(home, run_id), timeout=90, what="the run to end")
+        assert meta["end"]["status"] == "completed_success", meta
+        first = meta["attempts"][0]
+        assert first["cause"] == "preempted" and first["detail"] == "slice PREEMPTED", first
+        resumed = int(_text(paths.attempt(2).stdout).split("starts at step ")[1].split()[0])
+        assert resumed >= 2  # from the checkpoint attempt 1 left, not from 0
+        for index in range(1, 4):
+            wait_until(lambda: "done at step 20" in _text(paths.attempt(2).task(index).stdout),
+                       what=f"host {index} of attempt 2 done")
+        wait_until(lambda: not slices(sim, "us-central2-b"), what="both slices deleted")
+        status = run_fray("status", run_id, home=home.root, check=True).stdout
+        assert "resources: v4-32 slice (4 hosts x 4 chips), spot on tpu" in status, status
+    finally:
+        run_fray("daemon", "stop", home=home.root)
+
+
+def listed(home: Home, run_id: str) -> dict:
+    rows = json.loads(run_fray("list", "--json", home=home.root, check=True).stdout)["runs"]
+    return next(row for row in rows if row["run_id"] == run_id)

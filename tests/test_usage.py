@@ -74,7 +74,7 @@ def known_runs(home):
         attempt(1, t, t + 600, "node_fault", "n1", "gpu"),
         attempt(2, t + 700, t + 4300, "success", "n2", "gpu")], t)
     sweep = meta("sweep", RunSpec(backend="tpu", tpu="v4-32", zones=["us-central2-b"]),
-                 [attempt(1, t + 1000, None, None, "slice-1")], t + 1, group={"id": "g1", "size": 1, "index": 0})
+                 [attempt(1, t + 1000, None, None, "slice-1")], t + 1, group={"id": "g1", "kind": "sweep", "name": "lr-sweep", "size": 1, "index": 0})
     child = meta("child", RunSpec(gpus=1), [attempt(1, t + 100, t + 1900, "workload_failure", "n1", "gpu")], t + 2,
                  parent_run_id=train.run_id, parent_attempt=2, namespace=train.run_id)
     for made in (train, sweep, child):
@@ -106,6 +106,7 @@ def test_fray_usage_by_run_counts_failed_attempts_as_lost_and_a_running_one_up_t
 def test_fray_usage_groups_by_family_partition_and_node_and_cuts_at_since(home, known_runs):
     by_group = {row["key"]: row for row in usage_json(home, "--since", "all", "--by", "group")["rows"]}
     assert set(by_group) == {known_runs["train"], "g1"}  # the child counts with its parent's family
+    assert by_group["g1"]["label"] == "lr-sweep"  # a sweep is shown by the name a person gave it
     assert by_group[known_runs["train"]]["runs"] == 2 and by_group[known_runs["train"]]["wall_sec"] == 6000
     by_partition = {row["key"]: row["wall_sec"] for row in usage_json(home, "--since", "all", "--by", "partition")["rows"]}
     assert by_partition["gpu"] == 6000 and "-" in by_partition  # the TPU slice has no partition

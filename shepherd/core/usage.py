@@ -40,6 +40,7 @@ class Span:
     run_id: str
     name: str
     group: str
+    group_label: str  # a sweep's name; else the group's id
     partition: str | None
     node: str | None
     started_at: float
@@ -55,6 +56,13 @@ def group_of(meta: Meta) -> str:
     return meta.job_namespace
 
 
+def group_label_of(meta: Meta) -> str:
+    """What a person calls the group: a sweep's name (`--sweep-name`, the run name by default), else its id."""
+    if meta.group and meta.group.get("name"):
+        return str(meta.group["name"])
+    return group_of(meta)
+
+
 def spans_of(meta: Meta, resources: Resources) -> list[Span]:
     """The run's attempts that started (those that never did used nothing)."""
     spans = []
@@ -62,7 +70,7 @@ def spans_of(meta: Meta, resources: Resources) -> list[Span]:
         if attempt.started_at is None:
             continue
         running = attempt.in_flight
-        spans.append(Span(meta.run_id, meta.name, group_of(meta), attempt.partition, attempt.node,
+        spans.append(Span(meta.run_id, meta.name, group_of(meta), group_label_of(meta), attempt.partition, attempt.node,
                           attempt.started_at, None if running else attempt.ended_at,
                           running or attempt.cause in USEFUL_CAUSES, resources))
     return spans
@@ -130,6 +138,6 @@ def _key(span: Span, by: str) -> tuple[str, str]:
     if by == "run":
         return span.run_id, span.name
     if by == "group":
-        return span.group, span.group
+        return span.group, span.group_label
     value = (span.partition if by == "partition" else span.node) or NONE_KEY
     return value, value

@@ -14,6 +14,7 @@ import math
 import time
 from typing import Any
 
+from fray.core import tpu_topology
 from fray.core.status import ICONS, Status
 
 ELLIPSIS = "…"
@@ -70,8 +71,21 @@ def number(value: Any) -> str:
 
 
 def resources(spec: dict[str, Any]) -> str:
-    """`2 CPUs, 1 GPU, memory 32G` from a run spec."""
+    """`2 CPUs, 1 GPU, memory 32G` from a run spec; a TPU run's slice: `v4-32 slice (4 hosts x 4 chips), spot`."""
+    if spec.get("tpu"):
+        return tpu_slice(spec)
     return f"{plural(spec['cpus'], 'CPU')}, {plural(spec['gpus'], 'GPU')}, memory {size_mb(spec['mem_mb'])}"
+
+
+def tpu_slice(spec: dict[str, Any]) -> str:
+    try:
+        found = tpu_topology.shape(spec["tpu"])
+        hosts = f" ({plural(found.hosts, 'host')} x {plural(found.chips_per_host, 'chip')})"
+    except ValueError:
+        hosts = ""  # validated at submit; an old run's unknown type still shows its name
+    kind = next((k for k in ("spot", "preemptible", "reserved") if spec.get(k)), "on-demand")
+    queued = ", queued" if spec.get("queued") else ""
+    return f"{spec['tpu']} slice{hosts}, {kind}{queued}"
 
 
 def size_mb(mb: int | None) -> str:

@@ -3,7 +3,7 @@
 Reads every run's meta.json (a corrupt one is moved aside, as every reader
 does, and listed under `unreadable`) and hands the attempts to
 fray.core.usage. A TPU run's chips come from its accelerator type through the
-table the TPU backend launches by (fray.backends.tpu.topology).
+table the TPU backend launches by (fray.core.tpu_topology).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fray.backends.tpu.topology import shape
+from fray.core.tpu_topology import shape
 from fray.core import usage, values
 from fray.core.model import Meta, RunSpec
 from fray.errors import CorruptFileError, UsageError

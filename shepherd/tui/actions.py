@@ -44,7 +44,9 @@ def op_for(key: str, row: dict[str, Any]) -> str:
 
 
 def describe(op: str, row: dict[str, Any]) -> str:
-    """The question a confirmation asks."""
+    """The question a confirmation asks (of a run, or of a sweep's row: every run of it)."""
+    if row.get("kind") == "group":
+        return _GROUP_QUESTIONS[op].format(name=row["name"], size=row["size"])
     what = {
         "stop": "Stop {name}? Its attempt is asked to stop and the run ends as stopped_manual.",
         "restart": "Restart {name}? Its attempt is stopped and a new one starts.",
@@ -55,10 +57,30 @@ def describe(op: str, row: dict[str, Any]) -> str:
     return what.format(name=f"{row['name']} ({row['run_id']})")
 
 
+_GROUP_QUESTIONS = {
+    "stop": "Stop the sweep {name}? Each of its {size} runs still going is asked to stop and ends as stopped_manual.",
+    "restart": "Restart the sweep {name}? Each of its {size} runs still going has its attempt stopped and a new one "
+               "started.",
+    "pause": "Pause the sweep {name}? Its runs' attempts are asked to stop (they should checkpoint) and none starts "
+             "until unpause.",
+    "start": "Start the sweep {name} again? Its ended runs become active with fresh retry budgets.",
+    "unpause": "Unpause the sweep {name}?",
+}
+
+
 def control(home: Home, run_id: str, op: str) -> Outcome:
     """`fray control OP RUN`."""
     asked = requests.request(home, run_id, op)
     return Outcome(f"requested {op} for {asked.meta.name}: {asked.effect}", run_id)
+
+
+def control_group(home: Home, group: str, name: str, op: str) -> Outcome:
+    """`fray control OP --group GROUP`: every run of the sweep it applies to; the others are counted, not failed."""
+    asked = requests.request_group(home, group, op)
+    message = f"requested {op} for {len(asked.requested)} runs of {name}"
+    if asked.skipped:
+        message += f" ({len(asked.skipped)} skipped: {asked.skipped[0][2]})"
+    return Outcome(message)
 
 
 def node_of(home: Home, run_id: str) -> str | None:

@@ -111,8 +111,8 @@ class RunActions:
         if row is None:
             self.notify("no run selected", severity="warning")  # type: ignore[attr-defined]
         elif row.get("kind") == "group":
-            self.notify(f"{row['name']} is a sweep of {row['size']} runs: Enter shows them; "
-                        f"`fray control OP --group {row['group']}` acts on all", severity="warning")  # type: ignore[attr-defined]
+            self.notify(f"{row['name']} is a sweep of {row['size']} runs: Enter shows them; r, s and p act on "
+                        f"all of them", severity="warning")  # type: ignore[attr-defined]
             return None
         return row
 
@@ -128,6 +128,10 @@ class RunActions:
         app.intent_written(daemon)
 
     def _control(self, key: str) -> None:
+        selected = self.current_row()
+        if selected is not None and selected.get("kind") == "group":
+            self._control_group(key, selected)
+            return
         row = self._row_or_warn()
         if row is None:
             return
@@ -141,6 +145,20 @@ class RunActions:
         op = actions.op_for(key, row)
         home = self.app.home  # type: ignore[attr-defined]
         run = lambda: actions.control(home, row["run_id"], op)  # noqa: E731
+        if op in actions.DESTRUCTIVE:
+            self._confirm(actions.describe(op, row), op.capitalize(), run)
+        else:
+            self._do(run)
+
+    def _control_group(self, key: str, row: dict[str, Any]) -> None:
+        """r/s/p on a sweep's row: the same operation for every run of it, as `fray control OP --group`."""
+        if key == "s" and row.get("phase") == "ended":
+            self.notify(f"every run of {row['name']} has ended; r starts them again",  # type: ignore[attr-defined]
+                        severity="warning")
+            return
+        op = actions.op_for(key, row)
+        home = self.app.home  # type: ignore[attr-defined]
+        run = lambda: actions.control_group(home, row["group"], row["name"], op)  # noqa: E731
         if op in actions.DESTRUCTIVE:
             self._confirm(actions.describe(op, row), op.capitalize(), run)
         else:
