@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_fray, start_daemon, stop_daemon, wait_until
+from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
 from fray.state import runs, store
 from fray.state.layout import Home
 
@@ -67,35 +67,80 @@ def test_production_starts_before_older_batch_and_an_unmet_constraint_says_why(h
         stop_daemon(daemon)
 
 
-REPLICAS = """#!/bin/bash
-#FRAY --replicas 3 --heartbeat-interval 0.5 --stop-grace 2
+GROUP = """#!/bin/bash
+#FRAY --replicas 3 --max-retries 1 --backoff-base 0 --heartbeat-interval 0.5 --stop-grace 2
 echo "$FRAY_TASK_INDEX of $FRAY_NUM_TASKS at $FRAY_COORDINATOR_ADDRESS" > "task-$FRAY_TASK_INDEX-attempt-$FRAY_ATTEMPT"
-if [ "$FRAY_TASK_INDEX" = 1 ] && [ "$FRAY_ATTEMPT" = 1 ]; then exit 1; fi
-trap 'exit 0' TERM
-while true; do sleep 0.1; done
+if [ "$FRAY_TASK_INDEX" = 1 ]; then echo "replica 1 lost its shard" >&2; exit 3; fi
+exec sleep 300
 """
 
 
-def test_replicas_run_side_by_side_and_one_failing_restarts_them_all(home: Home, tmp_path: Path) -> None:
+def test_one_replica_failing_kills_its_siblings_and_the_group_is_retried_under_max_retries(
+        home: Home, tmp_path: Path) -> None:
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 3, "gpus": 0}}))
-    job = tmp_path / "replicas.sh"
-    job.write_text(REPLICAS)
+    job = tmp_path / "group.sh"
+    job.write_text(GROUP)
     daemon = start_daemon(home, wait=False)
     run_id = ""
     try:
         run_id = submit(home, job)
-        # Task 1 fails in attempt 1: tasks 0 and 2 are stopped with it, and attempt 2 starts all three again.
-        wait_until(lambda: all((tmp_path / f"task-{i}-attempt-2").exists() for i in range(3)), timeout=30,
-                   what="all three tasks of attempt 2")
+        # Replica 1 fails in every attempt while 0 and 2 sleep: each time the sleepers are killed within
+        # seconds, and attempt 2 starts all three again; then --max-retries 1 is spent and the run fails.
+        wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", timeout=60, what="the run to end")
+        meta = meta_of(home, run_id)
+        assert [a["number"] for a in meta["attempts"]] == [1, 2]
+        for number in (1, 2):
+            attempt = home.run(run_id).attempt(number)
+            assert all((tmp_path / f"task-{i}-attempt-{number}").exists() for i in range(3))
+            ended = {i: json.loads((attempt.task(i).dir / "exit.json").read_text())["ended_at"] for i in range(3)}
+            assert max(ended[0], ended[2]) - ended[1] < 5, ended  # the sleepers did not sleep on
+            assert meta["attempts"][number - 1]["counted_as"] == "workload"  # the group spends --max-retries
+            assert meta["attempts"][number - 1]["detail"].startswith("task 1 of 3: exit 3: replica 1 lost its shard")
         assert (tmp_path / "task-2-attempt-2").read_text().startswith("2 of 3 at 127.0.0.1:")
-        assert (home.run(run_id).attempt(1).dir / "tasks" / "1" / "exit.json").exists()  # task 1 reported apart
-        first = meta_of(home, run_id)["attempts"][0]
-        assert first["counted_as"] == "workload", first  # the group's failure spends --max-retries
+        assert meta["end"]["status"] == "failed"
+        reason = meta["end"]["reason"]
+        assert "more than --max-retries 1" in reason and "task 1 of 3: exit 3: replica 1 lost its shard" in reason
+        shown = run_fray("status", run_id, home=home.root, check=True, env={"COLUMNS": "200"}).stdout
+        assert "3 tasks that live and die together: one failing stops the others" in shown
+        # The failure shown is task 1's own (its stderr), not task 0's "killed by SIGKILL".
+        assert "Last failure (attempt 2, task 1, exit 50)" in shown and "    replica 1 lost its shard" in shown
+        data = json.loads(run_fray("status", run_id, "--json", home=home.root, check=True).stdout)
+        schema_validate("cli-status", data)
+        assert [(a["failed_task"], a["failure"]["workload_exit_code"]) for a in data["attempts"]] == [(1, 3), (1, 3)]
     finally:
-        if run_id:
+        if run_id and meta_of(home, run_id)["phase"] != "ended":
             runs.request(home, run_id, "stop")
             wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stop")
+        stop_daemon(daemon)
+
+
+def test_a_user_whose_credits_are_spent_waits_as_batch_and_fray_list_says_so(home: Home, tmp_path: Path) -> None:
+    store.ensure_home(home)
+    # 0.0005 resource-hours: the running run (1 CPU) spends them in under two seconds.
+    home.config.write_text(json.dumps({"local": {"cpus": 1, "gpus": 0}, "priority": {"credit_hours": 0.0005}}))
+    serve = tmp_path / "serve.sh"
+    serve.write_text(SERVE)
+    daemon = start_daemon(home, wait=False)
+    started: list[str] = []
+    try:
+        blocker = submit(home, serve)
+        started.append(blocker)
+        wait_until(lambda: home.run(blocker).attempt(1).started.exists(), what="the first run to take the CPU")
+        prod = submit(home, serve, priority="production")
+        started.append(prod)
+        wait_until(lambda: "credits are spent" in (meta_of(home, prod)["wait_reason"] or ""), timeout=30,
+                   what="the production run to wait as batch")
+        assert meta_of(home, prod)["wait_reason"].startswith("placed as batch (")
+        table = run_fray("list", home=home.root, check=True, env={"COLUMNS": "250"}).stdout
+        line = next(text for text in table.splitlines() if prod in text)
+        assert "pending · production" in line and "placed as batch (" in line and "credits are spent" in line
+    finally:
+        for run_id in started:
+            if meta_of(home, run_id)["phase"] != "ended":
+                runs.request(home, run_id, "stop")
+        for run_id in started:
+            wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", what="the stops")
         stop_daemon(daemon)
 
 

@@ -13,8 +13,8 @@ import copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fray.core.placement import (Band, Credits, Job, Resources, Task, Worker, find_assignments, on_task_failure,
-                                 parse)
+from fray.core.placement import (Band, Credits, Job, Resources, Task, TaskEnd, Worker, find_assignments, parse,
+                                 reporting_task)
 from fray.core.placement.attributes import taint, tpu_host_attributes
 
 
@@ -112,12 +112,26 @@ def test_coscheduled_job_waits_for_all_its_tasks_to_be_pending() -> None:
     assert not result.assignments and "waiting for all 2 tasks" in result.waiting["j-0"]
 
 
-def test_sibling_kill_and_group_retry_budget() -> None:
-    states = {"t0": "running", "t1": "failed", "t2": "running", "t3": "succeeded"}
-    first = on_task_failure(states, "t1", "exit 50", failures_before=0, budget=2)
-    assert first.kill == ("t0", "t2") and first.retry and not first.end_reason
-    last = on_task_failure(states, "t1", "exit 50", failures_before=2, budget=2)
-    assert last.kill == ("t0", "t2") and not last.retry and "2 retries are spent" in last.end_reason
+def test_a_failed_group_is_reported_by_the_task_that_failed_not_the_siblings_killed_with_it() -> None:
+    def end(index: int, code: int, at: float, **more: object) -> TaskEnd:
+        return TaskEnd(index, {"exit_code": code, "ended_at": at, **more}, {"message": f"task {index}"})
+
+    killed0 = end(0, 50, 12.0, workload_signal="SIGKILL")
+    failed1, killed2 = end(1, 50, 11.0, workload_exit_code=3), end(2, 50, 11.5, workload_signal="SIGKILL")
+    assert reporting_task(killed0, [killed2, failed1], 3) == (failed1, "task 1 of 3: ")
+    # Slurm's srun --kill-on-bad-exit terminates task 0's wrapper: still task 1's failure, never a preemption.
+    terminated0 = end(0, 143, 10.0, received_signal="SIGTERM")
+    assert reporting_task(terminated0, [failed1], 2)[0] == failed1
+    # Only killed tasks (out of memory, say): the first one killed.
+    assert reporting_task(killed0, [killed2], 3) == (killed2, "task 2 of 3: ")
+    assert reporting_task(end(0, 50, 9.0), [failed1], 3) == (end(0, 50, 9.0), "task 0 of 3: ")
+    # Task 0 succeeded: a sibling stopped after it is no failure of the group; one task needs no prefix.
+    assert reporting_task(end(0, 0, 12.0), [failed1], 3) == (end(0, 0, 12.0), "")
+    assert reporting_task(killed0, [], 1) == (killed0, "")
+    # Task 0 killed before it wrote its record (srun ended it during startup): task 1 still speaks, a
+    # task that was only killed does not (the backend's reading stands).
+    assert reporting_task(None, [killed2, failed1], 3) == (failed1, "task 1 of 3: ")
+    assert reporting_task(None, [killed2], 3) == (None, "")
 
 
 # ---- properties ---------------------------------------------------------------------------------

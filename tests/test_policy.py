@@ -10,6 +10,7 @@ from fray.core import budgets, policy
 from fray.core.model import Control, Meta, RunSpec
 from fray.core.policy import AttemptFiles, Situation, decide
 from fray.core.observation import BackendView
+from fray.core.placement.groups import TaskEnd
 from fray.core.scheduler import Admission, Capacity, Ledger, Request
 from fray.core.status import Status, normalized_status
 
@@ -412,3 +413,23 @@ def test_an_attempt_still_pending_past_the_scheduling_timeout_is_cancelled_and_t
     assert (ended.phase, ended.end.status) == ("ended", "failed")
     assert ended.end.reason == "unschedulable: not placed within 30s: still pending (queued)"
     assert ended.attempts[0].cause == "unschedulable"
+
+
+def test_a_failed_group_is_a_workload_failure_of_the_task_that_failed_even_without_task_0s_record():
+    meta = running(make_meta(replicas=3, max_retries=1), T0)
+    task1 = TaskEnd(1, {"exit_code": 50, "ended_at": T0 + 1, "workload_exit_code": 3},
+                    {"workload_exit_code": 3, "stderr_tail": ["lost my shard"]})
+    task2 = TaskEnd(2, {"exit_code": 143, "ended_at": T0 + 2, "received_signal": "SIGTERM"}, None)
+    # srun --kill-on-bad-exit terminated task 0's wrapper: with its record, and before it could write one.
+    killed0 = AttemptFiles(exit={"exit_code": 143, "ended_at": T0 + 2, "received_signal": "SIGTERM"},
+                           tasks=(task1, task2), task_count=3)
+    for files in (killed0, AttemptFiles(tasks=(task1, task2), task_count=3)):
+        plan = decide(Situation(meta, Control(), files, BackendView("gone", cause="lost", detail="FAILED"), T0 + 3),
+                      always)
+        attempt = plan.meta.attempts[0]
+        assert (attempt.cause, attempt.counted_as, attempt.exit_code) == ("workload_failure", "workload", 50)
+        assert attempt.detail == "task 1 of 3: exit 3: lost my shard"
+    # Only killed siblings and no word from task 0: the backend's reading stands.
+    plan = decide(Situation(meta, Control(), AttemptFiles(tasks=(task2,), task_count=3),
+                            BackendView("gone", cause="lost", detail="FAILED"), T0 + 3), always)
+    assert plan.meta.attempts[0].cause == "lost"

@@ -103,3 +103,25 @@ def test_a_run_slurm_keeps_pending_past_its_scheduling_timeout_is_cancelled_and_
     assert [a["cause"] for a in meta["attempts"]] == ["unschedulable"]
     wait_until(lambda: slurm_cluster.job(job_id).get("JobState", "") in ("CANCELLED", ""),
                what="the pending job cancelled")
+
+
+def test_one_replica_failing_ends_the_allocation_and_the_group_is_retried_under_max_retries(home, daemon, tmp_path):
+    # One allocation of 3 nodes, one task each; task 1 fails while 0 and 2 sleep, in every attempt.
+    run_id = fray_submit(home, tmp_path, "group.sh", "#FRAY --replicas 3 --max-retries 1 --backoff-base 0\n"
+                         'if [ "$FRAY_TASK_INDEX" = 1 ]; then echo "replica 1 lost its shard" >&2; exit 3; fi\n'
+                         "exec sleep 300\n")
+    meta = wait_until(lambda: ended(home, run_id), timeout=90, what="the run to end")
+    assert [a["number"] for a in meta["attempts"]] == [1, 2]
+    first = home.run(run_id).attempt(1)
+    failed_at = json.loads(first.task(1).exit.read_text())["ended_at"]
+    # srun --kill-on-bad-exit ended the sleepers at once: those that wrote an exit record did so within
+    # seconds, and attempt 2 (3 of the 4 nodes: only once attempt 1's were free) started soon after.
+    stopped = [json.loads(first.task(i).exit.read_text())["ended_at"] for i in (0, 2) if first.task(i).exit.exists()]
+    assert all(at - failed_at < 15 for at in stopped) and meta["attempts"][1]["started_at"] - failed_at < 15
+    for attempt in meta["attempts"]:
+        # Task 0 was terminated by srun (at times before it could write a word), yet the attempt is
+        # task 1's workload failure, not a preemption or a lost job.
+        assert (attempt["cause"], attempt["counted_as"]) == ("workload_failure", "workload"), attempt
+        assert attempt["detail"].startswith("task 1 of 3: exit 3: replica 1 lost its shard"), attempt
+    assert meta["end"]["status"] == "failed" and "more than --max-retries 1" in meta["end"]["reason"]
+    assert "task 1 of 3: exit 3" in meta["end"]["reason"]

@@ -19,6 +19,7 @@ from fray.tui.screens.dialogs import BanScreen, ConfirmScreen
 from fray.tui.screens.logs import LogsScreen
 from fray.tui.screens.nodes import NodesScreen
 from fray.tui.screens.queue import QueueScreen
+from tests.conftest import start_daemon, stop_daemon, wait_until
 from tests.tui_support import dashboard, make_runs, run, screen_text, until
 
 
@@ -106,6 +107,31 @@ def test_detail_follows_the_run_as_it_changes(home, tmp_path):
                              "progress")
             await app.refresh_now(full=False)
             await until(pilot, lambda: "step 13500, loss 0.9" in screen_text(app), what="the screen")
+
+    run(scenario())
+
+
+def test_detail_of_a_failed_group_shows_the_failure_of_the_task_that_failed_it(home, tmp_path):
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 3, "gpus": 0}}))
+    script = tmp_path / "group.sh"
+    script.write_text("#!/bin/bash\n#FRAY --replicas 3 --max-retries 0\n"
+                      'if [ "$FRAY_TASK_INDEX" = 1 ]; then echo "replica 1 lost its shard" >&2; exit 3; fi\n'
+                      "exec sleep 300\n")
+    run_id = runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, workdir=str(tmp_path))).run_id
+    daemon = start_daemon(home, wait=False)
+    try:
+        wait_until(lambda: runs.read_meta(home, run_id).phase == "ended", timeout=30, what="the run to fail")
+    finally:
+        stop_daemon(daemon)
+
+    async def scenario():
+        async with dashboard(home, size=(160, 80), run_id=run_id) as (app, pilot):
+            await until(pilot, lambda: isinstance(app.screen, DetailScreen), what="the DetailScreen")
+            # Task 1's record with its stderr, not task 0's "killed by SIGKILL".
+            await until(pilot, lambda: "attempt 1, task 1: exit 50" in screen_text(app), what="task 1's failure")
+            text = screen_text(app)
+            assert "replica 1 lost its shard" in text and "task 1 of 3: exit 3" in text
 
     run(scenario())
 
@@ -327,6 +353,53 @@ def test_queue_lists_waiting_runs_in_the_order_they_will_be_tried(home, tmp_path
             await until(pilot, lambda: control_of(home, paused)["paused"] is False, what="control.json")
 
     run(scenario())
+
+
+SERVE = "#!/bin/bash\n#FRAY --heartbeat-interval 0.5 --stop-grace 2\ntrap 'exit 0' TERM\nwhile true; do sleep 0.1; done\n"
+
+
+def test_queue_shows_each_waiting_runs_band_and_why_no_worker_takes_it(home, tmp_path):
+    # A real daemon on a 1-CPU machine without GPUs: one run holds the CPU, the others wait.
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 1, "gpus": 0}}))
+    serve = tmp_path / "serve.sh"
+    serve.write_text(SERVE)
+
+    def new(**overrides):
+        return runs.create_run(home, runs.SubmitOptions(script=serve, overrides=overrides,
+                                                        workdir=str(tmp_path))).run_id
+
+    daemon = start_daemon(home, wait=False)
+    started = []
+    try:
+        blocker = new()
+        started.append(blocker)
+        wait_until(home.run(blocker).attempt(1).started.exists, what="the first run to take the CPU")
+        batch, h100, prod = new(priority="batch"), new(constraints={"gpu-type=h100": "gpu-type=h100"}), \
+            new(priority="production")
+        started += [batch, h100, prod]
+        wait_until(lambda: runs.read_meta(home, h100).wait_reason == "no worker with gpu-type=h100",
+                   what="the daemon to say why the h100 run waits")
+
+        async def scenario():
+            async with dashboard(home, size=(160, 30)) as (app, pilot):
+                await pilot.press("2")
+                await until(pilot, lambda: isinstance(app.screen, QueueScreen), what="the QueueScreen")
+                table = app.screen.query_one("#queue")
+                assert [key.value for key in table.rows] == [prod, h100, batch]  # by band, then age
+                assert [str(table.get_cell(run_id, "priority")) for run_id in (prod, h100, batch)] == \
+                    ["production", "interactive", "batch"]
+                assert str(table.get_cell(h100, "reason")) == "no worker with gpu-type=h100"
+                text = screen_text(app)
+                assert "BAND" in text and "production" in text and "no worker with gpu-type=h100" in text
+
+        run(scenario())
+    finally:
+        for run_id in started:
+            runs.request(home, run_id, "stop")
+        for run_id in started:
+            wait_until(lambda: runs.read_meta(home, run_id).phase == "ended", what="the stops")
+        stop_daemon(daemon)
 
 
 # ---------------------------------------------------------------- edit config

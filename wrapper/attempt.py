@@ -84,7 +84,7 @@ class _Attempt:
         if self.superseded:
             return False
         try:
-            records.write_json(self.path(name), document)
+            records.write_record_json(self.path(name), document)
             return True
         except (OSError, ValueError, TypeError) as exc:
             self.log.write(f"cannot write {self.path(name)}: {exc}")

@@ -52,7 +52,13 @@ ENV_CLUSTER_SPEC = "FRAY_CLUSTER_SPEC"
 ENV_RESUME = "FRAY_RESUME"
 ENV_CHECKPOINT_DIR = "FRAY_CHECKPOINT_DIR"
 ENV_COMMANDS_DIR = "FRAY_COMMANDS_DIR"  # runs/<run_id>/commands: runtime commands (fray.wrapper.commands)
-ENV_CLUSTER_SPEC_FRAY = "fray"  # the FRAY_CLUSTER_SPEC value for "the cluster behind FRAY_HOME"
+ENV_CLUSTER_SPEC_FRAY = "fray"
+# How the wrapper and the workload write the attempt's records (fray.wrapper.versions):
+# unset or "rename" (atomic rename: NFS, Filestore, local disk), or "write-once" (gcsfuse).
+ENV_RECORDS = "FRAY_RECORDS"
+RECORDS_RENAME = "rename"
+RECORDS_WRITE_ONCE = "write-once"
+RECORDS_MODES = (RECORDS_RENAME, RECORDS_WRITE_ONCE)  # the FRAY_CLUSTER_SPEC value for "the cluster behind FRAY_HOME"
 
 # Defaults of the wrapper's command line (`python -m fray.wrapper run ...`).
 DEFAULT_HEARTBEAT_INTERVAL_SEC = 10.0

@@ -169,7 +169,7 @@ class HealthCheck:
             "last": last,
         }
         try:
-            records.write_json(self.record_path, document)
+            records.write_record_json(self.record_path, document)
         except (OSError, ValueError) as exc:
             self.log(f"cannot write {self.record_path}: {exc}")
 

@@ -1,5 +1,8 @@
 """The heartbeat: `heartbeat` in the attempt folder, rewritten as "<epoch_seconds>\\n".
 
+(With FRAY_RECORDS=write-once each beat is a new version in `heartbeat.d/` instead:
+fray.wrapper.versions.)
+
 The content is the beat, not the file's mtime: the clocks of a file server
 and of the nodes disagree. An attempt whose beat stops changing is
 unresponsive. The first beat is written synchronously by `start()`, before any
@@ -59,7 +62,7 @@ class Heartbeat:
         if self._silenced:
             return False
         try:
-            records.write_text(self.path, beat_text(time.time()))
+            records.write_record(self.path, beat_text(time.time()).encode("ascii"))
         except OSError as exc:
             if not self._failing:
                 self._log(f"cannot write heartbeat {self.path}: {exc}; will keep trying every {self.interval:g}s")

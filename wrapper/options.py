@@ -237,6 +237,11 @@ def parse(argv: Sequence[str]) -> Options:
         ours, script_args = argv, ()
     parser = build_parser()
     ns = parser.parse_args(ours)
+    records_mode = os.environ.get(contract.ENV_RECORDS)
+    if records_mode not in (None, "", *contract.RECORDS_MODES):
+        # Records written in a layout the shepherd does not read would look like a lost attempt.
+        parser.error(f"{contract.ENV_RECORDS}={records_mode!r} is not one of {', '.join(contract.RECORDS_MODES)} "
+                     "(write-once: a FRAY_HOME without atomic rename, such as gcsfuse)")
     return Options(
         run_id=ns.run_id,
         attempt=ns.attempt,

@@ -5,12 +5,20 @@ fsync, os.replace), so a reader on another node sees the old file or the new
 one, never half of one. Files are 0600 and folders 0700, UTF-8 and
 newline-terminated. JSON is strict: NaN and Infinity are refused on the way
 out and on the way in, because the shepherd's reader (orjson) refuses them.
+
+The attempt's records (heartbeat, progress, health and the once-written
+probe/started/final/failure/exit) go through `write_record`, which follows
+FRAY_RECORDS: by rename as above, or as write-once versions
+(fray.wrapper.versions) where FRAY_HOME has no atomic rename (gcsfuse).
+`read_json` reads either layout, as the shepherd's store does.
 """
 
 from __future__ import annotations
 
 import json
 import os
+
+from . import contract, versions
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -48,6 +56,23 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, sync: bool = True) ->
         raise
 
 
+def write_once() -> bool:
+    """Whether this process writes records as write-once versions (FRAY_RECORDS=write-once)."""
+    return os.environ.get(contract.ENV_RECORDS) == contract.RECORDS_WRITE_ONCE
+
+
+def write_record(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write an attempt record (ending in a newline) the way FRAY_RECORDS says; raises OSError."""
+    if write_once():
+        versions.write(path, data)
+    else:
+        write_bytes(path, data)
+
+
+def write_record_json(path: str | os.PathLike[str], document: object) -> None:
+    write_record(path, dumps(document).encode("utf-8"))  # serialised first: a bad document costs no file
+
+
 def create_json(path: str | os.PathLike[str], document: object) -> bool:
     """Write `path` only if it does not exist yet (a write-once file); True if this call wrote it."""
     return create_bytes(path, dumps(document).encode("utf-8"))
@@ -58,8 +83,12 @@ def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
 
     The temp file is linked into place (link(2) fails on an existing name,
     where os.replace would overwrite), so of two racing writers one wins whole.
+    In write-once mode there are no hard links (gcsfuse): the file is created
+    with O_EXCL and written in place.
     """
     path = os.fspath(path)
+    if write_once():
+        return _create_in_place(path, data)
     tmp = _synced_temp(path, data)
     try:
         os.link(tmp, path)
@@ -68,6 +97,18 @@ def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
         return False
     finally:
         _discard(tmp)
+
+
+def _create_in_place(path: str, data: bytes) -> bool:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return True
 
 
 def _synced_temp(path: str, data: bytes, sync: bool = True) -> str:
@@ -119,10 +160,22 @@ def read_json(path: str | os.PathLike[str], max_bytes: int = 8 * 1024 * 1024) ->
     """The JSON document at `path`.
 
     Raises FileNotFoundError when there is none, ValueError when it is larger
-    than `max_bytes`, not UTF-8, or not strict JSON.
+    than `max_bytes`, not UTF-8, or not strict JSON. Reads either layout: the plain file, else
+    its newest complete version.
     """
-    with open(path, "rb") as handle:
-        data = handle.read(max_bytes + 1)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        # The write-once layout: its newest version that parses (an older one while the newest is mid-write).
+        document = versions.read_newest(path, lambda _file, data: _loads(path, data, max_bytes))
+        if document is None:
+            raise
+        return document
+    return _loads(path, data, max_bytes)
+
+
+def _loads(path: str | os.PathLike[str], data: bytes, max_bytes: int) -> object:
     if len(data) > max_bytes:
         raise ValueError(f"{os.fspath(path)} is larger than {max_bytes} bytes")
     return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)

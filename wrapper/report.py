@@ -236,7 +236,7 @@ def _write(path: Path, document: dict[str, Any], what: str) -> None:
             f"cannot report this {what}: {exc}. Values must be JSON: strings, finite numbers, "
             "booleans, None, lists and dicts with string keys."
         ) from None
-    records.write_text(path, text)
+    records.write_record(path, text.encode("utf-8"))
 
 
 # -- the command line twin ---------------------------------------------------

@@ -68,14 +68,29 @@ class CancelTarget:
 
 
 @dataclass(frozen=True)
+class TpuHost:
+    """What makes a node a host of a TPU slice: which slice, which worker, and whose run it serves."""
+
+    slice: str
+    zone: str
+    worker: int  # the tpu-worker-id, the order of the slice's networkEndpoints
+    ip: str
+    accelerator_type: str
+    health: str | None
+    run_id: str | None
+    attempt: int | None
+
+
+@dataclass(frozen=True)
 class Node:
     name: str
     state: str
-    cpus: int
+    cpus: int | None
     mem_mb: int | None
     gpus: int
     gpu_type: str | None = None
     partitions: tuple[str, ...] = field(default_factory=tuple)
+    tpu: TpuHost | None = None  # a host of a live TPU slice (the tpu backend): not a place new attempts go
 
 
 class Backend(Protocol):

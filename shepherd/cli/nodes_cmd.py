@@ -44,7 +44,7 @@ def nodes(ctx: click.Context) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-nodes.json).")
 @click.pass_context
 def list_nodes(ctx: click.Context, as_json: bool) -> None:
-    """Every known node with its resources and blacklist state."""
+    """Every known node with its resources and blacklist state; the hosts of live TPU slices after them."""
     output.emit(node_table.nodes_view(home_of(ctx)), as_json, render_nodes)
 
 
@@ -76,11 +76,38 @@ def render_nodes(data: dict[str, Any]) -> list[str]:
     if not data["nodes"]:
         return [*warning, "no nodes known yet: the daemon lists them when it starts (`fray daemon start`)"]
     now = data["generated_at"]
+    plain = [node for node in data["nodes"] if not node.get("tpu")]
+    hosts = [node for node in data["nodes"] if node.get("tpu")]
+    lines = _node_table(plain, now) if plain else []
+    if hosts:
+        lines += [""] if lines else []
+        lines += _tpu_host_table(hosts)
+    return [*lines, *warning]  # the tables first, for pipes
+
+
+def _tpu_host_table(hosts: list[dict[str, Any]]) -> list[str]:
+    """One line per host of a live TPU slice: where it is, how the slice is, whose run it serves."""
+    columns = [render.Column("TPU HOST"), render.Column("SLICE"), render.Column("WORKER", align=">"),
+               render.Column("IP"), render.Column("STATE"), render.Column("HEALTH"), render.Column("RUN", shrinkable=True)]
+    cells = []
+    for node in hosts:
+        tpu = node["tpu"]
+        run = f"{tpu['run_id']} #{tpu['attempt']}" if tpu["run_id"] else "-"
+        state = node["state"] if node["state"] == "READY" else render.style(node["state"], fg="yellow")
+        health = tpu["health"] or "-"
+        if health not in ("-", "HEALTHY", "HEALTH_UNSPECIFIED"):
+            health = render.style(health, fg="red")
+        cells.append([node["name"], f"{tpu['slice']} ({tpu['accelerator_type']}, {tpu['zone']})", str(tpu["worker"]),
+                      tpu["ip"], state, health, run])
+    return render.table(columns, cells, width=render.terminal_width())
+
+
+def _node_table(nodes: list[dict[str, Any]], now: float) -> list[str]:
     columns = [render.Column("NODE"), render.Column("BACKEND"), render.Column("STATE"),
                render.Column("CPUS", align=">"), render.Column("MEM", align=">"), render.Column("GPUS"),
                render.Column("BLACKLIST", shrinkable=True)]
     cells = []
-    for node in data["nodes"]:
+    for node in nodes:
         ban_entry = node["blacklist"]
         if ban_entry:
             until = "until unbanned" if ban_entry["expires_at"] is None else f"for {human.duration(ban_entry['expires_at'] - now)}"
@@ -90,7 +117,7 @@ def render_nodes(data: dict[str, Any]) -> list[str]:
         gpus = human.gpus(node["gpus"], node.get("gpu_type"))
         cells.append([node["name"], node["backend"] or "-", node["state"], human.number(node["cpus"]),
                       human.size_mb(node["mem_mb"]) if node["mem_mb"] else human.MISSING, gpus, banned])
-    return [*render.table(columns, cells, width=render.terminal_width()), *warning]  # the table first, for pipes
+    return render.table(columns, cells, width=render.terminal_width())
 
 
 def _stale_warning(data: dict[str, Any]) -> list[str]:

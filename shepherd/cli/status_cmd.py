@@ -73,6 +73,9 @@ def render_status(data: dict[str, Any]) -> list[str]:
                       f"{values.format_duration(spec['heartbeat_timeout_sec'])} without one"),
         ("failures", detail.failures_summary(counters, data["budgets"])),
     ]
+    tasks = detail.tasks_summary(spec)
+    if tasks:
+        facts.append(("tasks", tasks))
     progress = data["progress"]
     if progress:
         facts.append(("progress", detail.progress_summary(progress, now)))
@@ -95,7 +98,8 @@ def render_status(data: dict[str, Any]) -> list[str]:
     failed = detail.last_failure(data["attempts"])
     if failed:
         failure = failed["failure"]
-        lines += ["", render.heading(f"Last failure (attempt {failed['number']}, exit {failure['exit_code']})")]
+        task = f", task {failed['failed_task']}" if failed.get("failed_task") is not None else ""
+        lines += ["", render.heading(f"Last failure (attempt {failed['number']}{task}, exit {failure['exit_code']})")]
         lines.append(f"  {failure['message']}")
         tail = failure.get("stderr_tail") or []
         if tail:

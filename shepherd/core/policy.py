@@ -27,6 +27,7 @@ from fray.wrapper import contract
 from fray.core import partition_policy
 from fray.core.budgets import NODE_BUDGET, WORKLOAD_BUDGET, backoff_delay, budgets_used
 from fray.core.observation import BackendView
+from fray.core.placement.groups import TaskEnd, reporting_task
 from fray.core.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.scheduler import Admission, Request, run_request
 from fray.core.status import PAUSED_REASON, healthy_period, progress_stalled_for
@@ -63,6 +64,8 @@ class AttemptFiles:
     final: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
     progress: dict[str, Any] | None = None
+    tasks: tuple[TaskEnd, ...] = ()  # read once task 0 failed or is gone: the other tasks that ended
+    task_count: int = 1
 
 
 @dataclass(frozen=True)
@@ -266,12 +269,16 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         attempt.node = view.node
     if attempt.state == AttemptState.SUBMITTED.value and files.started is not None:
         _started(plan, attempt, view, files)  # also for an attempt that ended before it was seen running
-    if files.exit is not None:
+    # Task 0's exit record speaks for the attempt; in a group that failed, the task that failed it (even
+    # where task 0 was killed before it could write one); in a group fray stopped, task 0.
+    task0 = TaskEnd(0, files.exit, files.failure) if files.exit is not None else None
+    end, task = reporting_task(task0, () if attempt.stop_reason else files.tasks, files.task_count)
+    if end is not None:
         if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
             attempt.node = _recorded_node(files)
-        cause, detail = classify_exit(files.exit, files.final, files.failure, attempt)
-        _attempt_ended(plan, attempt, cause, files.exit["exit_code"], detail, s.jitter,
-                       ended_at=files.exit.get("ended_at"))
+        cause, detail = classify_exit(end.exit, files.final, end.failure, attempt)
+        _attempt_ended(plan, attempt, cause, end.exit["exit_code"], task + detail, s.jitter,
+                       ended_at=end.exit.get("ended_at"))
         return
     if view.state == "gone":
         if attempt.state == AttemptState.STOPPING.value and attempt.stop_reason:

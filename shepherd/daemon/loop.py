@@ -36,6 +36,7 @@ from fray.backends.base import AttemptKey, Backend, CancelTarget, Tracked
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta, Phase
 from fray.core.partition_policy import Candidates as PartitionCandidates
+from fray.core.placement.groups import TaskEnd
 from fray.core.policy import AttemptFiles, Situation
 from fray.core.observation import BackendView
 from fray.core.scheduler import Ledger, run_request
@@ -54,6 +55,7 @@ from fray.errors import BackendError, CorruptFileError, FrayError
 from fray.state import store
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import stat_key
+from fray.wrapper import contract
 
 log = logging.getLogger("fray.daemon")
 
@@ -281,7 +283,7 @@ class Daemon:
         if attempt is not None:
             key = AttemptKey(meta.run_id, attempt.number)
             view = views.get(key, BackendView("unknown"))
-            files = self._attempt_files(run.paths, attempt.number)
+            files = self._attempt_files(run.paths, attempt.number, view.state == "gone")
             first_sight = key not in self._seen_in_flight
             if first_sight:
                 self._seen_in_flight.add(key)
@@ -349,7 +351,7 @@ class Daemon:
             return None  # a backend that cannot load fails the submission itself, with its message
         return offer(meta.spec) if offer is not None else None
 
-    def _attempt_files(self, paths: RunPaths, number: int) -> AttemptFiles:
+    def _attempt_files(self, paths: RunPaths, number: int, gone: bool) -> AttemptFiles:
         attempt = paths.attempt(number)
         read = self._reader.read
 
@@ -361,13 +363,25 @@ class Daemon:
                 self._event(paths, "error", str(exc), number)
                 return None
 
+        exit_record = safe(attempt.exit, "exit")
+        indexes = [0]
+        tasks: list[TaskEnd] = []
+        failed = exit_record["exit_code"] != contract.EXIT_OK if exit_record is not None else gone
+        if failed:  # or gone without a word: in a group, the task that failed first says why (placement.groups)
+            indexes = attempt.task_indexes()
+            for index in indexes[1:]:
+                task_exit = safe(attempt.task(index).exit, "exit")
+                if task_exit is not None:
+                    tasks.append(TaskEnd(index, task_exit, safe(attempt.task(index).failure, "failure")))
         return AttemptFiles(
             started=safe(attempt.started, "started"),
             heartbeat_at=store.read_heartbeat(attempt.heartbeat),
-            exit=safe(attempt.exit, "exit"),
+            exit=exit_record,
             final=safe(attempt.final, "final"),
             failure=safe(attempt.failure, "failure"),
             progress=safe(attempt.progress, "progress"),
+            tasks=tuple(tasks),
+            task_count=len(indexes),
         )
 
     def _commit(self, paths: RunPaths, before: Meta, plan: policy.Plan, sync: bool = True) -> None:

@@ -8,13 +8,14 @@ inventory `fray nodes` and the TUI read, so that neither ever calls a backend.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fray.backends.base import Backend
+from fray.backends.base import Backend, Node
 from fray.core import policy
 from fray.errors import BackendError, CorruptFileError
 from fray.state import blacklist, store
@@ -30,7 +31,8 @@ class NodeKeeper:
         self._reader = reader
         self._settings: Mapping[str, Any] = config.get("blacklist", {})
         self._clock = clock
-        self._inventory_at = float("-inf")
+        self._listed_at: dict[str, float] = {}  # backend -> when its nodes were last listed (monotonic)
+        self._listed: dict[str, list[dict[str, Any]]] = {}  # backend -> its nodes as last listed
 
     def excluded(self) -> tuple[str, ...]:
         """The top-K blacklisted nodes that resubmissions exclude now."""
@@ -56,7 +58,8 @@ class NodeKeeper:
         banned = {node: entry for node, entry in blacklist.Blacklist.from_dict(raw).nodes.items()
                   if entry.active(now) and entry.by_person}
         try:
-            nodes = [node.name for node in backend.nodes()]
+            # A TPU host belongs to one attempt's slice; the next attempt makes a new one: banning closes nothing.
+            nodes = [node.name for node in backend.nodes() if node.tpu is None]
         except (BackendError, OSError):
             return None
         if not nodes or any(node not in banned for node in nodes):
@@ -81,16 +84,31 @@ class NodeKeeper:
         return entry, ttl
 
     def write_inventory_every(self, every_sec: float, backends: Mapping[str, Backend]) -> None:
-        """nodes.json: what each backend in use offers, at most once every `every_sec`."""
-        if time.monotonic() - self._inventory_at <= every_sec:
+        """nodes.json: what each backend in use offers, listed at most once every `every_sec`.
+
+        A backend whose listing costs nothing (the TPU backend's hosts come from its
+        last snapshot) says so with a shorter `nodes_every_sec` of its own.
+        """
+        now = time.monotonic()
+        due = [name for name, backend in backends.items()
+               if now - self._listed_at.get(name, float("-inf")) > getattr(backend, "nodes_every_sec", every_sec)]
+        if not due:
             return
-        inventory: dict[str, Any] = {"generated_at": self._clock(), "backends": {}}
-        for name, backend in backends.items():
+        for name in due:
+            self._listed_at[name] = now
             try:
-                inventory["backends"][name] = [
-                    {"name": n.name, "state": n.state, "cpus": n.cpus, "mem_mb": n.mem_mb, "gpus": n.gpus,
-                     "gpu_type": n.gpu_type, "partitions": list(n.partitions)} for n in backend.nodes()]
+                self._listed[name] = [_node_row(n) for n in backends[name].nodes()]
             except (BackendError, OSError) as exc:
                 log.warning("listing the nodes of %s failed: %s", name, exc)
+                self._listed.pop(name, None)
+        inventory = {"generated_at": self._clock(),
+                     "backends": {name: self._listed[name] for name in backends if name in self._listed}}
         store.write_json(self.home.nodes, inventory, "nodes")
-        self._inventory_at = time.monotonic()
+
+
+def _node_row(node: Node) -> dict[str, Any]:
+    row = {"name": node.name, "state": node.state, "cpus": node.cpus, "mem_mb": node.mem_mb, "gpus": node.gpus,
+           "gpu_type": node.gpu_type, "partitions": list(node.partitions)}
+    if node.tpu is not None:
+        row["tpu"] = dataclasses.asdict(node.tpu)
+    return row

@@ -56,6 +56,16 @@ def resources_summary(spec: dict[str, Any]) -> str:
     return f"{human.resources(spec)} on {spec['backend']}"
 
 
+def tasks_summary(spec: dict[str, Any]) -> str | None:
+    """What `--replicas N` means for failures (core.placement.groups); None for a run of one task."""
+    count = spec.get("replicas") or 1
+    if count < 2:
+        return None
+    placed = f", on workers sharing {spec['group_by']}" if spec.get("group_by") else ""
+    return (f"{count} tasks that live and die together{placed}: one failing stops the others, and the whole "
+            "group is retried as the next attempt under --max-retries")
+
+
 def failures_summary(counters: dict[str, Any], budgets: dict[str, Any] | None = None) -> str:
     """`5 workload, 1 node-side, 2 fast in a row; budget left: 2 of 3 workload, 99 of 100 node-side (last 1d)`."""
     text = (f"{counters['workload_failures']} workload, {counters['node_failures']} node-side, "

@@ -37,7 +37,7 @@ from fray.core.model import Meta, Phase
 from fray.core.status import Status
 from fray.core.run_row import row_of
 from fray.ops import views
-from fray.state import layout, sweep_records
+from fray.state import layout, store, sweep_records
 from fray.state.layout import Home
 from fray.wrapper import contract
 from fray.state.row_cache import RowCache, stat_key
@@ -254,11 +254,18 @@ class RunsModel:
             files = self.home.run(run_id).attempt(attempt.number)
             live.beat_files = (os.fspath(files.heartbeat), os.fspath(files.progress))
         heartbeat, progress = live.beat_files
-        heartbeat_at = _read_heartbeat(heartbeat)
+        heartbeat_at = store.read_heartbeat(heartbeat)
         changed = heartbeat_at != live.heartbeat_at
         live.heartbeat_at = heartbeat_at
         key = stat_key(progress)
-        if key != live.progress_key:
+        if key is None:
+            # No progress.json: none yet, or the write-once layout (progress.json.d/), whose
+            # versions change names, so there is no stat to compare; read the newest each tick.
+            live.progress_key = None
+            document = views.read_progress(progress)
+            changed = changed or document != live.progress
+            live.progress = document
+        elif key != live.progress_key:
             live.progress_key = key
             live.progress = views.read_progress(progress)
             changed = True
@@ -279,15 +286,6 @@ class RunsModel:
             targets = set(hint.runs) if hint else set()
         self.events.poll(sorted(targets), {run_id: self.rows[run_id]["name"] for run_id in targets
                                            if run_id in self.rows})
-
-
-def _read_heartbeat(path: str) -> float | None:
-    """store.read_heartbeat for a path kept as a string (the same format: "<epoch>\\n")."""
-    try:
-        with open(path, "rb") as handle:
-            return float(handle.read(64).split(b"\n", 1)[0])
-    except (OSError, ValueError):
-        return None
 
 
 class EventFeed:

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from fray.core import group_rows
-from fray.core.model import Control, Meta
+from fray.core.model import Attempt, AttemptState, Control, Meta
 from fray.core.budgets import budgets_used
+from fray.core.placement.groups import TaskEnd, reporting_task
 from fray.core.run_row import row_of
 from fray.core.status import Status
 from fray.daemon import lease
@@ -188,7 +189,8 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
     attempts = []
     for attempt in (meta.attempts if meta else []):
         files = paths.attempt(attempt.number)
-        attempts.append({**attempt.to_dict(), "failure": read_record(files.failure, "failure"),
+        failure, task = _reported_failure(files, attempt)
+        attempts.append({**attempt.to_dict(), "failure": failure, "failed_task": task,
                          "stdout": str(files.stdout), "stderr": str(files.stderr)})
     recent = [line.record for line in store.read_jsonl(paths.events, "event") if line.record is not None]
     return {
@@ -238,6 +240,20 @@ def commands_view(paths: RunPaths, now: float) -> dict[str, Any]:
         })
     waiting.sort(key=lambda c: (c["issued_at"], c["id"]))
     return {"unacknowledged": waiting, "acknowledged": acknowledged}
+
+
+def _reported_failure(files: layout.AttemptPaths, attempt: Attempt) -> tuple[dict[str, Any] | None, int | None]:
+    """The failure record an ended attempt is reported by, and its task when the attempt has several: the
+    task that failed the group, as the daemon chose it (core.placement.groups), not a sibling killed with it."""
+    failure = read_record(files.failure, "failure")
+    indexes = files.task_indexes()
+    if len(indexes) < 2 or attempt.state != AttemptState.ENDED.value:
+        return failure, None
+    exit_record = read_record(files.exit, "exit")
+    others = [] if attempt.stop_reason else [TaskEnd(i, record, read_record(files.task(i).failure, "failure"))
+                                             for i in indexes[1:] if (record := read_record(files.task(i).exit, "exit"))]
+    end, prefix = reporting_task(TaskEnd(0, exit_record, failure) if exit_record else None, others, len(indexes))
+    return (end.failure, end.index if prefix else None) if end is not None else (failure, None)
 
 
 def read_record(path: Any, schema: str) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import orjson
 
 from fray.core import validation
-from fray.wrapper import records
+from fray.wrapper import records, versions
 from fray.errors import CorruptFileError, StateError
 from fray.state import layout
 from fray.state.layout import Home
@@ -89,6 +89,9 @@ def create_json(path: Path, document: Any, schema: str) -> bool:
 def read_json(path: Path | str, schema: str) -> Any | None:
     """The validated document at `path`, or None when there is no such file.
 
+    Where there is no file but write-once versions of it (FRAY_RECORDS=write-once,
+    fray.wrapper.versions), the newest complete one is read instead.
+
     Raises CorruptFileError (after moving the file aside) when it is empty, not
     JSON, or violates the schema. `path` may be a plain string: the daemon reads
     tens of thousands of files in its first cycle and builds no Path for them.
@@ -96,7 +99,7 @@ def read_json(path: Path | str, schema: str) -> Any | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in a file's place must not hang the reader
     except FileNotFoundError:
-        return None
+        return read_newest_version(path, schema)
     except PermissionError as exc:
         raise StateError(f"cannot read {path}: {exc.strerror}. Check its permissions.") from None
     info = os.fstat(fd)
@@ -114,6 +117,22 @@ def read_json(path: Path | str, schema: str) -> Any | None:
     finally:
         os.close(fd)
     return _parse(path, data, schema, info.st_ino)
+
+
+def read_newest_version(path: Path | str, schema: str) -> Any | None:
+    """The newest complete version of `path` in the write-once layout, validated; None when there is none.
+
+    A version that is not whole JSON yet is skipped (it may be mid-upload); one
+    that is whole but violates the schema is corrupt, moved aside like a file.
+    """
+    def parse(version: str, data: bytes) -> Any:
+        document = orjson.loads(data)  # orjson.JSONDecodeError is a ValueError: skipped, an older one is read
+        violations = validation.errors(schema, document)
+        if violations:
+            raise CorruptFileError(Path(version), "; ".join(violations[:5]), quarantine(Path(version)))
+        return document
+
+    return versions.read_newest(path, parse)
 
 
 def _parse(path: Path | str, data: bytes, schema: str, identity: int) -> Any:
@@ -226,12 +245,22 @@ def held(home: Home, name: str) -> bool:
     return False
 
 
-def read_heartbeat(path: Path) -> float | None:
-    """The epoch in a heartbeat file, or None when absent or unreadable (a bad one is simply old)."""
+def read_heartbeat(path: Path | str) -> float | None:
+    """The epoch in a heartbeat file (or its newest whole version), or None when absent or unreadable.
+
+    A bad one is simply old. `path` may be a string: the dashboard reads thousands each tick.
+    """
     try:
-        return float(path.read_bytes().split(b"\n", 1)[0])
+        with open(path, "rb") as handle:
+            return _beat(handle.read(64))
+    except FileNotFoundError:
+        return versions.read_newest(path, lambda _version, data: _beat(data))
     except (OSError, ValueError):
         return None
+
+
+def _beat(data: bytes) -> float:
+    return float(data.split(b"\n", 1)[0])
 
 
 class CachedReader:
@@ -248,7 +277,7 @@ class CachedReader:
             st = os.stat(path)
         except FileNotFoundError:
             self._cache.pop(path, None)
-            return None
+            return read_newest_version(path, schema)  # a new name per version: nothing to cache by stat
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
         hit = self._cache.get(path)
         if hit is not None and hit[0] == key:

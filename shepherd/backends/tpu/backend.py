@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from fray.backends import external
 from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
-from fray.backends.tpu import commands, hosts, launch, parse
+from fray.backends.tpu import commands, hosts, inventory, launch, parse
 from fray.backends.tpu.calls import CloudCalls
 from fray.core.placement.tpu import place_on_slice
 from fray.core.model import Cause
@@ -33,9 +33,10 @@ from fray.core.observation import BackendView
 from fray.errors import BackendError
 from fray.state import identity, store
 from fray.state.layout import Home
+from fray.wrapper import contract
 
 DEFAULTS: dict[str, Any] = {"poll_interval_sec": 5.0, "workers": 16, "create_rate": 10.0,
-                            "command_timeout_sec": 120.0, "python": None}
+                            "command_timeout_sec": 120.0, "python": None, "records": contract.RECORDS_RENAME}
 # An --async create may take this long to show in `tpu-vm list`; missing before that is not gone.
 LIST_LAG_SEC = 60.0
 LAUNCHED = "tpu-launched"  # marker in the attempt folder: the ssh that starts the wrappers was sent
@@ -52,7 +53,10 @@ class TpuBackend:
         self.home = home
         settings = {**DEFAULTS, **(config if config is not None else _tpu_config(home))}
         self.python = str(settings.get("python") or sys.executable)
+        self.records = str(settings["records"])  # how the hosts write into FRAY_HOME (README: On Cloud TPU)
         self.poll_interval_sec = float(settings["poll_interval_sec"])
+        self.nodes_every_sec = self.poll_interval_sec  # the hosts come from the last list: free to ask each cycle
+        self._listed: dict[str, parse.Slice] = {}  # this home's slices as the last list showed them
         self.calls = CloudCalls(runner, workers=int(settings["workers"]), create_rate=float(settings["create_rate"]),
                                 timeout=float(settings["command_timeout_sec"]))
         self._launches: dict[str, Future] = {}  # slice name -> its ssh, running in the pool
@@ -70,7 +74,8 @@ class TpuBackend:
         return None  # the cloud queues (or refuses) by itself
 
     def nodes(self) -> list[Node]:
-        return []
+        """The hosts of this home's slices as the last snapshot listed them (`fray nodes`)."""
+        return inventory.host_nodes(self._listed.values())
 
     def submit(self, request: SubmitRequest) -> dict[str, Any]:
         """Check the request and start the create in the background; the snapshot reports how it went.
@@ -95,7 +100,7 @@ class TpuBackend:
         return {"slice": name, "zones": list(spec.zones), "queued": spec.queued, "hosts": len(host_of_task),
                 "host_of_task": list(host_of_task),
                 "attempt_dir": str(request.attempt_dir),
-                "launch": launch.host_command(self.python, request, host_of_task)}
+                "launch": launch.host_command(self.python, request, host_of_task, records=self.records)}
 
     def _create(self, wanted: list[commands.SliceRequest]) -> _Created:
         """Zones in order: quota or capacity -> the next; any other refusal ends the try."""
@@ -119,6 +124,8 @@ class TpuBackend:
                 answered.add(zone)
                 by_name.update({s.name: dataclasses.replace(s, zone=s.zone or zone)
                                 for s in parse.parse_nodes(result.stdout)})
+        # A zone whose list failed keeps its slices from before: hosts do not vanish from `fray nodes` for that.
+        self._listed = {**{n: s for n, s in self._listed.items() if s.zone not in answered}, **by_name}
         queued = self._queued_resources(tracked)
         views: dict[AttemptKey, BackendView] = {}
         to_delete: list[list[str]] = []

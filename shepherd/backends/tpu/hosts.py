@@ -14,7 +14,6 @@ code says whose fault).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -22,7 +21,7 @@ from typing import Sequence
 from fray.core.model import Cause
 from fray.state import store
 from fray.state.layout import AttemptPaths
-from fray.wrapper import contract
+from fray.wrapper import contract, records
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,7 @@ def read_hosts(attempt_dir: Path, count: int) -> list[HostRecord]:
 
 def _exit_code(path: Path) -> int | None:
     try:
-        code = json.loads(path.read_bytes()).get("exit_code")
+        code = records.read_json(path).get("exit_code")  # either layout (FRAY_RECORDS): fray.wrapper.records
     except (OSError, ValueError, AttributeError):
         return None  # absent, or being written: looked at again next cycle
     return code if isinstance(code, int) else None

@@ -17,6 +17,7 @@ from typing import Sequence
 from fray.backends import wrapper_command
 from fray.backends.base import SubmitRequest
 from fray.state import layout
+from fray.wrapper import contract
 
 COORDINATOR_PORT = 8476  # JAX's customary coordinator port
 _WORKER_NUMBER = ("curl -sf -H 'Metadata-Flavor: Google' "
@@ -27,12 +28,13 @@ COORDINATOR_PLACEHOLDER = "@FRAY_HOST0@"
 
 
 def host_command(python: str, request: SubmitRequest, host_of_task: Sequence[int],
-                 host0: str = COORDINATOR_PLACEHOLDER) -> str:
+                 host0: str = COORDINATOR_PLACEHOLDER, records: str = contract.RECORDS_RENAME) -> str:
     """One shell line for every host; `host0` (host 0's internal address) coordinates.
 
     `host_of_task[t]` is the tpu-worker-id of the host that runs task t, as
     placement (`fray.core.placement.tpu`) assigned them; each host looks its
-    task up by its own worker id.
+    task up by its own worker id. `records` is how the hosts write their
+    records (FRAY_RECORDS: write-once where FRAY_HOME is a gcsfuse bucket).
 
     Built at submit time with the placeholder and kept in the attempt's reference,
     so a restarted daemon can still launch a slice that became READY meanwhile
@@ -49,6 +51,7 @@ def host_command(python: str, request: SubmitRequest, host_of_task: Sequence[int
         f'export FRAY_TASK_INDEX="$i" FRAY_NUM_TASKS={hosts}',
         f"export FRAY_COORDINATOR_ADDRESS={q(coordinator)} JAX_COORDINATOR_ADDRESS={q(coordinator)}",
         f'export JAX_PROCESS_ID="$i" JAX_NUM_PROCESSES={hosts}',
+        f"export {contract.ENV_RECORDS}={q(records)}",
         *(f"export {key}={q(value)}" for key, value in sorted(request.spec.env.items())),
         f"task_dir={q(str(request.attempt_dir))}",
         f'[ "$i" = 0 ] || task_dir="$task_dir/{layout.TASKS_DIR}/$i"',

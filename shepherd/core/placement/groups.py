@@ -1,34 +1,70 @@
-"""What happens to a coscheduled group when one of its tasks fails for good (pure).
+"""Which task a failed multi-task attempt is reported by (pure).
 
-The tasks of a coscheduled job (`group_by`) only make sense together: a
-multi-host TPU program whose worker 2 died cannot go on with the other
-hosts. So when one task fails terminally, its siblings that still run are
-killed, and the whole group goes back to pending, to be placed again as a
-unit, while the group's retry budget lasts; once it is spent the job ends
-with the failure that spent it.
+The tasks of one attempt (`--replicas N`, `#SBATCH -N 2`, the hosts of a TPU
+slice) only make sense together: a multi-host program whose worker 1 died
+cannot go on with the others. So they live and die together: when one fails
+for good, its backend stops the siblings still running (the local backend
+kills their workloads, Slurm's `srun --kill-on-bad-exit` ends the step, the
+TPU backend ends the attempt on the slice, `backends.tpu.hosts`), and the
+attempt ends as a unit. The daemon then retries the whole group, all N tasks,
+as the run's next attempt, under the run's own budgets (there is no separate
+group budget): a workload failure spends `--max-retries`, a node fault
+`--max-retries-preemption`; once spent, the run ends failed.
+
+Task 0's exit is the attempt's, but a task 0 that was only killed because a
+sibling failed says "killed by SIGKILL" (or "terminated by SIGTERM from outside
+fray", which would read as a preemption, or nothing at all when it was killed
+before it could write). `reporting_task` picks the task the attempt is
+classified and described by instead: the one whose failure ended the group.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Sequence
 
-LIVE_STATES = frozenset({"pending", "assigned", "starting", "running"})
+from fray.wrapper import contract
 
 
 @dataclass(frozen=True)
-class GroupDecision:
-    kill: tuple[str, ...]  # sibling task ids still live, to stop now
-    retry: bool  # put every task of the group back to pending
-    end_reason: str = ""  # set when the budget is spent: the job ends with this
+class TaskEnd:
+    """What one task's wrapper wrote when it ended: its exit record and failure record."""
+
+    index: int
+    exit: dict[str, Any]
+    failure: dict[str, Any] | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.exit.get("exit_code") != contract.EXIT_OK
+
+    @property
+    def killed(self) -> bool:
+        """Ended by a signal (its own wrapper's or its workload's): maybe only because a sibling failed."""
+        code = self.exit.get("exit_code")
+        return bool(self.exit.get("workload_signal") or self.exit.get("received_signal")) or \
+            (isinstance(code, int) and code >= contract.EXIT_SIGNALLED_BASE)
 
 
-def on_task_failure(task_states: Mapping[str, str], failed_task: str, reason: str, failures_before: int,
-                    budget: int) -> GroupDecision:
-    """`task_states`: every task of the group -> its state; `failures_before`: group failures already
-    counted against `budget` (this one not included)."""
-    kill = tuple(sorted(t for t, state in task_states.items() if t != failed_task and state in LIVE_STATES))
-    if failures_before + 1 > budget:
-        return GroupDecision(kill, False, f"task {failed_task} failed ({reason}) and the group's "
-                                          f"{budget} retries are spent")
-    return GroupDecision(kill, True)
+def reporting_task(task0: TaskEnd | None, others: Sequence[TaskEnd], count: int) -> tuple[TaskEnd | None, str]:
+    """The task whose end the attempt is classified by, and the prefix of its detail (`task 1 of 3: `).
+
+    `task0`: None when task 0 left no exit record (killed before it could write one); `others`: the
+    ended tasks besides task 0; `count`: the attempt's tasks. A task 0 that succeeded speaks for itself
+    (a sibling stopped after it finished is not a failure of the group). Else, of the tasks that
+    failed, one that failed on its own goes before one that was killed, then the earliest. Without
+    task 0's record only a task that failed on its own speaks; None then leaves it to the backend.
+    """
+    if count < 2 or (task0 is not None and not task0.failed):
+        return task0, ""
+    failed = [end for end in (task0, *others) if end is not None and end.failed and (task0 or not end.killed)]
+    if not failed:
+        return task0, ""
+    chosen = min(failed, key=lambda end: (end.killed, _ended_at(end), end.index))
+    return chosen, f"task {chosen.index} of {count}: "
+
+
+def _ended_at(end: TaskEnd) -> float:
+    at = end.exit.get("ended_at")
+    return float(at) if isinstance(at, (int, float)) else math.inf

@@ -69,9 +69,3 @@ def effective_band(band: Band, remaining_credit: float) -> Band:
     """The band work is placed in: the one asked for, or batch once its user's credit is spent."""
     return Band.BATCH if remaining_credit <= 0 else band
 
-
-def describe(band: Band, effective: Band) -> str:
-    """What `fray list` shows: `batch`, or `production→batch (credits spent)`."""
-    if band == effective:
-        return band.label
-    return f"{band.label}→{effective.label} (credits spent)"

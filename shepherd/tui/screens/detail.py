@@ -186,7 +186,8 @@ class DetailScreen(RunActions, FrayScreen):
         for attempt in reversed(failed[-5:]):
             failure = attempt["failure"]
             text = Text()
-            text.append(f"attempt {attempt['number']}: exit {failure['exit_code']} ({failure['cause']}) on "
+            task = f", task {attempt['failed_task']}" if attempt.get("failed_task") is not None else ""
+            text.append(f"attempt {attempt['number']}{task}: exit {failure['exit_code']} ({failure['cause']}) on "
                         f"{failure['host']}: ", style=self.fray.palette.bad)
             text.append(failure["message"])
             for line in (failure.get("stderr_tail") or [])[-8:]:
