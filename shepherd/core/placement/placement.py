@@ -28,8 +28,11 @@ Ledger.
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from operator import attrgetter
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.constraints import Constraint
@@ -89,18 +92,42 @@ class SchedulingResult:
 
 def find_assignments(pending_tasks: Iterable[Task], workers: Sequence[Worker], get_job: Callable[[str], Job], *,
                      now: float = 0.0, credits: Credits = Credits(), index: IndexKind = "posting") -> SchedulingResult:
+    with _cyclic_gc_paused():
+        return _find_assignments(pending_tasks, workers, get_job, now, credits, index)
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """A cycle makes about a million short-lived objects, none in a reference cycle; each time the
+    cyclic collector runs meanwhile, it walks every live object (all the tasks and workers), which
+    took about a third of a 10,000 x 50,000 cycle (tests/bench/bench_scheduler.py). Reference counting
+    frees them all the same, so the collector waits until the cycle is over."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _find_assignments(pending_tasks: Iterable[Task], workers: Sequence[Worker], get_job: Callable[[str], Job],
+                      now: float, credits: Credits, index: IndexKind) -> SchedulingResult:
     cycle = _Cycle(workers, index)
-    jobs: dict[str, Job] = {}
     by_job: dict[str, list[Task]] = {}
     for task in pending_tasks:
         if task.state != PENDING:
             continue  # running, or ended: not ours to place
-        if task.job_id not in jobs:
-            jobs[task.job_id] = get_job(task.job_id)
-        by_job.setdefault(task.job_id, []).append(task)
+        tasks = by_job.get(task.job_id)
+        if tasks is None:
+            by_job[task.job_id] = [task]
+        else:
+            tasks.append(task)
+    jobs = {job_id: get_job(job_id) for job_id in by_job}
     bands = {job_id: effective_band(job.band, credits.remaining(job.user)) for job_id, job in jobs.items()}
     order = sorted(jobs.values(), key=lambda j: (bands[j.job_id], j.submitted_at, j.job_id))
-    tasks_of = {job_id: sorted(tasks, key=lambda t: (t.index, t.task_id)) for job_id, tasks in by_job.items()}
+    by_index = attrgetter("index", "task_id")
+    tasks_of = {job_id: sorted(tasks, key=by_index) if len(tasks) > 1 else tasks for job_id, tasks in by_job.items()}
     assignments: list[Assignment] = []
     waiting: dict[str, str] = {}
     for job in order:
@@ -142,6 +169,7 @@ class _Cycle:
         self._groups: dict[tuple[int, str], tuple[list[tuple[object, tuple[int, ...]]], int]] = {}
         self._cursor: dict[tuple, int] = {}
         self._shapes: dict[int, list[tuple[int, int, int]]] = {}  # constraint set id -> request shapes seen
+        self._reasons: dict[tuple, str] = {}  # request shape -> why it waits
 
     def candidates(self, job: Job) -> tuple[tuple[int, ...], str, int]:
         key = (job.constraints, job.tolerations)
@@ -198,7 +226,12 @@ class _Cycle:
             mem[p] -= want_mem
             placed.append(Assignment(task.task_id, ids[p]))
         self._cursor[shape] = at
-        return placed, "" if len(placed) == len(tasks) else _short(need, job.constraints, end)
+        if len(placed) == len(tasks):
+            return placed, ""
+        reason = self._reasons.get(shape)
+        if reason is None:  # the same words for every job of this shape: built once a cycle
+            reason = self._reasons[shape] = _short(need, job.constraints, end)
+        return placed, reason
 
     def place_group(self, job: Job, tasks: Sequence[Task]) -> tuple[list[Assignment], str]:
         wanted = job.replicas
