@@ -144,11 +144,7 @@ class RunActions:
             return
         op = actions.op_for(key, row)
         home = self.app.home  # type: ignore[attr-defined]
-        run = lambda: actions.control(home, row["run_id"], op)  # noqa: E731
-        if op in actions.DESTRUCTIVE:
-            self._confirm(actions.describe(op, row), op.capitalize(), run)
-        else:
-            self._do(run)
+        self._ask_then_do(op, row, lambda: actions.control(home, row["run_id"], op))
 
     def _control_group(self, key: str, row: dict[str, Any]) -> None:
         """r/s/p on a sweep's row: the same operation for every run of it, as `fray control OP --group`."""
@@ -158,7 +154,10 @@ class RunActions:
             return
         op = actions.op_for(key, row)
         home = self.app.home  # type: ignore[attr-defined]
-        run = lambda: actions.control_group(home, row["group"], row["name"], op)  # noqa: E731
+        self._ask_then_do(op, row, lambda: actions.control_group(home, row["group"], row["name"], op))
+
+    def _ask_then_do(self, op: str, row: dict[str, Any], run: Callable[[], actions.Outcome]) -> None:
+        """A destructive operation is confirmed first; the others are done at once."""
         if op in actions.DESTRUCTIVE:
             self._confirm(actions.describe(op, row), op.capitalize(), run)
         else:
