@@ -118,7 +118,8 @@ def test_one_replica_failing_ends_the_allocation_and_the_group_is_retried_under_
     # seconds, and attempt 2 (3 of the 4 nodes: only once attempt 1's were free) started (or was submitted) soon after.
     stopped = [json.loads(first.task(i).exit.read_text())["ended_at"] for i in (0, 2) if first.task(i).exit.exists()]
     second = meta["attempts"][1]  # never seen started when its task 0 was ended before it could say so
-    assert all(at - failed_at < 15 for at in stopped) and (second["started_at"] or second["submitted_at"]) - failed_at < 15
+    assert all(at - failed_at < 15 for at in stopped)
+    assert (second["started_at"] or second["submitted_at"]) - failed_at < 15
     for attempt in meta["attempts"]:
         # Task 0 was terminated by srun (at times before it could write a word), yet the attempt is
         # task 1's workload failure, not a preemption or a lost job.
