@@ -115,6 +115,50 @@ def test_one_replica_failing_kills_its_siblings_and_the_group_is_retried_under_m
         stop_daemon(daemon)
 
 
+FINISHING = """#!/bin/bash
+#FRAY --replicas 3 --heartbeat-interval 0.5 --stop-grace {grace}
+if [ "$FRAY_TASK_INDEX" = 0 ]; then echo "host 0 done"; exit 0; fi
+sleep {sleep}
+echo "host $FRAY_TASK_INDEX wrote its shard"
+"""
+
+
+def test_a_group_whose_task_0_succeeds_first_waits_for_the_others_to_finish_up_to_the_stop_grace(
+        home: Home, tmp_path: Path) -> None:
+    """Hosts of one program end a little apart: the last ones' output must not be cut off by task 0's success."""
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 3, "gpus": 0}}))
+    late = tmp_path / "late.sh"
+    late.write_text(FINISHING.format(grace=30, sleep=3))
+    hung = tmp_path / "hung.sh"
+    hung.write_text(FINISHING.format(grace=2, sleep=300))
+    daemon = start_daemon(home, wait=False)
+    try:
+        run_id = submit(home, late)
+        wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", timeout=60, what="the run to end")
+        meta = meta_of(home, run_id)
+        assert meta["end"]["status"] == "completed_success" and len(meta["attempts"]) == 1, meta
+        attempt = home.run(run_id).attempt(1)
+        for index in (1, 2):
+            assert f"host {index} wrote its shard" in attempt.task(index).stdout.read_text()
+            assert json.loads(attempt.task(index).exit.read_text())["exit_code"] == 0
+        # A sibling that never ends holds the run for the stop grace only, then goes with the attempt.
+        run_id = submit(home, hung)
+        wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", timeout=60, what="the hung group to end")
+        meta = meta_of(home, run_id)
+        assert meta["end"]["status"] == "completed_success", meta
+        task0 = json.loads(home.run(run_id).attempt(1).exit.read_text())
+        assert meta["attempts"][0]["ended_at"] == task0["ended_at"]
+        assert 2 <= meta["end"]["at"] - task0["ended_at"] < 20, (meta["end"], task0)
+        # Their wrappers find the attempt closed (fray.wrapper.fence) and kill their workloads.
+        hung = home.run(run_id).attempt(1)
+        pids = [json.loads(hung.task(i).started.read_text())["workload_pid"] for i in (1, 2)]
+        wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids), timeout=30,
+                   what="the siblings that never ended stopped with the attempt")
+    finally:
+        stop_daemon(daemon)
+
+
 def test_a_user_whose_credits_are_spent_waits_as_batch_and_fray_list_says_so(home: Home, tmp_path: Path) -> None:
     store.ensure_home(home)
     # 0.0005 resource-hours: the running run (1 CPU) spends them in under two seconds.

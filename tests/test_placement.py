@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fray.core.placement import (Band, Credits, Job, Resources, Task, TaskEnd, Worker, find_assignments, parse,
-                                 reporting_task)
+                                 reporting_task, siblings_finishing)
 from fray.core.placement.attributes import taint, tpu_host_attributes
 
 
@@ -132,6 +132,17 @@ def test_a_failed_group_is_reported_by_the_task_that_failed_not_the_siblings_kil
     # task that was only killed does not (the backend's reading stands).
     assert reporting_task(None, [killed2, failed1], 3) == (failed1, "task 1 of 3: ")
     assert reporting_task(None, [killed2], 3) == (None, "")
+
+
+def test_a_group_whose_task_0_succeeded_waits_for_its_other_tasks_within_the_stop_grace() -> None:
+    done0, done1 = TaskEnd(0, {"exit_code": 0, "ended_at": 100.0}), TaskEnd(1, {"exit_code": 0, "ended_at": 101.0})
+    assert siblings_finishing(done0, [], 3, gone=False, now=105.0, grace_sec=30.0)
+    assert siblings_finishing(done0, [done1], 3, gone=False, now=105.0, grace_sec=30.0)  # task 2 still runs
+    assert not siblings_finishing(done0, [done1, TaskEnd(2, {"exit_code": 50})], 3, False, 105.0, 30.0)
+    assert not siblings_finishing(done0, [done1], 3, gone=False, now=130.0, grace_sec=30.0)  # the grace is up
+    assert not siblings_finishing(done0, [], 3, gone=True, now=105.0, grace_sec=30.0)  # the backend says all ended
+    assert not siblings_finishing(done0, [], 1, gone=False, now=105.0, grace_sec=30.0)  # one task: nothing to wait
+    assert not siblings_finishing(TaskEnd(0, {"exit_code": 50, "ended_at": 100.0}), [], 3, False, 105.0, 30.0)
 
 
 # ---- properties ---------------------------------------------------------------------------------

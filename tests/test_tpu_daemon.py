@@ -390,7 +390,10 @@ def test_fray_nodes_lists_the_hosts_of_live_slices_and_forgets_them_once_deleted
             schema_validate("cli-nodes", listing)
             return [n for n in listing["nodes"] if n["backend"] == "tpu"]
 
-        listed = wait_until(lambda: len(hosts()) == 4 and hosts(), timeout=60, what="four TPU hosts listed")
+        # A CREATING slice may already list its hosts (the simulator gives the endpoints at once): wait for READY.
+        listed = wait_until(lambda: (found := hosts()) and len(found) == 4 and
+                            all(n["state"] == "READY" for n in found) and found,
+                            timeout=60, what="four READY TPU hosts listed")
         name = slices_name(run_id, 1)
         assert [(n["name"], n["tpu"]["worker"], n["tpu"]["slice"]) for n in listed] == \
             [(f"{name}-w{i}", i, name) for i in range(4)]

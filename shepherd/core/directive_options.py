@@ -228,7 +228,8 @@ OPTIONS: tuple[DirectiveOption, ...] = (
     DirectiveOption(
         "--replicas", "replicas", "N",
         "tasks of the run, each with FRAY_TASK_INDEX and FRAY_NUM_TASKS; they live and die together: one failing "
-        f"stops the others and all are retried under --max-retries (default {_DEFAULT.replicas})",
+        "stops the others and all are retried under --max-retries; once task 0 succeeded the others get up to "
+        f"--stop-grace to finish (default {_DEFAULT.replicas})",
         values.count(minimum=1, example="4"),
     ),
     DirectiveOption(

@@ -1,10 +1,9 @@
 """What to do next for one run: a pure function of what the daemon can see.
 
-`decide(situation, admit)` takes the run's meta and control, the files of its
-in-flight attempt, the backend's view of that attempt, the time and a jitter
-value, and returns a `Plan`: the updated meta, the actions for the daemon to
-carry out (submit, cancel, finish, reactivate) and the events to log with their
-reasons. Time and randomness are inputs, so every branch is testable as values.
+`decide(situation, admit)` takes the run's meta and control, the files of its in-flight attempt,
+the backend's view of that attempt, the time and a jitter value, and returns a `Plan`: the updated
+meta, the actions for the daemon to carry out (submit, cancel, finish, reactivate) and the events
+to log with their reasons. Time and randomness are inputs, so every branch is testable as values.
 
 Budgets: workload failures (exit 50, or exit 0 where that is not success, or a
 progress stall) draw on `max_retries`; node-side failures (node fault exits,
@@ -27,7 +26,7 @@ from fray.wrapper import contract
 from fray.core import partition_policy
 from fray.core.budgets import NODE_BUDGET, WORKLOAD_BUDGET, backoff_delay, budgets_used
 from fray.core.observation import BackendView
-from fray.core.placement.groups import TaskEnd, reporting_task
+from fray.core.placement.groups import TaskEnd, reporting_task, siblings_finishing
 from fray.core.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.scheduler import Admission, Request, run_request
 from fray.core.status import PAUSED_REASON, healthy_period, progress_stalled_for
@@ -64,7 +63,7 @@ class AttemptFiles:
     final: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
     progress: dict[str, Any] | None = None
-    tasks: tuple[TaskEnd, ...] = ()  # read once task 0 failed or is gone: the other tasks that ended
+    tasks: tuple[TaskEnd, ...] = ()  # read once task 0 ended or is gone: the other tasks that ended
     task_count: int = 1
 
 
@@ -269,9 +268,12 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         attempt.node = view.node
     if attempt.state == AttemptState.SUBMITTED.value and files.started is not None:
         _started(plan, attempt, view, files)  # also for an attempt that ended before it was seen running
-    # Task 0's exit record speaks for the attempt; in a group that failed, the task that failed it (even
-    # where task 0 was killed before it could write one); in a group fray stopped, task 0.
+    # Task 0's exit record speaks for the attempt once its siblings ended; in a group that failed, the task
+    # that failed it (even where task 0 was killed before it could write one); in a group fray stopped, task 0.
     task0 = TaskEnd(0, files.exit, files.failure) if files.exit is not None else None
+    if task0 and not attempt.stop_reason and siblings_finishing(task0, files.tasks, files.task_count,
+                                                                view.state == "gone", now, meta.spec.stop_grace_sec):
+        return
     end, task = reporting_task(task0, () if attempt.stop_reason else files.tasks, files.task_count)
     if end is not None:
         if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where

@@ -55,7 +55,6 @@ from fray.errors import BackendError, CorruptFileError, FrayError
 from fray.state import store
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import stat_key
-from fray.wrapper import contract
 
 log = logging.getLogger("fray.daemon")
 
@@ -366,8 +365,9 @@ class Daemon:
         exit_record = safe(attempt.exit, "exit")
         indexes = [0]
         tasks: list[TaskEnd] = []
-        failed = exit_record["exit_code"] != contract.EXIT_OK if exit_record is not None else gone
-        if failed:  # or gone without a word: in a group, the task that failed first says why (placement.groups)
+        if exit_record is not None or gone:
+            # In a group that failed the task that failed first says why; one whose task 0 succeeded waits
+            # for the others to end (placement.groups).
             indexes = attempt.task_indexes()
             for index in indexes[1:]:
                 task_exit = safe(attempt.task(index).exit, "exit")

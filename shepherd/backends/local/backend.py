@@ -106,7 +106,10 @@ class LocalBackend:
             if count > 1:  # the tasks of a --replicas run stop together
                 self._stop_siblings(item.key, count)
             found = alive.get(item.key)
-            if found is None:
+            if found is None and self._tasks.get(item.key):
+                # Task 0 is over, a sibling still finishing (placement.groups.siblings_finishing).
+                views[item.key] = BackendView("running", node=self.host, ref=item.ref)
+            elif found is None:
                 views[item.key] = BackendView("gone")
             else:
                 pid, ticks = found

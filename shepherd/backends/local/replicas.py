@@ -7,10 +7,12 @@ index, the task count and a coordinator address on this machine, and gets its
 share of the GPUs the ledger handed out.
 
 The tasks live and die together, like `srun --kill-on-bad-exit`: when one
-ends without success while others run, or task 0 is gone while others
-remain, the rest are stopped (`to_stop`): their workloads are killed, so each
+ends without success while others run, or task 0 is gone without a success,
+the rest are stopped (`to_stop`): their workloads are killed, so each
 wrapper reports a workload failure, and the daemon retries the whole run
 under its --max-retries budget, as it would a single task that failed.
+Once task 0 succeeded the others may finish: the daemon waits for them up to
+the stop grace, then stops what is left with the attempt.
 """
 
 from __future__ import annotations
@@ -70,12 +72,12 @@ def _record(attempt_dir: Path, index: int, name: str) -> dict:
 
 
 def to_stop(count: int, alive: Mapping[int, int], exit_codes: Mapping[int, int | None]) -> list[int]:
-    """Indexes of the tasks still alive that must stop: task 0 is gone, or a task ended without success.
+    """Indexes of the tasks still alive that must stop: a task (task 0 too) ended without success.
 
     `alive`: task index -> pid of each live wrapper; `exit_codes`: index -> exit code of the ended ones."""
     if not alive:
         return []
     failed = [i for i in range(count) if i not in alive and exit_codes.get(i) != contract.EXIT_OK]
-    if 0 not in alive or failed:
+    if failed:
         return sorted(alive)
     return []

@@ -4,7 +4,8 @@ Slurm lists the nodes runs may go to; on Cloud TPU every attempt makes its own
 slice, so what there is to show is the hosts of the slices that exist now: one
 node per host (`networkEndpoints`, in worker-id order), named
 `<slice>-w<worker>`, with the slice's state and health and the run it serves.
-A slice still being created has no endpoints yet, and no hosts to show.
+A slice still being created may have no endpoints yet, and then no hosts to
+show; one that has them shows its hosts in state CREATING.
 """
 
 from __future__ import annotations

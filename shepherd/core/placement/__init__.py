@@ -9,12 +9,12 @@ The pure scheduler of the controller and coscheduling designs. Public names:
 
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.constraints import Constraint, ConstraintSyntaxError, ConstraintTypeError, Op, parse
-from fray.core.placement.groups import TaskEnd, reporting_task
+from fray.core.placement.groups import TaskEnd, reporting_task, siblings_finishing
 from fray.core.placement.placement import Assignment, Job, SchedulingResult, Task, Unschedulable, find_assignments
 from fray.core.placement.priority import Band, Credits, effective_band, parse_band
 
 __all__ = [
     "Assignment", "Band", "Constraint", "ConstraintSyntaxError", "ConstraintTypeError", "Credits",
     "Job", "Op", "Resources", "SchedulingResult", "Task", "TaskEnd", "Unschedulable", "Worker", "effective_band",
-    "find_assignments", "parse", "parse_band", "reporting_task",
+    "find_assignments", "parse", "parse_band", "reporting_task", "siblings_finishing",
 ]

@@ -65,6 +65,23 @@ def reporting_task(task0: TaskEnd | None, others: Sequence[TaskEnd], count: int)
     return chosen, f"task {chosen.index} of {count}: "
 
 
+def siblings_finishing(task0: TaskEnd, ended: Sequence[TaskEnd], count: int, gone: bool, now: float,
+                       grace_sec: float) -> bool:
+    """Whether to wait before ending an attempt whose task 0 succeeded while a sibling is still running.
+
+    The hosts of one program finish together, give or take a few seconds; ending the attempt at task 0's
+    exit would make the backend tear the rest down (the TPU backend deletes the slice) while host 3 still
+    writes its shard of the last checkpoint or its last lines of output. So the attempt waits for every
+    task that has a folder to write its exit record, for at most `grace_sec` (the run's stop grace) after
+    task 0 ended, and not at all once the backend says the attempt is gone. What the siblings wrote does
+    not change the verdict: task 0's success speaks for the group (`reporting_task`).
+    """
+    if count < 2 or task0.failed or gone or len(ended) >= count - 1:
+        return False
+    at = task0.exit.get("ended_at")
+    return isinstance(at, (int, float)) and now - at < grace_sec
+
+
 def _ended_at(end: TaskEnd) -> float:
     at = end.exit.get("ended_at")
     return float(at) if isinstance(at, (int, float)) else math.inf
