@@ -65,6 +65,18 @@ def test_a_file_replaced_by_a_writer_meanwhile_is_not_moved_aside(tmp_path: Path
     assert json.loads(target.read_text()) == GOOD_CONTROL
 
 
+def test_a_good_file_that_took_the_corrupt_ones_inode_number_is_put_back(tmp_path: Path):
+    """A writer renaming in a new file between the reader's check and its move, on a filesystem that reused
+    the freed inode number (a lease renewed many times a second): the reader takes it, sees it is not what it
+    read, and puts it back."""
+    target = tmp_path / "control.json"
+    store.write_json(target, GOOD_CONTROL, "control")
+    reused_inode = target.stat().st_ino
+    assert store.quarantine(target, reused_inode, read=b"not json") is None
+    assert json.loads(target.read_text()) == GOOD_CONTROL
+    assert [p.name for p in tmp_path.iterdir()] == ["control.json"]
+
+
 def test_write_once_files_are_never_overwritten(tmp_path: Path):
     target = tmp_path / "ended.json"
     record = {"run_id": "r", "status": "failed", "reason": "x", "ended_at": 1.0, "attempts": 1}

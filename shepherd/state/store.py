@@ -148,14 +148,19 @@ def _parse(path: Path | str, data: bytes, schema: str, identity: int) -> Any:
             if not violations:
                 return document
             problem = "; ".join(violations[:5])
-    raise CorruptFileError(Path(path), problem, quarantine(Path(path), identity))
+    raise CorruptFileError(Path(path), problem, quarantine(Path(path), identity, data))
 
 
-def quarantine(path: Path, identity: int | None = None) -> Path | None:
+def quarantine(path: Path, identity: int | None = None, read: bytes | None = None) -> Path | None:
     """Move a corrupt file aside as `<name>.corrupt-<timestamp>`; None if it changed meanwhile.
 
-    `identity` is the inode that was read: if a writer has replaced the file since,
-    the new (probably good) file is left alone.
+    `identity` is the inode that was read and `read` the bytes: a writer may have
+    replaced the file since (the daemon renews its lease many times a second), and
+    its new file is left alone. Checking before the move is not enough: the writer
+    can rename in between, and a filesystem that reuses the freed inode number at
+    once gives the good file the corrupt one's identity. So the file is moved
+    first and compared after: one that is not what was read goes back, unless
+    its writer has already put a newer one in its place.
     """
     try:
         if identity is not None and os.stat(path).st_ino != identity:
@@ -163,9 +168,33 @@ def quarantine(path: Path, identity: int | None = None) -> Path | None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         target = layout.corrupt_name(path, f"{stamp}-{os.urandom(2).hex()}")
         os.replace(path, target)
-        return target
     except FileNotFoundError:
         return None
+    if read is None or _holds(target, identity, read):
+        return target
+    _put_back(target, path)
+    return None
+
+
+def _holds(path: Path, identity: int | None, read: bytes) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return (identity is None or os.fstat(handle.fileno()).st_ino == identity) and handle.read() == read
+    except OSError:
+        return False
+
+
+def _put_back(moved: Path, path: Path) -> None:
+    """Return a file taken by mistake to `path`, unless its writer has replaced it already (the newer wins)."""
+    try:
+        os.link(moved, path)  # never over a newer file, as a rename would be
+    except FileExistsError:
+        pass
+    except OSError:  # no hard links here (some network and FUSE filesystems)
+        if not os.path.exists(path):
+            os.replace(moved, path)
+            return
+    os.unlink(moved)
 
 
 def append_jsonl(path: Path, record: dict[str, Any], schema: str) -> None:
