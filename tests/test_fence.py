@@ -109,7 +109,11 @@ def test_a_wrapper_cut_off_from_fray_home_kills_its_workload_after_the_grace(hom
     assert not attempt.exit.exists() and not attempt.failure.exists()
 
 
-def test_a_checkpoint_is_promoted_whole_while_current_and_never_once_superseded(home, tmp_path, monkeypatch):
+@pytest.mark.parametrize("records", ["rename", "write-once"])
+def test_a_checkpoint_is_promoted_whole_while_current_and_never_once_superseded(home, tmp_path, monkeypatch,
+                                                                              records):
+    """Both layouts: promoted by one rename, or (FRAY_RECORDS=write-once, a gcsfuse FRAY_HOME) by a record
+    naming the folder where it was written. Same guarantees either way."""
     from fray import report
 
     store.ensure_home(home)
@@ -120,26 +124,52 @@ def test_a_checkpoint_is_promoted_whole_while_current_and_never_once_superseded(
     meta.attempts.append(Attempt(number=1, state=AttemptState.RUNNING.value, backend="local", submitted_at=time.time()))
     store.write_json(paths.meta, meta.to_dict(), "meta")
     for name, value in {"FRAY_HOME": str(home.root), "FRAY_RUN_ID": meta.run_id, "FRAY_ATTEMPT": "1",
-                        "FRAY_CHECKPOINT_DIR": str(paths.checkpoints_dir)}.items():
+                        "FRAY_CHECKPOINT_DIR": str(paths.checkpoints_dir), "FRAY_RECORDS": records}.items():
         monkeypatch.setenv(name, value)
+
+    def state_of(name: str) -> str | None:
+        """What checkpoint `name` holds once promoted, None while it is not."""
+        latest = report.latest_checkpoint()
+        return (latest / "state").read_text() if latest is not None and latest.name == name else None
 
     assert report.latest_checkpoint() is None
     with report.checkpoint("step-10") as folder:
         (folder / "state").write_text("10")
-        assert not (paths.checkpoints_dir / "step-10").exists()  # not visible until whole
-    assert (paths.checkpoints_dir / "step-10" / "state").read_text() == "10"
+        assert report.latest_checkpoint() is None  # not visible until whole
+    assert state_of("step-10") == "10"
     with report.checkpoint("step-20") as folder:
         (folder / "state").write_text("20")
-    assert report.latest_checkpoint() == paths.checkpoints_dir / "step-20"
+    assert state_of("step-20") == "20"
     with pytest.raises(FileExistsError):
         with report.checkpoint("step-20") as folder:
             (folder / "state").write_text("again")
-    assert (paths.checkpoints_dir / "step-20" / "state").read_text() == "20"
+    assert state_of("step-20") == "20"
 
     meta.attempts[0].state = AttemptState.ENDED.value  # the daemon closes attempt 1
     store.write_json(paths.meta, meta.to_dict(), "meta")
     with pytest.raises(report.Superseded):
         with report.checkpoint("step-30") as folder:
             (folder / "state").write_text("30")
-    assert not (paths.checkpoints_dir / "step-30").exists()
-    assert report.latest_checkpoint() == paths.checkpoints_dir / "step-20"
+    assert state_of("step-20") == "20"
+    promoted = sorted(p.name for p in paths.checkpoints_dir.iterdir() if not p.name.startswith("."))
+    if records == "rename":
+        assert promoted == ["step-10", "step-20"]
+    else:  # nothing moved: the folders stay where they were written, a write-once record promotes each
+        assert promoted == []
+        assert sorted(os.listdir(paths.checkpoints_dir / ".promoted")) == ["step-10", "step-20"]
+        assert report.latest_checkpoint() == paths.checkpoints_dir / ".staging" / "attempt-1" / "step-20"
+
+
+def test_a_promotion_record_still_being_uploaded_is_not_a_checkpoint_yet(tmp_path, monkeypatch):
+    from fray import report
+
+    monkeypatch.setenv("FRAY_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("FRAY_RECORDS", "write-once")
+    with report.checkpoint("step-1") as folder:
+        (folder / "state").write_text("1")
+    (tmp_path / ".staging" / "attempt-0" / "step-2").mkdir()
+    record = {"name": "step-2", "folder": ".staging/attempt-0/step-2", "attempt": 0, "promoted_at": time.time() + 60}
+    (tmp_path / ".promoted" / "step-2").write_text(json.dumps(record))  # no end newline: not whole yet
+    assert report.latest_checkpoint() == tmp_path / ".staging" / "attempt-0" / "step-1"
+    (tmp_path / ".promoted" / "step-2").write_text(json.dumps(record) + "\n")
+    assert report.latest_checkpoint() == tmp_path / ".staging" / "attempt-0" / "step-2"

@@ -17,7 +17,7 @@ from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_
 from fray.ops import views
 from fray.state import runs, store
 from fray.state.layout import Home
-from fray.wrapper import versions
+from fray.wrapper import report, versions
 
 FAKES = Path(__file__).parent / "fakes" / "gcloud"
 ZONE = "us-west4-a"
@@ -344,15 +344,19 @@ def test_a_queued_slice_still_waiting_for_resources_at_the_scheduling_timeout_en
         stop_daemon(daemon)
 
 
-def test_hosts_that_see_fray_home_as_a_gcsfuse_bucket_write_once_and_the_run_is_watched_and_ends(home, sim, tmp_path):
+def test_hosts_that_see_fray_home_as_a_gcsfuse_bucket_write_once_and_the_run_is_watched_and_ends(home, sim, tmp_path,
+                                                                                                   monkeypatch):
     """tpu.records=write-once, every host's Python refusing rename and link in FRAY_HOME (the simulator's bucket).
 
     With "records": "rename" instead, no host can write a heartbeat and this times out waiting for one.
+    Host 0 also checkpoints through `report.checkpoint`, which promotes without a rename there.
     """
     config = json.loads((sim / "config.json").read_text())
     (sim / "config.json").write_text(json.dumps({**config, "bucket": str(home.root)}))
     home.config.write_text(json.dumps({"tpu": {"poll_interval_sec": 0.3, "zones": [ZONE], "records": "write-once"}}))
     body = ("for s in 1 2 3 4 5 6; do python3 -m fray.wrapper.report progress --step $s; sleep 0.3; done\n"
+            'if [ "$FRAY_TASK_INDEX" = 0 ]; then python3 -c \'from fray import report\n'
+            'with report.checkpoint("step-6") as folder: (folder / "state").write_text("6")\' || exit 3; fi\n'
             'echo "task $FRAY_TASK_INDEX records $FRAY_RECORDS"\n')
     run_id = submit(home, script(tmp_path, body.replace("python3", sys.executable)), tpu="v4-32",
                     heartbeat_timeout_sec=10.0)
@@ -375,6 +379,9 @@ def test_hosts_that_see_fray_home_as_a_gcsfuse_bucket_write_once_and_the_run_is_
             assert {"heartbeat.d", "exit.json.d", "progress.json.d"} <= names, names
             assert not {"heartbeat", "exit.json", "progress.json"} & names, names
             assert len(os.listdir(task.dir / "heartbeat.d")) <= versions.KEEP + 1
+        monkeypatch.setenv("FRAY_CHECKPOINT_DIR", str(paths.checkpoints_dir))
+        latest = report.latest_checkpoint()
+        assert latest is not None and latest.name == "step-6" and (latest / "state").read_text() == "6"
         assert not (sim / "bucket-refusals.log").exists()
     finally:
         stop_daemon(daemon)

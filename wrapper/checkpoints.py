@@ -18,21 +18,34 @@ two attempts ever write in one folder. Names are never reused: promoting onto an
 existing checkpoint raises FileExistsError (name them by step). "Newest" is the
 promoted folder with the latest mtime (set at promotion).
 
+Where FRAY_HOME has no atomic rename (FRAY_RECORDS=write-once: a Cloud
+Storage bucket through gcsfuse, where renaming a folder copies and deletes
+each object, or is refused) nothing is moved: the staged folder stays where it
+was written, and promotion is one small write-once record,
+`$FRAY_CHECKPOINT_DIR/.promoted/<name>`, created with O_EXCL after the same
+check and naming that folder. `latest_checkpoint()` reads both layouts (the
+setting may change between runs); a record without its end newline (still
+being uploaded) or naming a folder that is gone is skipped. What the record
+gives is what the rename gives: the checkpoint counts once whole, two attempts
+never write one folder, a name is taken once.
+
 Outside a fray job there is nothing to fence: the folder is `./checkpoints/<name>`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import contract, fence
+from . import contract, fence, records
 
 STAGING = ".staging"
+PROMOTED = ".promoted"  # write-once promotion records, one per checkpoint name
 
 
 class Superseded(RuntimeError):
@@ -63,7 +76,11 @@ def checkpoint(name: str) -> Iterator[Path]:
         folder.mkdir(parents=True, exist_ok=False)
         yield folder
         return
-    staging = root / STAGING / f"attempt-{os.environ.get(contract.ENV_ATTEMPT, '0')}" / name
+    attempt = os.environ.get(contract.ENV_ATTEMPT, "0")
+    staging = root / STAGING / f"attempt-{attempt}" / name
+    in_place = records.write_once()
+    if in_place:
+        _refuse_taken(root, name)  # before clearing the folder: a promoted one is never staged again
     shutil.rmtree(staging, ignore_errors=True)  # what a crash of this attempt left
     staging.mkdir(parents=True, mode=0o700)
     try:
@@ -71,26 +88,71 @@ def checkpoint(name: str) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    target = root / name
-    if target.exists():
+    try:
+        _refuse_taken(root, name)
+        if not _still_current():
+            raise Superseded(f"not promoting checkpoint {name!r}: this attempt has been superseded "
+                             f"(it stays in {staging})")
+    except FileExistsError:
         shutil.rmtree(staging, ignore_errors=True)
-        raise FileExistsError(f"checkpoint {target} exists already: give each checkpoint a new name (its step)")
-    if not _still_current():
-        raise Superseded(f"not promoting checkpoint {name!r}: this attempt has been superseded "
-                         f"(it stays in {staging})")
+        raise
+    if in_place:
+        _promote_in_place(root, name, staging, attempt)
+        return
     now = time.time()
     os.utime(staging, (now, now))
-    os.rename(staging, target)
+    os.rename(staging, root / name)
+
+
+def _refuse_taken(root: Path, name: str) -> None:
+    if (root / name).exists() or (root / PROMOTED / name).exists():
+        raise FileExistsError(f"checkpoint {name!r} exists already in {root}: "
+                              "give each checkpoint a new name (its step)")
+
+
+def _promote_in_place(root: Path, name: str, staging: Path, attempt: str) -> None:
+    records.make_private_dir(root / PROMOTED)
+    promotion = {"name": name, "folder": staging.relative_to(root).as_posix(),
+                 "attempt": int(attempt) if attempt.isdigit() else 0, "promoted_at": time.time()}
+    if not records.create_json(root / PROMOTED / name, promotion):
+        raise FileExistsError(f"checkpoint {name!r} was promoted meanwhile by another writer; "
+                              f"this one stays in {staging}")
 
 
 def latest_checkpoint() -> Path | None:
     """The most recently promoted checkpoint folder, or None when there is none."""
     root = _root() or Path("checkpoints")
+    promoted = [*_renamed(root), *_recorded(root)]
+    if not promoted:
+        return None
+    return max(promoted)[2]
+
+
+def _renamed(root: Path) -> list[tuple[float, str, Path]]:
+    """Checkpoints promoted by rename, each as (promotion time, name, folder)."""
     try:
-        folders = [entry for entry in os.scandir(root) if entry.is_dir() and not entry.name.startswith(".")]
+        entries = [entry for entry in os.scandir(root) if entry.is_dir() and not entry.name.startswith(".")]
     except FileNotFoundError:
-        return None
-    if not folders:
-        return None
-    newest = max(folders, key=lambda entry: (entry.stat().st_mtime_ns, entry.name))
-    return Path(newest.path)
+        return []
+    return [(entry.stat().st_mtime_ns / 1e9, entry.name, Path(entry.path)) for entry in entries]
+
+
+def _recorded(root: Path) -> list[tuple[float, str, Path]]:
+    """Checkpoints promoted by a write-once record, each as (promotion time, name, folder)."""
+    try:
+        names = os.listdir(root / PROMOTED)
+    except FileNotFoundError:
+        return []
+    found = []
+    for name in names:
+        try:
+            data = (root / PROMOTED / name).read_bytes()
+            if not data.endswith(b"\n"):
+                continue  # still being uploaded
+            promotion = json.loads(data)
+            folder = root / promotion["folder"]
+            if folder.is_dir():
+                found.append((float(promotion["promoted_at"]), name, folder))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # unreadable or vanished: not a checkpoint to resume from
+    return found
