@@ -168,7 +168,7 @@ def test_a_promotion_record_still_being_uploaded_is_not_a_checkpoint_yet(tmp_pat
     with report.checkpoint("step-1") as folder:
         (folder / "state").write_text("1")
     (tmp_path / ".staging" / "attempt-0" / "step-2").mkdir()
-    record = {"name": "step-2", "folder": ".staging/attempt-0/step-2", "attempt": 0, "promoted_at": time.time() + 60}
+    record = {"folder": ".staging/attempt-0/step-2", "promoted_at": time.time() + 60}
     (tmp_path / ".promoted" / "step-2").write_text(json.dumps(record))  # no end newline: not whole yet
     assert report.latest_checkpoint() == tmp_path / ".staging" / "attempt-0" / "step-1"
     (tmp_path / ".promoted" / "step-2").write_text(json.dumps(record) + "\n")

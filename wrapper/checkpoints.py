@@ -76,8 +76,7 @@ def checkpoint(name: str) -> Iterator[Path]:
         folder.mkdir(parents=True, exist_ok=False)
         yield folder
         return
-    attempt = os.environ.get(contract.ENV_ATTEMPT, "0")
-    staging = root / STAGING / f"attempt-{attempt}" / name
+    staging = root / STAGING / f"attempt-{os.environ.get(contract.ENV_ATTEMPT, '0')}" / name
     in_place = records.write_once()
     if in_place:
         _refuse_taken(root, name)  # before clearing the folder: a promoted one is never staged again
@@ -90,14 +89,14 @@ def checkpoint(name: str) -> Iterator[Path]:
         raise
     try:
         _refuse_taken(root, name)
-        if not _still_current():
-            raise Superseded(f"not promoting checkpoint {name!r}: this attempt has been superseded "
-                             f"(it stays in {staging})")
     except FileExistsError:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    if not _still_current():
+        raise Superseded(f"not promoting checkpoint {name!r}: this attempt has been superseded "
+                         f"(it stays in {staging})")
     if in_place:
-        _promote_in_place(root, name, staging, attempt)
+        _promote_in_place(root, name, staging)
         return
     now = time.time()
     os.utime(staging, (now, now))
@@ -110,10 +109,9 @@ def _refuse_taken(root: Path, name: str) -> None:
                               "give each checkpoint a new name (its step)")
 
 
-def _promote_in_place(root: Path, name: str, staging: Path, attempt: str) -> None:
+def _promote_in_place(root: Path, name: str, staging: Path) -> None:
     records.make_private_dir(root / PROMOTED)
-    promotion = {"name": name, "folder": staging.relative_to(root).as_posix(),
-                 "attempt": int(attempt) if attempt.isdigit() else 0, "promoted_at": time.time()}
+    promotion = {"folder": staging.relative_to(root).as_posix(), "promoted_at": time.time()}
     if not records.create_json(root / PROMOTED / name, promotion):
         raise FileExistsError(f"checkpoint {name!r} was promoted meanwhile by another writer; "
                               f"this one stays in {staging}")
