@@ -36,6 +36,15 @@ def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval:
         time.sleep(interval)
 
 
+def running(pid: int) -> bool:
+    """Whether process `pid` runs: it exists and is not a zombie (one left for a parent that does not reap
+    it, as PID 1 in some CI containers, still answers kill(pid, 0))."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
 def schema_validate(name: str, document: object) -> None:
     """Validate with the reference implementation (jsonschema), not fray's own validator."""
     reference_validator(name).validate(document)

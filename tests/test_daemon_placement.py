@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
+from conftest import run_fray, running, schema_validate, start_daemon, stop_daemon, wait_until
 from fray.state import runs, store
 from fray.state.layout import Home
 
@@ -27,14 +27,6 @@ def submit(home: Home, script: Path, **overrides: object) -> str:
 
 def meta_of(home: Home, run_id: str) -> dict:
     return json.loads(home.run(run_id).meta.read_text())
-
-
-def _running(pid: int) -> bool:
-    """Whether `pid` runs (a zombie left for a parent that does not reap it does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
 
 
 def test_production_starts_before_older_batch_and_an_unmet_constraint_says_why(home: Home, tmp_path: Path) -> None:
@@ -103,7 +95,7 @@ def test_one_replica_failing_kills_its_siblings_and_the_group_is_retried_under_m
             failed_at = json.loads((attempt.task(1).dir / "exit.json").read_text())["ended_at"]
             for i in (0, 2):  # the sleepers did not sleep on
                 sleeper = int((tmp_path / f"task-{i}-attempt-{number}").read_text().split(" pid ")[1])
-                wait_until(lambda: not _running(sleeper), timeout=5, what=f"attempt {number}'s task {i} killed")
+                wait_until(lambda: not running(sleeper), timeout=5, what=f"attempt {number}'s task {i} killed")
                 # Its wrapper reports it killed, unless the attempt was closed first: then it is fenced and
                 # writes nothing more (the last attempt's siblings may lose that race to the run's end).
                 exit_record = attempt.task(i).dir / "exit.json"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_until
+from conftest import running, wait_until
 from fray.backends.base import AttemptKey, SubmitRequest
 from fray.backends.local.backend import LocalBackend
 from fray.core.model import Attempt, AttemptState, Meta, Phase
@@ -68,15 +68,6 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as handle:
-        return handle.read().split(")")[-1].split()[0] != "Z"
-
-
 def test_a_closed_attempt_kills_its_workload_within_a_heartbeat_and_writes_nothing_more(home, tmp_path):
     meta, started = start_attempt(home, tmp_path)
     paths = home.run(meta.run_id)
@@ -86,7 +77,7 @@ def test_a_closed_attempt_kills_its_workload_within_a_heartbeat_and_writes_nothi
                                  submitted_at=time.time()))
     store.write_json(paths.meta, meta.to_dict(), "meta")
     closed_at = time.monotonic()
-    wait_until(lambda: not alive(started["workload_pid"]) and not alive(started["pid"]), timeout=5,
+    wait_until(lambda: not running(started["workload_pid"]) and not running(started["pid"]), timeout=5,
                what="the superseded workload and its wrapper to be gone")
     assert time.monotonic() - closed_at < 0.5 + 1.0  # one heartbeat interval, and a margin for a busy machine
     before = {"attempt": snapshot(paths.attempt(1).dir), "checkpoints": snapshot(paths.checkpoints_dir)}
@@ -101,7 +92,7 @@ def test_a_wrapper_cut_off_from_fray_home_kills_its_workload_after_the_grace(hom
     moved = tmp_path / "unreachable"
     shutil.move(str(home.root), moved)  # FRAY_HOME is gone from this node's point of view
     gone_at = time.monotonic()
-    wait_until(lambda: not alive(started["workload_pid"]) and not alive(started["pid"]), timeout=10,
+    wait_until(lambda: not running(started["workload_pid"]) and not running(started["pid"]), timeout=10,
                what="the cut-off workload to be killed")
     # --fence-grace is half of --heartbeat-timeout 2: the daemon would give up on it at 2 s.
     assert time.monotonic() - gone_at < 2.0 + 1.0

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
+from conftest import run_fray, running, schema_validate, start_daemon, stop_daemon, wait_until
 from fray.ops import views
 from fray.state import runs, store
 from fray.state.layout import Home
@@ -298,7 +298,7 @@ def test_a_lost_host_other_than_host_0_ends_the_attempt_and_the_run_resumes_on_a
         wait_until(lambda: not slices(sim), what="both slices deleted")
         # The first slice's hosts were powered off with it: host 0's sleeping workload is gone too.
         pid = json.loads(paths.attempt(1).started.read_text())["workload_pid"]
-        wait_until(lambda: not _alive(pid), what="attempt 1's workload on host 0 to be gone")
+        wait_until(lambda: not running(pid), what="attempt 1's workload on host 0 to be gone")
     finally:
         stop_daemon(daemon)
 
@@ -320,14 +320,6 @@ def test_a_host_other_than_host_0_that_fails_fails_the_attempt_by_its_exit_code(
 
 def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return not Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
 
 
 def test_a_queued_slice_still_waiting_for_resources_at_the_scheduling_timeout_ends_the_run(home, sim, tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_until
+from conftest import running, wait_until
 from fray.backends import external
 from fray.backends.base import AttemptKey, SubmitRequest
 from fray.backends.tpu import commands, launch, parse
@@ -153,11 +153,4 @@ def test_each_host_has_its_own_disk_and_deleting_the_slice_powers_its_hosts_off(
     pids = [int((shared / f"pid-{i}").read_text()) for i in range(4)]
     assert all(Path(f"/proc/{pid}").exists() for pid in pids)
     assert gcloud(commands.delete("fray-r6-a1", "us-west4-a")).ok
-    wait_until(lambda: not any(_running(pid) for pid in pids), what="every host's processes gone with the slice")
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    wait_until(lambda: not any(running(pid) for pid in pids), what="every host's processes gone with the slice")
