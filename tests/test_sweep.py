@@ -100,6 +100,31 @@ def test_stop_group_stops_the_running_points_and_the_waiting_ones(home, daemon, 
     assert "asked of 0 of the 4 runs" in again and "skipped 4: already ended (stopped_manual)" in again
 
 
+def test_a_sweep_paused_before_the_daemon_wrote_its_points_starts_none_until_unpaused(home, tmp_path) -> None:
+    from fray.ops import sweep as sweeping
+    from fray.state import runs
+
+    created = sweeping.submit_sweep(home, script(tmp_path, "echo ran\n"), ["seed=0..3"], name="later")
+    asked = run_fray("control", "pause", "--group", "later", "--json", home=home.root, check=True)  # starts a daemon
+    answer = json.loads(asked.stdout)
+    schema_validate("cli-control-group", answer)
+    assert [r["run_id"] for r in answer["runs"]] == [m.run_id for m in created] and answer["skipped"] == []
+    assert all("no attempt starts until `fray control unpause`" in r["effect"] for r in answer["runs"])
+    try:
+        wait_until(lambda: not home.group(created[0].sweep["id"]).dir.exists(), timeout=30,
+                   what="the daemon to write the points")
+        shown = run_fray("list", "--group", "later", home=home.root, check=True).stdout
+        assert shown.count("paused: `fray control unpause` resumes it") == 4, shown
+        assert all(runs.read_meta(home, m.run_id).attempts == [] for m in created)
+        run_fray("control", "unpause", "--group", "later", home=home.root, check=True)
+        wait_until(lambda: all(r["phase"] == "ended" for r in runs_of(home, "later")), timeout=60,
+                   what="every point to run once unpaused")
+        assert {r["status"] for r in runs_of(home, "later")} == {"completed_success"}
+        assert all(home.run(m.run_id).attempt(1).stdout.read_text() == "ran\n" for m in created)
+    finally:
+        run_fray("daemon", "stop", home=home.root)
+
+
 def test_bad_sweep_input_is_refused_whole_and_writes_nothing(home, tmp_path) -> None:
     path = script(tmp_path, "true\n")
     bad = run_fray("submit", str(path), "--sweep", "seed=3..1", "--json", home=home.root)
@@ -120,15 +145,14 @@ def test_bad_sweep_input_is_refused_whole_and_writes_nothing(home, tmp_path) -> 
 
 def test_the_dashboard_shows_a_sweep_as_one_row_that_enter_unfolds_and_s_p_act_on_all_of(home, tmp_path) -> None:
     from fray.ops import sweep as sweeping
-    from fray.state import runs
+    from fray.state import runs, sweep_records
     from tests.tui_support import dashboard, run, screen_text, until
 
     alone = tmp_path / "alone.sh"
     alone.write_text("true\n")
     runs.create_run(home, runs.SubmitOptions(script=alone, overrides={}))
-    # The points outlast the test: the daemon the first group request starts may run some of them,
-    # and a point that finished between "pause" and "stop" would rightly be skipped by the stop.
-    created = sweeping.submit_sweep(home, script(tmp_path, "sleep 120\n"), ["seed=0..2"], name="seeds")
+    created = sweeping.submit_sweep(home, script(tmp_path, "true\n"), ["seed=0..2"], name="seeds")
+    record = home.group(created[0].sweep["id"])
 
     async def scenario():
         async with dashboard(home) as (app, pilot):
@@ -139,21 +163,35 @@ def test_the_dashboard_shows_a_sweep_as_one_row_that_enter_unfolds_and_s_p_act_o
             await pilot.press("enter")
             await until(pilot, lambda: any("seeds-2" in line for line in app.screen.table.visible_lines()))
             # s, p and r on the group row act on every run of it, after asking; "n" changes nothing.
+            # No daemon has written the points yet: what is asked goes into the sweep's record at once.
             await pilot.press("s")
             await until(pilot, lambda: "Stop the sweep seeds?" in screen_text(app), what="the question")
             await pilot.press("n")
-            assert all(not runs.read_control(home, m.run_id).stop_requested for m in created)
+            assert sweep_records.asked(record) is None
             await pilot.press("p")
             await until(pilot, lambda: "Pause the sweep seeds?" in screen_text(app), what="the question")
             await pilot.press("y")
-            await until(pilot, lambda: all(runs.read_control(home, m.run_id).paused for m in created),
-                        what="every point paused")
+            await until(pilot, lambda: any("requested pause for 3 runs of seeds" in n.message
+                                           for n in app._notifications), what="the pause notice")
+            assert sweep_records.asked(record).paused
+            await until(pilot, lambda: sum("paused" in line for line in app.screen.table.visible_lines()) == 3,
+                        what="the points shown paused")
             await pilot.press("s")
             await until(pilot, lambda: "Stop the sweep seeds?" in screen_text(app), what="the question")
             await pilot.press("y")
-            await until(pilot, lambda: all(runs.read_control(home, m.run_id).stop_requested for m in created),
-                        what="every point asked to stop")
             await until(pilot, lambda: any("requested stop for 3 runs of seeds" in n.message
-                                           for n in app._notifications), what="the notice")
+                                           for n in app._notifications), what="the stop notice")
+            assert sweep_records.asked(record).stop_requested
+            assert app.ensure_daemon.calls  # and it made sure a daemon would act on it
 
     run(scenario())
+    # The daemon writes the points with what was asked: none of them ever starts.
+    run_fray("daemon", "start", home=home.root, check=True)
+    try:
+        wait_until(lambda: all(r["phase"] == "ended" for r in runs_of(home, "seeds")), timeout=30,
+                   what="every point to end")
+        assert {r["status"] for r in runs_of(home, "seeds")} == {"stopped_manual"}
+        assert all(runs.read_meta(home, m.run_id).attempts == [] for m in created)
+        assert all(runs.read_control(home, m.run_id).stop_requested for m in created)
+    finally:
+        run_fray("daemon", "stop", home=home.root)

@@ -17,7 +17,7 @@ from fray.backends.slurm.backend import SlurmBackend
 from fray.backends.slurm.parse import parse_squeue
 from fray.daemon.loop import Daemon
 from fray.ops import control, sweep as sweeping
-from fray.state import store
+from fray.state import runs, store
 from fray.state.layout import Home
 from tests.slurm.fixture import SlurmCluster
 
@@ -135,3 +135,52 @@ def test_stop_group_ends_every_point_of_a_slurm_sweep_running_or_pending(slurm_h
     schema_validate("cli-list", listed)
     (row,) = listed["runs"]
     assert row["kind"] == "group" and row["counts"] == {"stopped_manual": 6} and row["name"] == "serving"
+
+
+def test_a_slurm_sweep_stopped_before_the_daemon_launched_it_submits_nothing(slurm_home, tmp_path):
+    home = slurm_home
+    script = tmp_path / "serve.sh"
+    script.write_text(SERVE)
+    run_ids = [m.run_id for m in sweeping.submit_sweep(home, script, ["seed=0..3"], name="unwanted")]
+    asked = control.request_group(home, "unwanted", "stop")  # before any daemon saw the sweep
+    assert [r.run_id for r in asked.requested] == run_ids and asked.skipped == []
+    runner = Recording()
+    daemon = Daemon(home, backends={"slurm": SlurmBackend(home, config=FAST, runner=runner)})
+    cycle_until(daemon, lambda: all(m["phase"] == "ended" for m in metas(home, run_ids)), timeout=60,
+                what="every point to end")
+    assert all(m["end"]["status"] == "stopped_manual" and m["attempts"] == [] for m in metas(home, run_ids))
+    assert runner.argvs("sbatch") == []
+
+
+class AskedDuringSbatch(Recording):
+    """The real commands; a person pauses the sweep while its array's sbatch runs, before its runs exist."""
+
+    def __init__(self, home: Home, group: str) -> None:
+        super().__init__()
+        self.home, self.group, self.asked = home, group, None
+
+    def __call__(self, argv, timeout):
+        result = super().__call__(argv, timeout)
+        if argv[0] == "sbatch" and self.asked is None:
+            self.asked = control.request_group(self.home, self.group, "pause")
+        return result
+
+
+def test_a_pause_that_arrives_while_the_array_is_submitted_reaches_every_point_and_cancels_its_tasks(
+        slurm_home, slurm_cluster, tmp_path):
+    home = slurm_home
+    script = tmp_path / "serve.sh"
+    script.write_text(SERVE)
+    run_ids = [m.run_id for m in sweeping.submit_sweep(home, script, ["seed=0..3"], name="paused")]
+    runner = AskedDuringSbatch(home, "paused")
+    daemon = Daemon(home, backends={"slurm": SlurmBackend(home, config=FAST, runner=runner)})
+    daemon.cycle()
+    assert len(runner.argvs("sbatch")) == 1 and "--array=0-3" in " ".join(runner.argvs("sbatch")[0])
+    assert runner.asked is not None and [r.run_id for r in runner.asked.requested] == run_ids
+    # The runs were written after the request: each starts out paused, and its array task is stopped.
+    cycle_until(daemon, lambda: all(m["attempts"][0]["state"] == "ended" for m in metas(home, run_ids)),
+                timeout=60, what="every array task to be stopped")
+    assert all(runs.read_control(home, run_id).paused for run_id in run_ids)
+    assert all(m["phase"] == "queued" and len(m["attempts"]) == 1 for m in metas(home, run_ids))
+    left = slurm_cluster.run("squeue", "-h", "-r", "-o", "%i|%j|%T").stdout
+    assert "fray-array-" not in left, left

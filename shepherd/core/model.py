@@ -362,3 +362,20 @@ class Control:
         data = _plain(self)
         data["schema_version"] = SCHEMA_VERSION
         return data
+
+    def ask(self, op: str, applied: Applied) -> None:
+        """Record a person's `op` (stop, start, restart, pause, unpause); a nonce moves past the one the daemon
+        last acted on (`applied`), so the daemon acts on the request once."""
+        if op == "stop":
+            self.stop_requested = True
+        elif op == "start":
+            self.stop_requested = self.paused = False
+            self.start_nonce = max(self.start_nonce, applied.start_nonce) + 1
+        elif op == "restart":
+            self.restart_nonce = max(self.restart_nonce, applied.restart_nonce) + 1
+        elif op == "pause":
+            self.paused = True
+        elif op == "unpause":
+            self.paused = False
+        else:
+            raise ValueError(f"unknown control operation {op!r}")

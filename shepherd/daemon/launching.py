@@ -20,8 +20,11 @@ names its array (fray.backends.slurm.arrays). From then on the members are
 ordinary runs: the loop watches them, retries the failed ones (the retries
 of one cycle again share an array), and fences each attempt. Elsewhere (the
 local backend, or a first decision other than "submit now": a partition to
-wait for, a constraint no node meets), the members are written as queued
-runs and the loop starts them as before.
+wait for, a constraint no node meets, a sweep paused or stopped before it
+was launched), the members are written as queued runs and the loop starts
+them as before. What people asked of the points before they were written
+(groups/<id>/control.json) becomes each member's control.json as its folder
+is put in place, under the group's lock (fray.state.sweep_records).
 
 Crash-only: launch.json says how far it got, and a restarted daemon goes on
 from there:
@@ -51,7 +54,7 @@ from fray.backends.base import AttemptKey, Backend, SubmitRequest
 from fray.core import policy, sweep_record, validation
 from fray.core.model import Meta
 from fray.errors import AmbiguousSubmission, BackendError, FrayError
-from fray.state import runs, store
+from fray.state import runs, store, sweep_records
 from fray.state.layout import GroupPaths, Home
 
 log = logging.getLogger("fray.daemon")
@@ -86,7 +89,8 @@ class Launcher:
         backend = self.backend(first.spec.backend)
         if launch is None:
             plan = self.first_plan(first)
-            if not hasattr(backend, "launch_array") or [type(a) for a in plan.actions] != [policy.Submit]:
+            if (not hasattr(backend, "launch_array") or [type(a) for a in plan.actions] != [policy.Submit]
+                    or sweep_records.asked(paths) is not None):  # paused or stopped already: the loop decides
                 return self._write(paths, record, None)
             launch = self._launch(paths, record, first, backend, plan.meta.attempts[0].partition, exclude)
         if launch is not None and launch["state"] == SUBMITTING:
@@ -162,8 +166,16 @@ class Launcher:
                 files[_inside(run.dir, run.attempt(1).slurm_script)] = backend.batch_script_of(request)
                 files[_inside(run.dir, run.events)] = _submitted_event(meta, index, launch)
             new.append(runs.NewRun(meta, files))
-        runs.write_runs(self.home, new, control=False, keep_ids=True)
-        shutil.rmtree(paths.dir)  # all written (and synced): the runs carry everything the record held
+        staged = runs.stage_runs(self.home, new, control=False, keep_ids=True)
+        try:
+            # What people asked of the points until now is theirs from the start; a request after this
+            # finds them written and goes to their runs (fray.state.sweep_records.ask_unwritten).
+            with store.lock(self.home, sweep_records.lock_name(paths.group_id)):
+                runs.publish_runs(self.home, new, staged, sweep_records.asked(paths))
+                shutil.rmtree(paths.dir)  # all written (and synced): the runs carry everything the record held
+        except BaseException:
+            runs.discard_staged(staged)  # those not published yet; the rest are kept, as after a crash
+            raise
         return {item.meta.run_id for item in new}
 
 

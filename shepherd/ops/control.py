@@ -1,8 +1,8 @@
 """A person's request for a run: stop, start, restart, pause, unpause, and banning the node it is on.
 
 `request_group` asks the same of every run of a group (a sweep: `fray control stop --group GROUP`);
-the points of a new sweep whose runs the daemon has not written yet are asked once it has
-(fray.state.sweep_records), a daemon being started for that.
+the points of a new sweep whose runs the daemon has not written yet are asked through the sweep's
+record, which each of them starts from (fray.state.sweep_records).
 
 `fray control ...` and the dashboard's keys (r, s, p, b) both act through
 here, and both say what will happen in the same words (`effect`). Requests
@@ -17,8 +17,7 @@ import os
 from dataclasses import dataclass
 
 from fray.core.model import Control, Meta
-from fray.daemon import lease
-from fray.errors import StateError, UsageError
+from fray.errors import UsageError
 from fray.ops import groups, human, nodes, views
 from fray.state import blacklist, runs, sweep_records
 from fray.state.layout import Home
@@ -53,34 +52,33 @@ class GroupRequested:
 
 def request_group(home: Home, group: str, op: str) -> GroupRequested:
     """Record `op` for each run of the group (ops.groups.resolve): stop, pause and restart skip the
-    runs that have ended, start those that have not."""
+    runs that have ended, start those that have not. The points of a new sweep not written yet are asked
+    through its record at once (fray.state.sweep_records.ask_unwritten), without waiting for the daemon."""
     group_id, members = groups.resolve(views.list_view(home, fold=False)["runs"], group)
     requested: list[Requested] = []
     skipped: list[tuple[str, str, str]] = []
-    if any(not os.path.isdir(home.run_folder(row["run_id"])) for row in members):
-        _start_daemon(home)  # a new sweep's points: the daemon writes their runs, then they take requests
+    open_rows = []
     for row in members:
         ended = row.get("phase") == "ended"
         if ended and op in ("stop", "restart", "pause"):
             skipped.append((row["run_id"], row["name"], f"already ended ({row['status']})"))
         elif not ended and op == "start":
             skipped.append((row["run_id"], row["name"], "has not ended"))
-        elif not sweep_records.wait_for(home, row["run_id"]):  # a new sweep's point: the daemon writes it first
-            skipped.append((row["run_id"], row["name"], "its run is not written yet: no daemon runs "
-                                                        "(`fray daemon start`)"))
         else:
-            try:
-                requested.append(request(home, row["run_id"], op))
-            except UsageError as exc:  # it changed since the listing (ended meanwhile)
-                skipped.append((row["run_id"], row["name"], str(exc)))
+            open_rows.append(row)
+    points: dict[str, Meta] = {}
+    if any(not os.path.isfile(home.meta_file(row["run_id"])) for row in open_rows):
+        asked, points = sweep_records.ask_unwritten(home, group_id, op, [row["run_id"] for row in open_rows])
+    for row in open_rows:
+        meta = points.get(row["run_id"])
+        if meta is not None:
+            requested.append(Requested(row["run_id"], meta, asked, effect(op, meta)))
+            continue
+        try:
+            requested.append(request(home, row["run_id"], op))
+        except UsageError as exc:  # it changed since the listing (ended meanwhile)
+            skipped.append((row["run_id"], row["name"], str(exc)))
     return GroupRequested(group_id, op, requested, skipped)
-
-
-def _start_daemon(home: Home) -> None:
-    try:
-        lease.ensure_running(home)
-    except StateError:
-        pass  # each point it has not written is skipped, with what to do
 
 
 def effect(op: str, meta: Meta) -> str:

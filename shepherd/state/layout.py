@@ -191,6 +191,12 @@ class GroupPaths:
         """How far the daemon got in turning the record into runs (schemas/launch.json); the daemon's."""
         return self.dir / "launch.json"
 
+    @property
+    def control(self) -> Path:
+        """What people asked of the members before the daemon wrote their runs (schemas/control.json): front
+        ends write it, under the group's lock; each member's run starts with it as its control.json."""
+        return self.dir / CONTROL
+
     def script(self, frozen_name: str) -> Path:
         """The submitted script, frozen once for every member (each member's folder links to it)."""
         return self.dir / frozen_name

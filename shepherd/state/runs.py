@@ -143,6 +143,11 @@ def write_runs(home: Home, new: list[NewRun], control: bool = True, keep_ids: bo
 
     `control=False`: no control.json (the daemon writing a sweep's runs: that file is the CLI's, and a run
     without one has had nothing asked of it). `keep_ids`: the ids were drawn already (a sweep's record)."""
+    publish_runs(home, new, stage_runs(home, new, control, keep_ids))
+
+
+def stage_runs(home: Home, new: list[NewRun], control: bool = True, keep_ids: bool = False) -> list[RunPaths]:
+    """write_runs' first half: every folder built, whole and durable, under a hidden name (none on error)."""
     store.ensure_home(home)
     if not keep_ids:
         _unique_ids(home, new)
@@ -156,9 +161,19 @@ def write_runs(home: Home, new: list[NewRun], control: bool = True, keep_ids: bo
         if batched:
             store.sync_all()
     except BaseException:
-        for paths in staged:
-            _discard(paths)
+        discard_staged(staged)
         raise
+    return staged
+
+
+def publish_runs(home: Home, new: list[NewRun], staged: list[RunPaths], asked: Control | None = None) -> None:
+    """write_runs' second half: each staged folder renamed into place. `asked`: a control record the runs
+    start with (what people asked of a sweep's points before the daemon wrote them), added first."""
+    if asked is not None:
+        data = asked.to_dict()
+        for paths in staged:
+            store.write_json(paths.control, data, "control", sync=False)
+        store.sync_all()
     for item, paths in zip(new, staged):
         os.rename(paths.dir, home.run(item.meta.run_id).dir)
 
@@ -182,13 +197,15 @@ def _stage_run(home: Home, new: NewRun, sync: bool = True, control: bool = True)
                                                       updated_by=meta.submitted_by["user"]).to_dict(), "control", sync)
         store.write_json(staging.meta, meta.to_dict(), "meta", sync)
     except BaseException:
-        _discard(staging)
+        discard_staged([staging])
         raise
     return staging
 
 
-def _discard(staging: RunPaths) -> None:
-    shutil.rmtree(staging.dir, ignore_errors=True)
+def discard_staged(staged: list[RunPaths]) -> None:
+    """Folders staged but not published: gone (renamed ones are not under these names any more)."""
+    for paths in staged:
+        shutil.rmtree(paths.dir, ignore_errors=True)
 
 
 def _read_script(path: Path) -> bytes:
@@ -303,18 +320,7 @@ def request(home: Home, run_id: str, op: str) -> Control:
         raise UsageError(f"run {run_id} has not ended; use `fray control restart` to start a new attempt now")
     with store.lock(home, f"control-{run_id}"):
         control = read_control(home, run_id)
-        if op == "stop":
-            control.stop_requested = True
-        elif op == "start":
-            control.stop_requested = False
-            control.paused = False
-            control.start_nonce = max(control.start_nonce, meta.applied.start_nonce) + 1
-        elif op == "restart":
-            control.restart_nonce = max(control.restart_nonce, meta.applied.restart_nonce) + 1
-        elif op == "pause":
-            control.paused = True
-        elif op == "unpause":
-            control.paused = False
+        control.ask(op, meta.applied)
         _stamp_and_write(home, run_id, control)
     audit.record(home, f"control.{op}", run_id)
     return control
