@@ -1,4 +1,4 @@
-"""Sweeps whose runs the daemon has not written yet, as readers see them: each member from its sweep's record.
+"""Sweeps whose runs the daemon has not written yet: their members as readers see them, and what is asked of them.
 
 groups/<id>/ holds a sweep's record from `fray submit --sweep` until the
 daemon has written every member's run folder (fray.daemon.launching); then
