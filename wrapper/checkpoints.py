@@ -42,7 +42,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import contract, fence, records
+from . import contract, fence, records, versions
 
 STAGING = ".staging"
 PROMOTED = ".promoted"  # write-once promotion records, one per checkpoint name
@@ -145,7 +145,7 @@ def _recorded(root: Path) -> list[tuple[float, str, Path]]:
     for name in names:
         try:
             data = (root / PROMOTED / name).read_bytes()
-            if not data.endswith(b"\n"):
+            if not versions.complete(data):
                 continue  # still being uploaded
             promotion = json.loads(data)
             folder = root / promotion["folder"]
