@@ -95,9 +95,9 @@ def ask_unwritten(home: Home, group_id: str, op: str, run_ids: list[str]) -> tup
             record = store.read_json(paths.record, "group") if wanted else None
         except CorruptFileError:
             record = None  # moved aside and reported: its points can be asked nothing
-        control = (asked(paths) if record else None) or Control()
         if record is None:
-            return control, {}
+            return Control(), {}
+        control = asked(paths) or Control()
         covered = {member["run_id"]: sweep_record.member_meta(record, index)
                    for index, member in enumerate(record["members"]) if member["run_id"] in wanted}
         control.ask(op, Applied())  # a point not written has had nothing applied
