@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from . import contract, outcome, procs, records, workload
+from . import code, contract, outcome, procs, records, workload
 from .fence import Fence
 from .health import HealthCheck
 from .heartbeat import Heartbeat
@@ -125,15 +125,23 @@ class _Attempt:
         if not procs.become_subreaper() and sys.platform.startswith("linux"):
             self.log.write("cannot become a child subreaper: escaped grandchildren may outlive the attempt")
         try:
-            first_line = workload.read_first_line(options.script)
-        except FileNotFoundError:
-            self.launch_error = f"the script {options.script} does not exist"
+            place = workload.place(options)
+        except (code.CodeError, OSError) as exc:
+            self.launch_error = f"cannot lay out the run's code: {exc}"
             return
-        except OSError as exc:
-            self.launch_error = f"the script {options.script} cannot be read: {exc.strerror or exc}"
-            return
-        argv = workload.launch_argv(options.script, first_line, options.script_args)
-        env = workload.workload_env(os.environ, options)
+        if options.module is not None:
+            argv = [options.python or sys.executable, "-m", options.module, *options.script_args]
+        else:
+            try:
+                first_line = workload.read_first_line(place.script)
+            except FileNotFoundError:
+                self.launch_error = f"the script {place.script} does not exist"
+                return
+            except OSError as exc:
+                self.launch_error = f"the script {place.script} cannot be read: {exc.strerror or exc}"
+                return
+            argv = workload.launch_argv(place.script, first_line, options.script_args, options.python)
+        env = workload.workload_env(os.environ, options, place.python_path)
         if options.checkpoint_dir is not None:
             try:
                 records.make_private_dir(options.checkpoint_dir)
@@ -142,7 +150,7 @@ class _Attempt:
                 return
         if self.relay.stop_signum is not None:
             return  # told to stop while getting ready: do not start what would be killed at once
-        cwd = options.workdir or os.getcwd()
+        cwd = place.cwd
         self.log.write(f"launching {argv} in {cwd}")
         try:
             self.proc = workload.start(argv, env, cwd, self.path(contract.STDOUT), self.path(contract.STDERR))
