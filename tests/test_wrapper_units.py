@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from fray.wrapper import contract, options, outcome, records
+from fray.wrapper import contract, jobside, options, outcome, records
 from fray.wrapper.heartbeat import Heartbeat
 from fray.wrapper.tail import tail_lines
 from fray.wrapper.workload import launch_argv, shebang_command, workload_env
@@ -102,6 +102,7 @@ def test_workload_env_first_attempt() -> None:
         "FRAY_ATTEMPT_DIR": "/h/runs/r1/attempts/1",
         "FRAY_RESUME": "0",
         "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": jobside.helpers_path(),  # `from fray import report` in any Python
     }
 
 

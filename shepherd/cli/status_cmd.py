@@ -73,6 +73,10 @@ def render_status(data: dict[str, Any]) -> list[str]:
                       f"{values.format_duration(spec['heartbeat_timeout_sec'])} without one"),
         ("failures", detail.failures_summary(counters, data["budgets"])),
     ]
+    if spec.get("code") is not None:
+        facts.append(("code", human.code(spec)))
+    if spec.get("python") or spec.get("module"):
+        facts.append(("python", human.interpreter(spec)))
     tasks = detail.tasks_summary(spec)
     if tasks:
         facts.append(("tasks", tasks))

@@ -83,6 +83,7 @@ def take(home: Home, root: Path, *, force: bool = False, now: float | None = Non
     """Store the project at `root` (only what is new) and return its snapshot; UsageError when it cannot be
     taken as it is (too big, an unreadable file, a link out of it), saying how to fix it."""
     now = time.time() if now is None else now
+    store.ensure_home(home)
     root = root.resolve()
     git = _git_state(root)
     listing = _list(root, home.root, in_git=git is not None)
