@@ -59,6 +59,13 @@ def module_script(module: str, root: Path) -> Path:
                      "folder or name it with --code DIR")
 
 
+def module_root(given_code: str | None, cwd: Path, home: Home) -> Path:
+    """The project `-m MODULE` is looked for in: --code's folder, else the project holding `cwd`."""
+    if given_code not in (None, CODE_NONE):
+        return Given(given_code, cwd).path()
+    return snapshots.project_root(cwd, home.root)
+
+
 def settle(home: Home, script: Path, module: str | None, given: dict[str, Given], cwd: Path, backend: str,
            force: bool = False) -> dict[str, Any]:
     """The spec fields for a run of `script` (the module's file with -m) on `backend`: code, python,
@@ -78,6 +85,8 @@ def settle(home: Home, script: Path, module: str | None, given: dict[str, Given]
         if not root.is_dir():
             raise UsageError(f"--code {code.value}: {root} is not a folder (give the project's folder, or none "
                              "to run the script where it is)")
+    elif module is not None:
+        root = module_root(None, cwd, home)
     else:
         root = snapshots.project_root(script.resolve().parent, home.root)
     entry = script.resolve()

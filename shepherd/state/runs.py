@@ -17,7 +17,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from fray.state import audit, run_code, snapshots, store, sweep_records
+from fray.state import audit, run_code, store, sweep_records
 
 from fray.core import directives
 from fray.errors import CorruptFileError, RunLookupError, UsageError
@@ -83,10 +83,8 @@ def prepare(options: SubmitOptions, home: Home) -> Prepared:
     if options.module is not None:
         if script is not None:
             raise UsageError(f"give a script or -m {options.module}, not both")
-        given_code = options.overrides.get("code")
-        root = (Path(os.path.abspath(given_code)) if given_code not in (None, run_code.CODE_NONE)
-                else snapshots.project_root(cwd, home.root))
-        script = run_code.module_script(options.module, root)
+        script = run_code.module_script(options.module,
+                                        run_code.module_root(options.overrides.get("code"), cwd, home))
     elif script is None:
         raise UsageError("give the script to run (or -m MODULE)")
     data = _read_script(script)
