@@ -21,14 +21,28 @@ import shutil
 import tempfile
 
 SHIM = '''"""fray's job-side helpers, for a Python where fray is not installed (laid out by fray's wrapper)."""
-import importlib.machinery as _machinery
 import importlib.util as _util
 import os as _os
 import sys as _sys
 
-_here = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-_rest = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != _here]
-_real = _machinery.PathFinder.find_spec(__name__, _rest)
+
+def _find_real():
+    # Every finder, not only sys.path: an editable install is found by its own finder on sys.meta_path.
+    here = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+    saved = _sys.path[:]
+    _sys.path[:] = [p for p in saved if _os.path.abspath(p or _os.curdir) != here]
+    try:
+        for finder in _sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(__name__, None) if find is not None else None
+            if spec is not None:
+                return spec
+    finally:
+        _sys.path[:] = saved
+    return None
+
+
+_real = _find_real()
 if _real is not None and _real.loader is not None:  # this Python has fray itself: use it whole
     _module = _util.module_from_spec(_real)
     _sys.modules[__name__] = _module
