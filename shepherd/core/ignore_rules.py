@@ -43,10 +43,20 @@ def ignored(rel: str, is_dir: bool, patterns: list[str]) -> bool:
     return False
 
 
-def ignored_below(rel: str, is_dir: bool, patterns: list[str]) -> bool:
-    """`ignored`, for a path or any folder it is in (a git listing names files, not their ignored folders)."""
-    parts = rel.split("/")
-    for depth in range(1, len(parts)):
-        if ignored("/".join(parts[:depth]), True, patterns):
-            return True
-    return ignored(rel, is_dir, patterns)
+class FolderRules:
+    """Whether paths are ignored, themselves or through a folder they are in (a git listing names files,
+    not their folders), each folder's answer worked out once."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        self.patterns = patterns
+        self.folders: dict[str, bool] = {"": False}
+
+    def _folder(self, rel: str) -> bool:
+        known = self.folders.get(rel)
+        if known is None:
+            known = self._folder(posixpath.dirname(rel)) or ignored(rel, True, self.patterns)
+            self.folders[rel] = known
+        return known
+
+    def ignored(self, rel: str) -> bool:
+        return self._folder(posixpath.dirname(rel)) or ignored(rel, False, self.patterns)

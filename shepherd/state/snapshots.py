@@ -12,7 +12,9 @@ from the tree (fray.wrapper.code).
 Nothing half-made is ever used: objects are written under temporary names and
 renamed, made durable by one sync, and the tree file (written last, atomically)
 is what a run names. `collect` removes trees no run refers to any more, and the
-objects no kept tree uses.
+objects no kept tree uses; it never runs while a snapshot is being taken (a
+shared lock for those, an exclusive one for it), and it spares young trees,
+whose runs may still be being written.
 
 Re-hashing a big project on every submit would be slow, so a per-project index
 remembers each file's size, times and inode with its hash; a file whose stat
@@ -22,6 +24,8 @@ the index's own second is hashed anyway).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import posixpath
@@ -30,7 +34,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import orjson
 
@@ -100,14 +104,15 @@ def take(home: Home, root: Path, *, force: bool = False, now: float | None = Non
     executable = {rel for rel, st in listing.files.items() if st.st_mode & 0o111}
     tree = tree_hash(hashes, executable, listing.links)
     tree_path = Path(contract.snapshot_tree(str(home.root), tree))
-    if not tree_path.exists():
-        _store_objects(home, root, hashes, executable)
-        document = {"tree": tree, "files": hashes, "executable": sorted(executable), "links": listing.links,
-                    "bytes": total, "created_at": now}
-        store.make_dirs(tree_path.parent)
-        store.write_json(tree_path, document, "snapshot")
-    else:
-        os.utime(tree_path)  # young again: collect keeps it while this submit writes the run naming it
+    with _store_lock(home, fcntl.LOCK_SH):  # collect waits: an object found here stays until the tree names it
+        if not tree_path.exists():
+            _store_objects(home, root, hashes, executable)
+            document = {"tree": tree, "files": hashes, "executable": sorted(executable), "links": listing.links,
+                        "bytes": total, "created_at": now}
+            store.make_dirs(tree_path.parent)
+            store.write_json(tree_path, document, "snapshot")
+        else:
+            os.utime(tree_path)  # young again: collect keeps it while this submit writes the run naming it
     return Snapshot(tree, str(root), len(hashes) + len(listing.links), total, git)
 
 
@@ -181,14 +186,16 @@ def _list(root: Path, home: Path, in_git: bool) -> _Listing:
     if not in_git and (root / ".gitignore").is_file():
         patterns += ignore_rules.patterns_from((root / ".gitignore").read_text(errors="replace"))
     names = _git_files(root) if in_git else list(_walk_files(root, patterns))
-    skipped = _skipped_folders(root, home, names)
+    skipped = tuple(folder + "/" for folder in _skipped_folders(root, home, names))
+    left_out = ignore_rules.FolderRules(patterns) if in_git else None  # git applied .gitignore; .frayignore is ours
     listing = _Listing()
+    prefix = f"{root}{os.sep}"
     for rel in names:
-        if in_git and ignore_rules.ignored_below(rel, False, patterns):
+        if left_out is not None and left_out.ignored(rel):
             continue
-        if any(rel == folder or rel.startswith(folder + "/") for folder in skipped):
+        if rel.startswith(skipped):
             continue
-        path = root / rel
+        path = prefix + rel
         try:
             st = os.lstat(path)
         except FileNotFoundError:
@@ -287,7 +294,6 @@ def _store_objects(home: Home, root: Path, hashes: dict[str, str], executable: s
         is_exec = rel in executable
         target = contract.snapshot_object(str(home.root), sha, is_exec)
         if os.path.exists(target):
-            os.utime(target)  # young again: collect spares it until the tree naming it is written
             continue
         store.make_dirs(Path(target).parent)
         data = (root / rel).read_bytes()
@@ -306,6 +312,23 @@ def _store_objects(home: Home, root: Path, hashes: dict[str, str], executable: s
 # ---------------------------------------------------------------- removing what no run needs
 
 
+@contextlib.contextmanager
+def _store_lock(home: Home, mode: int) -> Iterator[bool]:
+    """flock on locks/snapshots.lock: shared by snapshots being taken, exclusive for collect (which does not
+    wait: it yields False when a snapshot is being taken, and tries again later)."""
+    store.make_dirs(home.locks_dir)
+    fd = os.open(home.lock_file("snapshots"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, mode)
+            held = True
+        except BlockingIOError:
+            held = False
+        yield held
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def read_tree(home: Home, tree: str) -> dict[str, Any] | None:
     return store.read_json(Path(contract.snapshot_tree(str(home.root), tree)), "snapshot")
 
@@ -315,6 +338,11 @@ def collect(home: Home, referenced: set[str], now: float | None = None,
     """Remove trees no run refers to and objects no kept tree uses, sparing anything younger than `keep_sec`
     (a submit may be writing the run that names it). Returns (trees, objects) removed."""
     now = time.time() if now is None else now
+    with _store_lock(home, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
+        return _collect(home, referenced, now, keep_sec) if held else (0, 0)
+
+
+def _collect(home: Home, referenced: set[str], now: float, keep_sec: float) -> tuple[int, int]:
     trees_dir = home.root / contract.SNAPSHOTS_DIR / contract.SNAPSHOT_TREES
     objects_dir = home.root / contract.SNAPSHOTS_DIR / contract.SNAPSHOT_OBJECTS
     used: set[str] = set()
