@@ -73,11 +73,11 @@ class _Listing:
 
 def project_root(start: Path, home: Path) -> Path:
     """The project a folder belongs to: the nearest folder from `start` up that is a git work tree or a
-    synced project (stopping below FRAY_HOME), else `start` itself."""
+    synced project (never FRAY_HOME or above it, when `start` is inside it), else `start` itself."""
     start = start.resolve()
     for folder in (start, *start.parents):
-        if folder == home or home in folder.parents:
-            break
+        if folder == home:
+            break  # a project synced into FRAY_HOME (`fray sync`) has its marker below it
         if any((folder / marker).exists() for marker in ROOT_MARKERS):
             return folder
     return start
