@@ -57,6 +57,8 @@ class _Attempt:
         self.proc: subprocess.Popen[bytes] | None = None
         self.reaper: procs.Reaper | None = None
         self.launch_error: str | None = None
+        self.launch_node_side = False  # the launch failed for want of something on this node
+        self.script = options.script  # what runs: the run's copy of its script once its code is laid out
         self.probe_failure: outcome.Outcome | None = None
         self.health: HealthCheck | None = None
         self.end: outcome.WorkloadEnd | None = None
@@ -129,6 +131,7 @@ class _Attempt:
         except (code.CodeError, OSError) as exc:
             self.launch_error = f"cannot lay out the run's code: {exc}"
             return
+        self.script = place.script
         if options.module is not None:
             argv = [options.python or sys.executable, "-m", options.module, *options.script_args]
         else:
@@ -155,7 +158,7 @@ class _Attempt:
         try:
             self.proc = workload.start(argv, env, cwd, self.path(contract.STDOUT), self.path(contract.STDERR))
         except workload.LaunchError as exc:
-            self.launch_error = str(exc)
+            self.launch_error, self.launch_node_side = str(exc), exc.node_side
             return
         self.relay.attach(self.proc.pid)  # the pid is the group id: start_new_session
         self.reaper = procs.Reaper(self.proc.pid, self.wakeup.notify).start()
@@ -236,9 +239,10 @@ class _Attempt:
         result = outcome.decide(
             probe_failure=self.probe_failure,
             launch_error=self.launch_error,
+            launch_node_side=self.launch_node_side,
             end=self.end,
             received_signal=self.received_signal,
-            script=self.options.script,
+            script=self.options.module and f"-m {self.options.module}" or self.script,
             stderr_path=self.path(contract.STDERR),
         )
         now = time.time()

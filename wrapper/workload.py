@@ -28,7 +28,12 @@ FIRST_LINE_MAX_BYTES = 1024
 
 
 class LaunchError(Exception):
-    """The workload could not be started; the message says why and what to check."""
+    """The workload could not be started; the message says why and what to check. `node_side`: this node
+    lacks what the run needs (its interpreter, its working directory), which another node may have."""
+
+    def __init__(self, message: str, node_side: bool = False) -> None:
+        super().__init__(message)
+        self.node_side = node_side
 
 
 def read_first_line(script: str | os.PathLike[str]) -> str:
@@ -159,7 +164,8 @@ def _open_log(path: str) -> int:
 def start(argv: Sequence[str], env: Mapping[str, str], cwd: str, stdout_path: str, stderr_path: str) -> subprocess.Popen[bytes]:
     """Start the workload in a new session; LaunchError when it cannot be started."""
     if not os.path.isdir(cwd):
-        raise LaunchError(f"the working directory {cwd} does not exist or is not a directory; check --workdir")
+        raise LaunchError(f"the working directory {cwd} does not exist on this node or is not a directory; "
+                          "check --workdir", node_side=True)
     try:
         out = _open_log(stdout_path)
         try:
@@ -183,13 +189,13 @@ def start(argv: Sequence[str], env: Mapping[str, str], cwd: str, stdout_path: st
     except FileNotFoundError as exc:
         missing = exc.filename or argv[0]
         if missing == cwd:
-            raise LaunchError(f"cannot enter the working directory {cwd}: {exc.strerror}") from None
-        raise LaunchError(
-            f"the interpreter {argv[0]!r} was not found (PATH={env.get('PATH', '')}); "
-            "fix the script's #! line or install it on this node"
-        ) from None
+            raise LaunchError(f"cannot enter the working directory {cwd}: {exc.strerror}", node_side=True) from None
+        where = "does not exist on this node" if os.sep in argv[0] else f"is not on this node's PATH ({env.get('PATH', '')})"
+        raise LaunchError(f"the interpreter {argv[0]!r} {where}; fix the script's #! line or --python, or "
+                          "install it on this node", node_side=True) from None
     except PermissionError as exc:
-        raise LaunchError(f"the interpreter {argv[0]!r} cannot be executed: {exc.strerror}") from None
+        raise LaunchError(f"the interpreter {argv[0]!r} cannot be executed on this node: {exc.strerror}",
+                          node_side=True) from None
     except OSError as exc:
         raise LaunchError(f"cannot start {argv[0]!r}: {exc}") from None
     finally:

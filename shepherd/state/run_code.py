@@ -173,9 +173,12 @@ def _has_shebang(script: Path) -> bool:
 
 
 def _check_shebang(script: Path) -> None:
-    """A #! interpreter that is not on this machine's PATH is refused now: the local backend would fail every
-    attempt (only a bare name or `env NAME` is checked; a path is the node's business)."""
+    """A #! interpreter this machine does not have is refused now: on the local backend every attempt would
+    fail for want of it."""
     command = workload.shebang_command(workload.read_first_line(script))
-    if command and os.sep not in command[0] and shutil.which(command[0]) is None:
-        raise UsageError(f"{script}: its #! line runs {command[0]!r}, which is not on PATH here; fix the line, "
-                         "or choose the interpreter with --python PATH or --venv DIR")
+    if not command:
+        return
+    found = os.access(command[0], os.X_OK) if os.sep in command[0] else shutil.which(command[0]) is not None
+    if not found:
+        raise UsageError(f"{script}: its #! line runs {command[0]!r}, which this machine does not have; fix the "
+                         "line, or choose the interpreter with --python PATH or --venv DIR")
