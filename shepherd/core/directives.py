@@ -231,7 +231,8 @@ def build_spec(
     unknown = set(cli_overrides) - _SPEC_FIELDS
     if unknown:
         raise ValueError(f"build_spec: not settable RunSpec fields: {', '.join(sorted(unknown))}")
-    chosen = {**parsed.overrides, **cli_overrides}
+    # --code, --python, --venv, ... are settled at submit into the spec (fray.state.run_code), not here.
+    chosen = {k: v for k, v in {**parsed.overrides, **cli_overrides}.items() if k not in SUBMIT_SETTLED}
     chosen["env"] = {**parsed.overrides.get("env", {}), **cli_overrides.get("env", {})}
     for field in ("constraints", "tolerations"):  # repeatable: text -> itself, kept in the order given
         merged = {**parsed.overrides.get(field, {}), **cli_overrides.get(field, {})}
