@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 
 from . import contract, jobside, records
 
@@ -56,10 +55,8 @@ def materialize(home: str, tree: str, target: str) -> str:
                         "submit the run again") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CodeError(f"the code snapshot {manifest_path} cannot be read: {exc}") from None
-    parent = os.path.dirname(target)
-    records.make_private_dir(parent)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", dir=parent)
-    try:
+    records.make_private_dir(os.path.dirname(target))
+    with records.built_folder(target, f".{os.path.basename(target)}.") as staging:  # another host may win
         for rel, sha in files.items():
             path = _inside(staging, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -74,16 +71,6 @@ def materialize(home: str, tree: str, target: str) -> str:
             path = _inside(staging, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             os.symlink(link, path)
-        os.chmod(staging, 0o700)
-        try:
-            os.rename(staging, target)
-        except OSError:
-            if not os.path.isdir(target):
-                raise
-            shutil.rmtree(staging, ignore_errors=True)  # another host of the slice made it first
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return target
 
 

@@ -20,6 +20,8 @@ import os
 import shutil
 import tempfile
 
+from . import records
+
 SHIM = '''"""fray's job-side helpers, for a Python where fray is not installed (laid out by fray's wrapper)."""
 import importlib.util as _util
 import os as _os
@@ -100,8 +102,7 @@ def helpers_path() -> str:
     folder = os.path.join(private_tmp(), "jobside-" + digest.hexdigest()[:16])
     if os.path.isdir(folder):
         return folder
-    staging = tempfile.mkdtemp(prefix=".jobside-", dir=os.path.dirname(folder))
-    try:
+    with records.built_folder(folder, ".jobside-") as staging:  # another wrapper on this node may win
         package = os.path.join(staging, "fray")
         for rel in sources:
             target = os.path.join(package, "wrapper", rel)
@@ -109,13 +110,4 @@ def helpers_path() -> str:
             shutil.copyfile(os.path.join(root, rel), target)
         with open(os.path.join(package, "__init__.py"), "w") as handle:
             handle.write(SHIM)
-        try:
-            os.rename(staging, folder)
-        except OSError:
-            if not os.path.isdir(folder):
-                raise
-            shutil.rmtree(staging, ignore_errors=True)  # another wrapper on this node made it first
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return folder
