@@ -90,11 +90,12 @@ def test_one_replica_failing_kills_its_siblings_and_the_group_is_retried_under_m
         wait_until(lambda: meta_of(home, run_id)["phase"] == "ended", timeout=60, what="the run to end")
         meta = meta_of(home, run_id)
         assert [a["number"] for a in meta["attempts"]] == [1, 2]
+        written = home.run(run_id).code_dir  # the working directory: the run's copy of its code
         for number in (1, 2):
             attempt = home.run(run_id).attempt(number)
             failed_at = json.loads((attempt.task(1).dir / "exit.json").read_text())["ended_at"]
             for i in (0, 2):  # the sleepers did not sleep on
-                sleeper = int((tmp_path / f"task-{i}-attempt-{number}").read_text().split(" pid ")[1])
+                sleeper = int((written / f"task-{i}-attempt-{number}").read_text().split(" pid ")[1])
                 wait_until(lambda: not running(sleeper), timeout=5, what=f"attempt {number}'s task {i} killed")
                 # Its wrapper reports it killed, unless the attempt was closed first: then it is fenced and
                 # writes nothing more (the last attempt's siblings may lose that race to the run's end).
@@ -103,7 +104,7 @@ def test_one_replica_failing_kills_its_siblings_and_the_group_is_retried_under_m
                     assert json.loads(exit_record.read_text())["ended_at"] - failed_at < 5
             assert meta["attempts"][number - 1]["counted_as"] == "workload"  # the group spends --max-retries
             assert meta["attempts"][number - 1]["detail"].startswith("task 1 of 3: exit 3: replica 1 lost its shard")
-        assert (tmp_path / "task-2-attempt-2").read_text().startswith("2 of 3 at 127.0.0.1:")
+        assert (written / "task-2-attempt-2").read_text().startswith("2 of 3 at 127.0.0.1:")
         assert meta["end"]["status"] == "failed"
         reason = meta["end"]["reason"]
         assert "more than --max-retries 1" in reason and "task 1 of 3: exit 3: replica 1 lost its shard" in reason

@@ -40,9 +40,9 @@ def node_local_dir(run_id: str) -> str:
     return os.path.join(jobside.private_tmp(), contract.CODE_DIR, run_id)
 
 
-def materialize(home: str, tree: str, target: str) -> str:
+def materialize(home: str, tree: str, target: str, link: bool = True) -> str:
     """`target` holding the snapshot `tree`, made now unless an earlier attempt made it; CodeError if the
-    stored snapshot is gone or damaged."""
+    stored snapshot is gone or damaged. `link=False`: copy every file (gcsfuse has no hard links)."""
     if os.path.isdir(target):
         return target
     manifest_path = contract.snapshot_tree(home, tree)
@@ -61,12 +61,15 @@ def materialize(home: str, tree: str, target: str) -> str:
             path = _inside(staging, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             source = contract.snapshot_object(home, sha, rel in executable)
-            try:
-                os.link(source, path)
-            except FileNotFoundError:
-                raise CodeError(f"the code snapshot {tree[:12]} lost {rel} ({source}); submit the run again") from None
-            except OSError:
-                shutil.copy2(source, path)  # no hard links here (another file system, gcsfuse)
+            if not os.path.exists(source):
+                raise CodeError(f"the code snapshot {tree[:12]} lost {rel} ({source}); submit the run again")
+            if link:
+                try:
+                    os.link(source, path)
+                    continue
+                except OSError:
+                    pass  # no hard links here (another file system): a copy
+            shutil.copy2(source, path)
         for rel, link in links.items():
             path = _inside(staging, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -93,10 +93,10 @@ def place(options: Options) -> Placement:
     CodeError or OSError when the copy cannot be made."""
     if options.code is None or options.code_dir is None:
         return Placement(options.script, options.workdir or os.getcwd(), ())
-    target = options.code_dir
-    if records.write_once():  # no atomic rename in FRAY_HOME: each host keeps its own copy
-        target = code.node_local_dir(options.run_id)
-    folder = code.materialize(options.home or "", options.code, target)
+    target, link = options.code_dir, True
+    if records.write_once():  # no atomic rename nor hard link in FRAY_HOME: each host copies to its own disk
+        target, link = code.node_local_dir(options.run_id), False
+    folder = code.materialize(options.home or "", options.code, target, link)
     script = os.path.join(folder, options.entry) if options.entry else options.script
     cwd = os.path.join(folder, options.code_cwd) if options.code_cwd else (options.workdir or folder)
     return Placement(script, cwd, tuple(code.python_path(folder)))
