@@ -145,6 +145,10 @@ def run(argv: list[str]) -> int:
             return remote_output.run(host, local_argv)
         except FrayError as exc:
             return failures.report(exc) or 2
+        except BrokenPipeError:  # `fray status --remote H RUN | head`: as quiet as the local command
+            from fray.cli import output
+
+            return output.reader_gone()
     try:
         result = cli.main(args=invocation.args, prog_name="fray", standalone_mode=False)
     except click.ClickException as exc:
