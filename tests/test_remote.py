@@ -35,8 +35,8 @@ def test_unknown_host_is_refused_with_its_fingerprint_and_trusted_only_on_reques
     assert f"fray remote trust {remote_host.alias}" in message
     assert remote_host.known_hosts.read_text() == ""  # never added silently
 
-    key_type, fingerprint = hosts.trust(resolve(remote_host.alias))
-    assert (key_type, fingerprint) == ("ssh-ed25519", _server_fingerprint(remote_host))
+    trusted = hosts.trust(resolve(remote_host.alias))
+    assert (trusted.key_type, trusted.fingerprint) == ("ssh-ed25519", _server_fingerprint(remote_host))
     conn = connection.connect(remote_host.alias)
     assert command.run(conn, ["true"]).exit_code == 0
 

@@ -115,17 +115,37 @@ def main(host: str | None, argv: list[str]) -> int:
     return _forward(host, argv)
 
 
+TRUST_USAGE = "usage: fray remote trust HOST [--replace] [--json]   (record HOST's key in known_hosts)"
+
+
 def _remote_command(words: list[str]) -> int:
-    """`fray remote trust HOST`: record the host's key after showing its fingerprint."""
-    if len(words) != 2 or words[0] != "trust":
-        print("usage: fray remote trust HOST   (record HOST's key in known_hosts)", file=sys.stderr)
+    """`fray remote trust HOST [--replace]`: record the host's key after showing its fingerprint.
+
+    `--replace` first removes the keys recorded for the host (a reinstalled host), showing old and new.
+    """
+    options = {w for w in words if w.startswith("-")}
+    names = [w for w in words if not w.startswith("-")]
+    if len(names) != 2 or names[0] != "trust" or options - {"--replace", "--json"}:
+        print(TRUST_USAGE, file=sys.stderr)
         return 2
     from fray.remote import hosts
     from fray.remote.ssh_config import resolve
 
-    spec = resolve(words[1])
-    key_type, fingerprint = hosts.trust(spec)
-    print(f"trusted {words[1]} ({spec.known_hosts_name}): {key_type} {fingerprint} in {spec.known_hosts[0]}")
+    host = names[1]
+    done = hosts.trust(resolve(host), replace="--replace" in options)
+    if "--json" in options:
+        print(json.dumps({"host": host, "known_hosts": done.known_hosts, "name": done.name,
+                          "key_type": done.key_type, "fingerprint": done.fingerprint, "added": done.added,
+                          "replaced": [{"key_type": kind, "fingerprint": fp} for kind, fp in done.replaced]}))
+        return 0
+    if done.replaced:
+        print(f"replaced the key of {host} ({done.name}) in {done.known_hosts}")
+        for kind, fp in done.replaced:
+            print(f"  old: {kind} {fp}")
+        print(f"  new: {done.key_type} {done.fingerprint}")
+    else:
+        state = "trusted" if done.added else "already trusted"
+        print(f"{state} {host} ({done.name}): {done.key_type} {done.fingerprint} in {done.known_hosts}")
     return 0
 
 
