@@ -73,6 +73,9 @@ def render_status(data: dict[str, Any]) -> list[str]:
                       f"{values.format_duration(spec['heartbeat_timeout_sec'])} without one"),
         ("failures", detail.failures_summary(counters, data["budgets"])),
     ]
+    code = detail.code_record(data)
+    if code:
+        facts.append(("code", detail.code_summary(code)))
     tasks = detail.tasks_summary(spec)
     if tasks:
         facts.append(("tasks", tasks))

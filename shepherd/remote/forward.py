@@ -12,8 +12,9 @@ so human output is identical to local and fits this terminal; under `--json`,
 and for streams and screens, what the remote prints is passed through byte for
 byte. Either way its exit code becomes ours. FRAY_REMOTE_HOME names the remote FRAY_HOME (default: the remote's
 $FRAY_HOME, else ~/.fray there). `fray submit` first syncs the project
-(the current folder) and runs the remote submit inside the synced copy, recording
-the copy's path and content hash in the run (SYNCED_CODE_PATH, SYNCED_CODE_HASH).
+(the current folder) and runs the remote submit from the synced copy, SCRIPT named by
+its absolute path inside it (fray.remote.submit_args), recording the copy's path and
+content hash in the run (SYNCED_CODE_PATH, SYNCED_CODE_HASH).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 SEPARATOR = "--"
 ENV_REMOTE = "FRAY_REMOTE"
 ENV_REMOTE_HOME = "FRAY_REMOTE_HOME"  # the remote FRAY_HOME, when not the remote's own default
+# What a remote submit records in the run's env: the synced copy it ran (fray status shows them).
+SYNCED_CODE_PATH, SYNCED_CODE_HASH = "SYNCED_CODE_PATH", "SYNCED_CODE_HASH"
 
 
 def user_config_path() -> Path:
@@ -199,8 +202,10 @@ def answer(host: str, argv: list[str]) -> Result:
 
     if command_words(argv)[:1] != ["submit"]:
         return run_fray(host, argv, home=_remote_home(), json=False)
+    located = _locate_script(argv)
     copied = sync_project(host, Path.cwd(), home=_remote_home(), force="--force" in argv)
-    return run_fray(host, _recording(argv, copied), home=_remote_home(), json=False, cwd=copied.remote_path)
+    return run_fray(host, _in_synced_copy(argv, located, copied), home=_remote_home(), json=False,
+                    cwd=copied.remote_path)
 
 
 def _attached(host: str, argv: list[str], pty: bool) -> int:
@@ -211,8 +216,9 @@ def _attached(host: str, argv: list[str], pty: bool) -> int:
 
     cwd = None
     if command_words(argv)[:1] == ["submit"]:
+        located = _locate_script(argv)
         copied = sync_project(host, Path.cwd(), home=_remote_home(), force="--force" in argv)
-        argv, cwd = _recording(argv, copied), copied.remote_path
+        argv, cwd = _in_synced_copy(argv, located, copied), copied.remote_path
     conn = connect(host)
     remote = bootstrap.ensure(conn, _remote_home())
     argv = master.in_folder([remote.executable, *argv], cwd)
@@ -224,10 +230,21 @@ def _attached(host: str, argv: list[str], pty: bool) -> int:
     return command.stream(conn, argv, env=env, out=sys.stdout.buffer, err=sys.stderr.buffer)
 
 
-def _recording(argv: list[str], copied: SyncResult) -> list[str]:
-    """A submit's argv that records which code the run ran: the synced copy's path and hash."""
+def _locate_script(argv: list[str]) -> tuple[int, tuple[str, ...]] | None:
+    """Where SCRIPT is in argv and in the project (the current folder); refused when outside it."""
+    from fray.remote.submit_args import locate
+
+    return locate(argv, Path.cwd(), Path.cwd())
+
+
+def _in_synced_copy(argv: list[str], located: tuple[int, tuple[str, ...]] | None, copied: SyncResult) -> list[str]:
+    """A submit's argv for the remote: SCRIPT named inside the synced copy, and the run recording which code
+    it ran (the copy's path and hash)."""
+    from fray.remote.submit_args import in_copy
+
+    argv = in_copy(argv, located, copied.remote_path)
     cut = _cut(argv)
-    recorded = ["--env", f"SYNCED_CODE_PATH={copied.remote_path}", "--env", f"SYNCED_CODE_HASH={copied.tree_hash}"]
+    recorded = ["--env", f"{SYNCED_CODE_PATH}={copied.remote_path}", "--env", f"{SYNCED_CODE_HASH}={copied.tree_hash}"]
     return [*argv[:cut], *recorded, *argv[cut:]]
 
 
