@@ -156,3 +156,18 @@ def test_bootstrap_cli_and_the_cluster_api_work_on_a_host_without_sftp(bare_host
     finally:
         connection.close_all()
         _kill_everything_of(remote_home)
+
+
+def test_a_failure_of_the_link_itself_becomes_the_documented_exit_255():
+    import socket
+
+    import paramiko
+
+    from fray.remote.errors import from_transport
+
+    for exc in (paramiko.SSHException("Channel closed."), EOFError(), socket.timeout("timed out"),
+                ConnectionResetError(104, "Connection reset by peer")):
+        failure = from_transport(exc, "login")
+        assert failure is not None and failure.exit_code == 255 and "ssh login" in str(failure)
+    assert from_transport(BrokenPipeError(), "login") is None  # a reader that left: quiet, not an error
+    assert from_transport(ValueError("a bug"), "login") is None  # a bug stays a bug

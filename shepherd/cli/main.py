@@ -149,6 +149,13 @@ def run(argv: list[str]) -> int:
             from fray.cli import output
 
             return output.reader_gone()
+        except Exception as exc:  # a failure of the link itself: exit 255 with what to do, never a traceback
+            from fray.remote.errors import from_transport
+
+            failure = from_transport(exc, host or "the remote")
+            if failure is None:
+                raise
+            return failures.report(failure) or failure.exit_code
     try:
         result = cli.main(args=invocation.args, prog_name="fray", standalone_mode=False)
     except click.ClickException as exc:

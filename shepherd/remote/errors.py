@@ -57,3 +57,17 @@ class RemoteCommandFailed(RemoteError):
 
 class ConnectionDropped(RemoteError):
     pass
+
+
+def from_transport(exc: BaseException, host: str) -> RemoteError | None:
+    """A RemoteError for a failure of the link itself that escaped the layers that name their errors
+    (paramiko's SSHException, an EOF or a reset mid-command); None for anything else."""
+    import socket
+    import sys
+
+    paramiko = sys.modules.get("paramiko")
+    link = (EOFError, socket.timeout, ConnectionError) + ((paramiko.SSHException,) if paramiko else ())
+    if isinstance(exc, BrokenPipeError) or not isinstance(exc, link):
+        return None
+    return ConnectionDropped(f"the connection to {host} failed: {exc or type(exc).__name__}. Check that "
+                             f"`ssh {host}` works, then run the command again.")
