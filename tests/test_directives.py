@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from fray.core import validation
+from fray.core.directive_options import SUBMIT_SETTLED
 from fray.core.directives import OPTIONS, ParsedScript, build_spec, parse_flag_value, parse_script
 from fray.core.values import format_duration, parse_duration, parse_memory_mb
 from fray.errors import DirectiveError, UsageError
@@ -125,6 +126,12 @@ EVERY_OPTION = [
     ("--scheduling-timeout 2h", "scheduling_timeout_sec", 7200.0),
     ("--scheduling-timeout 10m", "scheduling_timeout_sec", 600.0),
     ("--scheduling-timeout off", "scheduling_timeout_sec", None),
+    ("--code ../project", "code", "../project"),
+    ("--code none", "code", "none"),
+    ("--workdir /scratch/me", "workdir", "/scratch/me"),
+    ("--python /usr/bin/python3.11", "python", "/usr/bin/python3.11"),
+    ("--venv .venv", "venv", ".venv"),
+    ("--conda torch", "conda", "torch"),
 ]
 
 
@@ -151,7 +158,7 @@ def test_option_table_is_consistent() -> None:
     assert len({o.flag for o in OPTIONS}) == len(OPTIONS)
     for option in OPTIONS:
         assert option.flag.startswith("--")
-        assert option.field in spec_fields | {"name"}
+        assert option.field in spec_fields | {"name", *SUBMIT_SETTLED}
         assert option.help and "\n" not in option.help
         assert bool(option.metavar) != option.is_flag
 

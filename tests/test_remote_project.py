@@ -36,14 +36,10 @@ def test_the_script_is_named_by_its_path_in_the_synced_copy(tmp_path):
     assert in_synced_copy(["status", "r1"], project, project, copy) == ["status", "r1"]
 
 
-def test_the_code_line_shows_whatever_the_record_has():
-    synced = {"spec": {"env": {"SYNCED_CODE_PATH": "/h/code/p", "SYNCED_CODE_HASH": "ab" * 32}}}
-    assert detail.code_summary(detail.code_record(synced)) == "/h/code/p (tree abababababab)"
-    snapshot = {"code": {"path": "/h/snapshots/1f", "hash": "1f" * 32, "files": 12, "git_commit": "9f8e7d6c5b4a3",
-                         "dirty": True}, **synced}
-    assert detail.code_summary(detail.code_record(snapshot)) == "/h/snapshots/1f (tree 1f1f1f1f1f1f, 12 files, " \
-                                                                "git 9f8e7d6c5b, dirty)"
-    assert detail.code_record({"spec": {"env": {}}}) is None
+def test_a_run_in_place_in_the_synced_copy_shows_that_copy():
+    spec = {"env": {"SYNCED_CODE_PATH": "/h/code/p", "SYNCED_CODE_HASH": "ab" * 32}}
+    assert detail.synced_code(spec) == "in place, in the synced copy /h/code/p (tree abababababab)"
+    assert detail.synced_code({"env": {}}) is None
 
 
 @pytest.mark.slow
@@ -57,26 +53,35 @@ def test_a_remote_submit_runs_the_script_in_the_synced_project_and_status_shows_
     (project / "scripts").mkdir(parents=True)
     (project / "model.py").write_text("WIDTH = 3\n")
     (project / "scripts" / "train.py").write_text(
-        "import json, os\n"
-        "root = os.getcwd()  # the frozen script runs elsewhere today (issue 20, parts 1-2): its folder is the copy\n"
-        "print(json.dumps({'root': root, 'marker': os.path.isfile(os.path.join(root, '.fray-sync.json')),\n"
-        "                  'model': os.path.isfile(os.path.join(root, 'model.py'))}))\n")
+        "import json, os, sys\n"
+        "print(json.dumps({'cwd': os.getcwd(), 'marker': os.path.isfile('.fray-sync.json'),\n"
+        "                  'model': os.path.isfile('model.py')}))\n")
+    copy = remote_home / "code" / "project"
     try:
         monkeypatch.chdir(project)
-        submitted = run_fray("submit", "--wait", "--json", "scripts/train.py", "--remote", remote_host.alias,
-                             timeout=300)
-        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
-        run_id = json.loads(submitted.stdout.splitlines()[-1])["run_id"]
-        copy = remote_home / "code" / "project"
-        status = json.loads(run_fray("status", run_id, "--json", "--remote", remote_host.alias, check=True).stdout)
-        assert status["script"]["source"] == str(copy / "scripts" / "train.py")  # the script inside the copy
-        ran = json.loads(run_fray("logs", run_id, "--remote", remote_host.alias, check=True).stdout)
-        assert ran == {"root": str(copy), "marker": True, "model": True}
+        runs = {}
+        for how in ("snapshot", "in place"):
+            flags = ["--code", "none"] if how == "in place" else []
+            submitted = run_fray("submit", "--wait", "--json", *flags, "scripts/train.py", "--remote",
+                                 remote_host.alias, timeout=300)
+            assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+            runs[how] = json.loads(submitted.stdout.splitlines()[-1])["run_id"]
 
-        human = run_fray("status", run_id, "--remote", remote_host.alias, check=True).stdout
-        code_line = next(line for line in human.splitlines() if line.strip().startswith("code"))
-        tree = status["spec"]["env"]["SYNCED_CODE_HASH"]
-        assert str(copy) in code_line and f"tree {tree[:12]}" in code_line
+        # Run in place: the script ran from the synced copy, whose root holds the sync's marker.
+        ran = json.loads(run_fray("logs", runs["in place"], "--remote", remote_host.alias, check=True).stdout)
+        assert ran == {"cwd": str(copy), "marker": True, "model": True}
+        # With a snapshot, the snapshot was taken of the whole synced project, not of scripts/ alone.
+        ran = json.loads(run_fray("logs", runs["snapshot"], "--remote", remote_host.alias, check=True).stdout)
+        assert ran["model"] is True
+
+        for how, expected in (("snapshot", f"of {copy}"), ("in place", f"in place, in the synced copy {copy}")):
+            status = json.loads(run_fray("status", runs[how], "--json", "--remote", remote_host.alias,
+                                         check=True).stdout)
+            human = run_fray("status", runs[how], "--remote", remote_host.alias, check=True).stdout
+            code_line = next(line for line in human.splitlines() if line.strip().startswith("code"))
+            assert expected in code_line, code_line
+            if how == "in place":
+                assert f"tree {status['spec']['env']['SYNCED_CODE_HASH'][:12]}" in code_line
 
         monkeypatch.chdir(project / "scripts")
         outside = run_fray("submit", "../model.py", "--remote", remote_host.alias)

@@ -262,23 +262,24 @@ def test_files_that_cannot_be_written_do_not_change_the_exit_code(tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    "name, body, why",
+    "name, body, why, code",
     [
-        ("missing.sh", None, "does not exist"),
-        ("interp.sh", "#!/nonexistent/interpreter\necho hi\n", "/nonexistent/interpreter"),
-        ("envinterp.sh", "#!/usr/bin/env no-such-interpreter-fray\necho hi\n", "no-such-interpreter-fray"),
+        ("missing.sh", None, "does not exist", 50),
+        # An interpreter this node lacks is the node's fault (exit 42, as a failed probe): another may have it.
+        ("interp.sh", "#!/nonexistent/interpreter\necho hi\n", "'/nonexistent/interpreter' does not exist on this node", 42),
+        ("envinterp.sh", "#!/usr/bin/env no-such-interpreter-fray\necho hi\n", "'no-such-interpreter-fray' is not on this node's PATH", 42),
     ],
 )
-def test_a_script_that_cannot_be_launched(tmp_path: Path, name: str, body: str | None, why: str) -> None:
+def test_a_script_that_cannot_be_launched(tmp_path: Path, name: str, body: str | None, why: str, code: int) -> None:
     script = tmp_path / name if body is None else write_script(tmp_path, name, body)
     attempt_dir = tmp_path / "a"
     proc = run_wrapper(attempt_dir, script)
-    assert proc.returncode == 50
+    assert proc.returncode == code
     failure = load(attempt_dir, contract.FAILURE, "failure")
     assert failure["cause"] == "launch_failed" and why in failure["message"]
     assert failure["workload_exit_code"] is None
     assert load(attempt_dir, contract.STARTED, "started")["workload_pid"] is None
-    assert load(attempt_dir, contract.EXIT, "exit")["exit_code"] == 50
+    assert load(attempt_dir, contract.EXIT, "exit")["exit_code"] == code
     assert (attempt_dir / contract.HEARTBEAT).exists()
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from fray.wrapper import contract, options, outcome, records
+from fray.wrapper import contract, jobside, options, outcome, records
 from fray.wrapper.heartbeat import Heartbeat
 from fray.wrapper.tail import tail_lines
 from fray.wrapper.workload import launch_argv, shebang_command, workload_env
@@ -102,6 +102,7 @@ def test_workload_env_first_attempt() -> None:
         "FRAY_ATTEMPT_DIR": "/h/runs/r1/attempts/1",
         "FRAY_RESUME": "0",
         "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": jobside.helpers_path(),  # `from fray import report` in any Python
     }
 
 
@@ -184,12 +185,14 @@ END_KILLED = outcome.WorkloadEnd(None, "SIGKILL")
         (None, END_0, signal.SIGTERM, 143, "terminated"),
         (None, END_KILLED, signal.SIGINT, 130, "terminated"),
         (None, None, signal.SIGTERM, 143, "terminated"),
-        ("no interpreter", None, None, 50, "launch_failed"),
+        ("no script", None, None, 50, "launch_failed"),
+        ("no interpreter on this node", None, None, 42, "launch_failed"),
         (None, None, None, 50, "workload_failure"),
     ],
 )
 def test_decide(launch_error: str | None, end: outcome.WorkloadEnd | None, received: int | None, code: int, cause: str | None) -> None:
-    result = outcome.decide(launch_error=launch_error, end=end, received_signal=received, script="s.sh", stderr_path="/e")
+    result = outcome.decide(launch_error=launch_error, end=end, received_signal=received, script="s.sh", stderr_path="/e",
+                            launch_node_side=bool(launch_error and "node" in launch_error))
     assert (result.exit_code, result.cause) == (code, cause)
     stamp = outcome.AttemptStamp("r", 1, "host", 1.0)
     validate(outcome.exit_record(stamp, result.exit_code, end, received, 2.0), "exit")

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from . import contract, outcome, procs, records, workload
+from . import code, contract, outcome, procs, records, workload
 from .fence import Fence
 from .health import HealthCheck
 from .heartbeat import Heartbeat
@@ -57,6 +57,8 @@ class _Attempt:
         self.proc: subprocess.Popen[bytes] | None = None
         self.reaper: procs.Reaper | None = None
         self.launch_error: str | None = None
+        self.launch_node_side = False  # the launch failed for want of something on this node
+        self.script = options.script  # what runs: the run's copy of its script once its code is laid out
         self.probe_failure: outcome.Outcome | None = None
         self.health: HealthCheck | None = None
         self.end: outcome.WorkloadEnd | None = None
@@ -125,15 +127,24 @@ class _Attempt:
         if not procs.become_subreaper() and sys.platform.startswith("linux"):
             self.log.write("cannot become a child subreaper: escaped grandchildren may outlive the attempt")
         try:
-            first_line = workload.read_first_line(options.script)
-        except FileNotFoundError:
-            self.launch_error = f"the script {options.script} does not exist"
+            place = workload.place(options)
+        except (code.CodeError, OSError) as exc:
+            self.launch_error = f"cannot lay out the run's code: {exc}"
             return
-        except OSError as exc:
-            self.launch_error = f"the script {options.script} cannot be read: {exc.strerror or exc}"
-            return
-        argv = workload.launch_argv(options.script, first_line, options.script_args)
-        env = workload.workload_env(os.environ, options)
+        self.script = place.script
+        if options.module is not None:
+            argv = [options.python or sys.executable, "-m", options.module, *options.script_args]
+        else:
+            try:
+                first_line = workload.read_first_line(place.script)
+            except FileNotFoundError:
+                self.launch_error = f"the script {place.script} does not exist"
+                return
+            except OSError as exc:
+                self.launch_error = f"the script {place.script} cannot be read: {exc.strerror or exc}"
+                return
+            argv = workload.launch_argv(place.script, first_line, options.script_args, options.python)
+        env = workload.workload_env(os.environ, options, place.python_path)
         if options.checkpoint_dir is not None:
             try:
                 records.make_private_dir(options.checkpoint_dir)
@@ -142,12 +153,12 @@ class _Attempt:
                 return
         if self.relay.stop_signum is not None:
             return  # told to stop while getting ready: do not start what would be killed at once
-        cwd = options.workdir or os.getcwd()
+        cwd = place.cwd
         self.log.write(f"launching {argv} in {cwd}")
         try:
             self.proc = workload.start(argv, env, cwd, self.path(contract.STDOUT), self.path(contract.STDERR))
         except workload.LaunchError as exc:
-            self.launch_error = str(exc)
+            self.launch_error, self.launch_node_side = str(exc), exc.node_side
             return
         self.relay.attach(self.proc.pid)  # the pid is the group id: start_new_session
         self.reaper = procs.Reaper(self.proc.pid, self.wakeup.notify).start()
@@ -228,9 +239,10 @@ class _Attempt:
         result = outcome.decide(
             probe_failure=self.probe_failure,
             launch_error=self.launch_error,
+            launch_node_side=self.launch_node_side,
             end=self.end,
             received_signal=self.received_signal,
-            script=self.options.script,
+            script=self.options.module and f"-m {self.options.module}" or self.script,
             stderr_path=self.path(contract.STDERR),
         )
         now = time.time()

@@ -7,6 +7,8 @@ than spelling them again, so the two sides cannot drift apart.
 
 from __future__ import annotations
 
+import os
+
 # FRAY_HOME/runs/<run_id>/meta.json: the run's state, written only by the daemon;
 # the wrapper reads it to know whether its attempt is still current (fray.wrapper.fence).
 RUNS_DIR = "runs"
@@ -27,6 +29,25 @@ RESULT = "result.json"  # what the workload passed to report.final()
 FINAL = "final.json"  # run_once success marker
 FAILURE = "failure.json"  # on every nonzero exit
 EXIT = "exit.json"  # always, as the wrapper's last act
+
+# Code snapshots (fray.state.snapshots writes them, fray.wrapper.code materializes them):
+# <FRAY_HOME>/snapshots/objects/<sha[:2]>/<sha>[.x] (a file's bytes, read-only; `.x`: executable) and
+# <FRAY_HOME>/snapshots/trees/<tree hash>.json (which file is which object); a run's copy is runs/<id>/code/.
+SNAPSHOTS_DIR = "snapshots"
+SNAPSHOT_OBJECTS = "objects"
+SNAPSHOT_TREES = "trees"
+EXECUTABLE_SUFFIX = ".x"
+CODE_DIR = "code"
+
+
+def snapshot_object(home: str, sha: str, executable: bool) -> str:
+    """Where a snapshot keeps one file's bytes: by content, executable files apart (a hard link shares its mode)."""
+    name = sha + (EXECUTABLE_SUFFIX if executable else "")
+    return os.path.join(home, SNAPSHOTS_DIR, SNAPSHOT_OBJECTS, sha[:2], name)
+
+
+def snapshot_tree(home: str, tree: str) -> str:
+    return os.path.join(home, SNAPSHOTS_DIR, SNAPSHOT_TREES, tree + ".json")
 
 # Wrapper exit codes. A wrapper ended by a signal it received exits 128 + signum.
 EXIT_OK = 0

@@ -4,6 +4,8 @@
         [--home FRAY_HOME] [--job-name NAME] [--workdir DIR] [--checkpoint-dir DIR]
         [--namespace NS] [--heartbeat-interval SEC] [--stop-grace SEC]
         [--commands-dir DIR]
+        [--code TREE --code-dir DIR [--entry REL] [--code-cwd REL]] [--module NAME]
+        [--python PATH] [--python-env DIR]
         [--gpus N] [--tpu-devices N] [--tpu-device-glob GLOB ...]
         [--probes LIST] [--skip-probes LIST] [--probe-timeout SEC] [--min-free-disk MB]
         [--health-cmd CMD] [--health-interval SEC] [--health-retries K]
@@ -34,6 +36,7 @@ class Options:
         "workdir", "checkpoint_dir", "namespace", "heartbeat_interval", "stop_grace", "fence_grace",
         "commands_dir", "gpus", "tpu_devices", "tpu_device_globs", "probes", "skip_probes",
         "probe_timeout", "min_free_disk_mb", "health_cmd", "health_interval", "health_retries",
+        "code", "code_dir", "entry", "code_cwd", "module", "python", "python_env",
     )
 
     def __init__(
@@ -62,6 +65,13 @@ class Options:
         health_cmd: str | None = None,
         health_interval: float = contract.DEFAULT_HEALTH_INTERVAL_SEC,
         health_retries: int = contract.DEFAULT_HEALTH_RETRIES,
+        code: str | None = None,
+        code_dir: str | None = None,
+        entry: str | None = None,
+        code_cwd: str | None = None,
+        module: str | None = None,
+        python: str | None = None,
+        python_env: str | None = None,
     ) -> None:
         self.run_id = run_id
         self.attempt = attempt
@@ -87,6 +97,13 @@ class Options:
         self.health_cmd = health_cmd
         self.health_interval = health_interval
         self.health_retries = health_retries
+        self.code = code  # a snapshot's tree: laid out in code_dir, the script is entry inside it
+        self.code_dir = code_dir
+        self.entry = entry
+        self.code_cwd = code_cwd  # the working directory inside code_dir; None: workdir
+        self.module = module  # run `python -m module` instead of the script
+        self.python = python  # the interpreter for Python work; None: the #! line, else this Python
+        self.python_env = python_env  # a venv or conda prefix: its bin/ leads the workload's PATH
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -195,6 +212,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--commands-dir", type=_nonempty, metavar="DIR",
                      help="the run's runtime commands, exported as FRAY_COMMANDS_DIR")
+    code = run.add_argument_group("code and interpreter (fray.wrapper.code)")
+    code.add_argument("--code", type=_nonempty, metavar="TREE",
+                      help="the run's code snapshot in FRAY_HOME/snapshots, laid out in --code-dir by the first attempt")
+    code.add_argument("--code-dir", type=_nonempty, metavar="DIR", help="where the snapshot is laid out")
+    code.add_argument("--entry", type=_nonempty, metavar="REL", help="with --code: the script, inside the snapshot")
+    code.add_argument("--code-cwd", type=_nonempty, metavar="REL",
+                      help="with --code: the working directory inside the snapshot (default: --workdir)")
+    code.add_argument("--module", type=_nonempty, metavar="NAME", help="run `PYTHON -m NAME` instead of the script")
+    code.add_argument("--python", type=_nonempty, metavar="PATH",
+                      help="the interpreter of a Python script or module (default: its #! line, else this Python)")
+    code.add_argument("--python-env", type=_nonempty, metavar="DIR",
+                      help="a virtual environment or conda env whose bin/ leads the workload's PATH")
     probes = run.add_argument_group("preflight probes (before the workload starts; a failure exits 42, 43 or 44)")
     probes.add_argument("--gpus", type=_count(0), default=0, metavar="N", help="GPUs the run asked for (default: 0)")
     probes.add_argument("--tpu-devices", type=_count(0), default=0, metavar="N",
@@ -242,6 +271,8 @@ def parse(argv: Sequence[str]) -> Options:
         # Records written in a layout the shepherd does not read would look like a lost attempt.
         parser.error(f"{contract.ENV_RECORDS}={records_mode!r} is not one of {', '.join(contract.RECORDS_MODES)} "
                      "(write-once: a FRAY_HOME without atomic rename, such as gcsfuse)")
+    if ns.code is not None and ns.code_dir is None:
+        parser.error("--code needs --code-dir, where the snapshot is laid out")
     return Options(
         run_id=ns.run_id,
         attempt=ns.attempt,
@@ -267,4 +298,11 @@ def parse(argv: Sequence[str]) -> Options:
         health_cmd=ns.health_cmd,
         health_interval=ns.health_interval,
         health_retries=ns.health_retries,
+        code=ns.code,
+        code_dir=_absolute(ns.code_dir),
+        entry=ns.entry,
+        code_cwd=ns.code_cwd,
+        module=ns.module,
+        python=ns.python,
+        python_env=_absolute(ns.python_env),
     )

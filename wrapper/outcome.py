@@ -66,6 +66,7 @@ def decide(
     probe_failure: Outcome | None = None,
     launch_error: str | None,
     end: WorkloadEnd | None,
+    launch_node_side: bool = False,
     received_signal: int | None,
     script: str,
     stderr_path: str,
@@ -88,7 +89,9 @@ def decide(
     if probe_failure is not None:
         return probe_failure
     if launch_error is not None:
-        return Outcome(contract.EXIT_WORKLOAD_FAILURE, contract.CAUSE_LAUNCH_FAILED, f"cannot launch {script}: {launch_error}")
+        # A node without the run's interpreter is the node's fault: another may have it (exit 42, as a probe).
+        code = contract.EXIT_NODE_FAULT if launch_node_side else contract.EXIT_WORKLOAD_FAILURE
+        return Outcome(code, contract.CAUSE_LAUNCH_FAILED, f"cannot launch {script}: {launch_error}")
     if end is None:
         return Outcome(
             contract.EXIT_WORKLOAD_FAILURE,

@@ -15,8 +15,12 @@ FRAY_RECORDS: by rename as above, or as write-once versions
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 
 from . import contract, versions
 
@@ -53,6 +57,25 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, sync: bool = True) ->
         os.replace(tmp, path)
     except BaseException:
         _discard(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def built_folder(target: str, prefix: str) -> Iterator[str]:
+    """A temporary folder beside `target` to fill; renamed to `target` when the block ends, or dropped when
+    another process made `target` first (the same content: whoever renames first wins) or the block fails.
+    A folder at `target` is therefore always whole."""
+    staging = tempfile.mkdtemp(prefix=prefix, dir=os.path.dirname(target))
+    try:
+        yield staging
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if not os.path.isdir(target):
+                raise
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
         raise
 
 

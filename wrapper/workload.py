@@ -1,8 +1,13 @@
-"""Launching the workload: its interpreter, its environment, its process.
+"""Launching the workload: its code, its interpreter, its environment, its process.
 
-The script is a frozen 0600 copy, so it is never executed directly: the
-interpreter comes from its shebang line, else from its extension (`.py` runs
-under this Python, anything else under bash). The workload gets its own
+The code is the run's snapshot, laid out by its first attempt (fray.wrapper.code)
+and first on the job's PYTHONPATH, with the job-side helpers
+(fray.wrapper.jobside) last, so `from fray import report` works in any Python.
+A script is never executed directly (a frozen copy is 0600): a Python script
+runs under --python when the run names one (its venv's, its conda env's, the
+python3 it was submitted with), else under its shebang's interpreter, else, by
+its extension, `.py` under this Python and anything else under bash. The
+workload gets its own
 session and process group, so that the wrapper can signal and kill all of it,
 and writes straight into stdout.log / stderr.log: nothing is buffered in the
 wrapper, so nothing is lost if the wrapper dies.
@@ -14,16 +19,21 @@ import os
 import shlex
 import subprocess
 import sys
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
-from . import contract, records
+from . import code, contract, jobside, records
 from .options import Options
 
 FIRST_LINE_MAX_BYTES = 1024
 
 
 class LaunchError(Exception):
-    """The workload could not be started; the message says why and what to check."""
+    """The workload could not be started; the message says why and what to check. `node_side`: this node
+    lacks what the run needs (its interpreter, its working directory), which another node may have."""
+
+    def __init__(self, message: str, node_side: bool = False) -> None:
+        super().__init__(message)
+        self.node_side = node_side
 
 
 def read_first_line(script: str | os.PathLike[str]) -> str:
@@ -70,20 +80,58 @@ def shebang_command(first_line: str) -> list[str] | None:
     return [interpreter, *rest.split()]
 
 
+class Placement(NamedTuple):
+    """Where the workload runs from: its script, its working directory, the folders its imports search first."""
+
+    script: str
+    cwd: str
+    python_path: tuple[str, ...]
+
+
+def place(options: Options) -> Placement:
+    """The run's code laid out (its first attempt makes the copy) and where the workload starts in it;
+    CodeError or OSError when the copy cannot be made."""
+    if options.code is None or options.code_dir is None:
+        return Placement(options.script, options.workdir or os.getcwd(), ())
+    target = options.code_dir
+    if records.write_once():  # no atomic rename in FRAY_HOME: each host keeps its own copy
+        target = code.node_local_dir(options.run_id)
+    folder = code.materialize(options.home or "", options.code, target)
+    script = os.path.join(folder, options.entry) if options.entry else options.script
+    cwd = os.path.join(folder, options.code_cwd) if options.code_cwd else (options.workdir or folder)
+    return Placement(script, cwd, tuple(code.python_path(folder)))
+
+
+def _is_python(script_path: str, command: list[str] | None) -> bool:
+    if command is not None:
+        return os.path.basename(command[0]).startswith("python")
+    return script_path.lower().endswith(".py")
+
+
 def launch_argv(script_path: str, first_line: str | None, args: Sequence[str], python: str | None = None) -> list[str]:
-    """The argv that runs `script_path` with `args`, without the script needing an executable bit."""
+    """The argv that runs `script_path` with `args`, without the script needing an executable bit.
+    `python`, the run's interpreter, runs a Python script whatever its #! line says."""
     command = shebang_command(first_line or "")
-    if command is None:
-        if script_path.lower().endswith(".py"):
-            command = [python or sys.executable or "python3"]
-        else:
-            command = ["bash"]
+    if python is not None and _is_python(script_path, command):
+        command = [python]
+    elif command is None:
+        command = [sys.executable or "python3"] if script_path.lower().endswith(".py") else ["bash"]
     return [*command, script_path, *args]
 
 
-def workload_env(base: Mapping[str, str], options: Options) -> dict[str, str]:
-    """The workload's environment: `base` plus what tells it which run and attempt it is."""
+def workload_env(base: Mapping[str, str], options: Options, python_path: Sequence[str] = ()) -> dict[str, str]:
+    """The workload's environment: `base` plus what tells it which run and attempt it is, its interpreter's
+    environment, and its imports: the code's folders first, fray's job-side helpers last."""
     env = dict(base)
+    if options.python_env is not None:
+        env["PATH"] = os.pathsep.join([os.path.join(options.python_env, "bin"), *filter(None, [env.get("PATH")])])
+        marker = "CONDA_PREFIX" if os.path.isdir(os.path.join(options.python_env, "conda-meta")) else "VIRTUAL_ENV"
+        env[marker] = options.python_env
+    try:
+        helpers = [jobside.helpers_path()]
+    except OSError:
+        helpers = []  # the node's temporary folder is unusable: only a Python with fray imports it
+    env["PYTHONPATH"] = os.pathsep.join([*python_path, *filter(None, [base.get("PYTHONPATH")]), *helpers])
     env[contract.ENV_RUN_ID] = options.run_id
     env[contract.ENV_JOB_ID] = options.run_id
     env[contract.ENV_JOB_NAME] = options.job_name or options.run_id
@@ -116,7 +164,8 @@ def _open_log(path: str) -> int:
 def start(argv: Sequence[str], env: Mapping[str, str], cwd: str, stdout_path: str, stderr_path: str) -> subprocess.Popen[bytes]:
     """Start the workload in a new session; LaunchError when it cannot be started."""
     if not os.path.isdir(cwd):
-        raise LaunchError(f"the working directory {cwd} does not exist or is not a directory; check --workdir")
+        raise LaunchError(f"the working directory {cwd} does not exist on this node or is not a directory; "
+                          "check --workdir", node_side=True)
     try:
         out = _open_log(stdout_path)
         try:
@@ -140,13 +189,13 @@ def start(argv: Sequence[str], env: Mapping[str, str], cwd: str, stdout_path: st
     except FileNotFoundError as exc:
         missing = exc.filename or argv[0]
         if missing == cwd:
-            raise LaunchError(f"cannot enter the working directory {cwd}: {exc.strerror}") from None
-        raise LaunchError(
-            f"the interpreter {argv[0]!r} was not found (PATH={env.get('PATH', '')}); "
-            "fix the script's #! line or install it on this node"
-        ) from None
+            raise LaunchError(f"cannot enter the working directory {cwd}: {exc.strerror}", node_side=True) from None
+        where = "does not exist on this node" if os.sep in argv[0] else f"is not on this node's PATH ({env.get('PATH', '')})"
+        raise LaunchError(f"the interpreter {argv[0]!r} {where}; fix the script's #! line or --python, or "
+                          "install it on this node", node_side=True) from None
     except PermissionError as exc:
-        raise LaunchError(f"the interpreter {argv[0]!r} cannot be executed: {exc.strerror}") from None
+        raise LaunchError(f"the interpreter {argv[0]!r} cannot be executed on this node: {exc.strerror}",
+                          node_side=True) from None
     except OSError as exc:
         raise LaunchError(f"cannot start {argv[0]!r}: {exc}") from None
     finally:

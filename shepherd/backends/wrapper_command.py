@@ -1,8 +1,9 @@
 """The wrapper's command line, built once for every backend (`python -m fray.wrapper run ...`).
 
 Every backend starts the same wrapper with the same options: where the run
-lives, which attempt this is, the frozen script, resources and preflight
-probes, the health command, the runtime commands folder. Options left at the
+lives, which attempt this is, its code snapshot and interpreter (or the frozen
+script), resources and preflight probes, the health command, the runtime
+commands folder. Options left at the
 wrapper's defaults are not spelled out, so a command line stays readable in `ps`.
 A backend that runs it through a shell quotes it with `shell_command`.
 """
@@ -41,6 +42,7 @@ def wrapper_argv(python: str, request: SubmitRequest, attempt_dir: str | None = 
         # Gone before the daemon gives up on it and starts another attempt (fray.wrapper.fence).
         "--fence-grace", repr(spec.heartbeat_timeout_sec / 2),
         *_probe_and_health(spec, Home(request.home).run(request.key.run_id).commands_dir),
+        *_code_and_python(spec, Home(request.home).run(request.key.run_id).code_dir),
         "--", *spec.args,
     ]
 
@@ -48,6 +50,25 @@ def wrapper_argv(python: str, request: SubmitRequest, attempt_dir: str | None = 
 def shell_command(argv: Sequence[str], verbatim: str | None = None) -> str:
     """`argv` as one shell command line, every word quoted but `verbatim` (a shell expansion)."""
     return " ".join(word if word == verbatim else shlex.quote(word) for word in argv)
+
+
+def _code_and_python(spec: RunSpec, code_dir: object) -> list[str]:
+    """`--code TREE --code-dir DIR --entry REL ...`: the run's snapshot and where it starts in it, its interpreter."""
+    args: list[str] = []
+    code = spec.code
+    if code is not None:
+        args += ["--code", code["tree"], "--code-dir", str(code_dir)]
+        if code.get("entry"):
+            args += ["--entry", code["entry"]]
+        if code.get("cwd"):
+            args += ["--code-cwd", code["cwd"]]
+    if spec.module is not None:
+        args += ["--module", spec.module]
+    if spec.python is not None:
+        args += ["--python", spec.python]
+    if spec.python_env is not None:
+        args += ["--python-env", spec.python_env]
+    return args
 
 
 def _probe_and_health(spec: RunSpec, commands_dir: object) -> list[str]:

@@ -73,9 +73,12 @@ def render_status(data: dict[str, Any]) -> list[str]:
                       f"{values.format_duration(spec['heartbeat_timeout_sec'])} without one"),
         ("failures", detail.failures_summary(counters, data["budgets"])),
     ]
-    code = detail.code_record(data)
-    if code:
-        facts.append(("code", detail.code_summary(code)))
+    if spec.get("code") is not None:
+        facts.append(("code", human.code(spec)))
+    elif detail.synced_code(spec):
+        facts.append(("code", detail.synced_code(spec)))
+    if spec.get("python") or spec.get("module"):
+        facts.append(("python", human.interpreter(spec)))
     tasks = detail.tasks_summary(spec)
     if tasks:
         facts.append(("tasks", tasks))

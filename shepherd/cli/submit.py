@@ -75,8 +75,12 @@ def _overrides(ctx: click.Context, values: dict[str, Any]) -> tuple[str | None, 
 
 
 @click.command(cls=SubmitCommand)
-@click.argument("script", metavar="SCRIPT")
+@click.argument("script", metavar="SCRIPT", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[-- ARGS]...")
+@click.option("-m", "--module", metavar="MODULE",
+              help="Run `python -m MODULE` from the project (like pkg.train) instead of a SCRIPT.")
+@click.option("--force", is_flag=True,
+              help="Snapshot the project even when it is larger than fray's limit (200 MB).")
 @_spec_flags
 @click.option("--sweep", "sweeps", multiple=True, metavar="NAME=VALUES",
               help="Submit one run per point instead, as one group: NAME=V1,V2,... or NAME=A..B (integers, both "
@@ -88,14 +92,20 @@ def _overrides(ctx: click.Context, values: dict[str, Any]) -> tuple[str | None, 
 @click.option("--follow", "-f", is_flag=True, help="Stream its output (all attempts) until it ends; implies --wait.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-submit.json; with --sweep schemas/cli-sweep.json).")
 @click.pass_context
-def submit(ctx: click.Context, script: str, args: tuple[str, ...], sweeps: tuple[str, ...], max_parallel: int | None,
-           wait: bool, follow: bool, as_json: bool, **flags: Any) -> None:
-    """Submit SCRIPT as a run: fray freezes a copy, starts it, and keeps it making progress.
+def submit(ctx: click.Context, script: str | None, args: tuple[str, ...], module: str | None, force: bool,
+           sweeps: tuple[str, ...], max_parallel: int | None, wait: bool, follow: bool, as_json: bool,
+           **flags: Any) -> None:
+    """Submit SCRIPT as a run: fray snapshots its project, starts it, and keeps it making progress.
 
     How it runs comes from the script's `#FRAY` lines; these flags override them.
     Arguments for the script go after `--`:
 
         fray submit train.py --gpus 1 -- --lr 3e-4
+
+    The project (the git work tree holding the script, else its folder; or
+    --code DIR) is snapshotted: every attempt runs the code as submitted, from
+    that copy, with its modules importable. It runs under the script's #!
+    line, or --python/--venv/--conda, else the python3 on your PATH.
 
     A sweep is one run per point, in one group (`fray list` shows it as one
     row; `fray list --group NAME` its runs; `fray control stop --group NAME`):
@@ -104,10 +114,16 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], sweeps: tuple
     """
     home = home_of(ctx)
     name, overrides = _overrides(ctx, flags)
+    if module is not None and script is not None:
+        args = (script, *args)  # with -m every word is the module's
+    elif module is None and script is None:
+        raise UsageError("give the script to run: fray submit SCRIPT [FLAGS] [-- ARGS] (or -m MODULE)")
+    path = None if script is None or module is not None else Path(script)
     if sweeps or max_parallel is not None:
-        _submit_sweep(ctx, home, Path(script), args, sweeps, max_parallel, overrides, name, wait or follow, as_json)
+        _submit_sweep(ctx, home, path, args, sweeps, max_parallel, overrides, name, wait or follow, as_json,
+                      module, force)
         return
-    meta = submitting.submit(home, Path(script), args, overrides, name)
+    meta = submitting.submit(home, path, args, overrides, name, module, force)
     submitting.ensure_daemon(home, meta)
     data = submitting.submitted_view(home, meta, fray_prefix(home))
     if not (wait or follow):
@@ -133,15 +149,15 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], sweeps: tuple
     ctx.exit(0 if ended.end and ended.end.status == SUCCESS else 1)
 
 
-def _submit_sweep(ctx: click.Context, home: Home, script: Path, args: tuple[str, ...], sweeps: tuple[str, ...],
-                  max_parallel: int | None, overrides: dict[str, Any], name: str | None, waiting: bool,
-                  as_json: bool) -> None:
+def _submit_sweep(ctx: click.Context, home: Home, script: Path | None, args: tuple[str, ...],
+                  sweeps: tuple[str, ...], max_parallel: int | None, overrides: dict[str, Any], name: str | None,
+                  waiting: bool, as_json: bool, module: str | None, force: bool) -> None:
     if not sweeps:
         raise UsageError("--max-parallel limits the runs of a sweep; give the points with --sweep NAME=VALUES")
     if waiting:
         raise UsageError("--wait and --follow watch one run; a sweep is many: follow it with "
                          "`fray list --group GROUP` (or `fray tui`)")
-    record = sweeping.publish(home, script, sweeps, args, overrides, name, max_parallel)
+    record = sweeping.publish(home, script, sweeps, args, overrides, name, max_parallel, module, force)
     submitting.ensure_daemon(home, sweep_record.member_meta(record, 0))
     output.emit(sweeping.sweep_view(home, record, fray_prefix(home)), as_json, render_sweep)
 
@@ -184,7 +200,9 @@ def render_submitted(data: dict[str, Any]) -> list[str]:
         f"submitted run {render.style(data['run_id'], bold=True)} ({data['name']})",
         *render.key_values([
             ("mode", f"{spec['mode']} on {spec['backend']}, {human.resources(spec)}"),
-            ("script", f"{data['script']['source']} (frozen copy: {data['script']['frozen']})"),
+            ("script", data["script"]["source"]),
+            ("code", human.code(spec)),
+            ("python", human.interpreter(spec)),
             ("files", data["dir"]),
             ("daemon", render.style(f"{daemon['state']}: {daemon['detail']}", **render.DAEMON_COLOURS.get(daemon["state"], {}))),
         ]),

@@ -41,6 +41,10 @@ class DirectiveOption:
     repeatable: bool = False
 
 
+# Settled at submit (fray.state.run_code) into the spec's code, python, python_env and workdir: relative
+# paths are taken from the script's folder on a #FRAY line, from the current folder on the command line.
+SUBMIT_SETTLED = ("code", "workdir", "python", "venv", "conda")
+
 OPTIONS: tuple[DirectiveOption, ...] = (
     DirectiveOption("--name", "name", "NAME", "a name for the run, shown by fray list", values.parse_name),
     DirectiveOption(
@@ -150,6 +154,30 @@ OPTIONS: tuple[DirectiveOption, ...] = (
     DirectiveOption("--reserved", "reserved", "", "TPU slice from a reservation", values.parse_bool, is_flag=True),
     DirectiveOption(
         "--queued", "queued", "", "create the TPU slice through a queued resource", values.parse_bool, is_flag=True,
+    ),
+    DirectiveOption(
+        "--code", "code", "DIR|none",
+        "the project to snapshot and run from (default: the git work tree holding the script, else its folder); "
+        "none: run the script where it is",
+        values.parse_text("a folder, or none"),
+    ),
+    DirectiveOption(
+        "--workdir", "workdir", "DIR",
+        "the job's working directory (default: where you submitted from, inside the snapshot)",
+        values.parse_text("a folder"),
+    ),
+    DirectiveOption(
+        "--python", "python", "PATH",
+        "the interpreter of a Python script (default: its #! line, else the python3 on your PATH)",
+        values.parse_text("an interpreter, like /usr/bin/python3.11"),
+    ),
+    DirectiveOption(
+        "--venv", "venv", "DIR", "run under this virtual environment's python, its bin/ first on PATH",
+        values.parse_text("a virtual environment's folder"),
+    ),
+    DirectiveOption(
+        "--conda", "conda", "NAME", "run under this conda env's python (a name, or its folder)",
+        values.parse_text("a conda env's name or folder"),
     ),
     DirectiveOption(
         "--env", "env", "KEY=VALUE", "set a variable in the workload's environment (repeatable)",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from fray.core import values
-from fray.core.directive_options import BEATS_PER_TIMEOUT, OPTIONS, DirectiveOption
+from fray.core.directive_options import BEATS_PER_TIMEOUT, OPTIONS, SUBMIT_SETTLED, DirectiveOption
 from fray.core.placement import values as placement_values
 from fray.core.model import Mode, RunSpec
 from fray.core.values import format_duration
@@ -45,7 +45,7 @@ class ParsedScript:
 # ---------------------------------------------------------------- the option table
 
 _BY_FLAG = {option.flag: option for option in OPTIONS}
-_SPEC_FIELDS = {option.field for option in OPTIONS} - {"name"}
+_SPEC_FIELDS = {option.field for option in OPTIONS} - {"name", *SUBMIT_SETTLED}
 # Common sbatch options people put on #FRAY lines by mistake; difflib would
 # suggest nonsense for them (--time -> --name).
 _SBATCH_ONLY = frozenset(
@@ -231,7 +231,8 @@ def build_spec(
     unknown = set(cli_overrides) - _SPEC_FIELDS
     if unknown:
         raise ValueError(f"build_spec: not settable RunSpec fields: {', '.join(sorted(unknown))}")
-    chosen = {**parsed.overrides, **cli_overrides}
+    # --code, --python, --venv, ... are settled at submit into the spec (fray.state.run_code), not here.
+    chosen = {k: v for k, v in {**parsed.overrides, **cli_overrides}.items() if k not in SUBMIT_SETTLED}
     chosen["env"] = {**parsed.overrides.get("env", {}), **cli_overrides.get("env", {})}
     for field in ("constraints", "tolerations"):  # repeatable: text -> itself, kept in the order given
         merged = {**parsed.overrides.get(field, {}), **cli_overrides.get(field, {})}

@@ -149,7 +149,16 @@ class RunSpec:
     env: dict[str, str] = field(default_factory=dict)
     sbatch: list[str] = field(default_factory=list)
     args: list[str] = field(default_factory=list)
-    workdir: str = "."
+    workdir: str = "."  # where it was submitted from; the job's working directory when it has no snapshot
+    # Its code and interpreter (fray.state.snapshots, fray.wrapper.code): the snapshot it runs from,
+    # {tree, root, entry, cwd, files, bytes, git}, None to run in place (--code none); `cwd` is the
+    # working directory inside the snapshot, None when --workdir names one. The interpreter: a path
+    # (--python, --venv, --conda, else the python3 it was submitted with for a .py without #!), with
+    # `python_env` the venv or conda prefix whose bin/ leads PATH; `module`: run as `python -m module`.
+    code: dict[str, Any] | None = None
+    python: str | None = None
+    python_env: str | None = None
+    module: str | None = None
     # Preflight probes and the health command (fray.wrapper.probes, fray.wrapper.health).
     probes: list[str] | None = None  # exactly these; None: chosen by the resources asked for
     skip_probes: list[str] = field(default_factory=list)

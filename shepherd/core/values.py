@@ -124,6 +124,17 @@ def choice(choices: tuple[str, ...]) -> Callable[[str], str]:
     return parse
 
 
+def parse_text(what: str) -> Callable[[str], str]:
+    """Any non-empty text (a path, a name), checked where it is used."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise ValueError(f"expected {what}, got nothing")
+        return text
+
+    return parse
+
+
 def parse_bool(text: str) -> bool:
     value = text.strip().lower()
     if value in ("true", "yes", "on", "1"):

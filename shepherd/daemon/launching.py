@@ -142,7 +142,7 @@ class Launcher:
     def _request(self, meta: Meta, partition: str | None, exclude: tuple[str, ...]) -> SubmitRequest:
         run = self.home.run(meta.run_id)
         return SubmitRequest(key=AttemptKey(meta.run_id, 1), name=meta.name, spec=meta.spec, home=self.home.root,
-                             script=run.script(meta.script["frozen"]), attempt_dir=run.attempt(1).dir,
+                             script=runs.entry_script(run, meta), attempt_dir=run.attempt(1).dir,
                              checkpoint_dir=run.checkpoints_dir, partition=partition, exclude_nodes=exclude,
                              namespace=meta.job_namespace)
 

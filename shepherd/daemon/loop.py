@@ -13,9 +13,9 @@ Crash-only: it may be killed at any line. An attempt is recorded as
 (and adopts it) instead of submitting twice. One daemon per FRAY_HOME: it holds
 locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
-Submissions go through `fray.daemon.submitting` (a sweep's attempts together, at the
-end of the cycle); a new sweep's record becomes runs through `fray.daemon.launching`. The process entry is `fray.daemon.process`; the file watcher is
-`fray.daemon.watching`.
+Submissions go through `fray.daemon.submitting` (a sweep's attempts together, at the end of the cycle); a new
+sweep's record becomes runs through `fray.daemon.launching`; `fray.daemon.process` is the process entry and
+`fray.daemon.watching` the file watcher.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
 from fray.daemon.records import CycleStats, RunState
 from fray.daemon.settings import Settings
+from fray.daemon.snapshot_collector import SnapshotCollector
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, CorruptFileError, FrayError
 from fray.state import store
@@ -96,6 +97,7 @@ class Daemon:
                                     lambda: self.jitter(), self._seen_in_flight)
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
         self._array_folders = ArrayFolders(home, lambda: list(self._backends.values()))
+        self._snapshots_collector = SnapshotCollector(home)
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -144,6 +146,7 @@ class Daemon:
         except OSError as exc:
             log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
         self._array_folders.sweep([run.meta for run in runs], now)
+        self._snapshots_collector.collect([run.meta for run in runs], now)
         message = self._notifications.flush(now)  # what this cycle's changes (and any held back) call for
         for notice in message.notices if message else ():
             sinks = ", ".join(self._notifications.sinks)
@@ -440,8 +443,7 @@ class Daemon:
 
     @property
     def poll_interval(self) -> float:
-        intervals = [b.poll_interval_sec for b in self._backends.values()]
-        return min(intervals, default=1.0)
+        return min((b.poll_interval_sec for b in self._backends.values()), default=1.0)
 
     # -- the loop ------------------------------------------------------------------
 
@@ -479,12 +481,10 @@ class Daemon:
         self._write_lease(CycleStats(), 0.0, None, stopping=True)
 
     def _write_lease(self, stats: CycleStats, cycle_ms: float, error: str | None, stopping: bool = False) -> None:
-        lease = {
-            "pid": os.getpid(), "host": socket.gethostname(), "version": __version__,
-            "started_at": self.started_at, "last_cycle_at": self.clock(), "poll_interval_sec": self.poll_interval,
-            "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3), "active_runs": stats.active,
-            "stopping": stopping, "last_error": error, "config_error": self._settings.error,
-        }
+        lease = {"pid": os.getpid(), "host": socket.gethostname(), "version": __version__,
+                 "started_at": self.started_at, "last_cycle_at": self.clock(), "poll_interval_sec": self.poll_interval,
+                 "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3), "active_runs": stats.active,
+                 "stopping": stopping, "last_error": error, "config_error": self._settings.error}
         try:
             store.write_json(self.home.daemon_lease, lease, "daemon")
         except OSError as exc:

@@ -22,7 +22,7 @@ from fray.core import policy
 from fray.core.model import AttemptState, Meta
 from fray.daemon.records import CycleStats
 from fray.errors import AmbiguousSubmission, BackendError
-from fray.state import store
+from fray.state import runs, store
 from fray.state.layout import Home, RunPaths
 
 
@@ -97,7 +97,7 @@ class Submitter:
     def request(self, paths: RunPaths, meta: Meta, action: policy.Submit, exclude: tuple[str, ...]) -> SubmitRequest:
         attempt = meta.attempts[action.attempt - 1]
         return SubmitRequest(key=AttemptKey(meta.run_id, attempt.number), name=meta.name, spec=meta.spec,
-                             home=self.home.root, script=paths.script(meta.script["frozen"]),
+                             home=self.home.root, script=runs.entry_script(paths, meta),
                              attempt_dir=paths.attempt(attempt.number).dir,
                              checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids,
                              exclude_nodes=exclude, partition=attempt.partition, namespace=meta.job_namespace)

@@ -101,33 +101,16 @@ def submitted_summary(created_at: float | None, submitted_by: dict[str, Any] | N
     return f"{human.timestamp(created_at, now)} by {who.get('user')}@{who.get('host')}"
 
 
-def code_record(data: dict[str, Any]) -> dict[str, Any] | None:
-    """The code a run ran: the status view's `code` when it has one, else the synced copy a remote
-    submit recorded in the run's env (its path and tree hash); None when neither is known."""
+def synced_code(spec: dict[str, Any]) -> str | None:
+    """A run with no snapshot (`--code none`) submitted over `--remote` runs in the synced copy: its path
+    and tree hash, as the submit recorded them in the run's env; None for any other run."""
     from fray.remote.forward import SYNCED_CODE_HASH, SYNCED_CODE_PATH
 
-    if data.get("code"):
-        return data["code"]
-    env = (data.get("spec") or {}).get("env") or {}
+    env = spec.get("env") or {}
     if SYNCED_CODE_PATH not in env:
         return None
-    return {"path": env[SYNCED_CODE_PATH], "hash": env.get(SYNCED_CODE_HASH)}
-
-
-def code_summary(code: dict[str, Any]) -> str:
-    """`PATH (tree 1a2b3c4d5e6f, 12 files, git 9f8e7d6, dirty)`: whichever of those the record has."""
-    details = []
-    if code.get("hash"):
-        details.append(f"tree {str(code['hash'])[:12]}")
-    if code.get("files") is not None:
-        details.append(f"{code['files']} file{'' if code['files'] == 1 else 's'}")
-    commit = code.get("git_commit")
-    if commit:
-        details.append(f"git {str(commit)[:10]}")
-    if code.get("dirty"):
-        details.append("dirty")
-    path = str(code.get("path") or human.MISSING)
-    return f"{path} ({', '.join(details)})" if details else path
+    tree = f" (tree {env[SYNCED_CODE_HASH][:12]})" if env.get(SYNCED_CODE_HASH) else ""
+    return f"in place, in the synced copy {env[SYNCED_CODE_PATH]}{tree}"
 
 
 def attempt_took(attempt: dict[str, Any], now: float) -> float | None:

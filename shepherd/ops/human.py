@@ -88,6 +88,30 @@ def tpu_slice(spec: dict[str, Any]) -> str:
     return f"{spec['tpu']} slice{hosts}, {kind}{queued}"
 
 
+def code(spec: dict[str, Any]) -> str:
+    """A run's code in one line: its snapshot (where from, hash, files, git commit) or where it runs in place."""
+    snapshot = spec.get("code")
+    if snapshot is None:
+        return f"in place, in {spec.get('workdir', '.')} (--code none)"
+    git = snapshot.get("git")
+    commit = ""
+    if git:
+        commit = f", git {(git['commit'] or 'no commit')[:10]}" + (" + uncommitted changes" if git["dirty"] else "")
+    return (f"snapshot {snapshot['tree'][:12]} of {snapshot['root']} ({plural(snapshot['files'], 'file')}, "
+            f"{snapshot['bytes'] / 1e6:.1f} MB{commit})")
+
+
+def interpreter(spec: dict[str, Any]) -> str:
+    """Which Python runs it: `--python`'s, a venv's or conda env's, the script's #! line."""
+    python = spec.get("python")
+    env = spec.get("python_env")
+    if spec.get("module"):
+        return f"{python or 'python3'} -m {spec['module']}"
+    if python is None:
+        return "the script's #! line (bash for a script without one)"
+    return python + (f" (env {env})" if env else "")
+
+
 def size_mb(mb: int | None) -> str:
     if mb is None:
         return "backend default"

@@ -51,11 +51,12 @@ def preview(script: Path, args: str = "") -> tuple[str, str | None]:
     return "\n".join(lines), None
 
 
-def submit(home: Home, script: Path, args: Sequence[str] = (), overrides: dict[str, Any] | None = None,
-           name: str | None = None) -> Meta:
-    """Create the run (everything is checked first: a bad script or directive writes nothing)."""
+def submit(home: Home, script: Path | None, args: Sequence[str] = (), overrides: dict[str, Any] | None = None,
+           name: str | None = None, module: str | None = None, force: bool = False) -> Meta:
+    """Create the run with its code snapshot (everything is checked first: a bad script, directive,
+    interpreter or project writes no run)."""
     return runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides or {}, name=name or None,
-                                                    args=tuple(args)))
+                                                    args=tuple(args), module=module, force=force))
 
 
 def ensure_daemon(home: Home, meta: Meta) -> None:

@@ -19,15 +19,15 @@ from fray.state import groups, runs
 from fray.state.layout import Home
 
 
-def publish(home: Home, script: Path, sweeps: Sequence[str], args: Sequence[str] = (),
+def publish(home: Home, script: Path | None, sweeps: Sequence[str], args: Sequence[str] = (),
             overrides: dict[str, Any] | None = None, name: str | None = None,
-            max_parallel: int | None = None) -> dict[str, Any]:
+            max_parallel: int | None = None, module: str | None = None, force: bool = False) -> dict[str, Any]:
     """Publish the sweep's record (schemas/group.json) and return it (everything is checked first: bad axes,
-    script or directives write nothing)."""
+    script or directives write nothing). Every point runs one code snapshot."""
     axes = sweep.parse_axes(list(sweeps))
     sweep.check_max_parallel(max_parallel)
     ready = runs.prepare(runs.SubmitOptions(script=script, overrides=overrides or {}, name=name or None,
-                                            args=tuple(args)))
+                                            args=tuple(args), module=module, force=force), home)
     return groups.publish_sweep(home, ready, sweep.points(axes), max_parallel)
 
 

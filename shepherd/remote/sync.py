@@ -5,17 +5,14 @@ exclude), hashes each file and compares with the manifest the previous sync
 left on the remote; new and changed files go over SFTP (or, on a server
 without it, as one tar stream: fray.remote.files), files gone locally are
 removed there. The manifest, `.fray-sync.json`, stays at the root of the copy:
-it marks the copy as a project root. The whole tree's hash names the code a run ran. A folder whose
-upload would be huge is refused unless forced.
+it marks the copy as a project root. The whole tree's hash names the code a
+run ran. A folder whose upload would be huge is refused unless forced.
 
-Ignore files support the common gitignore forms: comments, `name`, `*.ext`,
-`dir/`, `/anchored` and `a/**/b` patterns; negations (`!x`) are not supported
-and are ignored.
+What is left out follows `fray.core.ignore_rules` (.gitignore and .frayignore).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import os
@@ -23,13 +20,13 @@ import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 
+from fray.core import ignore_rules
+from fray.core.ignore_rules import ignored
 from fray.errors import UsageError
 from fray.remote.connection import Connection
 from fray.remote.files import RemoteFiles, open_files
 
 MANIFEST = ".fray-sync.json"
-IGNORE_FILES = (".gitignore", ".frayignore")
-ALWAYS_IGNORED = (".git/", MANIFEST, "__pycache__/")
 DEFAULT_SIZE_LIMIT = 200 * 1024 * 1024
 
 
@@ -48,32 +45,12 @@ def code_folder(remote_home: str, project: Path) -> str:
 
 
 def ignore_patterns(root: Path) -> list[str]:
-    patterns = list(ALWAYS_IGNORED)
-    for name in IGNORE_FILES:
+    patterns = list(ignore_rules.ALWAYS_IGNORED)  # MANIFEST among them
+    for name in ignore_rules.IGNORE_FILES:
         path = root / name
         if path.is_file():
-            for line in path.read_text(errors="replace").splitlines():
-                line = line.strip()
-                if line and not line.startswith(("#", "!")):
-                    patterns.append(line)
+            patterns += ignore_rules.patterns_from(path.read_text(errors="replace"))
     return patterns
-
-
-def ignored(rel: str, is_dir: bool, patterns: list[str]) -> bool:
-    """Whether the path `rel` (posix, relative to the root) matches a gitignore-style pattern."""
-    name = posixpath.basename(rel)
-    for pattern in patterns:
-        dir_only = pattern.endswith("/")
-        pattern = pattern.rstrip("/")
-        if dir_only and not is_dir:
-            continue
-        if "/" in pattern:  # anchored to the root
-            pattern = pattern.lstrip("/")
-            if fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(rel, pattern.replace("**/", "")):
-                return True
-        elif fnmatch.fnmatchcase(name, pattern):
-            return True
-    return False
 
 
 def manifest(root: Path) -> dict[str, str]:

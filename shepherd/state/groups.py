@@ -98,6 +98,7 @@ def publish_sweep(home: Home, ready: runs.Prepared, points: list[sweep.Point], m
     names = member_names(ready.name, len(points))
     run_ids = runs.unique_ids(home, [runs.make_run_id(id_name, now) for _, id_name in names])
     template = runs.new_meta(ready.name, now, ready.workdir, ready.spec, source=ready.source, frozen=ready.frozen,
+                             in_place=ready.in_place,
                              script=ready.data)
     record = sweep_record.make_record(template, group_id, ready.name, max_parallel,
                                       [(run_id, run_name, point) for run_id, (run_name, _), point

@@ -244,6 +244,11 @@ class RunPaths:
     def checkpoints_dir(self) -> Path:
         return self.dir / "checkpoints"
 
+    @property
+    def code_dir(self) -> Path:
+        """The run's copy of its code snapshot, laid out by its first attempt (fray.wrapper.code)."""
+        return self.dir / contract.CODE_DIR
+
     def command(self, command_id: str) -> Path:
         """A runtime command's envelope (written once, by the CLI)."""
         return self.commands_dir / f"{command_id}{contract.COMMAND_SUFFIX}"
@@ -411,6 +416,14 @@ class Home:
             return sorted(e.name for e in os.scandir(self.groups_dir) if e.is_dir() and not e.name.startswith("."))
         except FileNotFoundError:
             return []
+
+    @property
+    def snapshots_dir(self) -> Path:
+        """Code snapshots: objects/ (each file's bytes once) and trees/ (fray.state.snapshots)."""
+        return self.root / contract.SNAPSHOTS_DIR
+
+    def snapshot_tree(self, tree: str) -> Path:
+        return Path(contract.snapshot_tree(str(self.root), tree))
 
     @property
     def venvs_dir(self) -> Path:

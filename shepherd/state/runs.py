@@ -17,7 +17,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from fray.state import audit, store, sweep_records
+from fray.state import audit, run_code, store, sweep_records
 
 from fray.core import directives
 from fray.errors import CorruptFileError, RunLookupError, UsageError
@@ -43,11 +43,13 @@ def slug(name: str) -> str:
 
 @dataclass(frozen=True)
 class SubmitOptions:
-    script: Path
-    overrides: dict[str, Any]  # RunSpec field -> value, from CLI flags
+    script: Path | None  # None with `module`
+    overrides: dict[str, Any]  # RunSpec field -> value, from CLI flags (and run_code.FIELDS, as typed)
     name: str | None = None
     args: tuple[str, ...] = ()
-    workdir: str | None = None
+    workdir: str | None = None  # where fray was run (default: the current folder)
+    module: str | None = None  # `fray submit -m pkg.train`
+    force: bool = False  # snapshot a project over the size limit
 
 
 @dataclass(frozen=True)
@@ -60,31 +62,57 @@ class Prepared:
     source: str
     frozen: str
     workdir: str
+    in_place: bool = False  # --code none: run the script where it is
 
 
 def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> Meta:
-    """Freeze the script, parse its directives and write the new run folder atomically."""
+    """Snapshot the code, parse the script's directives and write the new run folder atomically."""
     now = time.time() if now is None else now
-    ready = prepare(options)
+    ready = prepare(options, home)
     meta = new_meta(ready.name, now, ready.workdir, ready.spec, source=ready.source, frozen=ready.frozen,
-                    script=ready.data)
+                    script=ready.data, in_place=ready.in_place)
     write_run(home, NewRun(meta, {meta.script["frozen"]: ready.data}))
     return meta
 
 
-def prepare(options: SubmitOptions) -> Prepared:
-    """Read the script and build its spec from its directives and the flags; raise UsageError on anything wrong."""
-    data = _read_script(options.script)
+def prepare(options: SubmitOptions, home: Home) -> Prepared:
+    """Read the script, build its spec from its directives and the flags, and take its code snapshot;
+    raise UsageError on anything wrong (nothing is written but the snapshot's content-addressed files)."""
+    cwd = Path(options.workdir or os.getcwd())
+    script = options.script
+    if options.module is not None:
+        if script is not None:
+            raise UsageError(f"give a script or -m {options.module}, not both")
+        script = run_code.module_script(options.module,
+                                        run_code.module_root(options.overrides.get("code"), cwd, home))
+    elif script is None:
+        raise UsageError("give the script to run (or -m MODULE)")
+    data = _read_script(script)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"{options.script} is not UTF-8 text; submit a script (Python, bash, ...)") from None
-    parsed = directives.parse_script(text, str(options.script))
-    workdir = options.workdir or os.getcwd()
-    spec = directives.build_spec(parsed, options.overrides, workdir=workdir, args=list(options.args))
-    name = options.name or parsed.name or options.script.stem
-    return Prepared(name, spec, data, str(options.script.resolve()),
-                    frozen_name(layout.FROZEN_SCRIPT_STEM, options.script.suffix), workdir)
+        raise UsageError(f"{script} is not UTF-8 text; submit a script (Python, bash, ...)") from None
+    parsed = directives.parse_script(text, str(script))
+    given = {field: run_code.Given(parsed.overrides.pop(field), script.resolve().parent)
+             for field in run_code.FIELDS if field in parsed.overrides}
+    flags = dict(options.overrides)
+    given.update({field: run_code.Given(flags.pop(field), cwd) for field in run_code.FIELDS if field in flags})
+    spec = directives.build_spec(parsed, flags, workdir=str(cwd), args=list(options.args))
+    for field, value in run_code.settle(home, script, options.module, given, cwd, spec.backend,
+                                        options.force).items():
+        setattr(spec, field, value)
+    name = options.name or parsed.name or (options.module.rsplit(".", 1)[-1] if options.module else script.stem)
+    return Prepared(name, spec, data, str(script.resolve()),
+                    frozen_name(layout.FROZEN_SCRIPT_STEM, script.suffix), spec.workdir,
+                    in_place=spec.code is None and options.module is None)
+
+
+def entry_script(paths: RunPaths, meta: Meta) -> Path:
+    """The script an attempt's wrapper is given: the submitted file itself for --code none, else the frozen
+    copy (a run with a snapshot runs the snapshot's copy of it, spec.code.entry)."""
+    if meta.script.get("in_place"):
+        return Path(meta.script["source"])
+    return paths.script(meta.script["frozen"])
 
 
 def frozen_name(stem: str, suffix: str) -> str:
@@ -93,12 +121,14 @@ def frozen_name(stem: str, suffix: str) -> str:
 
 
 def new_meta(name: str, now: float, workdir: str, spec: RunSpec, source: str, frozen: str, script: bytes,
-             **family: Any) -> Meta:
-    """The meta.json of a run not yet started: who submitted it, from where, and its frozen script."""
+             in_place: bool = False, **family: Any) -> Meta:
+    """The meta.json of a run not yet started: who submitted it, from where, and its frozen script
+    (`in_place`: --code none, attempts run the script at `source` instead)."""
     return Meta(
         run_id=make_run_id(name, now), name=name[:128], created_at=now,
         submitted_by={"user": getpass.getuser(), "host": socket.gethostname(), "cwd": workdir},
-        script={"source": source, "frozen": frozen, "sha256": hashlib.sha256(script).hexdigest()},
+        script={"source": source, "frozen": frozen, "sha256": hashlib.sha256(script).hexdigest(),
+                **({"in_place": True} if in_place else {})},
         spec=spec, phase=Phase.QUEUED.value, wait_reason="waiting for the daemon", **family,
     )
 

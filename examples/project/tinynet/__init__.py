@@ -1,0 +1,1 @@
+"""A small package of the project: its data loading."""

@@ -1,0 +1,184 @@
+"""What a new run runs: its code snapshot, where it starts in it, and which Python runs it; settled at submit.
+
+From `--code`, `--python`, `--venv`, `--conda`, `--workdir` and `-m`, given as
+flags (relative to where fray was run) or as `#FRAY` lines (relative to the
+script's folder), this decides the RunSpec fields `code`, `python`,
+`python_env`, `module` and `workdir`, and takes the snapshot
+(fray.state.snapshots). Everything that can be checked here is: a missing
+interpreter, a venv without bin/python, an unknown conda env, a --code folder
+that does not hold the script. A mistake is a UsageError before anything is
+written, never an attempt that fails on the node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fray.core.directive_options import SUBMIT_SETTLED
+from fray.errors import UsageError
+from fray.state import snapshots
+from fray.state.layout import Home
+from fray.wrapper import workload
+
+FIELDS = SUBMIT_SETTLED  # set with a flag or a `#FRAY` line, settled here into the spec
+CODE_NONE = "none"
+CONDA_TIMEOUT_SEC = 30.0
+
+
+@dataclass(frozen=True)
+class Given:
+    """One of FIELDS as the user gave it: its text, and the folder a relative path is taken from."""
+
+    value: str
+    base: Path
+
+    def path(self) -> Path:
+        return Path(os.path.abspath(os.path.join(self.base, os.path.expanduser(self.value))))
+
+
+def module_script(module: str, root: Path) -> Path:
+    """The file `python -m module` would run from the project at `root` (or its src/); UsageError if none."""
+    parts = module.split(".")
+    if not all(part.isidentifier() for part in parts):
+        raise UsageError(f"-m {module}: not a module name (like pkg.train)")
+    tried = []
+    for top in (root, root / "src"):
+        for candidate in (top.joinpath(*parts).with_suffix(".py"), top.joinpath(*parts, "__main__.py")):
+            tried.append(candidate)
+            if candidate.is_file():
+                return candidate
+    raise UsageError(f"-m {module}: no such module in {root} (looked for "
+                     f"{', '.join(str(p.relative_to(root)) for p in tried)}); run fray from the project's top "
+                     "folder or name it with --code DIR")
+
+
+def module_root(given_code: str | None, cwd: Path, home: Home) -> Path:
+    """The project `-m MODULE` is looked for in: --code's folder, else the project holding `cwd`."""
+    if given_code not in (None, CODE_NONE):
+        return Given(given_code, cwd).path()
+    return snapshots.project_root(cwd, home.root)
+
+
+def settle(home: Home, script: Path, module: str | None, given: dict[str, Given], cwd: Path, backend: str,
+           force: bool = False) -> dict[str, Any]:
+    """The spec fields for a run of `script` (the module's file with -m) on `backend`: code, python,
+    python_env, module, workdir. UsageError on anything that cannot work."""
+    fields: dict[str, Any] = {"module": module}
+    fields.update(_interpreter(script, module, given, check_shebang=backend == "local"))
+    explicit_workdir = given["workdir"].path() if "workdir" in given else None
+    if explicit_workdir is not None and not explicit_workdir.is_dir():
+        raise UsageError(f"--workdir {given['workdir'].value}: {explicit_workdir} is not a folder")
+    fields["workdir"] = str(explicit_workdir or cwd)
+    code = given.get("code")
+    if code is not None and code.value == CODE_NONE:
+        fields["code"] = None
+        return fields
+    if code is not None:
+        root = code.path()
+        if not root.is_dir():
+            raise UsageError(f"--code {code.value}: {root} is not a folder (give the project's folder, or none "
+                             "to run the script where it is)")
+    elif module is not None:
+        root = module_root(None, cwd, home)
+    else:
+        root = snapshots.project_root(script.resolve().parent, home.root)
+    entry = script.resolve()
+    if root != entry.parent and root not in entry.parents:
+        raise UsageError(f"the script {script} is not inside --code {root}; give the folder that holds it")
+    taken = snapshots.take(home, root, force=force)
+    here = cwd.resolve()
+    inside = here == root or root in here.parents
+    fields["code"] = {
+        **taken.to_dict(),
+        "entry": None if module else entry.relative_to(root).as_posix(),
+        # Started where it was submitted from, mapped into the snapshot; from the top when that was elsewhere.
+        "cwd": None if explicit_workdir is not None else (here.relative_to(root).as_posix() if inside else "."),
+    }
+    return fields
+
+
+def _interpreter(script: Path, module: str | None, given: dict[str, Given], check_shebang: bool) -> dict[str, Any]:
+    chosen = [name for name in ("python", "venv", "conda") if name in given]
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join('--' + name for name in chosen)} each choose the interpreter; give one")
+    if "python" in given:
+        return {"python": _executable(given["python"]), "python_env": None}
+    if "venv" in given:
+        prefix = given["venv"].path()
+        python = prefix / "bin" / "python"
+        if not os.access(python, os.X_OK):
+            raise UsageError(f"--venv {given['venv'].value}: {prefix} has no bin/python; give the folder of a "
+                             "virtual environment (python -m venv DIR makes one)")
+        return {"python": str(python), "python_env": str(prefix)}
+    if "conda" in given:
+        prefix = _conda_prefix(given["conda"].value)
+        return {"python": str(prefix / "bin" / "python"), "python_env": str(prefix)}
+    if module is None and _has_shebang(script):
+        if check_shebang:
+            _check_shebang(script)
+        return {"python": None, "python_env": None}
+    if module is None and script.suffix.lower() != ".py":
+        return {"python": None, "python_env": None}
+    # A Python script with no #! line: the python3 the user would have typed, from their PATH.
+    return {"python": shutil.which("python3") or sys.executable, "python_env": None}
+
+
+def _executable(given: Given) -> str:
+    value = given.value
+    found = shutil.which(value) if os.sep not in value else None
+    path = Path(found) if found else given.path()
+    if not path.exists():
+        raise UsageError(f"--python {value}: no such interpreter ({path}); give the path of a python "
+                         "executable, or use --venv DIR")
+    if path.is_dir() or not os.access(path, os.X_OK):
+        raise UsageError(f"--python {value}: {path} is not an executable file")
+    return str(Path(os.path.abspath(path)))
+
+
+def _conda_prefix(name: str) -> Path:
+    if os.sep in name:
+        prefix = Path(os.path.abspath(os.path.expanduser(name)))
+    else:
+        conda = os.environ.get("CONDA_EXE") or shutil.which("conda")
+        if not conda:
+            raise UsageError(f"--conda {name}: conda is not on PATH here; give the env's folder "
+                             "(--conda /path/to/env) or --python PATH")
+        try:
+            done = subprocess.run([conda, "env", "list", "--json"], capture_output=True, timeout=CONDA_TIMEOUT_SEC)
+            envs = [Path(p) for p in json.loads(done.stdout)["envs"]]
+        except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"--conda {name}: `conda env list` failed ({exc}); give the env's folder") from None
+        named = [p for p in envs if p.name == name]
+        if not named:
+            known = ", ".join(p.name for p in envs) or "none"
+            raise UsageError(f"--conda {name}: no such conda env (known: {known})")
+        prefix = named[0]
+    if not os.access(prefix / "bin" / "python", os.X_OK):
+        raise UsageError(f"--conda {name}: {prefix} has no bin/python")
+    return prefix
+
+
+def _has_shebang(script: Path) -> bool:
+    try:
+        return workload.read_first_line(script).startswith("#!")
+    except OSError:
+        return False
+
+
+def _check_shebang(script: Path) -> None:
+    """A #! interpreter this machine does not have is refused now: on the local backend every attempt would
+    fail for want of it."""
+    command = workload.shebang_command(workload.read_first_line(script))
+    if not command:
+        return
+    found = os.access(command[0], os.X_OK) if os.sep in command[0] else shutil.which(command[0]) is not None
+    if not found:
+        raise UsageError(f"{script}: its #! line runs {command[0]!r}, which this machine does not have; fix the "
+                         "line, or choose the interpreter with --python PATH or --venv DIR")
