@@ -153,6 +153,7 @@ def test_bootstrap_cli_and_the_cluster_api_work_on_a_host_without_sftp(bare_host
         refused = run_fray("sync", "--remote", ALIAS)
         assert refused.returncode == 255, refused.stderr
         assert "Traceback" not in refused.stderr and refused.stderr.startswith("fray: error: ")
+        assert "FRAY_REMOTE_HOME" in refused.stderr  # what to do
     finally:
         connection.close_all()
         _kill_everything_of(remote_home)

@@ -29,6 +29,8 @@ from fray.remote.connection import Connection
 from fray.remote.errors import RemoteCommandFailed
 
 MISSING = 44  # the exit code the helper scripts give for a path that does not exist
+WHAT_TO_DO = ("check that the path is yours and writable there (`ssh HOST ls -ld PATH`), or pick another remote "
+              "FRAY_HOME with FRAY_REMOTE_HOME")
 _REMOVE_CHUNK = 500  # paths per `rm` (well under any ARG_MAX)
 _TIMEOUT = 600.0
 
@@ -90,7 +92,7 @@ class SftpFiles:
         self.sftp = sftp
 
     def _failed(self, what: str, path: str, exc: BaseException) -> RemoteCommandFailed:
-        return RemoteCommandFailed(f"{what} {path} on {self.host} failed: {exc}")
+        return RemoteCommandFailed(f"{what} {path} on {self.host} failed: {exc}; {WHAT_TO_DO}")
 
     def _call(self, what: str, path: str, fn: Any, *args: Any, missing_ok: bool = False) -> Any:
         import paramiko
@@ -191,7 +193,7 @@ class ShellFiles:
             raise FileNotFoundError(path)
         if result.exit_code != 0:
             detail = result.stderr.decode(errors="replace").strip()[-1000:] or f"exit {result.exit_code}"
-            raise RemoteCommandFailed(f"{what} {path} on {self.conn.spec.alias} failed: {detail}")
+            raise RemoteCommandFailed(f"{what} {path} on {self.conn.spec.alias} failed: {detail}; {WHAT_TO_DO}")
         return result.stdout
 
     def makedirs(self, path: str, mode: int = 0o777) -> None:
