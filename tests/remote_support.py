@@ -68,8 +68,11 @@ def _accepts(port: int) -> bool:
         return False
 
 
-def start_sshd(root: Path) -> tuple[Sshd, subprocess.Popen[bytes]]:
-    """sshd serving on a free 127.0.0.1 port with keys made under `root`; it and its process."""
+def start_sshd(root: Path, sftp: bool = True) -> tuple[Sshd, subprocess.Popen[bytes]]:
+    """sshd serving on a free 127.0.0.1 port with keys made under `root`; it and its process.
+
+    `sftp=False`: no `Subsystem sftp` line, as on login nodes that disable it.
+    """
     _keygen(root / "host_key")
     _keygen(root / "user_key")
     shutil.copy(root / "user_key.pub", root / "authorized_keys")
@@ -79,7 +82,8 @@ def start_sshd(root: Path) -> tuple[Sshd, subprocess.Popen[bytes]]:
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\nPidFile {root / 'sshd.pid'}\n"
         f"AuthorizedKeysFile {root / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
         "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        "StrictModes no\nUsePAM no\nLogLevel ERROR\nMaxSessions 50\nMaxStartups 50\nSubsystem sftp internal-sftp\n"
+        "StrictModes no\nUsePAM no\nLogLevel ERROR\nMaxSessions 50\nMaxStartups 50\n"
+        + ("Subsystem sftp internal-sftp\n" if sftp else "") +
         # As on a login node, sessions find the cluster's Slurm (the test cluster's, when it runs).
         f"SetEnv SLURM_CONF={SLURM_DIR / 'etc' / 'slurm.conf'}\n"
     )
@@ -108,6 +112,19 @@ def write_ssh_config(path: Path, server: Sshd, known_hosts: Path, alias: str = A
         f"Host {alias}\n  HostName 127.0.0.1\n  Port {server.port}\n  User {getpass.getuser()}\n"
         f"  IdentityFile {server.user_key}\n  UserKnownHostsFile {known_hosts}\n  ConnectTimeout 10\n"
     )
+
+
+@pytest.fixture(scope="session")
+def sshd_without_sftp(tmp_path_factory) -> Iterator[Sshd]:
+    """A second sshd whose config has no SFTP subsystem: files must travel over exec channels."""
+    if not os.path.exists(SSHD):
+        pytest.skip("openssh-server is not installed")
+    server, proc = start_sshd(tmp_path_factory.mktemp("sshd-no-sftp"), sftp=False)
+    try:
+        yield server
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 @pytest.fixture

@@ -365,7 +365,7 @@ def test_tables_align_and_fit_the_width():
 # ---------------------------------------------------------------- the schemas of --json
 
 CLI_SCHEMAS = ("cli-submit", "cli-list", "cli-status", "cli-logs", "cli-logs-line", "cli-control", "cli-daemon",
-               "cli-usage", "cli-sync")
+               "cli-usage", "cli-sync", "cli-remote-trust")
 def _load_schema(name: str) -> dict:
     return json.loads((REPO / "schemas" / f"{name}.json").read_text())
 

@@ -35,8 +35,8 @@ def test_unknown_host_is_refused_with_its_fingerprint_and_trusted_only_on_reques
     assert f"fray remote trust {remote_host.alias}" in message
     assert remote_host.known_hosts.read_text() == ""  # never added silently
 
-    key_type, fingerprint = hosts.trust(resolve(remote_host.alias))
-    assert (key_type, fingerprint) == ("ssh-ed25519", _server_fingerprint(remote_host))
+    trusted = hosts.trust(resolve(remote_host.alias))
+    assert (trusted.key_type, trusted.fingerprint) == ("ssh-ed25519", _server_fingerprint(remote_host))
     conn = connection.connect(remote_host.alias)
     assert command.run(conn, ["true"]).exit_code == 0
 
@@ -282,3 +282,20 @@ def test_remote_option_is_found_anywhere_before_the_separator(monkeypatch, tmp_p
     assert split(["list"]) == ("from-env", ["list"])
     monkeypatch.setenv("FRAY_REMOTE", "")  # what the remote side is given: never forward again
     assert split(["list"]) == (None, ["list"])
+
+
+def test_replace_finds_every_entry_of_the_host_plain_listed_or_hashed():
+    import paramiko
+
+    from fray.remote.hosts import _names
+
+    name = "[10.0.0.5]:2222"
+    hashed = paramiko.HostKeys.hash_host(name)
+    assert _names(f"{name} ssh-ed25519 AAAA\n", name)
+    assert _names(f"login,{name} ssh-rsa AAAA\n", name)
+    assert _names(f"{hashed} ssh-ed25519 AAAA\n", name)
+    assert _names(f"@revoked {name} ssh-ed25519 AAAA\n", name)
+    assert not _names("10.0.0.5 ssh-ed25519 AAAA\n", name)  # port 22's entry is another host
+    assert not _names(f"{paramiko.HostKeys.hash_host('other')} ssh-ed25519 AAAA\n", name)
+    assert not _names(f"# {name} ssh-ed25519 AAAA\n", name)
+    assert not _names("\n", name)

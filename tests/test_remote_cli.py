@@ -169,3 +169,73 @@ def test_logs_follow_over_ssh_stops_on_ctrl_c_and_reports_a_dropped_connection(r
     finally:
         tmux("kill-server")
         _kill_everything_of(remote_home)
+
+
+def test_a_changed_host_key_is_fixed_by_running_the_printed_command_as_printed(sshd, tmp_path, monkeypatch):
+    """The host is reinstalled (new host key, same `[127.0.0.1]:port`): fray refuses, prints a fix that
+    works pasted into a shell, and `fray remote trust HOST --replace` shows the old and new fingerprints."""
+    from tests.remote_support import start_sshd, write_ssh_config
+
+    # A host of its own, so changing its key leaves the shared sshd alone.
+    (tmp_path / "login").mkdir()
+    server, proc = start_sshd(tmp_path / "login")
+    known_hosts, config = tmp_path / "known_hosts", tmp_path / "ssh_config"
+    known_hosts.write_text("# the user's own line, kept\nother.example ssh-ed25519 "
+                           + sshd.known_hosts_line().split()[2] + "\n" + server.known_hosts_line())
+    write_ssh_config(config, server, known_hosts, alias="login")
+    env = {"FRAY_SSH_CONFIG": str(config), "FRAY_REMOTE_NO_MASTER": "1", "FRAY_HOME": str(tmp_path / "home"),
+           "FRAY_REMOTE_HOME": str(tmp_path / "remote home")}
+    try:
+        old = run_fray("remote", "trust", "login", "--json", env=env, check=True)
+        schema_validate("cli-remote-trust", json.loads(old.stdout))
+        old_fingerprint = json.loads(old.stdout)["fingerprint"]
+        assert json.loads(old.stdout)["added"] is False, (old.stdout, known_hosts.read_text())
+
+        proc.terminate()
+        proc.wait(timeout=10)
+        for name in ("host_key", "host_key.pub"):
+            (server.root / name).unlink()
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(server.root / "host_key")], check=True)
+        proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(server.root / "sshd_config")],
+                                stderr=open(server.root / "sshd.log", "ab"))
+        from tests.remote_support import _accepts
+
+        wait_until(lambda: _accepts(server.port), what="the reinstalled sshd")
+
+        for attempt in ("fray", "ssh-keygen"):
+            refused = run_fray("list", "--remote", "login", env=env)
+            assert refused.returncode == 255 and "HAS CHANGED" in refused.stderr, refused.stderr
+            assert "Traceback" not in refused.stderr
+            lines = [line.strip() for line in refused.stderr.splitlines()]
+            fix = (lines[lines.index(next(x for x in lines if x.endswith("replace the recorded key with:"))) + 1]
+                   if attempt == "fray" else
+                   next(x for x in lines if x.startswith("(or by hand: ")).removeprefix("(or by hand: ")[:-1])
+            # Run exactly what was printed, through a shell, with `fray` meaning this fray.
+            shim = tmp_path / "bin" / "fray"
+            shim.parent.mkdir(exist_ok=True)
+            shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m fray.cli.main \"$@\"\n")
+            shim.chmod(0o755)
+            fixed = subprocess.run(["sh", "-c", fix], capture_output=True, text=True, timeout=60,
+                                   env={**os.environ, **env, "PATH": f"{shim.parent}:{os.environ['PATH']}"})
+            assert fixed.returncode == 0, fix + "\n" + fixed.stdout + fixed.stderr
+            if attempt == "fray":
+                assert f"old: ssh-ed25519 {old_fingerprint}" in fixed.stdout
+                new_fingerprint = fixed.stdout.split("new: ssh-ed25519 ")[1].split()[0]
+                assert new_fingerprint != old_fingerprint
+            works = run_fray("list", "--remote", "login", env=env)
+            assert works.returncode == 0, works.stderr
+            text = known_hosts.read_text()
+            assert "# the user's own line, kept\nother.example ssh-ed25519" in text  # others' entries untouched
+            assert text.count(f"[127.0.0.1]:{server.port} ") == 1
+            if attempt == "fray":  # again, by hand this time: put the old key back and take the other fix
+                known_hosts.write_text(text.replace(text.splitlines()[-1].split()[2], sshd.known_hosts_line().split()[2]))
+
+        replaced = json.loads(run_fray("remote", "trust", "login", "--replace", "--json", env=env, check=True).stdout)
+        schema_validate("cli-remote-trust", replaced)
+        # The key recorded is the host's own now: nothing to replace, nothing written.
+        assert replaced["name"] == f"[127.0.0.1]:{server.port}"
+        assert (replaced["added"], replaced["replaced"]) == (False, [])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        _kill_everything_of(tmp_path / "remote home")

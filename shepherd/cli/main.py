@@ -145,6 +145,17 @@ def run(argv: list[str]) -> int:
             return remote_output.run(host, local_argv)
         except FrayError as exc:
             return failures.report(exc) or 2
+        except BrokenPipeError:  # `fray status --remote H RUN | head`: as quiet as the local command
+            from fray.cli import output
+
+            return output.reader_gone()
+        except Exception as exc:  # a failure of the link itself: exit 255 with what to do, never a traceback
+            from fray.remote.errors import from_transport
+
+            failure = from_transport(exc, host or "the remote")
+            if failure is None:
+                raise
+            return failures.report(failure) or failure.exit_code
     try:
         result = cli.main(args=invocation.args, prog_name="fray", standalone_mode=False)
     except click.ClickException as exc:

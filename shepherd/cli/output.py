@@ -56,6 +56,22 @@ def note(text: str) -> None:
     click.echo(text, err=True)
 
 
+def reader_gone() -> int:
+    """A reader that went away (`fray ... | head`): exit quietly with 1, as click does for a closed pipe.
+
+    stdout is pointed at /dev/null so the interpreter's own last flush cannot print a traceback.
+    """
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 1
+
+
 def _flush() -> None:
     try:
         sys.stdout.flush()

@@ -41,6 +41,8 @@ RENDERERS: dict[tuple[str, ...], str | None] = {
     ("audit", "verify"): "fray.cli.audit_cmd:render_verify",
     ("audit", "show"): "fray.cli.audit_cmd:render_show",
 }
+# A group that lists when run bare takes --json only on its listing subcommand (`fray nodes` = `fray nodes list`).
+DEFAULT_SUBCOMMANDS: dict[str, str] = {"nodes": "list"}
 STREAMING_FLAGS = frozenset({"--wait", "--follow", "-f", "--help", "-h"})
 
 
@@ -62,12 +64,21 @@ def renderer_for(argv: list[str]) -> Callable[[dict[str, Any]], Any] | None:
     return None
 
 
+def explicit(argv: list[str]) -> list[str]:
+    """`argv` naming the subcommand a bare group runs (`nodes` -> `nodes list`), so `--json` reaches it."""
+    words = forward.command_words(argv)
+    if len(words) != 1 or words[0] not in DEFAULT_SUBCOMMANDS:
+        return argv
+    at = argv.index(words[0]) + 1
+    return [*argv[:at], DEFAULT_SUBCOMMANDS[words[0]], *argv[at:]]
+
+
 def run(host: str | None, argv: list[str]) -> int:
     """Run `fray *argv` on `host` (or `fray sync` / `fray remote ...` here); its exit code."""
     render = renderer_for(argv) if host is not None else None
     if render is None:
         return forward.main(host, argv)
-    result = forward.answer(host, forward.with_json(argv))
+    result = forward.answer(host, forward.with_json(explicit(argv)))
     try:
         data = orjson.loads(result.stdout)
     except orjson.JSONDecodeError:  # not one document (a crash, an old remote): show what it said

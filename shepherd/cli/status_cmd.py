@@ -75,6 +75,8 @@ def render_status(data: dict[str, Any]) -> list[str]:
     ]
     if spec.get("code") is not None:
         facts.append(("code", human.code(spec)))
+    elif detail.synced_code(spec):
+        facts.append(("code", detail.synced_code(spec)))
     if spec.get("python") or spec.get("module"):
         facts.append(("python", human.interpreter(spec)))
     tasks = detail.tasks_summary(spec)

@@ -12,7 +12,7 @@ included. It is a FrayCluster whose files are on the other side:
   them into place only once all are there (a group appears whole or not at
   all, as locally), then makes sure the remote daemon runs;
 - polling, waiting and monitoring read meta.json, the call results and the
-  logs over the same SFTP session;
+  logs over the same file session;
 - terminating runs `fray control stop` there, so the stop is audited as any.
 
 fray is installed on the remote when missing or older (fray.remote.bootstrap),
@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import pickle
 import posixpath
+import os
 import shutil
 import stat
 import tempfile
@@ -59,8 +60,8 @@ class RemoteCluster(FrayCluster):
         self.namespace = namespace or "default"
         self.backend = backend or "local"
         self.workdir = workdir or self._remote.home
-        self._lock = threading.Lock()  # one SFTP session, used by one call at a time
-        self._sftp: Any = None
+        self._lock = threading.Lock()  # one file session, used by one call at a time
+        self._files: Any = None
         self._owner: int | None = None
         self._check_cloudpickle()
 
@@ -101,27 +102,15 @@ class RemoteCluster(FrayCluster):
         return metas
 
     def _upload(self, staging: Home, run_ids: list[str]) -> None:
-        from fray.remote import sync
-
-        sftp = self._session()
-        sync.makedirs(sftp, str(self.home.runs_dir), 0o700)  # private, as fray makes FRAY_HOME's folders
+        files = self._session()
+        files.makedirs(str(self.home.runs_dir), 0o700)  # private, as fray makes FRAY_HOME's folders
         hidden = []
         for run_id in run_ids:
             target = str(self.home.new_run(run_id).dir)
-            self._put_tree(sftp, staging.run(run_id).dir, target)
+            files.put_tree(target, *_tree(staging.run(run_id).dir), dir_mode=0o700)
             hidden.append((target, str(self.home.run(run_id).dir)))
         for target, final in hidden:
-            sftp.posix_rename(target, final)
-
-    def _put_tree(self, sftp: Any, local: Path, remote: str) -> None:
-        sftp.mkdir(remote, mode=0o700)
-        for entry in sorted(local.iterdir()):
-            there = posixpath.join(remote, entry.name)
-            if entry.is_dir():
-                self._put_tree(sftp, entry, there)
-            else:
-                sftp.put(str(entry), there)
-                sftp.chmod(there, stat.S_IMODE(entry.stat().st_mode))
+            files.rename(target, final)
 
     def _ensure_daemon(self) -> None:
         result = self._fray("daemon", "start")
@@ -145,16 +134,15 @@ class RemoteCluster(FrayCluster):
     # -- the remote's files --------------------------------------------------------------
 
     def _session(self) -> Any:
-        if self._sftp is None:
-            self._sftp = self._conn.client.open_sftp()
-            self._sftp.get_channel().settimeout(self._conn.spec.connect_timeout)
-        return self._sftp
+        from fray.remote.files import open_files
+
+        if self._files is None:
+            self._files = open_files(self._conn)
+        return self._files
 
     def _read_bytes(self, path: Path, offset: int = 0) -> bytes:
         with self._lock:
-            with self._session().open(str(path), "rb") as handle:
-                handle.seek(offset)
-                return handle.read()
+            return self._session().read(str(path), offset)
 
     def _read_json(self, path: Path, kind: str) -> Any:
         try:
@@ -168,16 +156,14 @@ class RemoteCluster(FrayCluster):
 
     def _load_value(self, path: Path) -> Any:
         with self._lock:
-            sftp = self._session()
+            files = self._session()
             if self._owner is None:
-                self._owner = sftp.stat(str(self.home.root)).st_uid
-            info = sftp.stat(str(path))
-            mode = info.st_mode or 0
-            if not stat.S_ISREG(mode) or info.st_uid != self._owner or stat.S_IMODE(mode) & 0o077:
+                self._owner = files.stat(str(self.home.root)).uid
+            info = files.stat(str(path))
+            if not stat.S_ISREG(info.mode) or info.uid != self._owner or stat.S_IMODE(info.mode) & 0o077:
                 raise StateError(f"refusing to unpickle {self.host}:{path}: not a private file (mode "
-                                 f"{stat.S_IMODE(mode):o}, uid {info.st_uid}) of the owner of {self.home.root}")
-            with sftp.open(str(path), "rb") as handle:
-                data = handle.read()
+                                 f"{stat.S_IMODE(info.mode):o}, uid {info.uid}) of the owner of {self.home.root}")
+            data = files.read(str(path))
         return pickle.loads(data)
 
     def _run_ids(self) -> list[str]:
@@ -203,6 +189,18 @@ class RemoteCluster(FrayCluster):
     def _check_reservation(self, request: JobRequest) -> None:
         if request.reservation is not None:
             raise ClusterError(f"job {request.name!r}: reservations cannot be used over SSH")
+
+
+def _tree(local: Path) -> tuple[list[tuple[Path, str]], list[str]]:
+    """The files (with their paths relative to `local`) and the folders under `local`, for put_tree."""
+    files: list[tuple[Path, str]] = []
+    folders: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(local):
+        rel = os.path.relpath(dirpath, local)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        folders += [prefix + d for d in sorted(dirnames)]
+        files += [(Path(dirpath) / f, prefix + f) for f in sorted(filenames)]
+    return files, folders
 
 
 def _error_message(stdout: bytes) -> str | None:

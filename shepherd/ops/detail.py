@@ -101,6 +101,18 @@ def submitted_summary(created_at: float | None, submitted_by: dict[str, Any] | N
     return f"{human.timestamp(created_at, now)} by {who.get('user')}@{who.get('host')}"
 
 
+def synced_code(spec: dict[str, Any]) -> str | None:
+    """A run with no snapshot (`--code none`) submitted over `--remote` runs in the synced copy: its path
+    and tree hash, as the submit recorded them in the run's env; None for any other run."""
+    from fray.remote.forward import SYNCED_CODE_HASH, SYNCED_CODE_PATH
+
+    env = spec.get("env") or {}
+    if SYNCED_CODE_PATH not in env:
+        return None
+    tree = f" (tree {env[SYNCED_CODE_HASH][:12]})" if env.get(SYNCED_CODE_HASH) else ""
+    return f"in place, in the synced copy {env[SYNCED_CODE_PATH]}{tree}"
+
+
 def attempt_took(attempt: dict[str, Any], now: float) -> float | None:
     """How long an attempt ran (until now while it runs); None before it started."""
     started = attempt["started_at"]

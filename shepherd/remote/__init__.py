@@ -4,10 +4,14 @@ The transport sits beside the backends: it knows SSH, the remote fray and the
 project folder, and nothing of the front ends. Modules by job:
 
     ssh_config   where HOST really is (~/.ssh/config: HostName, User, Port, IdentityFile, ProxyJump)
-    hosts        host keys checked against known_hosts; `trust` adds one on purpose
+    hosts        host keys checked against known_hosts; `trust` adds one on purpose, `--replace` swaps it
     connection   one paramiko client per host, agent and default keys, timeouts, ProxyJump
     command      quoting an argv and running `fray ... --json` remotely, exit codes kept
+    files        the remote's files over SFTP, or over exec channels where sshd has no SFTP
     sync         the project folder copied by content hash, ignore rules, a size guard
+    submit_args  a remote submit's SCRIPT named inside the synced copy
+    wheels       the wheels an install needs (fray's, its dependencies', pip's), made once and cached here
+    bootstrap    fray found on the remote, or installed from those wheels
     errors       what goes wrong, said so a person can act on it
 
 paramiko is imported only when a connection is made, so commands that never

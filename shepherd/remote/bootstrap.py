@@ -1,31 +1,41 @@
-"""fray on the remote: found, or installed from a wheel built on this machine.
+"""fray on the remote: found, or installed from wheels made on this machine.
 
 One probe (a single remote shell call) finds the remote FRAY_HOME, its
-python3 and the fray already there. When fray is missing or older than the
-local one, a wheel of the local fray is built here, sent over SFTP and
-installed into a virtual environment at `<remote FRAY_HOME>/venv`: the remote
-needs no internet for fray itself. fray's dependencies come from the remote's
-own package index, or, on an offline cluster, from a wheelhouse folder sent
-along (`FRAY_REMOTE_WHEELHOUSE=/path/to/wheels`, filled with
-`pip download fray-deps -d /path/to/wheels` on a machine of the cluster's
-platform).
+python3, its platform and the fray already there. When fray is missing or
+older than the local one, it is installed into a virtual environment at
+`<remote FRAY_HOME>/venv` from wheels this machine prepares once and caches
+(fray.remote.wheels): fray's own, and, when the remote's Python and platform
+match this machine's, those of its dependencies and of pip, repacked from
+what is installed here. Only wheels the remote's `<FRAY_HOME>/wheels` does
+not already hold (by content hash) travel. Then:
+
+- platforms match: a venv without pip (instant), and pip run from its wheel
+  installs exactly those wheels (`--no-index --no-deps`; pip itself included, so
+  the venv has one): no package index, no download, no build, nothing to resolve;
+- they differ: a venv with pip, and fray's dependencies from the remote's own
+  package index (the pure-Python wheels sent along are used first);
+- an offline cluster of another platform: a wheelhouse folder sent along
+  (`FRAY_REMOTE_WHEELHOUSE=/path/to/wheels`, filled with `pip download` on a
+  machine of the cluster's platform), installed with `--no-index`.
+
+Byte-code is not compiled at install (`--no-compile`): Python compiles each
+module the first time it is imported, so the install does not pay for the
+modules a command never loads.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 import posixpath
-import subprocess
-import sys
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fray.remote import command
+from fray.remote import command, wheels as local_wheels
 from fray.remote.connection import Connection
 from fray.remote.errors import RemoteCommandFailed, RemoteError
+from fray.remote.files import open_files
 
 MIN_PYTHON = (3, 10)
 INSTALL_TIMEOUT = 900.0
@@ -37,6 +47,7 @@ echo "home=$home"
 py=$(command -v python3 || true)
 echo "python=$py"
 [ -n "$py" ] && "$py" -c 'import sys; print("pyver=%d.%d" % sys.version_info[:2])'
+[ -n "$py" ] && "$py" -c "$2" 2>/dev/null
 for f in "$home/venv/bin/fray" "$(command -v fray || true)"; do
   if [ -n "$f" ] && [ -x "$f" ]; then
     v=$("$(dirname "$f")/python" -c 'import fray; print(fray.__version__)' 2>/dev/null) && {
@@ -59,7 +70,7 @@ def local_version() -> str:
 
 
 def probe(conn: Connection, home: str | None) -> dict[str, str]:
-    result = command.run(conn, ["sh", "-c", _PROBE, "sh", home or ""], timeout=60)
+    result = command.run(conn, ["sh", "-c", _PROBE, "sh", home or "", local_wheels.PLATFORM_PROBE], timeout=60)
     if result.exit_code != 0:
         raise RemoteCommandFailed(f"probing {conn.spec.alias} failed: {result.stderr.decode(errors='replace')}")
     return dict(line.split("=", 1) for line in result.stdout.decode().splitlines() if "=" in line)
@@ -71,7 +82,7 @@ def ensure(conn: Connection, home: str | None = None, wheelhouse: Path | None = 
     if usable(found, local_version(), conn.spec.alias):
         return RemoteFray(found["home"], found["fray"])
     wheelhouse = wheelhouse or (Path(os.environ["FRAY_REMOTE_WHEELHOUSE"]) if os.environ.get("FRAY_REMOTE_WHEELHOUSE") else None)
-    install(conn, found["home"], found["python"], wheelhouse)
+    install(conn, found["home"], found["python"], wheelhouse, found.get("platform", ""))
     return RemoteFray(found["home"], posixpath.join(found["home"], "venv", "bin", "fray"))
 
 
@@ -90,29 +101,65 @@ def usable(found: dict[str, str], local: str, alias: str) -> bool:
     return False
 
 
-def install(conn: Connection, home: str, python: str, wheelhouse: Path | None) -> None:
-    remote_wheels = posixpath.join(home, "wheels")
-    with tempfile.TemporaryDirectory(prefix="fray-wheel-") as tmp:
-        wheel = build_wheel(Path(tmp))
-        sftp = conn.client.open_sftp()
-        try:
-            sftp.get_channel().settimeout(conn.spec.connect_timeout)
-            for folder in (home, remote_wheels):
-                try:
-                    sftp.stat(folder)
-                except FileNotFoundError:
-                    sftp.mkdir(folder, 0o700)  # FRAY_HOME and its folders are private (payloads.py)
-            sends = [wheel, *(sorted(wheelhouse.glob("*.whl")) if wheelhouse else [])]
-            for path in sends:
-                sftp.put(str(path), posixpath.join(remote_wheels, path.name))
-        finally:
-            sftp.close()
-    venv = posixpath.join(home, "venv")
-    pip = [posixpath.join(venv, "bin", "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+# $1: the folder; prints "<sha256> <name>" for each wheel in it (nothing when it does not exist yet).
+_LIST_WHEELS = """
+import hashlib, os, sys
+folder = sys.argv[1]
+for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+    if name.endswith(".whl"):
+        digest = hashlib.sha256()
+        with open(os.path.join(folder, name), "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        print(digest.hexdigest(), name)
+"""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to install: which wheels to have there, and the pip command's shape."""
+
+    send: tuple[Path, ...]  # every wheel the remote's wheels folder must hold
+    fray: Path
+    pip_wheel: Path | None  # run pip from this wheel in a venv made without pip; None: a venv with pip
+    offline: bool  # --no-index: everything is in the wheels folder
+
+
+def plan(prepared: local_wheels.Wheels, same_platform: bool, wheelhouse: list[Path]) -> Plan:
+    """Pure: what to send and how to install, from the wheels made here and what the remote is.
+
+    A wheelhouse the user named is what they want installed: fray and it, nothing of this machine's.
+    """
     if wheelhouse:
-        pip += ["--no-index", "--find-links", remote_wheels]
-    pip.append(posixpath.join(remote_wheels, wheel.name))
-    for argv in ([python, "-m", "venv", venv], pip):
+        return Plan((prepared.fray, *wheelhouse), prepared.fray, None, offline=True)
+    if same_platform and prepared.pip:
+        return Plan((prepared.fray, *prepared.dependencies, prepared.pip), prepared.fray, prepared.pip, offline=True)
+    pure = tuple(w for w in prepared.dependencies if local_wheels.pure(w))
+    return Plan((prepared.fray, *pure), prepared.fray, None, offline=False)
+
+
+def install(conn: Connection, home: str, python: str, wheelhouse: Path | None,
+            remote_platform: str = "") -> None:
+    same = local_wheels.compatible(local_wheels.platform_key(), remote_platform)
+    house = sorted(wheelhouse.glob("*.whl")) if wheelhouse else []
+    prepared = local_wheels.prepare(dependencies=not house)
+    chosen = plan(prepared, same, house)
+    remote_wheels = posixpath.join(home, "wheels")
+    send_missing(conn, python, home, remote_wheels, chosen.send)
+    venv = posixpath.join(home, "venv")
+    venv_python = posixpath.join(venv, "bin", "python")
+    make_venv = [python, "-m", "venv", *(["--without-pip"] if chosen.pip_wheel else []), venv]
+    pip = [venv_python, posixpath.join(remote_wheels, chosen.pip_wheel.name, "pip")] if chosen.pip_wheel else \
+        [venv_python, "-m", "pip"]
+    pip += ["install", "-q", "--disable-pip-version-check", "--no-compile", "--find-links", remote_wheels]
+    if chosen.pip_wheel:
+        # This machine's own set of versions, known to work together: installed as it is, nothing to resolve.
+        pip += ["--no-index", "--no-deps", *(posixpath.join(remote_wheels, w.name) for w in chosen.send)]
+    else:
+        if chosen.offline:
+            pip.append("--no-index")
+        pip.append(posixpath.join(remote_wheels, chosen.fray.name))
+    for argv in (make_venv, pip):
         result = command.run(conn, argv, timeout=INSTALL_TIMEOUT)
         if result.exit_code != 0:
             raise RemoteCommandFailed(
@@ -121,30 +168,31 @@ def install(conn: Connection, home: str, python: str, wheelhouse: Path | None) -
             )
 
 
-def build_wheel(folder: Path) -> Path:
-    """A wheel of the fray running here: built from its source tree, or zipped from its install."""
-    source = Path(__file__).resolve().parents[2]  # shepherd/remote/bootstrap.py -> the source tree, if any
-    if (source / "pyproject.toml").is_file():
-        subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder), str(source)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            timeout=INSTALL_TIMEOUT,
-        )
-        return next(folder.glob("fray-*.whl"))
-    return _zip_installed(folder)
+def send_missing(conn: Connection, python: str, home: str, remote_wheels: str,
+                 wanted: tuple[Path, ...]) -> tuple[Path, ...]:
+    """Send the wheels `remote_wheels` does not hold with the same content; those sent."""
+    listed = command.run(conn, [python, "-c", _LIST_WHEELS, remote_wheels], timeout=INSTALL_TIMEOUT)
+    there = {}
+    if listed.exit_code == 0:
+        for line in listed.stdout.decode(errors="replace").splitlines():
+            digest, _, name = line.partition(" ")
+            there[name] = digest
+    missing = tuple(w for w in wanted if there.get(w.name) != _sha256(w))
+    files = open_files(conn)
+    try:
+        files.makedirs(home, 0o700)  # FRAY_HOME and its folders are private (payloads.py)
+        files.put_tree(remote_wheels, [(w, w.name) for w in missing], dir_mode=0o700)
+    finally:
+        files.close()
+    return missing
 
 
-def _zip_installed(folder: Path) -> Path:
-    """Repack an installed (non-editable) fray: its RECORD lists every file the wheel had."""
-    dist = importlib.metadata.distribution("fray")
-    wheel = folder / f"fray-{dist.version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
-        for rel in dist.files or []:
-            path = Path(dist.locate_file(rel))
-            if path.is_file() and "__pycache__" not in rel.parts and not str(rel).startswith(".."):
-                zf.write(path, str(rel))
-    return wheel
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _older(remote: str, local: str) -> bool:

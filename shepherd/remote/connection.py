@@ -25,6 +25,7 @@ class Connection:
     spec: HostSpec
     client: Any  # paramiko.SSHClient
     jumps: list[Any] = field(default_factory=list)  # clients of the ProxyJump hops, kept open
+    sftp_refused: bool = False  # the server has no SFTP subsystem: files go over exec channels (fray.remote.files)
 
     def alive(self) -> bool:
         transport = self.client.get_transport()

@@ -12,8 +12,9 @@ so human output is identical to local and fits this terminal; under `--json`,
 and for streams and screens, what the remote prints is passed through byte for
 byte. Either way its exit code becomes ours. FRAY_REMOTE_HOME names the remote FRAY_HOME (default: the remote's
 $FRAY_HOME, else ~/.fray there). `fray submit` first syncs the project
-(the current folder) and runs the remote submit inside the synced copy, recording
-the copy's path and content hash in the run (SYNCED_CODE_PATH, SYNCED_CODE_HASH).
+(the current folder) and runs the remote submit from the synced copy, SCRIPT named by
+its absolute path inside it (fray.remote.submit_args), recording the copy's path and
+content hash in the run (SYNCED_CODE_PATH, SYNCED_CODE_HASH).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 SEPARATOR = "--"
 ENV_REMOTE = "FRAY_REMOTE"
 ENV_REMOTE_HOME = "FRAY_REMOTE_HOME"  # the remote FRAY_HOME, when not the remote's own default
+# What a remote submit records in the run's env: the synced copy it ran (fray status shows them).
+SYNCED_CODE_PATH, SYNCED_CODE_HASH = "SYNCED_CODE_PATH", "SYNCED_CODE_HASH"
 
 
 def user_config_path() -> Path:
@@ -115,17 +118,37 @@ def main(host: str | None, argv: list[str]) -> int:
     return _forward(host, argv)
 
 
+TRUST_USAGE = "usage: fray remote trust HOST [--replace] [--json]   (record HOST's key in known_hosts)"
+
+
 def _remote_command(words: list[str]) -> int:
-    """`fray remote trust HOST`: record the host's key after showing its fingerprint."""
-    if len(words) != 2 or words[0] != "trust":
-        print("usage: fray remote trust HOST   (record HOST's key in known_hosts)", file=sys.stderr)
+    """`fray remote trust HOST [--replace]`: record the host's key after showing its fingerprint.
+
+    `--replace` first removes the keys recorded for the host (a reinstalled host), showing old and new.
+    """
+    options = {w for w in words if w.startswith("-")}
+    names = [w for w in words if not w.startswith("-")]
+    if len(names) != 2 or names[0] != "trust" or options - {"--replace", "--json"}:
+        print(TRUST_USAGE, file=sys.stderr)
         return 2
     from fray.remote import hosts
     from fray.remote.ssh_config import resolve
 
-    spec = resolve(words[1])
-    key_type, fingerprint = hosts.trust(spec)
-    print(f"trusted {words[1]} ({spec.known_hosts_name}): {key_type} {fingerprint} in {spec.known_hosts[0]}")
+    host = names[1]
+    done = hosts.trust(resolve(host), replace="--replace" in options)
+    if "--json" in options:
+        print(json.dumps({"host": host, "known_hosts": done.known_hosts, "name": done.name,
+                          "key_type": done.key_type, "fingerprint": done.fingerprint, "added": done.added,
+                          "replaced": [{"key_type": kind, "fingerprint": fp} for kind, fp in done.replaced]}))
+        return 0
+    if done.replaced:
+        print(f"replaced the key of {host} ({done.name}) in {done.known_hosts}")
+        for kind, fp in done.replaced:
+            print(f"  old: {kind} {fp}")
+        print(f"  new: {done.key_type} {done.fingerprint}")
+    else:
+        state = "trusted" if done.added else "already trusted"
+        print(f"{state} {host} ({done.name}): {done.key_type} {done.fingerprint} in {done.known_hosts}")
     return 0
 
 
@@ -179,8 +202,10 @@ def answer(host: str, argv: list[str]) -> Result:
 
     if command_words(argv)[:1] != ["submit"]:
         return run_fray(host, argv, home=_remote_home(), json=False)
+    located = _locate_script(argv)
     copied = sync_project(host, Path.cwd(), home=_remote_home(), force="--force" in argv)
-    return run_fray(host, _recording(argv, copied), home=_remote_home(), json=False, cwd=copied.remote_path)
+    return run_fray(host, _in_synced_copy(argv, located, copied), home=_remote_home(), json=False,
+                    cwd=copied.remote_path)
 
 
 def _attached(host: str, argv: list[str], pty: bool) -> int:
@@ -191,8 +216,9 @@ def _attached(host: str, argv: list[str], pty: bool) -> int:
 
     cwd = None
     if command_words(argv)[:1] == ["submit"]:
+        located = _locate_script(argv)
         copied = sync_project(host, Path.cwd(), home=_remote_home(), force="--force" in argv)
-        argv, cwd = _recording(argv, copied), copied.remote_path
+        argv, cwd = _in_synced_copy(argv, located, copied), copied.remote_path
     conn = connect(host)
     remote = bootstrap.ensure(conn, _remote_home())
     argv = master.in_folder([remote.executable, *argv], cwd)
@@ -204,10 +230,21 @@ def _attached(host: str, argv: list[str], pty: bool) -> int:
     return command.stream(conn, argv, env=env, out=sys.stdout.buffer, err=sys.stderr.buffer)
 
 
-def _recording(argv: list[str], copied: SyncResult) -> list[str]:
-    """A submit's argv that records which code the run ran: the synced copy's path and hash."""
+def _locate_script(argv: list[str]) -> tuple[int, tuple[str, ...]] | None:
+    """Where SCRIPT is in argv and in the project (the current folder); refused when outside it."""
+    from fray.remote.submit_args import locate
+
+    return locate(argv, Path.cwd(), Path.cwd())
+
+
+def _in_synced_copy(argv: list[str], located: tuple[int, tuple[str, ...]] | None, copied: SyncResult) -> list[str]:
+    """A submit's argv for the remote: SCRIPT named inside the synced copy, and the run recording which code
+    it ran (the copy's path and hash)."""
+    from fray.remote.submit_args import in_copy
+
+    argv = in_copy(argv, located, copied.remote_path)
     cut = _cut(argv)
-    recorded = ["--env", f"SYNCED_CODE_PATH={copied.remote_path}", "--env", f"SYNCED_CODE_HASH={copied.tree_hash}"]
+    recorded = ["--env", f"{SYNCED_CODE_PATH}={copied.remote_path}", "--env", f"{SYNCED_CODE_HASH}={copied.tree_hash}"]
     return [*argv[:cut], *recorded, *argv[cut:]]
 
 

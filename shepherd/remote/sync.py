@@ -2,9 +2,11 @@
 
 The local side lists the project (minus .git, what .gitignore and .frayignore
 exclude), hashes each file and compares with the manifest the previous sync
-left on the remote; new and changed files go over SFTP, files gone locally are
-removed there. The whole tree's hash names the code a run ran. A folder whose
-upload would be huge is refused unless forced.
+left on the remote; new and changed files go over SFTP (or, on a server
+without it, as one tar stream: fray.remote.files), files gone locally are
+removed there. The manifest, `.fray-sync.json`, stays at the root of the copy:
+it marks the copy as a project root. The whole tree's hash names the code a
+run ran. A folder whose upload would be huge is refused unless forced.
 
 What is left out follows `fray.core.ignore_rules` (.gitignore and .frayignore).
 """
@@ -15,7 +17,6 @@ import hashlib
 import json
 import os
 import posixpath
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from fray.core import ignore_rules
 from fray.core.ignore_rules import ignored
 from fray.errors import UsageError
 from fray.remote.connection import Connection
+from fray.remote.files import RemoteFiles, open_files
 
 MANIFEST = ".fray-sync.json"
 DEFAULT_SIZE_LIMIT = 200 * 1024 * 1024
@@ -81,11 +83,9 @@ def sync(
     """Make `remote_path` hold exactly the project files of `root`, sending only what changed."""
     root = root.resolve()
     local = manifest(root)
-    sftp = conn.client.open_sftp()
+    files = open_files(conn)
     try:
-        sftp.get_channel().settimeout(conn.spec.connect_timeout)
-        makedirs(sftp, remote_path)
-        previous = _read_manifest(sftp, posixpath.join(remote_path, MANIFEST))
+        previous = _read_manifest(files, posixpath.join(remote_path, MANIFEST))
         to_send = [rel for rel, digest in local.items() if previous.get(rel) != digest]
         to_remove = [rel for rel in previous if rel not in local]
         size = sum((root / rel).stat().st_size for rel in to_send)
@@ -94,45 +94,17 @@ def sync(
                 f"{root} would send {size / 1e6:.0f} MB to the remote (limit {size_limit / 1e6:.0f} MB). "
                 "Exclude data and outputs in .frayignore, or pass --force to send it anyway."
             )
-        made: set[str] = {""}
-        for rel in to_send:
-            parent = posixpath.dirname(rel)
-            if parent not in made:
-                makedirs(sftp, posixpath.join(remote_path, parent))
-                made.add(parent)
-            target = posixpath.join(remote_path, rel)
-            sftp.put(str(root / rel), target)
-            sftp.chmod(target, stat.S_IMODE((root / rel).stat().st_mode))
-        for rel in to_remove:
-            try:
-                sftp.remove(posixpath.join(remote_path, rel))
-            except FileNotFoundError:
-                pass
-        with sftp.open(posixpath.join(remote_path, MANIFEST), "w") as f:
-            f.write(json.dumps(local, sort_keys=True))
+        files.put_tree(remote_path, [(root / rel, rel) for rel in to_send])
+        files.remove(posixpath.join(remote_path, rel) for rel in to_remove)
+        files.write(posixpath.join(remote_path, MANIFEST), json.dumps(local, sort_keys=True).encode())
     finally:
-        sftp.close()
+        files.close()
     return SyncResult(remote_path, tree_hash(local), tuple(to_send), tuple(to_remove), size)
 
 
-def _read_manifest(sftp, path: str) -> dict[str, str]:  # noqa: ANN001 - paramiko SFTPClient
+def _read_manifest(files: RemoteFiles, path: str) -> dict[str, str]:
     try:
-        with sftp.open(path, "r") as f:
-            data = json.loads(f.read())
+        data = json.loads(files.read(path))
     except (FileNotFoundError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def makedirs(sftp, path: str, mode: int = 0o777) -> None:  # noqa: ANN001 - paramiko SFTPClient
-    """`mkdir -p` over SFTP; the folders it makes get `mode` (less the remote's umask)."""
-    parts = []
-    while path not in ("", "/"):
-        try:
-            sftp.stat(path)
-            break
-        except FileNotFoundError:
-            parts.append(path)
-            path = posixpath.dirname(path)
-    for part in reversed(parts):
-        sftp.mkdir(part, mode)
