@@ -20,7 +20,7 @@ from tests.test_slurm_backend import FAST
 pytestmark = pytest.mark.slow
 
 
-def run_remotely(remote_host, tmp_path, monkeypatch, python, *flags: str) -> None:  # noqa: ANN001
+def run_remotely(remote_host, tmp_path, monkeypatch, python, *flags: str, entry: tuple[str, ...] = ("train.py",)) -> None:  # noqa: ANN001
     remote_home = tmp_path / "login node home"
     remote_home.mkdir()
     (remote_home / "config.json").write_text(json.dumps({"slurm": FAST}))
@@ -29,13 +29,14 @@ def run_remotely(remote_host, tmp_path, monkeypatch, python, *flags: str) -> Non
     monkeypatch.setenv("FRAY_HOME", str(tmp_path / "laptop home"))
     monkeypatch.chdir(PROJECT)
     try:
-        submitted = run_fray("submit", "train.py", "--wait", "--json", "--remote", remote_host.alias, "--python",
+        submitted = run_fray("submit", *entry, "--wait", "--json", "--remote", remote_host.alias, "--python",
                              str(python), *flags, "--", "--steps", "12", "--crash-at", "7", timeout=300)
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         data = json.loads(submitted.stdout.splitlines()[-1])
         assert data["end"]["status"] == "completed_success" and data["end"]["attempts"] == 2, data["end"]
         code = data["spec"]["code"]
-        assert code["root"] == str(remote_home / "code" / "project") and code["entry"] == "train.py"
+        assert code["root"] == str(remote_home / "code" / "project")
+        assert code["entry"] == (None if entry[0] == "-m" else "train.py")
         logs = run_fray("logs", data["run_id"], "--remote", remote_host.alias, check=True).stdout
         assert "40 points from points.csv" in logs and "resuming at step 5" in logs and f"at {python}" in logs
         status = json.loads(run_fray("status", data["run_id"], "--json", "--remote", remote_host.alias,
@@ -47,6 +48,10 @@ def run_remotely(remote_host, tmp_path, monkeypatch, python, *flags: str) -> Non
 
 def test_the_example_project_runs_over_remote_on_the_login_node(remote_host, tmp_path, monkeypatch, bare_python):  # noqa: F811
     run_remotely(remote_host, tmp_path, monkeypatch, bare_python)
+
+
+def test_the_example_project_runs_as_a_module_over_remote(remote_host, tmp_path, monkeypatch, bare_python):  # noqa: F811
+    run_remotely(remote_host, tmp_path, monkeypatch, bare_python, entry=("-m", "train"))
 
 
 def test_the_example_project_runs_over_remote_on_its_slurm(slurm_cluster, remote_host, tmp_path, monkeypatch,  # noqa: F811

@@ -20,6 +20,7 @@ def test_the_script_is_found_among_submit_options_and_values():
     assert script_index(["--json", "submit", "--sweep", "lr=1,2", "--env", "A=b", "train.py", "--max-retries", "0"]) == 6
     assert script_index(["submit", "--wait", "--", "x.py"]) is None  # nothing before `--` is a script
     assert script_index(["list", "train.py"]) is None
+    assert script_index(["submit", "-m", "pkg.train", "--", "--lr", "1"]) is None  # a module: no script
 
 
 def test_the_script_is_named_by_its_path_in_the_synced_copy(tmp_path):

@@ -17,6 +17,7 @@ from fray.core import directives
 from fray.errors import UsageError
 
 SEPARATOR = "--"
+MODULE_OPTIONS = frozenset({"-m", "--module"})
 # Options of `fray submit` (and the global --home) that take a value as the next word.
 VALUE_OPTIONS = frozenset({o.flag for o in directives.OPTIONS if not o.is_flag} | {"--sweep", "--max-parallel",
                                                                                   "--home"})
@@ -32,8 +33,8 @@ def script_index(argv: list[str]) -> int | None:
     index = 0
     while index < len(argv):
         word = argv[index]
-        if word == SEPARATOR:
-            return None
+        if word == SEPARATOR or (seen_submit and word in MODULE_OPTIONS):
+            return None  # -m MODULE: the module is found in the synced copy, there is no script to rename
         if word.startswith("-") and word != "-":
             index += 2 if word in VALUE_OPTIONS else 1
             continue
