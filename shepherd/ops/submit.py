@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Sequence
 
+from fray.backends import offers
 from fray.core import directives, values
 from fray.core.model import Meta
 from fray.daemon import lease
@@ -53,9 +54,11 @@ def preview(script: Path, args: str = "") -> tuple[str, str | None]:
 
 def submit(home: Home, script: Path, args: Sequence[str] = (), overrides: dict[str, Any] | None = None,
            name: str | None = None) -> Meta:
-    """Create the run (everything is checked first: a bad script or directive writes nothing)."""
+    """Create the run (everything is checked first, fray.backends.offers included: a bad script, directive or
+    a request the backend can never meet writes nothing)."""
     return runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides or {}, name=name or None,
-                                                    args=tuple(args)))
+                                                    args=tuple(args)),
+                           check=lambda ready: offers.check(home, ready.spec, ready.name))
 
 
 def ensure_daemon(home: Home, meta: Meta) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from fray.backends import offers
 from fray.core import sweep, sweep_record
 from fray.core.model import Meta
 from fray.ops import views
@@ -28,6 +29,7 @@ def publish(home: Home, script: Path, sweeps: Sequence[str], args: Sequence[str]
     sweep.check_max_parallel(max_parallel)
     ready = runs.prepare(runs.SubmitOptions(script=script, overrides=overrides or {}, name=name or None,
                                             args=tuple(args)))
+    offers.check(home, ready.spec, ready.name)
     return groups.publish_sweep(home, ready, sweep.points(axes), max_parallel)
 
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
 from fray.state import audit, store, sweep_records
 
@@ -62,10 +62,13 @@ class Prepared:
     workdir: str
 
 
-def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> Meta:
-    """Freeze the script, parse its directives and write the new run folder atomically."""
+def create_run(home: Home, options: SubmitOptions, now: float | None = None,
+               check: Callable[[Prepared], None] | None = None) -> Meta:
+    """Freeze the script, parse its directives and write the new run folder atomically; `check` may refuse it first."""
     now = time.time() if now is None else now
     ready = prepare(options)
+    if check is not None:
+        check(ready)
     meta = new_meta(ready.name, now, ready.workdir, ready.spec, source=ready.source, frozen=ready.frozen,
                     script=ready.data)
     write_run(home, NewRun(meta, {meta.script["frozen"]: ready.data}))

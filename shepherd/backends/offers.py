@@ -1,0 +1,69 @@
+"""What a run's backend can ever offer, read once, and the refusal of a run it never could (submit time).
+
+    check(home, spec, name)   raise UsageError listing every problem (fray.core.submit_checks), writing nothing
+
+The judging is pure (fray.core.submit_checks); this shell only looks: this
+machine's CPUs, memory and GPUs for the local backend (as its scheduler counts
+them), one `sinfo` for Slurm, kept for the process so that a sweep of a
+thousand points costs one call; nothing for TPU (its checks need no cloud call).
+A look that fails leaves that part unjudged: the backend stays the judge.
+"""
+
+from __future__ import annotations
+
+from fray.backends import external
+from fray.core import submit_checks
+from fray.core.model import RunSpec
+from fray.errors import UsageError
+from fray.state.layout import Home
+
+SINFO_TIMEOUT_SEC = 15.0
+_sinfo_cache: dict[str, tuple[submit_checks.PartitionOffer, ...] | None] = {}
+
+
+def check(home: Home, spec: RunSpec, name: str, run_command: external.Runner = external.run) -> None:
+    """Refuse (UsageError, exit 2) a run that can never be submitted as it stands; say every reason and fix."""
+    found = submit_checks.problems(spec, name, offer(home, spec.backend, run_command), asked(spec))
+    if found:
+        lines = "\n".join(f"  - {problem}" for problem in found)
+        raise UsageError(f"this run can never start on the {spec.backend} backend, so nothing was submitted:\n{lines}")
+
+
+def offer(home: Home, backend: str, run_command: external.Runner = external.run) -> submit_checks.Offer:
+    if backend == "local":
+        from fray.backends.local.backend import LocalBackend
+
+        return submit_checks.Offer(capacity=LocalBackend(home).capacity())
+    if backend == "slurm":
+        return submit_checks.Offer(partitions=_partitions(run_command))
+    return submit_checks.Offer()
+
+
+def asked(spec: RunSpec) -> submit_checks.Asked:
+    """What the run's `#SBATCH` lines ask of Slurm: partitions and typed GRES (`gpu:a100:2`)."""
+    if spec.backend != "slurm" or not spec.sbatch:
+        return submit_checks.Asked()
+    from fray.backends.slurm.script import sbatch_options
+
+    options = sbatch_options(spec.sbatch)
+    named = tuple(p for p in options.get("partition", "").split(",") if p)
+    types = []
+    for item in options.get("gres", "").split(","):
+        parts = item.split(":")
+        if len(parts) >= 3 and parts[0] == "gpu" or len(parts) == 2 and parts[0] == "gpu" and not parts[1].isdigit():
+            types.append(parts[1])
+    return submit_checks.Asked(partitions=named, gpu_types=tuple(types))
+
+
+def _partitions(run_command: external.Runner) -> tuple[submit_checks.PartitionOffer, ...] | None:
+    if "slurm" not in _sinfo_cache:
+        from fray.backends.slurm import sinfo
+        from fray.errors import BackendError
+
+        try:
+            found = sinfo.read_partitions(run_command, SINFO_TIMEOUT_SEC)
+        except BackendError:
+            _sinfo_cache["slurm"] = None
+        else:
+            _sinfo_cache["slurm"] = tuple(submit_checks.PartitionOffer(p.name, p.available, p.gpus) for p in found)
+    return _sinfo_cache["slurm"]
