@@ -146,11 +146,17 @@ def decide(s: Situation, admit: Callable[[Request], Admission]) -> Plan:
     return plan
 
 
-def record_submit_failure(meta: Meta, attempt_number: int, error: str, now: float, jitter: float) -> Plan:
-    """The backend refused or failed a submission: end the attempt, count it, back off."""
+def record_submit_failure(meta: Meta, attempt_number: int, error: str, now: float, jitter: float,
+                          final: bool = False) -> Plan:
+    """The backend refused or failed a submission: end the attempt, count it, back off; `final` (a refusal
+    no retry can change) ends the run `failed_config` with the backend's words."""
     plan = Plan(meta.copy(), now)
     attempt = plan.meta.attempts[attempt_number - 1]
-    _attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None, f"submission failed: {error}", jitter)
+    if final and len(meta.spec.partitions) <= 1:  # with a chain, the next partition may take it (fallback)
+        _attempt_ended(plan, attempt, Cause.CONFIG_REFUSED.value, None,
+                       f"the {meta.spec.backend} backend refused the submission: {error}", jitter)
+    else:
+        _attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None, f"submission failed: {error}", jitter)
     return plan
 
 
@@ -395,6 +401,9 @@ def _attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | No
         _end(plan, EndStatus.STOPPED_MANUAL.value, "stopped on request")
     elif cause == Cause.UNSCHEDULABLE.value:
         _end(plan, EndStatus.FAILED.value, f"unschedulable: {detail}")
+    elif cause == Cause.CONFIG_REFUSED.value:
+        # Retrying the same submission gets the same answer: end now, not after a budget of backoffs.
+        _end(plan, EndStatus.FAILED_CONFIG.value, detail)
     elif cause == Cause.EXPIRED.value:
         _end(plan, EndStatus.ENDED_EXPIRED.value, f"keep-alive of {spec.keep_alive_sec:.0f}s has passed")
     elif cause == Cause.PAUSED.value:

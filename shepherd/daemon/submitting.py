@@ -4,7 +4,9 @@ The loop has already written the attempt as `submitting` into meta.json
 (crash-only: a restarted daemon looks for it before submitting again). Here
 the backend is asked, and what it answered is recorded: `submitted` with its
 reference, an ambiguous answer left `submitting` to be looked for, or a
-failure handed to `policy.record_submit_failure`.
+failure handed to `policy.record_submit_failure`: a BackendError that is not
+`temporary` (the backend refused what no retry changes) ends the run
+`failed_config`; any other failure is retried with backoff.
 
 Attempts of sweep members whose backend submits groups (`GroupBackend`:
 Slurm's job arrays) are held until `flush`, after every run of the cycle was
@@ -113,7 +115,8 @@ class Submitter:
                        "looking for it before submitting again", number)
             return
         if isinstance(outcome, Exception):
-            plan = policy.record_submit_failure(meta, number, str(outcome), self.clock(), self.jitter())
+            final = isinstance(outcome, BackendError) and not outcome.temporary
+            plan = policy.record_submit_failure(meta, number, str(outcome), self.clock(), self.jitter(), final)
             for action in plan.actions:
                 if isinstance(action, policy.Finish):
                     self.finish(paths, plan.meta, action)

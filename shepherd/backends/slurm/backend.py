@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from fray.backends.slurm import arrays, partitions
+from fray.backends.slurm import arrays, parse, partitions
 from fray.backends.slurm import workers as slurm_workers
 
 from fray.state import store
@@ -170,7 +170,7 @@ class SlurmBackend:
             raise AmbiguousSubmission(f"{result.describe()}; job array {name} may or may not exist")
         if array_id is None:
             raise BackendError(f"sbatch refused job array {name} ({len(attempt_dirs)} attempts of sweep {group_id}): "
-                               f"{result.describe()}")
+                               f"{result.describe()}", temporary=not parse.is_config_error(result.stderr))
         now = self.clock()
         for index in range(len(attempt_dirs)):
             self._submitted_at[f"{array_id}_{index}"] = now
@@ -224,7 +224,8 @@ class SlurmBackend:
             self._ambiguous_at[name] = self.clock()
             raise AmbiguousSubmission(f"{result.describe()}; job {name} may or may not exist")
         if job_id is None:
-            raise BackendError(f"sbatch refused attempt {request.key.attempt}: {result.describe()}")
+            raise BackendError(f"sbatch refused attempt {request.key.attempt}: {result.describe()}",
+                               temporary=not parse.is_config_error(result.stderr))
         self._submitted_at[job_id] = self.clock()
         ref: dict[str, Any] = {"job_id": job_id, "job_name": name}
         if request.partition:

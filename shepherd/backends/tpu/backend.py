@@ -111,7 +111,7 @@ class TpuBackend:
                 return _Created(request.zone, None, time.monotonic())
             refused.append(f"{request.zone}: {result.describe()}")
             if not parse.is_capacity_error(result.stderr):
-                break
+                return _Created(None, "; ".join(refused), time.monotonic(), parse.is_config_error(result.stderr))
         return _Created(None, "; ".join(refused), time.monotonic())
 
     def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
@@ -193,8 +193,9 @@ class TpuBackend:
             return BackendView("pending", ref=ref, detail="creating the slice")
         created = future.result() if future is not None else None
         if created is not None and created.zone is None:
+            cause = Cause.CONFIG_REFUSED if created.final else Cause.SUBMIT_FAILED
             return BackendView("gone", ref=ref, detail=f"no zone would create the slice: {created.refused}",
-                               cause=Cause.SUBMIT_FAILED.value)
+                               cause=cause.value)
         if created is not None and time.monotonic() - created.at < LIST_LAG_SEC:
             return BackendView("pending", ref=ref, detail="created, not listed yet")
         return BackendView("gone", ref=ref, detail="slice missing", cause=Cause.PREEMPTED.value)
@@ -237,6 +238,7 @@ class _Created:
     zone: str | None  # where the slice was created; None: every zone refused
     refused: str | None
     at: float
+    final: bool = False  # refused for what it asks (gcloud INVALID_ARGUMENT...): no retry changes that
 
 
 def _delete(node: parse.Slice) -> list[str]:
