@@ -90,3 +90,29 @@ def test_a_gres_no_slurm_node_has_ends_the_run_failed_config(slurm_cluster, home
     assert "Requested node configuration is not available" in found["end"]["reason"]
     assert [a["cause"] for a in found["attempts"]] == ["config_refused"]
     schema_validate("ended", json.loads(home.run(meta.run_id).ended.read_text()))
+
+
+def test_a_gcloud_that_fails_every_call_is_shown_in_daemon_status_list_and_the_dashboard(home, sim, daemon,
+                                                                                        tmp_path: Path) -> None:
+    from fray.ops import views
+    from fray.tui.widgets.status_bar import banner_text
+
+    config = json.loads((sim / "config.json").read_text())
+    broken = "ModuleNotFoundError: No module named 'googlecloudsdk'"
+    (sim / "config.json").write_text(json.dumps({**config, "broken": broken}))
+    script = tmp_path / "t.sh"
+    script.write_text("#!/bin/bash\necho hi\n")
+    run_id = tpu_submit(home, script)
+    shown = wait_until(lambda: "tpu: gcloud failing for" in (p := run_fray("daemon", "status")).stdout and p,
+                       timeout=60, what="daemon status to show the failing gcloud")
+    assert broken in shown.stdout
+    document = json.loads(run_fray("daemon", "status", "--json").stdout)
+    schema_validate("cli-daemon", document)
+    assert document["lease"]["failing_commands"][0]["command"] == "gcloud"
+    listing = run_fray("list")
+    assert "tpu: gcloud failing for" in listing.stdout.splitlines()[0] and broken in listing.stdout.splitlines()[0]
+    banner = banner_text({"pending": 1}, views.daemon_view(home))
+    assert banner is not None and banner.startswith("⚠ tpu: gcloud failing for") and broken in banner
+    assert meta_of(home, run_id)["phase"] != "ended"  # transient as far as fray can tell: still retried
+    (sim / "config.json").write_text(json.dumps(config))  # gcloud works again: the warning goes
+    wait_until(lambda: "failing" not in run_fray("daemon", "status").stdout, timeout=60, what="the warning to clear")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from fray.backends import external
 from fray.core import submit_checks
 from fray.core.model import RunSpec
-from fray.errors import UsageError
+from fray.errors import StateError, UsageError
 from fray.state.layout import Home
 
 SINFO_TIMEOUT_SEC = 15.0
@@ -33,7 +33,10 @@ def offer(home: Home, backend: str, run_command: external.Runner = external.run)
     if backend == "local":
         from fray.backends.local.backend import LocalBackend
 
-        return submit_checks.Offer(capacity=LocalBackend(home).capacity())
+        try:
+            return submit_checks.Offer(capacity=LocalBackend(home).capacity())
+        except (OSError, StateError):  # an unusable FRAY_HOME or config.json: writing the run says so
+            return submit_checks.Offer()
     if backend == "slurm":
         return submit_checks.Offer(partitions=_partitions(run_command))
     return submit_checks.Offer()

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("fray.cli.list_cmd:list_runs", "Every run with its status, newest first."),
     "status": ("fray.cli.status_cmd:status", "One run in full: status, attempts, failures, events."),
     "logs": ("fray.cli.logs_cmd:logs", "Print (or follow) a run's output."),
+    "wait": ("fray.cli.wait_cmd:wait_cmd", "Wait until runs (or a group) end, telling what each does meanwhile."),
     "control": ("fray.cli.control_cmd:control", "Stop, restart, pause a run; tune, pause or terminate its workload."),
     "daemon": ("fray.cli.daemon_cmd:daemon", "Start, stop or inspect the daemon that serves FRAY_HOME."),
     "nodes": ("fray.cli.nodes_cmd:nodes", "The nodes runs can use; ban and unban them."),

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fray import __version__
-from fray.backends import load_backend
+from fray.backends import cli_health, load_backend
 from fray.backends.base import AttemptKey, Backend, CancelTarget, Tracked
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta, Phase
@@ -484,7 +484,7 @@ class Daemon:
             "started_at": self.started_at, "last_cycle_at": self.clock(), "poll_interval_sec": self.poll_interval,
             "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3), "active_runs": stats.active,
             "stopping": stopping, "last_error": error, "config_error": self._settings.error,
-        }
+            "failing_commands": cli_health.failing_commands(self._backends)}
         try:
             store.write_json(self.home.daemon_lease, lease, "daemon")
         except OSError as exc:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from fray.backends import cli_health
 from fray.backends.slurm import arrays, parse, partitions
 from fray.backends.slurm import workers as slurm_workers
 
@@ -89,7 +90,10 @@ class SlurmBackend:
         self.timeout = float(settings["command_timeout_sec"])
         self.sinfo_ttl_sec = float(settings["sinfo_ttl_sec"])
         self.signal_before_limit_sec = int(settings["signal_before_limit_sec"])
-        self.run_command = runner
+        # Watched: squeue or sbatch failing every call is shown to people (fray daemon status, fray list);
+        # sacct fails on every cluster without accounting, and scontrol answers instead.
+        self.cli = cli_health.WatchedRunner(runner, ignore=frozenset({"sacct"}))
+        self.run_command: external.Runner = self.cli
         self.clock = clock
         self._queue: _Queue | None = None
         self._submitted_at: dict[str, float] = {}  # job id -> when sbatch returned it

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fray.backends import external
+from fray.backends import cli_health, external
 from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from fray.backends.tpu import commands, hosts, inventory, launch, parse
 from fray.backends.tpu.calls import CloudCalls
@@ -57,7 +57,8 @@ class TpuBackend:
         self.poll_interval_sec = float(settings["poll_interval_sec"])
         self.nodes_every_sec = self.poll_interval_sec  # the hosts come from the last list: free to ask each cycle
         self._listed: dict[str, parse.Slice] = {}  # this home's slices as the last list showed them
-        self.calls = CloudCalls(runner, workers=int(settings["workers"]), create_rate=float(settings["create_rate"]),
+        self.cli = cli_health.WatchedRunner(runner)  # gcloud failing every call is shown to people
+        self.calls = CloudCalls(self.cli, workers=int(settings["workers"]), create_rate=float(settings["create_rate"]),
                                 timeout=float(settings["command_timeout_sec"]))
         self._launches: dict[str, Future] = {}  # slice name -> its ssh, running in the pool
         self._creates: dict[str, Future] = {}  # slice name -> its create (zones in order), in the pool
