@@ -78,18 +78,33 @@ def test_a_tpu_run_without_a_zone_ends_failed_config_not_a_crash_loop(home, sim,
     assert len(meta["attempts"]) == 1
 
 
-def test_a_gres_no_slurm_node_has_ends_the_run_failed_config(slurm_cluster, home: Home, daemon,
-                                                             tmp_path: Path) -> None:
-    home.config.write_text(json.dumps({"slurm": {"poll_interval_sec": 0.5, "min_snapshot_interval_sec": 0.3}}))
+def slurm_run(home: Home, tmp_path: Path, sbatch_line: str) -> str:
+    home.config.write_text(json.dumps({"slurm": {"poll_interval_sec": 0.5, "min_snapshot_interval_sec": 0.3,
+                                                 "sinfo_ttl_sec": 2}}))
     script = tmp_path / "s.sh"
-    script.write_text("#!/bin/bash\n#SBATCH --gres=gpu:v100:1\necho hi\n")
-    meta = runs.create_run(home, runs.SubmitOptions(script=script, overrides={"backend": "slurm"},
-                                                    workdir=str(tmp_path)))
-    found = wait_until(lambda: ended(home, meta.run_id), timeout=60, what="the run to end")
+    script.write_text(f"#!/bin/bash\n{sbatch_line}\necho hi\n")
+    return runs.create_run(home, runs.SubmitOptions(script=script, overrides={"backend": "slurm"},
+                                                    workdir=str(tmp_path))).run_id
+
+
+def test_a_feature_sbatch_rejects_ends_the_run_failed_config_with_sbatchs_words(slurm_cluster, home: Home, daemon,
+                                                                               tmp_path: Path) -> None:
+    run_id = slurm_run(home, tmp_path, "#SBATCH --constraint=nosuch")
+    found = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
     assert found["end"]["status"] == "failed_config", found["end"]
-    assert "Requested node configuration is not available" in found["end"]["reason"]
+    assert "Invalid feature specification" in found["end"]["reason"]
     assert [a["cause"] for a in found["attempts"]] == ["config_refused"]
-    schema_validate("ended", json.loads(home.run(meta.run_id).ended.read_text()))
+    schema_validate("ended", json.loads(home.run(run_id).ended.read_text()))
+
+
+def test_the_daemon_checks_again_before_submitting_what_sinfo_says_no_node_has(slurm_cluster, home: Home, daemon,
+                                                                              tmp_path: Path) -> None:
+    # Past the submit check (a GRES type a node had when the run was submitted): the daemon's own look refuses it.
+    run_id = slurm_run(home, tmp_path, "#SBATCH --gres=gpu:v100:1")
+    found = wait_until(lambda: ended(home, run_id), timeout=60, what="the run to end")
+    assert found["end"]["status"] == "failed_config", found["end"]
+    assert "no Slurm node has GPUs of type 'v100' (the cluster has: a100, h100)" in found["end"]["reason"]
+    assert "slurm_job_id" not in json.dumps(found["attempts"]) and found["attempts"][0]["backend_ref"] is None
 
 
 def test_a_gcloud_that_fails_every_call_is_shown_in_daemon_status_list_and_the_dashboard(home, sim, daemon,

@@ -1,6 +1,7 @@
 """What a run's backend can ever offer, read once, and the refusal of a run it never could (submit time).
 
     check(home, spec, name)   raise UsageError listing every problem (fray.core.submit_checks), writing nothing
+    recheck(backend, spec)    the daemon's look before each submission, from the backend's own cached sinfo
 
 The judging is pure (fray.core.submit_checks); this shell only looks: this
 machine's CPUs, memory and GPUs for the local backend (as its scheduler counts
@@ -27,6 +28,19 @@ def check(home: Home, spec: RunSpec, name: str, run_command: external.Runner = e
     if found:
         lines = "\n".join(f"  - {problem}" for problem in found)
         raise UsageError(f"this run can never start on the {spec.backend} backend, so nothing was submitted:\n{lines}")
+
+
+def recheck(backend: object, spec: RunSpec) -> list[str]:
+    """In the daemon, before each submission: what may have changed since submit (a partition removed or made
+    inactive), judged from what the backend already knows (the Slurm backend's cached sinfo): no extra call."""
+    lister = getattr(backend, "list_partitions", None)
+    if spec.backend != "slurm" or lister is None:
+        return []  # local: the scheduler says "can never start here"; tpu: nothing changes after submit
+    found = lister()
+    if found is None:
+        return []
+    partitions = tuple(submit_checks.PartitionOffer(p.name, p.available, p.gpus) for p in found)
+    return submit_checks.backend_problems(spec, submit_checks.Offer(partitions=partitions), asked(spec))
 
 
 def offer(home: Home, backend: str, run_command: external.Runner = external.run) -> submit_checks.Offer:

@@ -1,6 +1,7 @@
 """Everything about a submission that can be known before it is made, judged in one place (pure).
 
     problems(spec, name, offer, asked) -> list[str]   each: what is wrong, then how to fix it
+    backend_problems(spec, offer, asked)              the part that can change after submit
 
 `fray submit`, the dashboard, sweeps, `fray.submit`/`fray.map` and the cluster
 API refuse a run with any problem before writing anything (fray.backends.offers
@@ -56,7 +57,12 @@ class Asked:
 
 def problems(spec: RunSpec, name: str, offer: Offer, asked: Asked = Asked()) -> list[str]:
     """Every reason this run can never be submitted as it stands, each with its fix; empty: it may go."""
-    found = _name_problems(name)
+    return _name_problems(name) + backend_problems(spec, offer, asked)
+
+
+def backend_problems(spec: RunSpec, offer: Offer, asked: Asked = Asked()) -> list[str]:
+    """What the backend can never offer this run (the daemon asks again before each submission)."""
+    found: list[str] = []
     if spec.backend == "local" and offer.capacity is not None:
         found += _local_problems(spec, offer.capacity)
     elif spec.backend == "slurm":

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from fray.backends import offers
 from fray.backends.base import AttemptKey, Backend, GroupSubmit, SubmitRequest
 from fray.core import policy
 from fray.core.model import AttemptState, Meta
@@ -64,7 +65,11 @@ class Submitter:
             return
         request = self.request(paths, meta, action, exclude)
         try:
-            outcome: Any = self.backend(meta.spec.backend).submit(request)
+            backend = self.backend(meta.spec.backend)
+            changed = offers.recheck(backend, meta.spec)  # since submit: a partition removed, say
+            if changed:
+                raise BackendError("; ".join(changed), temporary=False)
+            outcome: Any = backend.submit(request)
         except (BackendError, OSError) as exc:
             outcome = exc
         self._record(paths, meta, request, outcome, stats)
