@@ -129,8 +129,7 @@ def test_submit_refuses_more_replicas_than_cpus_with_the_fix_and_json(home: Home
     assert nothing_written(home)
 
 
-def test_submit_to_tpu_without_a_zone_is_refused_and_without_a_runtime_gets_the_default(home: Home,
-                                                                                       tmp_path: Path) -> None:
+def test_submit_to_tpu_without_a_zone_is_refused(home: Home, tmp_path: Path) -> None:
     script = tmp_path / "t.py"
     script.write_text("print('hi')\n")
     proc = run_fray("submit", str(script), "--backend", "tpu", "--tpu", "v5litepod-16")
