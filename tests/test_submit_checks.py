@@ -146,3 +146,16 @@ def test_submit_to_slurm_refuses_a_partition_and_a_gpu_type_the_cluster_lacks(sl
     assert "Slurm has no partition 'gpu-big' (it has: a100, cpu, h100)" in proc.stderr
     assert "no Slurm node has GPUs of type 'v100' (the cluster has: a100, h100)" in proc.stderr
     assert nothing_written(home)
+
+
+def test_fray_submit_and_map_refuse_a_function_this_machine_can_never_run(home: Home) -> None:
+    import fray
+    from fray.cluster.api import ClusterError
+
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 2, "gpus": 0}}))
+    with pytest.raises(ClusterError, match="(?s)can never start on the local backend.*1 GPUs and this machine has 0"):
+        fray.submit(abs, -1, resources={"gpus": 1})
+    with pytest.raises(ClusterError, match="(?s)it asks for 4 CPUs and this machine has 2"):
+        fray.map(abs, [1, 2], resources={"cpus": 4})
+    assert nothing_written(home) and not home.daemon_lease.exists()
