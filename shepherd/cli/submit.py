@@ -126,6 +126,8 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], sweeps: tuple
         output.note(f"\nstopped watching; run {meta.run_id} goes on (`{fray_prefix(home)} status {meta.run_id}`)")
         ctx.exit(130)
     if ended is None:  # it can never start here: waiting longer changes nothing (the reason was just told)
+        if as_json:
+            output.json_line(data)  # "end": null: it has not ended
         output.note(f"gave up waiting: run {meta.run_id} can never start here; it is left as it is "
                     f"(`{fray_prefix(home)} control stop {meta.run_id}`)")
         ctx.exit(EXIT_NEVER_STARTS)
