@@ -84,6 +84,14 @@ def test_tpu_needs_a_type_and_a_zone_and_gets_its_generations_runtime() -> None:
     assert chosen.runtime_version == "mine"
 
 
+def test_the_interpreter_of_a_scripts_first_line() -> None:
+    assert submit_checks.interpreter_of(b"#!/usr/bin/env -S python3 -u\nx") == "python3"
+    assert submit_checks.interpreter_of(b"#! /bin/bash -e\n") == "/bin/bash"
+    assert submit_checks.interpreter_of(b"print(1)\n") is None
+    missing = submit_checks.Offer(capacity=Capacity(2, None, 0), missing_interpreter="python9")
+    assert "asks for python9, which this machine does not have" in submit_checks.problems(RunSpec(), "r", missing)[0]
+
+
 def test_a_run_name_may_not_look_like_an_option() -> None:
     assert submit_checks.problems(RunSpec(), "--help", submit_checks.Offer())[0].startswith(
         "run name '--help': a name cannot start with '-'")
@@ -126,6 +134,14 @@ def test_submit_refuses_more_replicas_than_cpus_with_the_fix_and_json(home: Home
     document = json.loads(proc.stdout)
     schema_validate("cli-error", document)
     assert "1 GPUs and this machine has 0" in json.dumps(document)
+    assert nothing_written(home)
+
+
+def test_submit_refuses_a_script_whose_interpreter_this_machine_lacks(home: Home, tmp_path: Path) -> None:
+    script = tmp_path / "x.py"
+    script.write_text("#!/usr/bin/env python9.99\nprint('hi')\n")
+    proc = run_fray("submit", str(script))
+    assert proc.returncode == 2 and "asks for python9.99, which this machine does not have" in proc.stderr
     assert nothing_written(home)
 
 

@@ -5,12 +5,16 @@
 
 The judging is pure (fray.core.submit_checks); this shell only looks: this
 machine's CPUs, memory and GPUs for the local backend (as its scheduler counts
-them), one `sinfo` for Slurm, kept for the process so that a sweep of a
+them) and whether it has the script's `#!` interpreter, one `sinfo` for Slurm, kept for the process so that a sweep of a
 thousand points costs one call; nothing for TPU (its checks need no cloud call).
 A look that fails leaves that part unjudged: the backend stays the judge.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
 
 from fray.backends import external
 from fray.core import submit_checks
@@ -22,9 +26,13 @@ SINFO_TIMEOUT_SEC = 15.0
 _sinfo_cache: dict[str, tuple[submit_checks.PartitionOffer, ...] | None] = {}
 
 
-def check(home: Home, spec: RunSpec, name: str, run_command: external.Runner = external.run) -> None:
+def check(home: Home, spec: RunSpec, name: str, script: bytes | None = None,
+          run_command: external.Runner = external.run) -> None:
     """Refuse (UsageError, exit 2) a run that can never be submitted as it stands; say every reason and fix."""
-    found = submit_checks.problems(spec, name, offer(home, spec.backend, run_command), asked(spec))
+    offered = offer(home, spec.backend, run_command)
+    if spec.backend == "local" and script is not None:
+        offered = dataclasses.replace(offered, missing_interpreter=_missing(submit_checks.interpreter_of(script)))
+    found = submit_checks.problems(spec, name, offered, asked(spec))
     if found:
         lines = "\n".join(f"  - {problem}" for problem in found)
         raise UsageError(f"this run can never start on the {spec.backend} backend, so nothing was submitted:\n{lines}")
@@ -70,6 +78,14 @@ def asked(spec: RunSpec) -> submit_checks.Asked:
         if len(parts) >= 3 and parts[0] == "gpu" or len(parts) == 2 and parts[0] == "gpu" and not parts[1].isdigit():
             types.append(parts[1])
     return submit_checks.Asked(partitions=named, gpu_types=tuple(types))
+
+
+def _missing(program: str | None) -> str | None:
+    """`program` when this machine cannot run it (not on PATH, or no such executable file)."""
+    if program is None:
+        return None
+    found = shutil.which(program) if "/" not in program else (program if os.access(program, os.X_OK) else None)
+    return None if found else program
 
 
 def _partitions(run_command: external.Runner) -> tuple[submit_checks.PartitionOffer, ...] | None:

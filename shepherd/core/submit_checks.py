@@ -44,6 +44,7 @@ class Offer:
     """What the run's backend can ever offer; None: not known, not judged."""
 
     capacity: Capacity | None = None  # local: this machine's CPUs, memory, GPUs
+    missing_interpreter: str | None = None  # local: the script's #! interpreter, when this machine has none such
     partitions: tuple[PartitionOffer, ...] | None = None  # slurm: from one sinfo
 
 
@@ -65,6 +66,9 @@ def backend_problems(spec: RunSpec, offer: Offer, asked: Asked = Asked()) -> lis
     found: list[str] = []
     if spec.backend == "local" and offer.capacity is not None:
         found += _local_problems(spec, offer.capacity)
+    if spec.backend == "local" and offer.missing_interpreter:
+        found.append(f"the script's first line asks for {offer.missing_interpreter}, which this machine does not "
+                     f"have: fix the #! line (e.g. #!/usr/bin/env python3)")
     elif spec.backend == "slurm":
         found += _slurm_problems(spec, offer.partitions, asked)
     elif spec.backend == "tpu":
@@ -138,3 +142,17 @@ def _tpu_problems(spec: RunSpec) -> list[str]:
     if spec.tpu and not spec.runtime_version:
         found.append(f"--backend tpu needs --runtime-version V (no default is known for {spec.tpu})")
     return found
+
+
+def interpreter_of(script: bytes) -> str | None:
+    """The program a script's `#!` line runs: `/bin/bash`, or NAME of `#!/usr/bin/env [-S] NAME`; None without one."""
+    first = script.split(b"\n", 1)[0].decode("utf-8", "replace")
+    if not first.startswith("#!"):
+        return None
+    words = first[2:].split()
+    if not words:
+        return None
+    if words[0].endswith("/env"):
+        rest = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        return rest[0] if rest else None
+    return words[0]

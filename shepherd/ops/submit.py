@@ -58,7 +58,7 @@ def submit(home: Home, script: Path, args: Sequence[str] = (), overrides: dict[s
     a request the backend can never meet writes nothing)."""
     return runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides or {}, name=name or None,
                                                     args=tuple(args)),
-                           check=lambda ready: offers.check(home, ready.spec, ready.name))
+                           check=lambda ready: offers.check(home, ready.spec, ready.name, ready.data))
 
 
 def ensure_daemon(home: Home, meta: Meta) -> None:

@@ -29,7 +29,7 @@ def publish(home: Home, script: Path, sweeps: Sequence[str], args: Sequence[str]
     sweep.check_max_parallel(max_parallel)
     ready = runs.prepare(runs.SubmitOptions(script=script, overrides=overrides or {}, name=name or None,
                                             args=tuple(args)))
-    offers.check(home, ready.spec, ready.name)
+    offers.check(home, ready.spec, ready.name, ready.data)
     return groups.publish_sweep(home, ready, sweep.points(axes), max_parallel)
 
 
