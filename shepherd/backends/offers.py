@@ -47,6 +47,9 @@ def recheck(backend: object, spec: RunSpec) -> list[str]:
     found = lister()
     if found is None:
         return []
+    if len(spec.partitions) > 1:
+        # A chain falls back from a partition sbatch refuses to the next (fray.core.partition_policy).
+        spec = dataclasses.replace(spec, partitions=[])
     partitions = tuple(submit_checks.PartitionOffer(p.name, p.available, p.gpus) for p in found)
     return submit_checks.backend_problems(spec, submit_checks.Offer(partitions=partitions), asked(spec))
 
