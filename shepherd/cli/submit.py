@@ -141,14 +141,14 @@ def submit(ctx: click.Context, script: str, args: tuple[str, ...], sweeps: tuple
 
 
 def _submit_sweep(ctx: click.Context, home: Home, script: Path, args: tuple[str, ...], sweeps: tuple[str, ...],
-                  max_parallel: int | None, overrides: dict[str, Any], name: str | None, waiting: bool,
+                  max_parallel: int | None, overrides: dict[str, Any], name: str | None, wait: bool,
                   as_json: bool) -> None:
     if not sweeps:
         raise UsageError("--max-parallel limits the runs of a sweep; give the points with --sweep NAME=VALUES")
     record = sweeping.publish(home, script, sweeps, args, overrides, name, max_parallel)
     submitting.ensure_daemon(home, sweep_record.member_meta(record, 0))
     view = sweeping.sweep_view(home, record, fray_prefix(home))
-    if not waiting:
+    if not wait:
         output.emit(view, as_json, render_sweep)
         return
     # Waiting for every point: the sweep is told on stderr, stdout keeps one answer (schemas/cli-wait.json).
@@ -156,7 +156,7 @@ def _submit_sweep(ctx: click.Context, home: Home, script: Path, args: tuple[str,
         output.line(text, err=True)
     from fray.cli.wait_cmd import watch_and_report
 
-    ctx.exit(watch_and_report(ctx, home, [run["run_id"] for run in view["runs"]], as_json,
+    ctx.exit(watch_and_report(home, [run["run_id"] for run in view["runs"]], as_json,
                               {run["run_id"]: run["name"] for run in view["runs"]}))
 
 

@@ -18,6 +18,7 @@ from fray.core import waiting
 from fray.errors import UsageError
 from fray.ops import wait as waits
 from fray.state import runs
+from fray.state.layout import Home
 
 
 @click.command("wait")
@@ -41,10 +42,10 @@ def wait_cmd(ctx: click.Context, refs: tuple[str, ...], group: str | None, as_js
         run_ids = list(names)
     else:
         run_ids = [runs.resolve(home, ref) for ref in refs]
-    ctx.exit(watch_and_report(ctx, home, run_ids, as_json, names))
+    ctx.exit(watch_and_report(home, run_ids, as_json, names))
 
 
-def watch_and_report(ctx: click.Context, home: Any, run_ids: list[str], as_json: bool,
+def watch_and_report(home: Home, run_ids: list[str], as_json: bool,
                      names: dict[str, str] | None = None) -> int:
     """Narrate on stderr until the wait is decided, print how it ended; its exit code (also `submit --wait`
     of a sweep)."""
