@@ -64,11 +64,12 @@ def problems(spec: RunSpec, name: str, offer: Offer, asked: Asked = Asked()) -> 
 def backend_problems(spec: RunSpec, offer: Offer, asked: Asked = Asked()) -> list[str]:
     """What the backend can never offer this run (the daemon asks again before each submission)."""
     found: list[str] = []
-    if spec.backend == "local" and offer.capacity is not None:
-        found += _local_problems(spec, offer.capacity)
-    if spec.backend == "local" and offer.missing_interpreter:
-        found.append(f"the script's first line asks for {offer.missing_interpreter}, which this machine does not "
-                     f"have: fix the #! line (e.g. #!/usr/bin/env python3)")
+    if spec.backend == "local":
+        if offer.capacity is not None:
+            found += _local_problems(spec, offer.capacity)
+        if offer.missing_interpreter:
+            found.append(f"the script's first line asks for {offer.missing_interpreter}, which this machine does "
+                         f"not have: fix the #! line (e.g. #!/usr/bin/env python3)")
     elif spec.backend == "slurm":
         found += _slurm_problems(spec, offer.partitions, asked)
     elif spec.backend == "tpu":
