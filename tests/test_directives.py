@@ -374,7 +374,9 @@ def test_hostile_values_are_kept_literally_never_interpreted() -> None:
 
 
 def test_a_value_that_looks_like_an_option_needs_equals() -> None:
-    assert parse("--name=--mode").name == "--mode"
+    assert parse("--env=A=--mode").overrides["env"] == {"A": "--mode"}
+    # A run name never starts with '-': `--name=--mode` is a forgotten value, said so at submit.
+    assert "a name cannot start with '-'" in error_of(script("--name=--mode")).problem
     assert "--name needs a value" in error_of(script("--name --mode indefinite")).problem
 
 

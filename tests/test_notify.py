@@ -94,7 +94,7 @@ def test_settings_defaults_and_smtp_ports():
                                                    "from": "fray@x.org", "to": ["me@x.org"]}}})
     assert (settings.email.host, settings.email.port) == ("mail.example.com", 587)
     assert settings.rate_limit == parse_rate_limit("5/10m") == RateLimit(5, 600)
-    assert settings.on == {"unresponsive", "crash_loop", "failed"} and settings.sinks == ("email",)
+    assert settings.on == {"unresponsive", "crash_loop", "failed", "failed_config"} and settings.sinks == ("email",)
     assert settings_from({"notify": {"email": {"smtp": "[::1]:2525", "from": "a@b", "to": ["c@d"]}}}).email.port == 2525
     assert settings_from({}) is None
 

@@ -104,8 +104,8 @@ def test_every_value_reaches_the_wrapper_intact_through_bash(tmp_path: Path) -> 
     printed = run_script(tmp_path, batch_script(batch))
     r = batch.request
     assert printed == ["-m", "fray.wrapper", "run", "--home", str(r.home), "--run-id", r.key.run_id, "--attempt", "3",
-                       "--attempt-dir", str(r.attempt_dir), "--script", str(r.script), "--job-name", "it's $name",
-                       "--namespace", r.key.run_id, "--workdir", HOSTILE, "--checkpoint-dir", str(r.checkpoint_dir),
+                       "--attempt-dir", str(r.attempt_dir), "--script", str(r.script), "--job-name=it's $name",
+                       f"--namespace={r.key.run_id}", "--workdir", HOSTILE, "--checkpoint-dir", str(r.checkpoint_dir),
                        "--heartbeat-interval", "0.5", "--stop-grace", "2.0",
                        "--fence-grace", repr(r.spec.heartbeat_timeout_sec / 2),
                        "--commands-dir", str(Home(r.home).run(r.key.run_id).commands_dir),

@@ -33,8 +33,9 @@ def wrapper_argv(python: str, request: SubmitRequest, attempt_dir: str | None = 
         "--attempt", str(request.key.attempt),
         "--attempt-dir", attempt_dir if attempt_dir is not None else str(request.attempt_dir),
         "--script", str(request.script),
-        "--job-name", request.name,
-        "--namespace", request.namespace or request.key.run_id,
+        # Values a person chose are joined to their option: `--job-name=--help` is a name, never an option.
+        f"--job-name={request.name}",
+        f"--namespace={request.namespace or request.key.run_id}",
         "--workdir", spec.workdir,
         "--checkpoint-dir", str(request.checkpoint_dir),
         "--heartbeat-interval", repr(spec.heartbeat_interval_sec),

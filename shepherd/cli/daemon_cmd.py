@@ -8,6 +8,7 @@ itself in the foreground, for supervisors and debugging.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import click
@@ -86,6 +87,7 @@ def render_daemon(data: dict[str, Any]) -> list[str]:
             facts.append(("last error", render.style(record["last_error"], fg="red")))
         if record.get("config_error"):
             facts.append(("config", render.style(record["config_error"], fg="red")))
+        facts += [("failing", render.style(text, fg="red")) for text in human.failing_commands(record, time.time())]
         lines += render.key_values(facts)
     if state != "running":
         lines.append("  start one with: fray daemon start")

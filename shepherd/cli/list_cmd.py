@@ -32,7 +32,8 @@ COLUMNS = (
 
 # Runs that need no daemon: ended ones, and those whose files cannot be read.
 ENDED_STATUSES = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED.value,
-                            Status.STOPPED_MANUAL.value, Status.FAILED.value, Status.ERROR_UNKNOWN.value})
+                            Status.STOPPED_MANUAL.value, Status.FAILED.value, Status.FAILED_CONFIG.value,
+                            Status.ERROR_UNKNOWN.value})
 
 
 @click.command("list")
@@ -86,7 +87,9 @@ def summary(data: dict[str, Any]) -> str:
     daemon = data["daemon"]
     health = render.style(daemon["state"], **render.DAEMON_COLOURS.get(daemon["state"], {}))
     head = human.plural(total, scope) + (f" of group {data['group']}" if data.get("group") else "")
-    return f"{head}{': ' + ', '.join(parts) if parts else ''} · daemon {health}: {daemon['detail']}"
+    failing = "".join(f" · {render.style(text, fg='red')}"
+                      for text in human.failing_commands(daemon.get("lease"), data["generated_at"]))
+    return f"{head}{': ' + ', '.join(parts) if parts else ''} · daemon {health}: {daemon['detail']}{failing}"
 
 
 def daemon_warning(data: dict[str, Any]) -> str | None:

@@ -1,6 +1,8 @@
 """`fray logs RUN`: print an attempt's stdout or stderr, or follow them as they grow.
 
-Without -f: the chosen attempt (default the latest), whole or its last N lines.
+Without -f: the chosen attempt (default the latest), whole or its last N lines;
+to a pipe or file the workload's bytes unchanged (binary output, no added
+newline), decoded as UTF-8 for a terminal only.
 With -f: new lines as they are written, moving on to each new attempt with a
 separator line, until the run ends; `--json` then prints one object per line.
 A multi-node attempt shows every task, each line marked `[task i]`, unless
@@ -9,6 +11,7 @@ A multi-node attempt shows every task, each line marked `[task i]`, unless
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -58,6 +61,10 @@ def logs(ctx: click.Context, run: str, follow: bool, use_stderr: bool, attempt: 
     if number is None and not as_json:
         output.note(f"run {run_id} has no attempt yet ({meta.wait_reason or meta.phase}); "
                     f"`{fray_prefix(home)} logs {run_id} -f` waits for its output")
+    if len(tasks) == 1 and not as_json and render.terminal_width() is None:
+        sys.stdout.buffer.write(runlogs.read_bytes(tasks[0].path, last))  # the workload's bytes, not our reading
+        sys.stdout.flush()
+        return
     output.emit(data, as_json, render_logs)
 
 

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("fray.cli.list_cmd:list_runs", "Every run with its status, newest first."),
     "status": ("fray.cli.status_cmd:status", "One run in full: status, attempts, failures, events."),
     "logs": ("fray.cli.logs_cmd:logs", "Print (or follow) a run's output."),
+    "wait": ("fray.cli.wait_cmd:wait_cmd", "Wait for runs or a group to end, telling each change."),
     "control": ("fray.cli.control_cmd:control", "Stop, restart, pause a run; tune, pause or terminate its workload."),
     "daemon": ("fray.cli.daemon_cmd:daemon", "Start, stop or inspect the daemon that serves FRAY_HOME."),
     "nodes": ("fray.cli.nodes_cmd:nodes", "The nodes runs can use; ban and unban them."),
@@ -44,6 +45,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "usage": ("fray.cli.usage_cmd:usage_cmd", "CPU-, GPU- and TPU chip-hours and goodput from the attempts' times."),
     "tui": ("fray.tui.commands:tui", "A live dashboard of runs in the terminal (Textual)."),
     "web": ("fray.tui.commands:web", "Serve the dashboard to a browser, behind a token."),
+    "sync": ("fray.cli.remote_cmds:sync", "Copy this project to the --remote HOST (as submit --remote does)."),
+    "remote": ("fray.cli.remote_cmds:remote", "Set up a login node for --remote HOST: `remote trust HOST`."),
 }
 
 
@@ -118,6 +121,9 @@ class LazyGroup(click.Group):
                     "--remote HOST to run on a cluster's login node over SSH (`fray remote trust HOST` once; "
                     "`fray sync --remote HOST` copies the project).")
 @click.option("--home", metavar="DIR", help="The state directory (default: $FRAY_HOME, else ~/.fray).")
+# Taken off the command line before click sees it (fray.remote.forward): listed here so --help shows it.
+@click.option("--remote", metavar="HOST", expose_value=False,
+              help="Run the command on HOST's login node over SSH, anywhere before `--` (default: $FRAY_REMOTE).")
 @click.version_option(__version__, "-V", "--version", prog_name="fray")
 @click.pass_context
 def cli(ctx: click.Context, home: str | None) -> None:

@@ -54,6 +54,8 @@ def renderer_for(argv: list[str]) -> Callable[[dict[str, Any]], Any] | None:
     words = tuple(forward.command_words(argv))
     if forward.interactive(list(words), argv):
         return None
+    if words[:1] == ("logs",) and not sys.stdout.isatty():
+        return None  # to a pipe or file: the remote's bytes, exactly as the workload wrote them
     for length in (2, 1):
         if words[:length] in RENDERERS and len(words) >= length:
             target = RENDERERS[words[:length]]

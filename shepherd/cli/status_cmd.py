@@ -15,7 +15,7 @@ import click
 
 from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
-from fray.core import values
+from fray.core import recovery, values
 from fray.errors import UsageError
 from fray.ops import detail, human, views
 from fray.state import runs
@@ -52,6 +52,9 @@ def status(ctx: click.Context, run: str, as_json: bool) -> None:
     if data["spec"] is None:
         raise UsageError(f"run {run_id} cannot be shown: {data['run']['reason']}")
     data["next"] = [f"{fray_prefix(home)} logs {run_id}"]
+    row = data["run"]
+    data["next_steps"] = recovery.next_steps(row["status"], row["reason"], run_id, data["spec"],
+                                             data["daemon"]["state"], fray_prefix(home))
     data["family"] = views.family_view(home, runs.read_meta(home, run_id))
     output.emit(data, as_json, render_status)
 
@@ -92,6 +95,8 @@ def render_status(data: dict[str, Any]) -> list[str]:
     if data["end"]:
         facts.append(("ended", human.timestamp(data["end"]["at"], now)))
     lines += render.key_values(facts)
+    if data.get("next_steps"):  # right under the run: what to type now (README: My run failed: what now)
+        lines += ["", render.heading("What now")] + render.indent_block(data["next_steps"], "  ")
 
     lines += family_lines(data.get("family"))
     lines += ["", render.heading("Attempts")]

@@ -9,6 +9,7 @@ anything is written: a bad flag, script or directive leaves FRAY_HOME untouched.
 from __future__ import annotations
 
 import difflib
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,9 +19,11 @@ from click.core import ParameterSource
 from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
 from fray.core import directives, sweep_record
+from fray.core.waiting import EXIT_NEVER_STARTS
 from fray.core.model import Meta
 from fray.errors import UsageError
 from fray.ops import human, logs as runlogs, submit as submitting, sweep as sweeping, wait as waiting
+from fray.state import runs
 from fray.state.layout import Home
 
 SUCCESS = "completed_success"
@@ -88,7 +91,8 @@ def _overrides(ctx: click.Context, values: dict[str, Any]) -> tuple[str | None, 
                    "script's own arguments, and FRAY_SWEEP_INDEX, FRAY_SWEEP_PARAMS (JSON) in its environment.")
 @click.option("--max-parallel", type=int, metavar="K",
               help="With --sweep: at most K of its runs at once (on Slurm, the job array's %K).")
-@click.option("--wait", is_flag=True, help="Wait until the run ends; exit 0 if it succeeded, else 1.")
+@click.option("--wait", is_flag=True, help="Wait until the run (every run of a sweep) ends, telling each change on "
+                                           "stderr; exit 0 if it succeeded, 1 if not, 3 if it can never start here.")
 @click.option("--follow", "-f", is_flag=True, help="Stream its output (all attempts) until it ends; implies --wait.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-submit.json; with --sweep schemas/cli-sweep.json).")
 @click.pass_context
@@ -133,13 +137,16 @@ def submit(ctx: click.Context, script: str | None, args: tuple[str, ...], module
         for text in render_submitted(data):
             output.line(text)
     try:
-        if follow:
-            ended = _follow(home, meta.run_id, as_json)
-        else:
-            ended = waiting.wait_for_end(home, meta.run_id)
+        ended = _follow(home, meta.run_id, as_json) if follow else _narrated_wait(home, meta.run_id)
     except KeyboardInterrupt:
         output.note(f"\nstopped watching; run {meta.run_id} goes on (`{fray_prefix(home)} status {meta.run_id}`)")
         ctx.exit(130)
+    if ended is None:  # it can never start here: waiting longer changes nothing (the reason was just told)
+        if as_json:
+            output.json_line(data)  # "end": null: it has not ended
+        output.note(f"gave up waiting: run {meta.run_id} can never start here; it is left as it is "
+                    f"(`{fray_prefix(home)} control stop {meta.run_id}`)")
+        ctx.exit(EXIT_NEVER_STARTS)
     data["end"] = submitting.end_view(home, ended)
     if as_json:
         output.json_line(data)
@@ -151,15 +158,22 @@ def submit(ctx: click.Context, script: str | None, args: tuple[str, ...], module
 
 def _submit_sweep(ctx: click.Context, home: Home, script: Path | None, args: tuple[str, ...],
                   sweeps: tuple[str, ...], max_parallel: int | None, overrides: dict[str, Any], name: str | None,
-                  waiting: bool, as_json: bool, module: str | None, force: bool) -> None:
+                  wait: bool, as_json: bool, module: str | None, force: bool) -> None:
     if not sweeps:
         raise UsageError("--max-parallel limits the runs of a sweep; give the points with --sweep NAME=VALUES")
-    if waiting:
-        raise UsageError("--wait and --follow watch one run; a sweep is many: follow it with "
-                         "`fray list --group GROUP` (or `fray tui`)")
     record = sweeping.publish(home, script, sweeps, args, overrides, name, max_parallel, module, force)
     submitting.ensure_daemon(home, sweep_record.member_meta(record, 0))
-    output.emit(sweeping.sweep_view(home, record, fray_prefix(home)), as_json, render_sweep)
+    view = sweeping.sweep_view(home, record, fray_prefix(home))
+    if not wait:
+        output.emit(view, as_json, render_sweep)
+        return
+    # Waiting for every point: the sweep is told on stderr, stdout keeps one answer (schemas/cli-wait.json).
+    for text in render_sweep(view):
+        output.line(text, err=True)
+    from fray.cli.wait_cmd import watch_and_report
+
+    ctx.exit(watch_and_report(home, [run["run_id"] for run in view["runs"]], as_json,
+                              {run["run_id"]: run["name"] for run in view["runs"]}))
 
 
 def render_sweep(data: dict[str, Any], shown: int = 5) -> list[str]:
@@ -177,7 +191,15 @@ def render_sweep(data: dict[str, Any], shown: int = 5) -> list[str]:
     return lines
 
 
-def _follow(home: Home, run_id: str, as_json: bool) -> Meta:
+def _narrated_wait(home: Home, run_id: str) -> Meta | None:
+    """Wait for the run, telling each change on stderr; its meta once ended, None if it can never start."""
+    watch = waiting.Watch(home, [run_id], lambda line: output.line(line, err=True))
+    if watch.run() == EXIT_NEVER_STARTS:
+        return None
+    return runs.read_meta(home, run_id)
+
+
+def _follow(home: Home, run_id: str, as_json: bool) -> Meta | None:
     def on_attempt(number: int, node: str | None) -> None:
         if not as_json:
             output.line(render.separator(number, node))
@@ -190,7 +212,17 @@ def _follow(home: Home, run_id: str, as_json: bool) -> Meta:
         else:
             output.line(item.text)
 
-    return runlogs.Follower(home, run_id, runlogs.STREAMS, start_attempt=1).run(on_attempt, on_line)
+    # Its output on stdout, what it does (pending: why, attempt 2 failed...) on stderr, in one loop.
+    follower = runlogs.Follower(home, run_id, runlogs.STREAMS, start_attempt=1)
+    watch = waiting.Watch(home, [run_id], lambda line: output.line(render.style(line, dim=True), err=True))
+    while not follower.step(on_attempt, on_line):
+        if watch.step() == EXIT_NEVER_STARTS:
+            return None
+        watch.keeper.tick()
+        time.sleep(waiting.POLL_SEC)
+    watch.step()  # its end, told like every change before it
+    assert follower.meta is not None
+    return follower.meta
 
 
 def render_submitted(data: dict[str, Any]) -> list[str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fray.backends import offers
 from fray.wrapper import contract
 from fray.core import directives
 from fray.state import runs
@@ -101,6 +102,14 @@ def time_limit_lines(request: JobRequest, backend: str) -> list[str]:
     return [f"#SBATCH --time={math.ceil(request.time_limit_sec / 60)}"]
 
 
+def _refuse_what_can_never_start(home: Home, meta: Meta) -> None:
+    """fray submit's check (fray.backends.offers): a job its backend can never run is an error now, not a wait."""
+    try:
+        offers.check(home, meta.spec, meta.name)
+    except UsageError as exc:
+        raise ClusterError(f"job {meta.name!r}: {exc}") from None
+
+
 def _new_run(home: Home, prepared: Prepared) -> runs.NewRun:
     files = {SHIM_NAME: SHIM.encode()}
     if prepared.payload is not None:
@@ -117,6 +126,8 @@ def launch(home: Home, requests: list[JobRequest], family: Family, group_id: str
     for index, request in enumerate(requests):
         group = {"id": group_id, "size": len(requests), "index": index} if group_id else None
         prepared.append(prepare(request, family, now, group))
+    for item in prepared:
+        _refuse_what_can_never_start(home, item.meta)
     runs.write_runs(home, [_new_run(home, item) for item in prepared])
     return [item.meta for item in prepared]
 
@@ -134,6 +145,8 @@ def launch_sweep(home: Home, requests: list[JobRequest], family: Family, name: s
     members = []
     for index, request in enumerate(requests):
         prepared = prepare(request, family, now)
+        if index == 0:  # the points differ only in their arguments: one check speaks for all
+            _refuse_what_can_never_start(home, prepared.meta)
         new = _new_run(home, prepared)
         members.append(groups.PointRun(prepared.meta.spec, {"index": index}, new.files, SHIM_NAME,
                                        prepared.meta.script["source"], prepared.job))

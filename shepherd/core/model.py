@@ -99,11 +99,13 @@ class Cause(str, Enum):
     PREEMPTED = "preempted"
     PROGRESS_STALL = "progress_stall"
     UNSCHEDULABLE = "unschedulable"  # not placed within --scheduling-timeout: the run ends, failed
+    CONFIG_REFUSED = "config_refused"  # the backend refused the submission for good: the run ends, failed_config
 
 
 class EndStatus(str, Enum):
     COMPLETED_SUCCESS = "completed_success"
     FAILED = "failed"
+    FAILED_CONFIG = "failed_config"  # a submission the backend refuses whatever the retry (bad option, no such partition)
     STOPPED_MANUAL = "stopped_manual"
     ENDED_EXPIRED = "ended_expired"
 

@@ -2,7 +2,7 @@
 
 config.json `notify` (schemas/config.json) names the sinks and the limits:
 
-    "notify": {"on": ["unresponsive", "crash_loop", "failed"],
+    "notify": {"on": ["unresponsive", "crash_loop", "failed", "failed_config"],
                "rate_limit": "5/10m", "repeat_after_sec": 21600,
                "slack": {"url": "https://hooks.slack.com/services/..."},
                "email": {"smtp": "smtp.example.com:587", "starttls": true,
@@ -32,7 +32,7 @@ from typing import Any
 
 from fray.core.values import parse_duration
 
-DEFAULT_ON = ("unresponsive", "crash_loop", "failed")
+DEFAULT_ON = ("unresponsive", "crash_loop", "failed", "failed_config")
 DEFAULT_RATE_LIMIT = "5/10m"
 DEFAULT_REPEAT_AFTER_SEC = 6 * 3600.0
 DEFAULT_TIMEOUT_SEC = 10.0

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fray.wrapper import contract
 from fray.core import partition_policy
+from fray.core.exit_causes import classify_exit
 from fray.core.budgets import NODE_BUDGET, WORKLOAD_BUDGET, backoff_delay, budgets_used
 from fray.core.observation import BackendView
 from fray.core.placement.groups import TaskEnd, reporting_task, siblings_finishing
@@ -146,45 +146,18 @@ def decide(s: Situation, admit: Callable[[Request], Admission]) -> Plan:
     return plan
 
 
-def record_submit_failure(meta: Meta, attempt_number: int, error: str, now: float, jitter: float) -> Plan:
-    """The backend refused or failed a submission: end the attempt, count it, back off."""
+def record_submit_failure(meta: Meta, attempt_number: int, error: str, now: float, jitter: float,
+                          final: bool = False) -> Plan:
+    """The backend refused or failed a submission: end the attempt, count it, back off; `final` (a refusal
+    no retry can change) ends the run `failed_config` with the backend's words."""
     plan = Plan(meta.copy(), now)
     attempt = plan.meta.attempts[attempt_number - 1]
-    _attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None, f"submission failed: {error}", jitter)
-    return plan
-
-
-def classify_exit(exit_record: dict[str, Any], final: dict[str, Any] | None, failure: dict[str, Any] | None,
-                  attempt: Attempt) -> tuple[str, str]:
-    """(cause, detail) of an attempt from the wrapper's exit record."""
-    code = exit_record["exit_code"]
-    message = _failure_summary(failure)
-    if code == contract.EXIT_OK:
-        if final is not None:
-            return Cause.SUCCESS.value, "exited 0 with final.json"
-        return Cause.CLEAN_EXIT.value, "exited 0 without final.json"
-    if code in contract.NODE_FAULT_EXITS:
-        return Cause.NODE_FAULT.value, message or f"node fault (wrapper exit {code})"
-    if code >= contract.EXIT_SIGNALLED_BASE:
-        signal = exit_record.get("received_signal") or f"signal {code - contract.EXIT_SIGNALLED_BASE}"
-        if attempt.stop_reason:
-            return attempt.stop_reason, f"stopped by fray with {signal}"
-        return Cause.PREEMPTED.value, f"terminated by {signal} from outside fray (preemption?)"
-    return Cause.WORKLOAD_FAILURE.value, message or f"wrapper exited {code}"
-
-
-def _failure_summary(failure: dict[str, Any] | None) -> str:
-    """'exit 1: <last stderr line>' — what a person wants to see first."""
-    if not failure:
-        return ""
-    if failure.get("workload_exit_code") is not None:
-        head = f"exit {failure['workload_exit_code']}"
-    elif failure.get("workload_signal"):
-        head = f"killed by {failure['workload_signal']}"
+    if final and len(meta.spec.partitions) <= 1:  # with a chain, the next partition may take it (fallback)
+        _attempt_ended(plan, attempt, Cause.CONFIG_REFUSED.value, None,
+                       f"the {meta.spec.backend} backend refused the submission: {error}", jitter)
     else:
-        return failure.get("message") or ""
-    tail = [line for line in failure.get("stderr_tail") or [] if line.strip()]
-    return f"{head}: {tail[-1].strip()[:200]}" if tail else head
+        _attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None, f"submission failed: {error}", jitter)
+    return plan
 
 
 def _apply_control(plan: Plan, s: Situation) -> None:
@@ -395,6 +368,9 @@ def _attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | No
         _end(plan, EndStatus.STOPPED_MANUAL.value, "stopped on request")
     elif cause == Cause.UNSCHEDULABLE.value:
         _end(plan, EndStatus.FAILED.value, f"unschedulable: {detail}")
+    elif cause == Cause.CONFIG_REFUSED.value:
+        # Retrying the same submission gets the same answer: end now, not after a budget of backoffs.
+        _end(plan, EndStatus.FAILED_CONFIG.value, detail)
     elif cause == Cause.EXPIRED.value:
         _end(plan, EndStatus.ENDED_EXPIRED.value, f"keep-alive of {spec.keep_alive_sec:.0f}s has passed")
     elif cause == Cause.PAUSED.value:

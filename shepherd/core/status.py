@@ -3,7 +3,9 @@
 Inputs are what any reader can see (meta, control, heartbeat time, now), so the
 CLI, the TUI and the daemon all agree. `failed` is added to the design's list:
 a run_once run whose retry budget is spent is neither an unknown error nor a
-manual stop, and users must be able to tell it apart at a glance.
+manual stop, and users must be able to tell it apart at a glance. So is
+`failed_config`: the backend refused the submission for a reason no retry
+fixes (a bad option, a partition that does not exist); the fix is the person's.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Status(str, Enum):
     ENDED_EXPIRED = "ended_expired"
     STOPPED_MANUAL = "stopped_manual"
     FAILED = "failed"
+    FAILED_CONFIG = "failed_config"
     ERROR_UNKNOWN = "error_unknown"
 
 
@@ -40,6 +43,7 @@ ICONS: dict[Status, str] = {
     Status.ENDED_EXPIRED: "■",
     Status.STOPPED_MANUAL: "■",
     Status.FAILED: "✗",
+    Status.FAILED_CONFIG: "⊘",
     Status.ERROR_UNKNOWN: "✗",
 }
 

@@ -1,8 +1,15 @@
 """Sweeps: `--sweep NAME=VALUES` axes, their points, and what each point passes to the script. Pure.
 
 An axis is `NAME=V1,V2,...` (a comma list, taken as typed) or `NAME=A..B`
-(the integers A to B, both included). Several axes make the cartesian
-product, the first axis varying slowest:
+(the integers A to B, both included: nothing else is a range, so `../data`
+is a value). A value is passed exactly as typed, `=`, `..` and `/` included;
+one with a comma is quoted with double quotes, as in CSV (`""` is a quote
+inside quotes); spaces around a value are dropped:
+
+    --sweep 'data=../data,../other'     ->  ../data, ../other
+    --sweep 'tag="a,b",c'               ->  a,b and c
+
+Several axes make the cartesian product, the first axis varying slowest:
 
     --sweep lr=1e-3,3e-4 --sweep seed=0..2   ->  6 points, indexes 0..5:
     0: lr=1e-3 seed=0   1: lr=1e-3 seed=1   2: lr=1e-3 seed=2   3: lr=3e-4 seed=0 ...
@@ -16,6 +23,7 @@ object whose numbers are numbers: `{"lr": 0.001, "seed": 2}`, `point_env`).
 
 from __future__ import annotations
 
+import csv
 import itertools
 import json
 import re
@@ -32,7 +40,8 @@ MAX_POINTS = 100_000  # a typo in a range should not write a million run folders
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _RANGE = re.compile(r"^(-?[0-9]+)\.\.(-?[0-9]+)$")
-_SYNTAX = "write NAME=V1,V2,... (a list) or NAME=A..B (integers A to B, both included), e.g. --sweep lr=1e-3,3e-4"
+_SYNTAX = ("write NAME=V1,V2,... (a list; quote a value with a comma: \"a,b\") or NAME=A..B (integers A to B, "
+           "both included), e.g. --sweep lr=1e-3,3e-4")
 
 
 @dataclass(frozen=True)
@@ -69,12 +78,20 @@ def parse_axis(text: str) -> Axis:
         if high - low + 1 > MAX_POINTS:
             raise UsageError(f"--sweep {text!r}: {high - low + 1} values; a sweep has at most {MAX_POINTS} points")
         return Axis(name, tuple(str(v) for v in range(low, high + 1)))
-    if ".." in values:
-        raise UsageError(f"--sweep {text!r}: a range takes two integers, A..B; {_SYNTAX}")
-    items = tuple(v.strip() for v in values.split(","))
+    items = _split(text, values)
     if not values.strip() or any(not v for v in items):
         raise UsageError(f"--sweep {text!r}: an empty value; {_SYNTAX}")
     return Axis(name, items)
+
+
+def _split(text: str, values: str) -> tuple[str, ...]:
+    """The comma list, read as one CSV record: a double-quoted value keeps its commas."""
+    try:
+        record = next(csv.reader([values], strict=True, skipinitialspace=True))
+    except (csv.Error, StopIteration) as exc:
+        raise UsageError(f"--sweep {text!r}: {exc}; quote a value with a comma as \"a,b\" (a quote "
+                         f"inside quotes is \"\"); {_SYNTAX}") from None
+    return tuple(value.strip() for value in record)
 
 
 def parse_axes(texts: list[str] | tuple[str, ...]) -> list[Axis]:

@@ -19,15 +19,18 @@ class Generation:
     cores_per_chip: int  # 2: the number counts TensorCores; 1: it counts chips
     chips_per_host: int  # on a multi-host slice
     single_host_max_chips: int  # slices up to this many chips are one VM
+    # The TPU VM software version a run gets without --runtime-version: the base image
+    # Google's per-version pages name for the generation (README: TPU runtime versions).
+    default_runtime: str
 
 
 GENERATIONS: tuple[Generation, ...] = (
-    Generation("v2", 2, 4, 4),
-    Generation("v3", 2, 4, 4),
-    Generation("v4", 2, 4, 4),
-    Generation("v5p", 2, 4, 4),
-    Generation("v5litepod", 1, 4, 8),
-    Generation("v6e", 1, 4, 8),
+    Generation("v2", 2, 4, 4, "tpu-ubuntu2204-base"),
+    Generation("v3", 2, 4, 4, "tpu-ubuntu2204-base"),
+    Generation("v4", 2, 4, 4, "tpu-ubuntu2204-base"),
+    Generation("v5p", 2, 4, 4, "v2-alpha-tpuv5"),
+    Generation("v5litepod", 1, 4, 8, "v2-alpha-tpuv5-lite"),
+    Generation("v6e", 1, 4, 8, "v2-alpha-tpuv6e"),
 )
 
 _TYPE = re.compile(r"^([a-z0-9]+?)-(\d+)$")
@@ -60,3 +63,9 @@ def shape(accelerator_type: str) -> SliceShape:
     if chips % generation.chips_per_host:
         raise ValueError(f"{accelerator_type!r}: {chips} chips do not fill whole hosts")
     return SliceShape(accelerator_type, chips, chips // generation.chips_per_host)
+
+
+def default_runtime(accelerator_type: str) -> str | None:
+    """The runtime version of `accelerator_type`'s generation (None for a type of no known generation)."""
+    prefix = accelerator_type.strip().lower().rpartition("-")[0]
+    return next((g.default_runtime for g in GENERATIONS if g.prefix == prefix), None)

@@ -145,12 +145,16 @@ def parse_bool(text: str) -> bool:
 
 
 def parse_name(text: str) -> str:
+    """A run name: printable characters (spaces and punctuation too), at most 128, not starting with `-`."""
     if not text.strip():
         raise ValueError("expected a non-empty name like train-gpt")
     if len(text) > _NAME_MAX:
         raise ValueError(f"expected a name of at most {_NAME_MAX} characters")
     if any(unicodedata.category(c) == "Cc" for c in text):
         raise ValueError("expected a name without control characters (tabs, newlines, ...)")
+    if text.startswith("-"):
+        # `--name --help` is a forgotten value, not a name: refused here, never a crash loop later.
+        raise ValueError(f"a name cannot start with '-' ({text!r} looks like an option: did --name lose its value?)")
     return text
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fray import __version__
-from fray.backends import load_backend
+from fray.backends import cli_health, load_backend
 from fray.backends.base import AttemptKey, Backend, CancelTarget, Tracked
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta, Phase
@@ -151,9 +151,8 @@ class Daemon:
         for notice in message.notices if message else ():
             sinks = ", ".join(self._notifications.sinks)
             self._event(self.home.run(notice.run_id), "notify", f"{notice.status}: notifying {sinks}")
-        for run in active:  # those the policy just ended leave the per-cycle set
-            if _settled(run):
-                self._unsettled.discard(run.paths.run_id)
+        # Those the policy just ended leave the per-cycle set.
+        self._unsettled.difference_update(run.paths.run_id for run in active if _settled(run))
         self.cycles += 1
         return stats
 
@@ -484,7 +483,8 @@ class Daemon:
         lease = {"pid": os.getpid(), "host": socket.gethostname(), "version": __version__,
                  "started_at": self.started_at, "last_cycle_at": self.clock(), "poll_interval_sec": self.poll_interval,
                  "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3), "active_runs": stats.active,
-                 "stopping": stopping, "last_error": error, "config_error": self._settings.error}
+                 "stopping": stopping, "last_error": error, "config_error": self._settings.error,
+                 "failing_commands": cli_health.failing_commands(self._backends)}
         try:
             store.write_json(self.home.daemon_lease, lease, "daemon")
         except OSError as exc:

@@ -4,7 +4,9 @@ The loop has already written the attempt as `submitting` into meta.json
 (crash-only: a restarted daemon looks for it before submitting again). Here
 the backend is asked, and what it answered is recorded: `submitted` with its
 reference, an ambiguous answer left `submitting` to be looked for, or a
-failure handed to `policy.record_submit_failure`.
+failure handed to `policy.record_submit_failure`: a BackendError that is not
+`temporary` (the backend refused what no retry changes) ends the run
+`failed_config`; any other failure is retried with backoff.
 
 Attempts of sweep members whose backend submits groups (`GroupBackend`:
 Slurm's job arrays) are held until `flush`, after every run of the cycle was
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from fray.backends import offers
 from fray.backends.base import AttemptKey, Backend, GroupSubmit, SubmitRequest
 from fray.core import policy
 from fray.core.model import AttemptState, Meta
@@ -62,7 +65,11 @@ class Submitter:
             return
         request = self.request(paths, meta, action, exclude)
         try:
-            outcome: Any = self.backend(meta.spec.backend).submit(request)
+            backend = self.backend(meta.spec.backend)
+            changed = offers.recheck(backend, meta.spec)  # since submit: a partition removed, say
+            if changed:
+                raise BackendError("; ".join(changed), temporary=False)
+            outcome: Any = backend.submit(request)
         except (BackendError, OSError) as exc:
             outcome = exc
         self._record(paths, meta, request, outcome, stats)
@@ -113,7 +120,8 @@ class Submitter:
                        "looking for it before submitting again", number)
             return
         if isinstance(outcome, Exception):
-            plan = policy.record_submit_failure(meta, number, str(outcome), self.clock(), self.jitter())
+            final = isinstance(outcome, BackendError) and not outcome.temporary
+            plan = policy.record_submit_failure(meta, number, str(outcome), self.clock(), self.jitter(), final)
             for action in plan.actions:
                 if isinstance(action, policy.Finish):
                     self.finish(paths, plan.meta, action)

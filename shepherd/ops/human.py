@@ -145,3 +145,11 @@ def as_of(daemon: dict[str, Any], now: float) -> str:
     if not lease:
         return ""
     return f"; what is shown is as of its last cycle, {duration(now - lease['last_cycle_at'])} ago"
+
+
+def failing_commands(lease: dict[str, Any] | None, now: float) -> list[str]:
+    """`tpu: gcloud failing for 3m (12 calls in a row): <its last stderr line>`, one per tool the daemon saw
+    failing every call (daemon.json `failing_commands`)."""
+    return [f"{item['backend']}: {item['command']} failing for {duration(max(0.0, now - item['since']))} "
+            f"({plural(item['failures'], 'call')} in a row): {item['last_error']}"
+            for item in (lease or {}).get("failing_commands") or []]

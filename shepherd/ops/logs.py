@@ -103,6 +103,16 @@ def read_lines(path: Path, last: int | None = None) -> list[str]:
     return [_decode(line) for line in lines]
 
 
+def read_bytes(path: Path, last: int | None = None) -> bytes:
+    """A log file's bytes as the workload wrote them (all, or from its last `last` lines); b"" before it exists."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(tail_offset(handle, last) if last is not None else 0)
+            return handle.read()
+    except FileNotFoundError:
+        return b""
+
+
 def tail_now(path: Path, last: int) -> tuple[list[str], "Tail"]:
     """The last `last` lines of a log as it is now, and a Tail that yields the lines written after them."""
     try:

@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Sequence
 
+from fray.backends import offers
 from fray.core import directives, values
 from fray.core.model import Meta
 from fray.daemon import lease
@@ -53,10 +54,11 @@ def preview(script: Path, args: str = "") -> tuple[str, str | None]:
 
 def submit(home: Home, script: Path | None, args: Sequence[str] = (), overrides: dict[str, Any] | None = None,
            name: str | None = None, module: str | None = None, force: bool = False) -> Meta:
-    """Create the run with its code snapshot (everything is checked first: a bad script, directive,
-    interpreter or project writes no run)."""
+    """Create the run with its code snapshot (everything is checked first, fray.backends.offers included: a
+    bad script, directive, interpreter or project, or a request the backend can never meet, writes no run)."""
     return runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides or {}, name=name or None,
-                                                    args=tuple(args), module=module, force=force))
+                                                    args=tuple(args), module=module, force=force),
+                           check=lambda ready: offers.check_prepared(home, ready))
 
 
 def ensure_daemon(home: Home, meta: Meta) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from fray.backends import offers
 from fray.core import sweep, sweep_record
 from fray.core.model import Meta
 from fray.ops import views
@@ -27,7 +28,8 @@ def publish(home: Home, script: Path | None, sweeps: Sequence[str], args: Sequen
     axes = sweep.parse_axes(list(sweeps))
     sweep.check_max_parallel(max_parallel)
     ready = runs.prepare(runs.SubmitOptions(script=script, overrides=overrides or {}, name=name or None,
-                                            args=tuple(args), module=module, force=force), home)
+                                            args=tuple(args), module=module, force=force), home,
+                           check=lambda prepared: offers.check_prepared(home, prepared))
     return groups.publish_sweep(home, ready, sweep.points(axes), max_parallel)
 
 

@@ -1,15 +1,20 @@
-"""Waiting for a run to end, and keeping a daemon alive while someone waits.
+"""Waiting for runs to end, saying what they do meanwhile, and keeping a daemon alive while someone waits.
 
-`fray submit --wait` waits here, and `fray logs -f` (fray.ops.logs.Follower)
-keeps the daemon alive through the same DaemonKeeper: a person watching a
-run must not watch it stall because the daemon stopped.
+`fray wait`, `fray submit --wait` and `--follow` wait through a `Watch`: it
+reads each run's row as `fray list` shows it and hands over what is new
+(fray.core.waiting decides what is news and how the wait ends). `fray logs
+-f` (fray.ops.logs.Follower) keeps the daemon alive through the same
+DaemonKeeper: a person watching a run must not watch it stall because the
+daemon stopped.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from fray.core import waiting
 from fray.core.model import Meta, Phase
 from fray.daemon import lease
 from fray.errors import CorruptFileError
@@ -37,6 +42,61 @@ class DaemonKeeper:
             lease.ensure_running(self.home)
 
 
+class Watch:
+    """The rows of the runs waited on, and what is new in them at each `step`.
+
+    `on_news(line)` gets `pending: <reason>`-style lines (fray.core.waiting);
+    with several runs, `on_count(line)` gets `3/10 ended: ...` whenever one more
+    has ended. A run whose folder the daemon has not written yet (a new sweep's
+    point) waits as pending.
+    """
+
+    def __init__(self, home: Home, run_ids: Sequence[str], on_news: Callable[[str], None],
+                 on_count: Callable[[str], None] | None = None, names: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.run_ids = list(dict.fromkeys(run_ids))
+        self.on_news = on_news
+        self.on_count = on_count
+        self.names = names or {}
+        self.rows: dict[str, dict[str, Any]] = {}
+        self._told: dict[str, tuple[Any, ...]] = {}
+        self._ended = -1
+        self.keeper = DaemonKeeper(home)
+
+    def step(self) -> int | None:
+        """Read every run not yet ended, tell what is new; the wait's exit code once it is decided."""
+        from fray.ops import views  # the row read model; only a waiting command needs it
+
+        now = time.time()
+        for run_id in self.run_ids:
+            if run_id in self.rows and waiting.has_ended(self.rows[run_id]):
+                continue
+            if self.home.run(run_id).meta.exists():
+                row = views.run_row(self.home, run_id, now)
+            else:
+                row = {"run_id": run_id, "name": self.names.get(run_id, run_id), "status": "pending",
+                       "phase": Phase.QUEUED.value, "attempt": None, "reason": "waiting for the daemon to write it"}
+            self.rows[run_id] = row
+            key = waiting.news_key(row)
+            if self._told.get(run_id) != key:
+                self._told[run_id] = key
+                self.on_news(waiting.news_line(row, len(self.run_ids) > 1))
+        ended = sum(1 for row in self.rows.values() if waiting.has_ended(row))
+        if self.on_count is not None and len(self.run_ids) > 1 and ended != self._ended:
+            self._ended = ended
+            self.on_count(waiting.count_line(self.rows.values()))
+        return waiting.exit_code(self.rows.values())
+
+    def run(self, poll: float = POLL_SEC) -> int:
+        """Step until the wait is decided; the daemon is kept alive meanwhile."""
+        while True:
+            code = self.step()
+            if code is not None:
+                return code
+            self.keeper.tick()
+            time.sleep(poll)
+
+
 def wait_for_end(home: Home, run_id: str, poll: float = POLL_SEC) -> Meta:
     """Poll the run's meta until it has ended; the daemon is kept alive meanwhile."""
     keeper = DaemonKeeper(home)
@@ -59,3 +119,20 @@ def ended_record(home: Home, run_id: str, patience: float = 2.0) -> dict[str, An
         if record is not None or time.monotonic() >= deadline:
             return record
         time.sleep(0.05)
+
+
+def group_members(home: Home, group: str) -> tuple[str, dict[str, str]]:
+    """A group's id and its runs (run id -> name), a new sweep's points included (`fray wait --group`)."""
+    from fray.ops import views
+
+    data = views.list_view(home, group=group, fold=False)
+    return data["group"], {row["run_id"]: row["name"] for row in data["runs"]}
+
+
+def wait_view(watch: Watch, code: int) -> dict[str, Any]:
+    """How a wait ended (schemas/cli-wait.json): its exit code, the count, each run's last row."""
+    rows = [watch.rows[run_id] for run_id in watch.run_ids]
+    return {"exit_code": code, "summary": waiting.count_line(rows),
+            "runs": [{"run_id": row["run_id"], "name": row["name"], "status": row["status"],
+                      "reason": row["reason"], "attempt": row.get("attempt"), "ended": waiting.has_ended(row)}
+                     for row in rows]}

@@ -99,7 +99,10 @@ def _streams(argv: list[str]) -> bool:
 
 
 def handles(host: str | None, argv: list[str]) -> bool:
-    """Whether this module runs the command: any command with a host, `fray sync`, `fray remote`."""
+    """Whether this module runs the command: any command with a host, `fray sync`, `fray remote`
+    (their --help is click's: fray.cli.remote_cmds)."""
+    if host is None and ({"--help", "-h"} & set(argv[: _cut(argv)]) or argv[:1] == ["remote"] and len(argv) != 3):
+        return False  # click says what `fray remote` takes
     return host is not None or argv[:1] in (["sync"], ["remote"])
 
 

@@ -66,20 +66,33 @@ def module_root(given_code: str | None, cwd: Path, home: Home) -> Path:
     return snapshots.project_root(cwd, home.root)
 
 
-def settle(home: Home, script: Path, module: str | None, given: dict[str, Given], cwd: Path, backend: str,
-           force: bool = False) -> dict[str, Any]:
-    """The spec fields for a run of `script` (the module's file with -m) on `backend`: code, python,
-    python_env, module, workdir. UsageError on anything that cannot work."""
-    fields: dict[str, Any] = {"module": module}
-    fields.update(_interpreter(script, module, given, check_shebang=backend == "local"))
+@dataclass(frozen=True)
+class Settled:
+    """A run's interpreter and working directory, and the project to snapshot (None: --code none)."""
+
+    fields: dict[str, Any]  # the spec's python, python_env, module, workdir
+    root: Path | None
+    entry: str | None  # the script, relative to root; None with -m
+    cwd: str | None  # the working directory inside the snapshot; None: fields["workdir"]
+
+    def snapshot(self, home: Home, force: bool = False) -> dict[str, Any] | None:
+        """Take the project's snapshot: the spec's `code` (None to run in place)."""
+        if self.root is None:
+            return None
+        return {**snapshots.take(home, self.root, force=force).to_dict(), "entry": self.entry, "cwd": self.cwd}
+
+
+def settle(home: Home, script: Path, module: str | None, given: dict[str, Given], cwd: Path) -> Settled:
+    """The interpreter, working directory and project of a run of `script` (the module's file with -m);
+    UsageError on anything that cannot work. Nothing is written: the snapshot is `Settled.snapshot`."""
+    fields: dict[str, Any] = {"module": module, **_interpreter(script, module, given)}
     explicit_workdir = given["workdir"].path() if "workdir" in given else None
     if explicit_workdir is not None and not explicit_workdir.is_dir():
         raise UsageError(f"--workdir {given['workdir'].value}: {explicit_workdir} is not a folder")
     fields["workdir"] = str(explicit_workdir or cwd)
     code = given.get("code")
     if code is not None and code.value == CODE_NONE:
-        fields["code"] = None
-        return fields
+        return Settled(fields, None, None, None)
     if code is not None:
         root = code.path()
         if not root.is_dir():
@@ -89,22 +102,18 @@ def settle(home: Home, script: Path, module: str | None, given: dict[str, Given]
         root = module_root(None, cwd, home)
     else:
         root = snapshots.project_root(script.resolve().parent, home.root)
+    root = root.resolve()
     entry = script.resolve()
     if root != entry.parent and root not in entry.parents:
         raise UsageError(f"the script {script} is not inside --code {root}; give the folder that holds it")
-    taken = snapshots.take(home, root, force=force)
     here = cwd.resolve()
     inside = here == root or root in here.parents
-    fields["code"] = {
-        **taken.to_dict(),
-        "entry": None if module else entry.relative_to(root).as_posix(),
-        # Started where it was submitted from, mapped into the snapshot; from the top when that was elsewhere.
-        "cwd": None if explicit_workdir is not None else (here.relative_to(root).as_posix() if inside else "."),
-    }
-    return fields
+    # Started where it was submitted from, mapped into the snapshot; from the top when that was elsewhere.
+    start = None if explicit_workdir is not None else (here.relative_to(root).as_posix() if inside else ".")
+    return Settled(fields, root, None if module else entry.relative_to(root).as_posix(), start)
 
 
-def _interpreter(script: Path, module: str | None, given: dict[str, Given], check_shebang: bool) -> dict[str, Any]:
+def _interpreter(script: Path, module: str | None, given: dict[str, Given]) -> dict[str, Any]:
     chosen = [name for name in ("python", "venv", "conda") if name in given]
     if len(chosen) > 1:
         raise UsageError(f"{' and '.join('--' + name for name in chosen)} each choose the interpreter; give one")
@@ -121,9 +130,7 @@ def _interpreter(script: Path, module: str | None, given: dict[str, Given], chec
         prefix = _conda_prefix(given["conda"].value)
         return {"python": str(prefix / "bin" / "python"), "python_env": str(prefix)}
     if module is None and _has_shebang(script):
-        if check_shebang:
-            _check_shebang(script)
-        return {"python": None, "python_env": None}
+        return {"python": None, "python_env": None}  # fray.backends.offers checks it is here (local backend)
     if module is None and script.suffix.lower() != ".py":
         return {"python": None, "python_env": None}
     # A Python script with no #! line: the python3 the user would have typed, from their PATH.
@@ -170,15 +177,3 @@ def _has_shebang(script: Path) -> bool:
         return workload.read_first_line(script).startswith("#!")
     except OSError:
         return False
-
-
-def _check_shebang(script: Path) -> None:
-    """A #! interpreter this machine does not have is refused now: on the local backend every attempt would
-    fail for want of it."""
-    command = workload.shebang_command(workload.read_first_line(script))
-    if not command:
-        return
-    found = os.access(command[0], os.X_OK) if os.sep in command[0] else shutil.which(command[0]) is not None
-    if not found:
-        raise UsageError(f"{script}: its #! line runs {command[0]!r}, which this machine does not have; fix the "
-                         "line, or choose the interpreter with --python PATH or --venv DIR")

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
 from fray.state import audit, run_code, store, sweep_records
 
@@ -65,19 +65,22 @@ class Prepared:
     in_place: bool = False  # --code none: run the script where it is
 
 
-def create_run(home: Home, options: SubmitOptions, now: float | None = None) -> Meta:
-    """Snapshot the code, parse the script's directives and write the new run folder atomically."""
+def create_run(home: Home, options: SubmitOptions, now: float | None = None,
+               check: Callable[[Prepared], None] | None = None) -> Meta:
+    """Parse the script's directives, snapshot its code and write the new run folder atomically; `check` may
+    refuse it first (before the snapshot is stored)."""
     now = time.time() if now is None else now
-    ready = prepare(options, home)
+    ready = prepare(options, home, check)
     meta = new_meta(ready.name, now, ready.workdir, ready.spec, source=ready.source, frozen=ready.frozen,
                     script=ready.data, in_place=ready.in_place)
     write_run(home, NewRun(meta, {meta.script["frozen"]: ready.data}))
     return meta
 
 
-def prepare(options: SubmitOptions, home: Home) -> Prepared:
-    """Read the script, build its spec from its directives and the flags, and take its code snapshot;
-    raise UsageError on anything wrong (nothing is written but the snapshot's content-addressed files)."""
+def prepare(options: SubmitOptions, home: Home, check: Callable[[Prepared], None] | None = None) -> Prepared:
+    """Read the script, build its spec from its directives and the flags, let `check` refuse it, and take its
+    code snapshot; raise UsageError on anything wrong (nothing is written but the snapshot's
+    content-addressed files)."""
     cwd = Path(options.workdir or os.getcwd())
     script = options.script
     if options.module is not None:
@@ -98,13 +101,16 @@ def prepare(options: SubmitOptions, home: Home) -> Prepared:
     flags = dict(options.overrides)
     given.update({field: run_code.Given(flags.pop(field), cwd) for field in run_code.FIELDS if field in flags})
     spec = directives.build_spec(parsed, flags, workdir=str(cwd), args=list(options.args))
-    for field, value in run_code.settle(home, script, options.module, given, cwd, spec.backend,
-                                        options.force).items():
+    settled = run_code.settle(home, script, options.module, given, cwd)
+    for field, value in settled.fields.items():
         setattr(spec, field, value)
     name = options.name or parsed.name or (options.module.rsplit(".", 1)[-1] if options.module else script.stem)
-    return Prepared(name, spec, data, str(script.resolve()),
-                    frozen_name(layout.FROZEN_SCRIPT_STEM, script.suffix), spec.workdir,
-                    in_place=spec.code is None and options.module is None)
+    ready = Prepared(name, spec, data, str(script.resolve()), frozen_name(layout.FROZEN_SCRIPT_STEM, script.suffix),
+                     spec.workdir, in_place=settled.root is None and options.module is None)
+    if check is not None:
+        check(ready)
+    spec.code = settled.snapshot(home, options.force)
+    return ready
 
 
 def entry_script(paths: RunPaths, meta: Meta) -> Path:

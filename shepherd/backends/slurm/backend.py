@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from fray.backends.slurm import arrays, partitions
+from fray.backends import cli_health
+from fray.backends.slurm import arrays, parse, partitions
 from fray.backends.slurm import workers as slurm_workers
 
 from fray.state import store
@@ -89,7 +90,10 @@ class SlurmBackend:
         self.timeout = float(settings["command_timeout_sec"])
         self.sinfo_ttl_sec = float(settings["sinfo_ttl_sec"])
         self.signal_before_limit_sec = int(settings["signal_before_limit_sec"])
-        self.run_command = runner
+        # Watched: squeue or sbatch failing every call is shown to people (fray daemon status, fray list);
+        # sacct fails on every cluster without accounting, and scontrol answers instead.
+        self.cli = cli_health.WatchedRunner(runner, ignore=frozenset({"sacct"}))
+        self.run_command: external.Runner = self.cli
         self.clock = clock
         self._queue: _Queue | None = None
         self._submitted_at: dict[str, float] = {}  # job id -> when sbatch returned it
@@ -170,7 +174,7 @@ class SlurmBackend:
             raise AmbiguousSubmission(f"{result.describe()}; job array {name} may or may not exist")
         if array_id is None:
             raise BackendError(f"sbatch refused job array {name} ({len(attempt_dirs)} attempts of sweep {group_id}): "
-                               f"{result.describe()}")
+                               f"{result.describe()}", temporary=not parse.is_config_error(result.stderr))
         now = self.clock()
         for index in range(len(attempt_dirs)):
             self._submitted_at[f"{array_id}_{index}"] = now
@@ -224,7 +228,8 @@ class SlurmBackend:
             self._ambiguous_at[name] = self.clock()
             raise AmbiguousSubmission(f"{result.describe()}; job {name} may or may not exist")
         if job_id is None:
-            raise BackendError(f"sbatch refused attempt {request.key.attempt}: {result.describe()}")
+            raise BackendError(f"sbatch refused attempt {request.key.attempt}: {result.describe()}",
+                               temporary=not parse.is_config_error(result.stderr))
         self._submitted_at[job_id] = self.clock()
         ref: dict[str, Any] = {"job_id": job_id, "job_name": name}
         if request.partition:

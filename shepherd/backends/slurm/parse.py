@@ -35,6 +35,14 @@ SQUEUE_FIELDS = ("JobArrayID", "State", "NodeList", "RestartCnt", "Reason", "Nam
 SQUEUE_FORMAT = ",".join(f"{f}:0|" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:0"
 SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "NodeList")
 
+# sbatch's words for a request no retry can change (its `error:` lines, Slurm 20-24): the run ends
+# failed_config. Anything else sbatch refuses (controller down, a per-user limit) is retried.
+CONFIG_ERRORS = ("invalid partition", "invalid generic resource", "invalid account", "invalid qos",
+                 "requested node configuration is not available", "invalid feature specification",
+                 "invalid trackable resource", "invalid tres specification", "invalid node name specified",
+                 "memory specification can not be satisfied", "unrecognized option", "invalid option",
+                 "node count specification invalid", "invalid job array specification")
+
 # States in which the job waits for resources.
 PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "RESV_DEL_HOLD", "REQUEUE_HOLD"})
 # States in which the job holds its nodes and the wrapper may be running.
@@ -215,3 +223,9 @@ def view_of_finished(record: JobRecord, ref: dict[str, object]) -> BackendView:
     if node:
         parts.append(f"on {node}")
     return BackendView("gone", node=node, ref=ref, cause=cause, detail=f"{meaning} [{', '.join(parts)}]")
+
+
+def is_config_error(stderr: str) -> bool:
+    """sbatch refused the job for what the job asks (an unknown partition, GRES, QOS...): retrying cannot help."""
+    low = stderr.lower()
+    return any(marker in low for marker in CONFIG_ERRORS)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fray.backends import external
+from fray.backends import cli_health, external
 from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from fray.backends.tpu import commands, hosts, inventory, launch, parse
 from fray.backends.tpu.calls import CloudCalls
@@ -57,7 +57,8 @@ class TpuBackend:
         self.poll_interval_sec = float(settings["poll_interval_sec"])
         self.nodes_every_sec = self.poll_interval_sec  # the hosts come from the last list: free to ask each cycle
         self._listed: dict[str, parse.Slice] = {}  # this home's slices as the last list showed them
-        self.calls = CloudCalls(runner, workers=int(settings["workers"]), create_rate=float(settings["create_rate"]),
+        self.cli = cli_health.WatchedRunner(runner)  # gcloud failing every call is shown to people
+        self.calls = CloudCalls(self.cli, workers=int(settings["workers"]), create_rate=float(settings["create_rate"]),
                                 timeout=float(settings["command_timeout_sec"]))
         self._launches: dict[str, Future] = {}  # slice name -> its ssh, running in the pool
         self._creates: dict[str, Future] = {}  # slice name -> its create (zones in order), in the pool
@@ -111,7 +112,7 @@ class TpuBackend:
                 return _Created(request.zone, None, time.monotonic())
             refused.append(f"{request.zone}: {result.describe()}")
             if not parse.is_capacity_error(result.stderr):
-                break
+                return _Created(None, "; ".join(refused), time.monotonic(), parse.is_config_error(result.stderr))
         return _Created(None, "; ".join(refused), time.monotonic())
 
     def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
@@ -193,8 +194,9 @@ class TpuBackend:
             return BackendView("pending", ref=ref, detail="creating the slice")
         created = future.result() if future is not None else None
         if created is not None and created.zone is None:
+            cause = Cause.CONFIG_REFUSED if created.final else Cause.SUBMIT_FAILED
             return BackendView("gone", ref=ref, detail=f"no zone would create the slice: {created.refused}",
-                               cause=Cause.SUBMIT_FAILED.value)
+                               cause=cause.value)
         if created is not None and time.monotonic() - created.at < LIST_LAG_SEC:
             return BackendView("pending", ref=ref, detail="created, not listed yet")
         return BackendView("gone", ref=ref, detail="slice missing", cause=Cause.PREEMPTED.value)
@@ -237,6 +239,7 @@ class _Created:
     zone: str | None  # where the slice was created; None: every zone refused
     refused: str | None
     at: float
+    final: bool = False  # refused for what it asks (gcloud INVALID_ARGUMENT...): no retry changes that
 
 
 def _delete(node: parse.Slice) -> list[str]:

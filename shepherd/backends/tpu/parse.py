@@ -28,6 +28,10 @@ QUEUED_LOST = frozenset({"FAILED", "SUSPENDING", "SUSPENDED", "DELETING"})
 
 # Text of a create that failed for lack of quota or capacity: back off, try the next zone.
 CAPACITY_MARKERS = ("resource_exhausted", "quota", "insufficient", "stockout", "no more capacity")
+# gcloud's codes for a create refused for what it asks (a bad type, version or zone, no permission to it):
+# the same request is refused again, so the run ends failed_config instead of retrying.
+CONFIG_MARKERS = ("invalid_argument", "not_found", "permission_denied", "failed_precondition",
+                  "unrecognized arguments", "argument --")
 
 
 @dataclass(frozen=True)
@@ -140,3 +144,9 @@ def is_capacity_error(stderr: str) -> bool:
     """A create refused for quota or capacity (move to the next zone), not a usage error."""
     low = stderr.lower()
     return any(marker in low for marker in CAPACITY_MARKERS)
+
+
+def is_config_error(stderr: str) -> bool:
+    """A create refused for what it asks, not for capacity: retrying the same request cannot help."""
+    low = stderr.lower()
+    return not is_capacity_error(stderr) and any(marker in low for marker in CONFIG_MARKERS)

@@ -1,7 +1,9 @@
-"""The dashboard's header: runs per status, the daemon's health, and a banner when it is down."""
+"""The dashboard's header: runs per status, the daemon's health, and a banner when the daemon is down
+or a backend's tool fails every call (fray.backends.cli_health)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.text import Text
@@ -11,7 +13,7 @@ from fray.core.status import ICONS, Status
 from fray.ops import human
 
 ENDED = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED.value, Status.STOPPED_MANUAL.value,
-                   Status.FAILED.value, Status.ERROR_UNKNOWN.value})
+                   Status.FAILED.value, Status.FAILED_CONFIG.value, Status.ERROR_UNKNOWN.value})
 
 
 def counts_text(counts: dict[str, int], daemon: dict[str, Any], palette: Any, shown: int | None = None) -> Text:
@@ -46,6 +48,9 @@ def banner_text(counts: dict[str, int], daemon: dict[str, Any]) -> str | None:
         runs = f"{human.plural(waiting, 'active run')} {'is' if waiting == 1 else 'are'} not making progress" \
             if waiting else "nothing watches new runs"
         return f"⚠ DAEMON STOPPED: {runs}. Start it: fray daemon start (any fray submit/control also starts it)"
+    failing = human.failing_commands(daemon.get("lease"), time.time())
+    if failing:
+        return "⚠ " + "; ".join(failing)
     return None
 
 
@@ -78,7 +83,7 @@ class DaemonBanner(Static):
     def show(self, counts: dict[str, int], daemon: dict[str, Any]) -> None:
         text = banner_text(counts, daemon)
         self.set_class(text is not None and daemon["state"] == "stopped", "-stopped")
-        self.set_class(text is not None and daemon["state"] == "stale", "-stale")
+        self.set_class(text is not None and daemon["state"] != "stopped", "-stale")
         if text is not None and text != self._shown:
             self._shown = text
             self.update(text)

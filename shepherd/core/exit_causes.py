@@ -1,0 +1,45 @@
+"""What an attempt's exit records say about why it ended: (cause, detail) for the policy (pure).
+
+The wrapper's exit code (fray.wrapper.contract), its final.json and failure.json are read as
+a person would: `exit 1: <last stderr line>` first, the node's fault apart from the workload's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fray.core.model import Attempt, Cause
+from fray.wrapper import contract
+
+
+def classify_exit(exit_record: dict[str, Any], final: dict[str, Any] | None, failure: dict[str, Any] | None,
+                  attempt: Attempt) -> tuple[str, str]:
+    """(cause, detail) of an attempt from the wrapper's exit record."""
+    code = exit_record["exit_code"]
+    message = _failure_summary(failure)
+    if code == contract.EXIT_OK:
+        if final is not None:
+            return Cause.SUCCESS.value, "exited 0 with final.json"
+        return Cause.CLEAN_EXIT.value, "exited 0 without final.json"
+    if code in contract.NODE_FAULT_EXITS:
+        return Cause.NODE_FAULT.value, message or f"node fault (wrapper exit {code})"
+    if code >= contract.EXIT_SIGNALLED_BASE:
+        signal = exit_record.get("received_signal") or f"signal {code - contract.EXIT_SIGNALLED_BASE}"
+        if attempt.stop_reason:
+            return attempt.stop_reason, f"stopped by fray with {signal}"
+        return Cause.PREEMPTED.value, f"terminated by {signal} from outside fray (preemption?)"
+    return Cause.WORKLOAD_FAILURE.value, message or f"wrapper exited {code}"
+
+
+def _failure_summary(failure: dict[str, Any] | None) -> str:
+    """'exit 1: <last stderr line>' — what a person wants to see first."""
+    if not failure:
+        return ""
+    if failure.get("workload_exit_code") is not None:
+        head = f"exit {failure['workload_exit_code']}"
+    elif failure.get("workload_signal"):
+        head = f"killed by {failure['workload_signal']}"
+    else:
+        return failure.get("message") or ""
+    tail = [line for line in failure.get("stderr_tail") or [] if line.strip()]
+    return f"{head}: {tail[-1].strip()[:200]}" if tail else head

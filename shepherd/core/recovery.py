@@ -1,0 +1,61 @@
+"""What to type next for a run that has stopped making progress: one pure function, shown by `fray status`
+under the run and mirrored by the README's "My run failed: what now" table.
+
+    next_steps(status, reason, run_id, spec, daemon_state, prefix="fray") -> list[str]
+
+Each step is a command line, with why after `#`. The reason strings matched
+here are the policy's own (fray.core.policy `_end`, fray.core.status), so a
+new way to end needs a line here and a row in the README.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_WORKLOAD = re.compile(r"workload failures, more than --max-retries (\d+)")
+_NODE = re.compile(r"node-side failures, more than --max-retries-preemption (\d+)")
+_ACTIVE = frozenset({"pending", "restarting", "crash_loop", "healthy_running", "running_degraded", "unresponsive"})
+
+
+def next_steps(status: str, reason: str, run_id: str, spec: Mapping[str, Any] | None, daemon_state: str | None,
+               prefix: str = "fray") -> list[str]:
+    """The commands that move this run on, most likely first; [] for a run that needs nothing."""
+    run = f"{prefix} control"
+    if status in _ACTIVE and daemon_state == "stopped":
+        return [f"{prefix} daemon start  # no daemon watches FRAY_HOME: nothing moves until one runs"]
+    if status == "crash_loop":
+        return [f"{prefix} logs {run_id} --stderr  # why each attempt fails fast",
+                f"{run} stop {run_id}  # if it cannot succeed as it is: fix it, then submit again"]
+    if status == "failed":
+        workload, node = _WORKLOAD.search(reason), _NODE.search(reason)
+        if workload:
+            more = max(1, 2 * int(workload[1]))
+            return [f"{prefix} logs {run_id} --stderr  # why the workload failed",
+                    f"{run} config-set {run_id} max-retries={more}  # a larger budget, if retrying can help",
+                    f"{run} start {run_id}  # start it again (budgets counted afresh)"]
+        if node:
+            more = max(1, 2 * int(node[1]))
+            return [f"{prefix} nodes  # the nodes it failed on; banned ones are marked",
+                    f"{prefix} nodes unban NODE  # a node you know is fixed",
+                    f"{run} config-set {run_id} max-retries-preemption={more}  # a larger budget for node failures",
+                    f"{run} start {run_id}  # start it again (budgets counted afresh)"]
+        if reason.startswith("unschedulable"):
+            return [f"{prefix} nodes  # what the workers offer: no worker meets what it asks",
+                    f"{prefix} submit SCRIPT ...  # with constraints or resources some worker meets"]
+        return [f"{prefix} status {run_id}  # the last failure and events say what happened",
+                f"{run} start {run_id}  # start it again"]
+    if status == "failed_config":
+        backend = (spec or {}).get("backend", "its")
+        return [f"{prefix} submit SCRIPT ...  # fix what the {backend} backend refused (the reason above) and "
+                "submit again: retrying the same submission gets the same answer",
+                f"{run} start {run_id}  # the same submission again, once the cluster itself has changed"]
+    if status == "stopped_manual":
+        return [f"{run} start {run_id}  # start it again"]
+    if status == "ended_expired":
+        return [f"{run} start {run_id}  # another --keep-alive window"]
+    if status == "error_unknown":
+        return [f"{prefix} status {run_id}  # which state file is damaged (moved aside, see Corrupt files)",
+                f"{run} stop {run_id}  # stop reaches its live attempt whatever file is damaged"]
+    return []

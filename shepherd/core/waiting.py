@@ -1,0 +1,77 @@
+"""What a person waiting on runs is told, and how the wait ends (pure).
+
+`fray wait`, `fray submit --wait` and `--follow` poll the runs' rows (status,
+reason, attempt) and print a line whenever one says something new:
+
+    pending: can never start here: it asks for 3 CPUs (this machine offers 2); ...
+    restarting: attempt 1 ended: workload_failure (exit 1: boom); retrying in 6s
+
+A running run's reason changes with every heartbeat ("heartbeat 12s old"), so
+only a change of status or attempt is news there; a waiting run's reason (what
+it waits for, why it restarts) is news whenever it changes. Exit codes, the
+same for every waiting command (README: Waiting for runs):
+
+    0  every run completed_success
+    1  a run ended otherwise (failed, failed_config, stopped_manual, ended_expired, ...)
+    3  a run can never start where it is (the wait gives up; the run is left as it is)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fray.core.status import ICONS, Status
+
+EXIT_SUCCESS = 0
+EXIT_FAILED = 1
+EXIT_NEVER_STARTS = 3
+EXIT_INTERRUPTED = 130  # Ctrl-C: the runs go on
+
+NEVER_STARTS = "can never start"
+# Statuses whose reason is worth printing each time it changes: what the run waits for, or why it restarts.
+_WAITING = frozenset({Status.PENDING.value, Status.RESTARTING.value, Status.CRASH_LOOP.value})
+_ENDED = frozenset({Status.COMPLETED_SUCCESS.value, Status.FAILED.value, Status.FAILED_CONFIG.value,
+                    Status.STOPPED_MANUAL.value, Status.ENDED_EXPIRED.value})
+
+
+def news_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What must change in a run's row for a waiting person to be told again."""
+    status = row["status"]
+    return status, row.get("attempt"), row["reason"] if status in _WAITING or status in _ENDED else ""
+
+
+def news_line(row: Mapping[str, Any], several: bool) -> str:
+    """`pending: <reason>`, with the run's name first when several runs are waited on."""
+    who = f"{row['name']} ({row['run_id']}): " if several else ""
+    return f"{who}{row['status']}: {row['reason']}"
+
+
+def has_ended(row: Mapping[str, Any]) -> bool:
+    return row.get("phase") == "ended" and row["status"] in _ENDED
+
+
+def never_starts(row: Mapping[str, Any]) -> bool:
+    """Waiting on something this backend will never have: no wait can end it."""
+    return row["status"] == Status.PENDING.value and NEVER_STARTS in row["reason"]
+
+
+def exit_code(rows: Iterable[Mapping[str, Any]]) -> int | None:
+    """The wait's exit code once it is decided (every run ended, or one can never start); None: keep waiting."""
+    rows = list(rows)
+    if any(never_starts(row) for row in rows):
+        return EXIT_NEVER_STARTS
+    if not all(has_ended(row) for row in rows):
+        return None
+    return EXIT_SUCCESS if all(row["status"] == Status.COMPLETED_SUCCESS.value for row in rows) else EXIT_FAILED
+
+
+def count_line(rows: Iterable[Mapping[str, Any]]) -> str:
+    """`7/10 ended: 6 ✓ completed_success, 1 ✗ failed`: a sweep's progress in one line."""
+    rows = list(rows)
+    ended: dict[str, int] = {}
+    for row in rows:
+        if has_ended(row):
+            ended[row["status"]] = ended.get(row["status"], 0) + 1
+    parts = ", ".join(f"{count} {ICONS[Status(status)]} {status}" for status, count in sorted(ended.items()))
+    return f"{sum(ended.values())}/{len(rows)} ended" + (f": {parts}" if parts else "")
