@@ -1,0 +1,93 @@
+"""A run's progress history and its goodput from the steps: the reads behind `fray plot`, the dashboard's
+curves, `fray status`'s goodput line and `fray usage`.
+
+Reads each attempt's history (the appended file, else the write-once
+chunks in `history.jsonl.d/`, in order) and its progress.json, whose latest
+step is added as the attempt's last point when thinning left it out.
+fray.core.history merges them; fray.core.goodput does the accounting.
+A file that cannot be read counts as empty: a history is advisory.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from fray.core import goodput, history
+from fray.core.model import Meta
+from fray.core.usage import USEFUL_CAUSES
+from fray.ops.views import read_progress
+from fray.state.layout import AttemptPaths, Home
+from fray.wrapper import versions
+
+MAX_READ_BYTES = 8 * 1024 * 1024  # twice the writer's cap (fray.wrapper.history.MAX_BYTES): a file past it is not ours
+
+
+@dataclass(frozen=True)
+class RunHistory:
+    series: history.Series
+    attempts: list[goodput.AttemptTimes]
+
+
+def attempt_bytes(files: AttemptPaths) -> bytes:
+    """One attempt's history as written: the file, else its write-once chunks joined in order."""
+    try:
+        with open(files.history, "rb") as handle:
+            return handle.read(MAX_READ_BYTES)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return b""
+    folder = versions.versions_dir(files.history)
+    try:
+        names = list(reversed(versions.newest_first(os.listdir(folder))))
+    except OSError:
+        return b""
+    chunks: list[bytes] = []
+    size = 0
+    for name in names:
+        try:
+            with open(os.path.join(folder, name), "rb") as handle:
+                data = handle.read(MAX_READ_BYTES - size)
+        except OSError:
+            continue
+        if not versions.complete(data):
+            continue  # still being uploaded, or cut: its lines come with a later read
+        chunks.append(data)
+        size += len(data)
+        if size >= MAX_READ_BYTES:
+            break
+    return b"".join(chunks)
+
+
+def _with_latest(parsed: history.Parsed, files: AttemptPaths, number: int) -> history.Parsed:
+    """The attempt's points plus progress.json's latest step when the history lacks it (thinned, or no history)."""
+    latest = read_progress(files.progress)
+    step = latest.get("step") if latest else None
+    if not isinstance(step, int) or (parsed.points and parsed.points[-1].step >= step):
+        return parsed
+    metrics, _ = history.metric_values({k: latest.get(k) for k in ("loss", "samples_per_sec") if latest.get(k) is not None})
+    point = history.Point(number, float(latest["updated_at"]), step, metrics)
+    return history.Parsed([*parsed.points, point], parsed.checkpoints, parsed.skipped)
+
+
+def attempt_times(meta: Meta) -> list[goodput.AttemptTimes]:
+    return [goodput.AttemptTimes(a.number, a.submitted_at, a.started_at, None if a.in_flight else a.ended_at, a.cause)
+            for a in meta.attempts]
+
+
+def run_history(home: Home, meta: Meta) -> RunHistory:
+    paths = home.run(meta.run_id)
+    parsed = []
+    for attempt in meta.attempts:
+        files = paths.attempt(attempt.number)
+        parsed.append(_with_latest(history.parse(attempt.number, attempt_bytes(files)), files, attempt.number))
+    return RunHistory(history.merge(parsed), attempt_times(meta))
+
+
+def run_goodput(found: RunHistory, now: float, since: float | None = None) -> goodput.Breakdown:
+    """The run's goodput from its steps, else (no step reported) from its attempts."""
+    cut = goodput.stretches(found.attempts, found.series, now)
+    if cut:
+        return goodput.breakdown(cut, since, now)
+    return goodput.attempt_figures(found.attempts, now, USEFUL_CAUSES)
