@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from fray.core import goodput, history
 from fray.core.model import Meta
 from fray.core.usage import USEFUL_CAUSES
-from fray.ops.views import read_progress
+from fray.errors import CorruptFileError
+from fray.state import store
 from fray.state.layout import AttemptPaths, Home
 from fray.wrapper import versions
 
@@ -62,7 +63,10 @@ def attempt_bytes(files: AttemptPaths) -> bytes:
 
 def _with_latest(parsed: history.Parsed, files: AttemptPaths, number: int) -> history.Parsed:
     """The attempt's points plus progress.json's latest step when the history lacks it (thinned, or no history)."""
-    latest = read_progress(files.progress)
+    try:
+        latest = store.read_json(files.progress, "progress")
+    except CorruptFileError:
+        latest = None  # moved aside and reported by the status reader
     step = latest.get("step") if latest else None
     if not isinstance(step, int) or (parsed.points and parsed.points[-1].step >= step):
         return parsed
@@ -91,3 +95,10 @@ def run_goodput(found: RunHistory, now: float, since: float | None = None) -> go
     if cut:
         return goodput.breakdown(cut, since, now)
     return goodput.attempt_figures(found.attempts, now, USEFUL_CAUSES)
+
+
+def goodput_view(home: Home, meta: Meta, now: float) -> dict[str, object]:
+    """`fray status`'s goodput: the run's breakdown (fray.core.goodput.Breakdown.to_dict) and the steps redone."""
+    found = run_history(home, meta)
+    return {**run_goodput(found, now).to_dict(), "redone_steps": found.series.redone_steps,
+            "restarts": len(found.series.restarts)}
