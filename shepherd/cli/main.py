@@ -41,7 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "partitions": ("fray.cli.partitions_cmd:partitions_cmd", "The Slurm partitions and their GPUs, as fray chooses them."),
     "tpus": ("fray.cli.tpus_cmd:tpus_cmd", "The TPU accelerator types and zones configured, with hosts and chips."),
     "audit": ("fray.cli.audit_cmd:audit_group", "Verify or show the log of every control action."),
-    "usage": ("fray.cli.usage_cmd:usage_cmd", "CPU-, GPU- and TPU chip-hours and goodput from the attempts' times."),
+    "usage": ("fray.cli.usage_cmd:usage_cmd", "CPU-, GPU- and TPU chip-hours, time lost by cause, and goodput."),
+    "plot": ("fray.cli.plot_cmd:plot", "A run's loss (or any metric) by step and by wall time, across attempts."),
     "tui": ("fray.tui.commands:tui", "A live dashboard of runs in the terminal (Textual)."),
     "web": ("fray.tui.commands:web", "Serve the dashboard to a browser, behind a token."),
 }
