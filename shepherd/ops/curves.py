@@ -4,8 +4,8 @@
 metric (loss by default, else the first reported), each attempt's points
 against step and against wall time (seconds since the run was created),
 the restarts, the checkpoints (at the metric's value at their step), and
-the points where the metric was NaN or infinite (left out of the curve,
-marked on it). A run without meta.json, or without steps, has no curve
+the points where the metric was NaN, infinite or too large to draw (past
+DRAWABLE: left out of the curve, marked on it). A run without meta.json, or without steps, has no curve
 (`attempts` empty) and a `note` saying why.
 
 `draw(plt, view, axis)` issues plotext calls on `plt`: the plotext module
@@ -28,6 +28,8 @@ from fray.state.layout import Home
 # plotext colour names, one per attempt (cycled): distinct on dark and light terminals alike
 COLOURS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow")
 AXES = ("step", "time")
+# plotext rounds tick values through 10**8 * value: past this it overflows, so such values are marked, not drawn
+DRAWABLE = 1e100
 
 
 def curves_view(home: Home, run_id: str, metric: str | None = None) -> dict[str, Any]:
@@ -49,7 +51,9 @@ def curves_view(home: Home, run_id: str, metric: str | None = None) -> dict[str,
         return view
     origin = meta.created_at
     by_attempt: dict[int, dict[str, Any]] = {}
-    for p in history.finite_values(series, chosen):
+    drawable = [p for p in history.finite_values(series, chosen) if abs(p.metrics[chosen]) < DRAWABLE]
+    too_big = [p for p in history.finite_values(series, chosen) if abs(p.metrics[chosen]) >= DRAWABLE]
+    for p in drawable:
         curve = by_attempt.setdefault(p.attempt, {"attempt": p.attempt, "steps": [], "times": [], "values": []})
         curve["steps"].append(p.step)
         curve["times"].append(round(p.t - origin, 3))
@@ -59,7 +63,8 @@ def curves_view(home: Home, run_id: str, metric: str | None = None) -> dict[str,
                          "redone_steps": r.redone_steps} for r in series.restarts]
     view["checkpoints"] = [{**c, "time": round(c["t"] - origin, 3)} for c in _checkpoints(series, chosen, by_attempt)]
     view["not_finite"] = [{"attempt": p.attempt, "step": p.step, "time": round(p.t - origin, 3),
-                           "value": repr(p.metrics[chosen])} for p in history.not_finite_points(series, chosen)]
+                           "value": repr(p.metrics[chosen])}
+                          for p in [*history.not_finite_points(series, chosen), *too_big]]
     return view
 
 
