@@ -180,3 +180,22 @@ def test_without_steps_the_figure_is_the_attempts_and_says_so() -> None:
     assert goodput.stretches(attempts, series, now=50.0) == []
     figures = goodput.attempt_figures(attempts, 50.0, frozenset({"success"}))
     assert figures.basis == "attempts" and figures.goodput == pytest.approx(30.0 / 40.0)
+
+
+def test_the_reader_parses_only_what_was_appended_since_its_last_read(tmp_path: Path) -> None:
+    from fray.ops.history import attempt_history
+    from fray.state.layout import AttemptPaths
+
+    files = AttemptPaths(tmp_path)
+    files.history.write_bytes(point_lines((1.0, 1, 0.5)))
+    assert [p.step for p in attempt_history(files, 1).points] == [1]
+    with open(files.history, "ab") as handle:
+        handle.write(point_lines((2.0, 2, 0.4)) + b'{"t": 3.0, "st')  # a line still being written
+    again = attempt_history(files, 1)
+    assert [p.step for p in again.points] == [1, 2] and again.skipped == 1
+    with open(files.history, "ab") as handle:
+        handle.write(b'ep": 3}\n')
+    again = attempt_history(files, 1)
+    assert [p.step for p in again.points] == [1, 2, 3] and again.skipped == 0
+    files.history.write_bytes(point_lines((9.0, 9, 0.1)))  # replaced by a shorter file: read again whole
+    assert [p.step for p in attempt_history(files, 1).points] == [9]

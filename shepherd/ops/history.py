@@ -22,6 +22,8 @@ from fray.state.layout import AttemptPaths, Home
 from fray.wrapper import versions
 
 MAX_READ_BYTES = 8 * 1024 * 1024  # twice the writer's cap (fray.wrapper.history.MAX_BYTES): a file past it is not ours
+CACHED_FILES = 256
+_parsed: dict[str, tuple[int, history.Parsed]] = {}  # appended file -> (bytes parsed, what they held)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,36 @@ def attempt_bytes(files: AttemptPaths) -> bytes:
     return b"".join(chunks)
 
 
+def attempt_history(files: AttemptPaths, number: int) -> history.Parsed:
+    """One attempt's parsed history. An appended file is read on from where the last read stopped (its last
+    whole line), so the dashboard redrawing a long run's curves every refresh parses only the new lines; a
+    file that shrank (replaced) is read again whole. The write-once chunks are read whole each time."""
+    path = str(files.history)
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        _parsed.pop(path, None)
+        return history.parse(number, attempt_bytes(files))
+    done, known = _parsed.get(path, (0, history.Parsed([], [], 0)))
+    if size < done:
+        done, known = 0, history.Parsed([], [], 0)
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(done)
+            data = handle.read(max(0, MAX_READ_BYTES - done))
+    except OSError:
+        return known
+    whole = data[: data.rfind(b"\n") + 1]
+    more = history.parse(number, whole)
+    known = history.Parsed([*known.points, *more.points], [*known.checkpoints, *more.checkpoints],
+                           known.skipped + more.skipped)
+    if len(_parsed) >= CACHED_FILES and path not in _parsed:
+        _parsed.pop(next(iter(_parsed)))  # the oldest entry
+    _parsed[path] = (done + len(whole), known)
+    cut = len(whole) < len(data)  # a last line still being written, or cut by a kill
+    return history.Parsed(known.points, known.checkpoints, known.skipped + cut)
+
+
 def _with_latest(parsed: history.Parsed, files: AttemptPaths, number: int) -> history.Parsed:
     """The attempt's points plus progress.json's latest step when the history lacks it (thinned, or no history)."""
     try:
@@ -85,7 +117,7 @@ def run_history(home: Home, meta: Meta) -> RunHistory:
     parsed = []
     for attempt in meta.attempts:
         files = paths.attempt(attempt.number)
-        parsed.append(_with_latest(history.parse(attempt.number, attempt_bytes(files)), files, attempt.number))
+        parsed.append(_with_latest(attempt_history(files, attempt.number), files, attempt.number))
     return RunHistory(history.merge(parsed), attempt_times(meta))
 
 
