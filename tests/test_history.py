@@ -119,11 +119,13 @@ def test_a_line_cut_by_a_kill_and_junk_are_skipped() -> None:
 
 
 def test_bad_metric_values_are_skipped_and_non_finite_kept_as_such() -> None:
-    data = b'{"t": 1, "step": 1, "metrics": {"loss": "nan", "acc": "high", "ok": true, "lr": 0.1, "g": "-inf"}}\n'
+    data = (b'{"t": 1, "step": 1, "metrics": {"loss": "nan", "acc": "high", "ok": true, "lr": 0.1, "g": "-inf", '
+            b'"huge": 1' + b'0' * 400 + b'}}\n' + b'{"t": 1' + b'0' * 400 + b', "step": 2}\n')
     parsed = core_history.parse(1, data)
+    assert parsed.points[0].metrics["huge"] == math.inf and len(parsed.points) == 1  # a time past floats: skipped
     metrics = parsed.points[0].metrics
     assert math.isnan(metrics["loss"]) and metrics["g"] == -math.inf and metrics["lr"] == 0.1
-    assert "acc" not in metrics and parsed.skipped == 2
+    assert "acc" not in metrics and parsed.skipped == 3
     series = core_history.merge([parsed])
     assert core_history.finite_values(series, "loss") == []
     assert len(core_history.not_finite_points(series, "loss")) == 1

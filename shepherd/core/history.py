@@ -108,7 +108,7 @@ def _record(raw: bytes) -> dict[str, Any] | None:
     if not isinstance(record, dict):
         return None
     t, step = record.get("t"), record.get("step")
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(_float(t)):
         return None
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         return None
@@ -125,12 +125,20 @@ def metric_values(raw: Any) -> tuple[dict[str, float], int]:
         if isinstance(value, bool):
             bad += 1
         elif isinstance(value, (int, float)):
-            found[str(name)] = float(value)
+            found[str(name)] = _float(value)
         elif isinstance(value, str) and value in _NOT_FINITE:
             found[str(name)] = _NOT_FINITE[value]
         else:
             bad += 1
     return found, bad
+
+
+def _float(value: int | float) -> float:
+    """`value` as a float; a JSON integer too large for one is infinite, not an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def merge(attempts: list[Parsed]) -> Series:
