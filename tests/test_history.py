@@ -201,3 +201,30 @@ def test_the_reader_parses_only_what_was_appended_since_its_last_read(tmp_path: 
     assert [p.step for p in again.points] == [1, 2, 3] and again.skipped == 0
     files.history.write_bytes(point_lines((9.0, 9, 0.1)))  # replaced by a shorter file: read again whole
     assert [p.step for p in attempt_history(files, 1).points] == [9]
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_values = st.one_of(st.floats(allow_nan=True), st.integers(-10**30, 10**30), st.text(max_size=3), st.booleans(),
+                    st.none(), st.sampled_from(["nan", "inf", "-inf"]))
+_records = st.fixed_dictionaries({"t": st.floats(90, 500), "step": st.integers(-2, 50)},
+                                 optional={"metrics": st.dictionaries(st.sampled_from(["loss", "lr", "acc"]), _values),
+                                           "checkpoint": st.text(max_size=4)})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_records, max_size=12), min_size=1, max_size=4), st.binary(max_size=20))
+def test_any_history_merges_and_accounts_without_raising(attempt_records, junk) -> None:
+    parsed = []
+    for number, records in enumerate(attempt_records, start=1):
+        data = b"".join(json.dumps(r).encode() + b"\n" for r in records) + junk
+        parsed.append(core_history.parse(number, data))
+    series = core_history.merge(parsed)
+    attempts = [times(n, 100.0 * n, 100.0 * n + 5, 100.0 * n + 90, "workload_failure")
+                for n in range(1, len(attempt_records) + 1)]
+    found = goodput.stretches(attempts, series, now=1e6)
+    if found:
+        assert all(a.end == pytest.approx(b.start) for a, b in zip(found, found[1:]))  # no gap, no overlap
+        figures = goodput.breakdown(found)
+        assert figures.wall_sec == pytest.approx(found[-1].end - attempts[0].submitted_at)
+        assert 0 <= figures.goodput <= 1

@@ -69,7 +69,9 @@ def stretches(attempts: list[AttemptTimes], series: Series, now: float) -> list[
         started = attempt.started_at if attempt.started_at is not None else end
         _add(out, attempt.number, attempt.submitted_at, min(started, end), "queue")
         if attempt.started_at is not None:
-            points = [p for p in series.points if p.attempt == attempt.number and started <= p.t <= end]
+            # in time order: a clock that stepped back on the node must not make stretches overlap
+            points = sorted((p for p in series.points if p.attempt == attempt.number and started <= p.t <= end),
+                            key=lambda p: p.t)
             out += _working(attempt, points, started, end)
         previous_end = max(end, previous_end or end)
     return out
