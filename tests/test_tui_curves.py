@@ -37,7 +37,8 @@ def test_the_run_screen_draws_the_loss_of_both_attempts_and_m_picks_another_metr
             await until(pilot, lambda: "loss by step" in screen_text(app), what="the loss curve")
             text = screen_text(app)
             assert "Curves: loss" in text and "m: next metric of loss, lr" in text
-            assert "loss: 23 points in 2 attempt(s); 1 restart(s) (red lines), 3 steps redone" in text
+            assert ("loss: 23 points in 2 attempt(s) (attempt 1 cyan, attempt 2 orange); 1 restart(s) (red lines), "
+                    "3 steps redone") in text
             assert "loss by wall time" in text and "attempt 1" in text and "attempt 2" in text
             assert "goodput" in text and "from the steps" in text
             await pilot.press("m")
@@ -108,3 +109,25 @@ def test_a_hostile_history_is_shown_not_crashed_on(home, tmp_path):
             await until(pilot, lambda: "train_loss by step" in screen_text(app), what="the renamed metric")
 
     run(scenario())
+
+
+def test_fray_plot_group_overlays_the_runs_of_a_sweep(home, daemon, tmp_path):
+    script = tmp_path / "point.sh"
+    script.write_text("#!/bin/bash\n#FRAY --heartbeat-interval 0.5\n"
+                      "for s in 1 2 3; do python3 -m fray.wrapper.report progress --step $s --loss 0.$s$FRAY_SWEEP_INDEX; done\n")
+    data = json.loads(run_fray("submit", str(script), "--name", "sw", "--sweep", "lr=0.1,0.01", "--json",
+                               home=home.root, check=True).stdout)
+
+    def ended() -> bool:
+        listed = json.loads(run_fray("list", "--group", "sw", "--json", home=home.root, check=True).stdout)
+        return all(r["phase"] == "ended" for r in listed["runs"])
+
+    wait_until(ended, timeout=60, what="both points to end")
+    png = tmp_path / "sweep.png"
+    out = run_fray("plot", "--group", "sw", "--png", str(png), home=home.root, check=True).stdout
+    assert "loss: 6 points in 2 of 2 runs (sw-0 cyan, sw-1 orange)" in out and "wrote" in out
+    width, height, raw = png_pixels(png.read_bytes())
+    assert bytes((0, 200, 220)) in raw and bytes((255, 150, 30)) in raw  # one colour per run
+    assert data["group"]
+    neither = run_fray("plot", home=home.root)
+    assert neither.returncode == 2 and "give a RUN or --group GROUP" in neither.stderr

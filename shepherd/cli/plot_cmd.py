@@ -1,5 +1,6 @@
 """`fray plot RUN`: a run's metric against step and against wall time in the terminal, attempts in colours,
-restarts and checkpoints marked (fray.ops.curves), and as a PNG for a report (fray.ops.png_chart).
+restarts and checkpoints marked (fray.ops.curves), and as a PNG for a report (fray.ops.png_chart);
+`fray plot --group SWEEP` overlays a sweep's runs.
 
 plotext draws the terminal plot (it comes with textual-plotext, the dashboard's
 plotting widget) and is imported only here, when a plot is asked for.
@@ -20,19 +21,26 @@ from fray.state import runs
 
 
 @click.command("plot")
-@click.argument("run")
+@click.argument("run", required=False)
+@click.option("--group", "group", default=None, metavar="GROUP",
+              help="Overlay the runs of this group (a sweep), one colour each, instead of one run's attempts.")
 @click.option("--metric", "metric", default=None, metavar="NAME",
               help="The reported metric to plot (default: loss, else the first one reported).")
 @click.option("--png", "png", default=None, metavar="FILE", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the plot to FILE as a PNG image.")
 @click.pass_context
-def plot(ctx: click.Context, run: str, metric: str | None, png: Path | None) -> None:
+def plot(ctx: click.Context, run: str | None, group: str | None, metric: str | None, png: Path | None) -> None:
     """A run's metric against step and against wall time, each attempt in its own colour;
     restarts are red lines, checkpoints `o`, NaN/inf `x`. RUN is a run id, a unique prefix
-    of one, or a run name.
+    of one, or a run name. `--group GROUP` overlays a sweep's runs instead.
     """
     home = home_of(ctx)
-    view = curves.curves_view(home, runs.resolve(home, run), metric)
+    if (run is None) == (group is None):
+        raise UsageError("give a RUN or --group GROUP (a sweep), not both")
+    if group is not None:
+        view = curves.sweep_view(home, group, metric)
+    else:
+        view = curves.curves_view(home, runs.resolve(home, run), metric)
     if metric is not None and metric not in view["metrics"]:
         known = ", ".join(view["metrics"]) or "none yet"
         raise UsageError(f"run {view['run_id']} has no metric {metric!r}; it reported: {known}")

@@ -8,6 +8,8 @@ the points where the metric was NaN, infinite or too large to draw (past
 DRAWABLE: left out of the curve, marked on it). A run without meta.json, or without steps, has no curve
 (`attempts` empty) and a `note` saying why.
 
+`sweep_view` overlays a sweep's runs the same way, one curve per run.
+
 `draw(plt, view, axis)` issues plotext calls on `plt`: the plotext module
 itself in the terminal (`fray plot`), a textual-plotext widget's `plt` in the
 dashboard. It never imports plotext, so `fray list` does not pay for it.
@@ -19,8 +21,10 @@ import bisect
 from typing import Any
 
 from fray.core import history
+from fray.core.history import DEFAULT_METRIC
 from fray.core.model import Meta
 from fray.errors import CorruptFileError
+from fray.ops import groups, views
 from fray.ops.history import run_history
 from fray.state import store
 from fray.state.layout import Home
@@ -68,6 +72,35 @@ def curves_view(home: Home, run_id: str, metric: str | None = None) -> dict[str,
     return view
 
 
+def sweep_view(home: Home, group: str, metric: str | None = None) -> dict[str, Any]:
+    """A sweep's runs overlaid: one curve per run (its points not redone, all attempts), in index order.
+
+    Shaped as `curves_view` (so `draw` and the PNG take it), each curve labelled
+    by its run; no restarts or checkpoints are marked (`fray plot RUN` has them)."""
+    group_id, members = groups.resolve(views.list_view(home, fold=False)["runs"], group)
+    view = _empty(group_id, group_id, metric, None)
+    names: dict[str, None] = {}
+    for index, row in enumerate(members):
+        one = curves_view(home, row["run_id"], metric or DEFAULT_METRIC)
+        names.update(dict.fromkeys(one["metrics"]))
+        steps, times, values = [], [], []
+        for curve in one["attempts"]:
+            steps += curve["steps"]
+            times += curve["times"]
+            values += curve["values"]
+        view["skipped"] += one["skipped"]
+        view["not_finite"] += one["not_finite"]
+        if values:
+            view["attempts"].append({"attempt": index + 1, "label": row["name"], "steps": steps, "times": times,
+                                     "values": values})
+    view["metric"] = metric or DEFAULT_METRIC
+    view["metrics"] = list(names)
+    view["runs"] = len(members)
+    if not view["attempts"]:
+        view["note"] = f"no run of group {group_id} reported {view['metric']!r} yet"
+    return view
+
+
 def _empty(run_id: str, name: str, metric: str | None, note: str | None) -> dict[str, Any]:
     return {"run_id": run_id, "name": name, "metric": metric, "metrics": [], "attempts": [], "restarts": [],
             "checkpoints": [], "not_finite": [], "skipped": 0, "note": note}
@@ -94,7 +127,8 @@ def draw(plt: Any, view: dict[str, Any], axis: str) -> None:
     plt.xlabel("step" if axis == "step" else "seconds since submit")
     for curve in view["attempts"]:
         colour = COLOURS[(curve["attempt"] - 1) % len(COLOURS)]
-        plt.plot(curve[key], curve["values"], color=colour, marker="braille", label=f"attempt {curve['attempt']}")
+        label = curve.get("label") or f"attempt {curve['attempt']}"
+        plt.plot(curve[key], curve["values"], color=colour, marker="braille", label=label)
     for restart in view["restarts"]:
         plt.vline(restart["step" if axis == "step" else "time"], "red")
     marks = view["checkpoints"]
@@ -113,7 +147,11 @@ def summary(view: dict[str, Any]) -> str:
     if not view["attempts"]:
         return view["note"] or "nothing to plot"
     points = sum(len(c["values"]) for c in view["attempts"])
-    parts = [f"{view['metric']}: {points} points in {len(view['attempts'])} attempt(s)"]
+    shown = (f"{len(view['attempts'])} of {view['runs']} runs" if "runs" in view
+             else f"{len(view['attempts'])} attempt(s)")
+    colours = ", ".join(f"{c.get('label') or 'attempt ' + str(c['attempt'])} {COLOURS[(c['attempt'] - 1) % len(COLOURS)]}"
+                        for c in view["attempts"])
+    parts = [f"{view['metric']}: {points} points in {shown} ({colours})"]
     if view["restarts"]:
         redone = sum(r["redone_steps"] for r in view["restarts"])
         parts.append(f"{len(view['restarts'])} restart(s) (red lines), {redone} steps redone")

@@ -150,7 +150,8 @@ def chart_png(view: dict[str, Any], width: int = 900, height: int = 640) -> byte
     half = height // 2
     _panel(canvas, view, "step", MARGIN, half - MARGIN)
     _panel(canvas, view, "time", half + MARGIN, half - MARGIN)
-    legend = ", ".join(f"attempt {c['attempt']}: rgb{COLOURS[(c['attempt'] - 1) % len(COLOURS)]}" for c in view["attempts"])
+    legend = ", ".join(f"{c.get('label') or 'attempt ' + str(c['attempt'])}: rgb{COLOURS[(c['attempt'] - 1) % len(COLOURS)]}"
+                       for c in view["attempts"])
     return canvas.png({"Title": f"{view['name']} ({view['run_id']}): {view['metric']}",
                        "Description": f"top: {view['metric']} by step; bottom: by seconds since submit. {legend}. "
                                       "Red lines: restarts; white squares: checkpoints; red crosses: NaN/inf."})
