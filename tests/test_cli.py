@@ -26,7 +26,7 @@ from fray.state.layout import Home
 from tests.conftest import REPO, run_fray, schema_validate
 
 ANSI = "\x1b["
-HEAVY = ("textual", "paramiko", "cloudpickle")
+HEAVY = ("textual", "paramiko", "cloudpickle", "plotext", "textual_plotext")
 
 
 def make_run(home: Home, tmp_path: Path, name: str, text: str = "print('hi')\n", now: float | None = None) -> str:

@@ -149,3 +149,25 @@ def test_usage_of_a_real_run_that_failed_once_then_succeeded(home, tmp_path):
     assert row["lost_sec"] == pytest.approx(first["ended_at"] - first["started_at"], abs=0.001)
     assert row["useful_sec"] == pytest.approx(second["ended_at"] - second["started_at"], abs=0.001)
     assert 0 < row["goodput"] < 1 and row["cpu_hours"] == pytest.approx(row["wall_sec"] / 3600, abs=1e-4)
+
+
+def test_runs_with_steps_count_their_stretches_cut_at_the_window_and_say_mixed_beside_runs_without():
+    from fray.core.goodput import Stretch
+
+    t = 1_000_000.0
+    steps = meta("steps", RunSpec(), [attempt(1, t, t + 100, "node_fault", "n1"),
+                                      attempt(2, t + 120, t + 220, "success", "n2")], t)
+    stretches = [Stretch(1, t - 5, t, "queue"), Stretch(1, t, t + 80, "useful"), Stretch(1, t + 80, t + 100, "detection"),
+                 Stretch(2, t + 100, t + 115, "backoff"), Stretch(2, t + 115, t + 120, "queue"),
+                 Stretch(2, t + 120, t + 140, "redone"), Stretch(2, t + 140, t + 220, "useful")]
+    plain = meta("plain", RunSpec(), [attempt(1, t, t + 50, "workload_failure", "n3")], t)
+    spans = spans_of(steps, Resources(1, 0), stretches) + spans_of(plain, Resources(1, 0))
+    rows, total = tally(spans, "run", None, t + 1000)
+    by_run = {row.label: row.to_dict() for row in rows}
+    assert by_run["steps"]["basis"] == "steps" and by_run["steps"]["useful_sec"] == 160.0
+    assert by_run["steps"]["lost_by_cause"] == {"queue": 10.0, "detection": 20.0, "backoff": 15.0, "redone": 20.0}
+    assert by_run["steps"]["goodput"] == round(160 / 225, 4) and by_run["steps"]["wall_sec"] == 200.0
+    assert by_run["plain"]["basis"] == "attempts" and by_run["plain"]["lost_by_cause"] == {"failed_attempts": 50.0}
+    assert total.basis == "mixed"
+    rows, _ = tally(spans, "run", t + 130, t + 1000)  # the window cuts the redone stretch in half
+    assert {row.label: row.to_dict()["lost_by_cause"] for row in rows} == {"steps": {"redone": 10.0}}

@@ -38,11 +38,12 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import contract, fence, records, versions
+from . import contract, fence, history, records, versions
 
 STAGING = ".staging"
 PROMOTED = ".promoted"  # write-once promotion records, one per checkpoint name
@@ -66,8 +67,11 @@ def _still_current() -> bool:
 
 
 @contextlib.contextmanager
-def checkpoint(name: str) -> Iterator[Path]:
-    """A folder to write checkpoint `name` into; promoted when the block ends without an exception."""
+def checkpoint(name: str, step: int | None = None) -> Iterator[Path]:
+    """A folder to write checkpoint `name` into; promoted when the block ends without an exception.
+
+    Once promoted, the attempt's history marks that the checkpoint holds `step`
+    (by default the last step reported to progress.json)."""
     if not name or name.startswith(".") or os.sep in name:
         raise ValueError(f"a checkpoint name is one plain folder name, like step-1000, not {name!r}")
     root = _root()
@@ -97,10 +101,28 @@ def checkpoint(name: str) -> Iterator[Path]:
                          f"(it stays in {staging})")
     if in_place:
         _promote_in_place(root, name, staging)
+    else:
+        now = time.time()
+        os.utime(staging, (now, now))
+        os.rename(staging, root / name)
+    _mark(name, step)
+
+
+def _mark(name: str, step: int | None) -> None:
+    """Note in the attempt's history which step checkpoint `name` holds; advisory, so never raises."""
+    folder = os.environ.get(contract.ENV_ATTEMPT_DIR)
+    if not folder:
         return
-    now = time.time()
-    os.utime(staging, (now, now))
-    os.rename(staging, root / name)
+    if step is None:
+        try:
+            reported = records.read_json(os.path.join(folder, contract.PROGRESS))
+        except (OSError, ValueError):
+            reported = None
+        step = reported.get("step") if isinstance(reported, dict) else None
+    try:
+        history.mark_checkpoint(folder, name, step if isinstance(step, int) and not isinstance(step, bool) else None)
+    except OSError as exc:
+        print(f"fray report: checkpoint {name!r} not marked in the history: {exc}", file=sys.stderr)
 
 
 def _refuse_taken(root: Path, name: str) -> None:

@@ -22,6 +22,7 @@ WRAPPER_LOG = "wrapper.log"  # the wrapper's own diagnostics
 HEARTBEAT = "heartbeat"  # "<epoch_seconds>\n"
 STARTED = "started.json"  # host, pid, started_at: written once the wrapper is up
 PROGRESS = "progress.json"
+HISTORY = "history.jsonl"  # every step and checkpoint, appended and thinned (fray.wrapper.history)
 PROBE = "probe.json"  # preflight probe results (fray.wrapper.probes)
 HEALTH = "health.json"  # the --health-cmd checks so far (fray.wrapper.health)
 HEALTH_OUTPUT = "health.out"  # what the last health check printed

@@ -96,6 +96,19 @@ def write_record_json(path: str | os.PathLike[str], document: object) -> None:
     write_record(path, dumps(document).encode("utf-8"))  # serialised first: a bad document costs no file
 
 
+def append_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Append `data` (whole lines) to `path` with one O_APPEND write, creating it 0600; raises OSError.
+
+    One write(2) per call, so writers never interleave inside a line; a
+    write cut by a kill leaves a last line without its newline, which readers
+    skip. Not fsynced: appended files (the progress history) are advisory."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 def create_json(path: str | os.PathLike[str], document: object) -> bool:
     """Write `path` only if it does not exist yet (a write-once file); True if this call wrote it."""
     return create_bytes(path, dumps(document).encode("utf-8"))

@@ -6,7 +6,7 @@ where to checkpoint, runtime commands.
     if report.resuming() and report.latest_checkpoint():
         state = load(report.latest_checkpoint())
     report.progress(step=100, loss=0.31, samples_per_sec=812.0)
-    with report.checkpoint(f"step-{step}") as folder:   # staged, promoted whole while current
+    with report.checkpoint(f"step-{step}", step=step) as folder:   # staged, promoted whole while current
         save(state, folder)
     for command in report.commands():      # tune, pause, resume, terminate (fray.wrapper.commands)
         if command.type == "tune":
@@ -15,7 +15,8 @@ where to checkpoint, runtime commands.
     report.final(accuracy=0.93)
 
 The files land in the attempt folder ($FRAY_ATTEMPT_DIR): progress.json
-(schemas/progress.json) and result.json, which the wrapper copies into
+(schemas/progress.json), history.jsonl (every step and checkpoint, thinned:
+fray.wrapper.history) and result.json, which the wrapper copies into
 final.json when the workload exits 0; command receipts land next to the
 commands ($FRAY_COMMANDS_DIR). Outside a fray job every call is a no-op
 returning None (commands() yields nothing), so the same script runs
@@ -40,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence, SupportsFloat, SupportsIndex
 
-from . import commands as _commands, contract, records
+from . import commands as _commands, contract, history, records
 from .checkpoints import Superseded, checkpoint, latest_checkpoint
 from .commands import Command
 
@@ -216,6 +217,10 @@ def _progress(step: Any, loss: Any, samples_per_sec: Any, checkpoint_version: An
             # Progress is advisory: a full disk or a flaky mount must not end a long training run.
             print(f"fray report: progress not recorded: {exc}", file=sys.stderr)
             return None
+        try:
+            history.record_progress(folder, document)  # the curve (fray.wrapper.history)
+        except OSError as exc:
+            print(f"fray report: progress history not recorded: {exc}", file=sys.stderr)
     return document
 
 

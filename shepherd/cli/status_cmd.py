@@ -88,6 +88,8 @@ def render_status(data: dict[str, Any]) -> list[str]:
     progress = data["progress"]
     if progress:
         facts.append(("progress", detail.progress_summary(progress, now)))
+    if data.get("goodput") and data["goodput"]["goodput"] is not None:
+        facts.append(("goodput", detail.goodput_summary(data["goodput"])))
     requests = detail.control_summary(data["control"])
     if requests:
         facts.append(("requested", requests))

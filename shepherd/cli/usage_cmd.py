@@ -1,4 +1,5 @@
-"""`fray usage`: wall time, CPU-, GPU- and TPU chip-hours and goodput, by run, group, partition or node (fray.ops.usage)."""
+"""`fray usage`: wall time, CPU-, GPU- and TPU chip-hours, useful time, time lost by cause and goodput, by run,
+group, partition or node (fray.ops.usage)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ HOURS = (("cpu_hours", "CPU-H"), ("gpu_hours", "GPU-H"), ("tpu_chip_hours", "TPU
 @click.pass_context
 def usage_cmd(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
     """What runs used, counted from their attempts' start and end: wall time, CPU-hours,
-    GPU-hours, TPU chip-hours, and the time lost to attempts that failed or were replaced
-    (goodput: useful time over all time). A running attempt counts up to now.
+    GPU-hours, TPU chip-hours; and goodput, useful time over the time accounted. For runs
+    that report steps (report.progress) the useful time is the time that made steps never
+    done again, and the lost time is split by cause: steps redone after a restart, the
+    detection delay (the fault to the attempt's end), backoff, queue, start and idle. For
+    runs without steps it is the time of attempts that ended well (marked *). A running
+    attempt counts up to now.
     """
     output.emit(usage.usage_view(home_of(ctx), since, by.strip().lower()), as_json, render_usage)
 
@@ -40,11 +45,14 @@ def render_usage(data: dict[str, Any]) -> list[str]:
         columns = [render.Column(data["by"].upper()), *([render.Column("NAME", shrinkable=True)]
                                                         if data["by"] == "run" else []),
                    render.Column("RUNS", ">"), render.Column("ATTEMPTS", ">"), render.Column("WALL", ">"),
-                   render.Column("LOST", ">"), render.Column("GOODPUT", ">"),
+                   render.Column("USEFUL", ">"), render.Column("LOST", ">"),
+                   render.Column("LOST BY CAUSE", shrinkable=True), render.Column("GOODPUT", ">"),
                    *[render.Column(title, ">") for _, title in shown]]
         rows = [_row(row, data["by"], shown) for row in data["rows"]]
         rows.append(_row({**data["total"], "key": "total", "label": ""}, data["by"], shown))
         lines += render.table(columns, rows, render.terminal_width())
+    if any(row["basis"] in ("attempts", "mixed") for row in data["rows"]):
+        lines.append("* goodput from the attempts' ends: these runs reported no steps")
     if data["unreadable"]:
         lines.append(f"not counted, meta.json unreadable: {', '.join(data['unreadable'])}")
     return lines
@@ -53,6 +61,15 @@ def render_usage(data: dict[str, Any]) -> list[str]:
 def _row(row: dict[str, Any], by: str, shown: list[tuple[str, str]]) -> list[str]:
     running = f" ({row['running']} running)" if row["running"] else ""
     goodput = human.MISSING if row["goodput"] is None else f"{row['goodput']:.0%}"
+    if row["basis"] in ("attempts", "mixed"):
+        goodput += "*"
     return [row["key"], *([row["label"]] if by == "run" else []), str(row["runs"]), f"{row['attempts']}{running}",
-            human.duration(row["wall_sec"]), human.duration(row["lost_sec"]), goodput,
+            human.duration(row["wall_sec"]), human.duration(row["useful_sec"]), human.duration(row["lost_sec"]),
+            lost_by_cause(row["lost_by_cause"]), goodput,
             *[f"{row[key]:.2f}" for key, _ in shown]]
+
+
+def lost_by_cause(lost: dict[str, float]) -> str:
+    """`redone 14s, detection 20s`, biggest first; `-` when nothing was lost."""
+    shown = sorted(((seconds, cause) for cause, seconds in lost.items() if seconds >= 0.05), reverse=True)
+    return ", ".join(f"{cause.replace('_', ' ')} {human.duration(seconds)}" for seconds, cause in shown) or human.MISSING

@@ -84,6 +84,18 @@ def progress_summary(progress: dict[str, Any], now: float) -> str:
     return f"{', '.join(parts) or 'reported'} ({human.age(progress['updated_at'], now)})"
 
 
+def goodput_summary(figures: dict[str, Any]) -> str:
+    """`64% from the steps: useful 2m of 3m06s; lost redone 14s, detection 20s (14 steps redone, 2 restarts)`."""
+    share = f"{figures['goodput']:.0%}"
+    lost = sorted(((s, c) for c, s in figures["lost_sec"].items() if s >= 0.05), reverse=True)
+    lost_text = ", ".join(f"{c.replace('_', ' ')} {human.duration(s)}" for s, c in lost) or "nothing"
+    useful = f"useful {human.duration(figures['useful_sec'])} of {human.duration(figures['wall_sec'])}; lost {lost_text}"
+    if figures["basis"] != "steps":
+        return f"{share} from the attempts' ends (no steps reported): {useful}"
+    redone = f" ({human.plural(figures['redone_steps'], 'step')} redone, {human.plural(figures['restarts'], 'restart')})"
+    return f"{share} from the steps: {useful}{redone if figures['restarts'] else ''}"
+
+
 def control_summary(control: dict[str, Any]) -> str:
     asked = []
     if control.get("stop_requested"):

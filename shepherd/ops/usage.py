@@ -1,7 +1,9 @@
-"""`fray usage`: what the runs used, from their attempts' start and end (schemas/cli-usage.json).
+"""`fray usage`: what the runs used, from their attempts' start and end, and goodput from their steps
+(schemas/cli-usage.json).
 
 Reads every run's meta.json (a corrupt one is moved aside, as every reader
-does, and listed under `unreadable`) and hands the attempts to
+does, and listed under `unreadable`) and its progress history
+(fray.ops.history), and hands the attempts and their stretches to
 fray.core.usage. A TPU run's chips come from its accelerator type through the
 table the TPU backend launches by (fray.core.tpu_topology).
 """
@@ -12,8 +14,9 @@ import time
 from typing import Any
 
 from fray.core.tpu_topology import shape
-from fray.core import usage, values
+from fray.core import goodput, usage, values
 from fray.core.model import Meta, RunSpec
+from fray.ops.history import run_history
 from fray.errors import CorruptFileError, UsageError
 from fray.state import store
 from fray.state.layout import Home
@@ -60,7 +63,8 @@ def usage_view(home: Home, since_text: str = DEFAULT_SINCE, by: str = "run", now
             unreadable.append(run_id)
             continue
         meta = Meta.from_dict(raw)
-        spans += usage.spans_of(meta, resources_of(meta.spec))
+        found = run_history(home, meta)
+        spans += usage.spans_of(meta, resources_of(meta.spec), goodput.stretches(found.attempts, found.series, now))
     rows, total = usage.tally(spans, by, since, now)
     return {"home": str(home.root), "generated_at": now, "since": since, "since_text": since_text.strip().lower(),
             "by": by, "rows": [row.to_dict() for row in rows], "total": total.to_dict(), "unreadable": unreadable}

@@ -20,6 +20,7 @@ from fray.core.run_row import row_of
 from fray.core.status import Status
 from fray.daemon import lease
 from fray.ops import groups
+from fray.ops.history import goodput_view
 from fray.errors import CorruptFileError
 from fray.state import store, sweep_records
 from fray.state import layout
@@ -207,6 +208,7 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
         "control": control.to_dict(),
         "attempts": attempts,
         "progress": progress,
+        "goodput": goodput_view(home, meta, now) if meta else None,
         "events": recent[-events:],
         "corrupt_files": [str(p) for p in paths.corrupt_files()],
         "dir": str(paths.dir),

@@ -101,6 +101,11 @@ class AttemptPaths:
         return self.dir / contract.PROGRESS
 
     @property
+    def history(self) -> Path:
+        """Every kept step and checkpoint (fray.wrapper.history); `history.jsonl.d/` of chunks when write-once."""
+        return self.dir / contract.HISTORY
+
+    @property
     def probe(self) -> Path:
         return self.dir / contract.PROBE
 

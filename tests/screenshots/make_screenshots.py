@@ -1,16 +1,17 @@
-"""Make the README's screenshots of the dashboard: runs, run detail and logs, as SVG.
+"""Make the README's screenshots of the dashboard: runs, run detail, logs and a run's curves, as SVG.
 
 A demo FRAY_HOME is filled with runs in every state (tests/tui_support.make_runs plus
 a few more), the app is driven headless with Textual's pilot, and each screen is
 saved with App.save_screenshot. Run it again after changing how a screen looks:
 
-    python tests/screenshots/make_screenshots.py [--out tests/screenshots]
+    python tests/screenshots/make_screenshots.py [--out tests/screenshots] [--only curves]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 import tempfile
 import time
@@ -22,6 +23,7 @@ sys.path.insert(0, str(REPO))
 from fray.core.model import Attempt, Counters, Meta  # noqa: E402
 from fray.state import runs, store  # noqa: E402
 from fray.state.layout import Home  # noqa: E402
+from fray.wrapper import history  # noqa: E402
 from tests.tui_support import dashboard, go_to, make_runs, screen_text, until  # noqa: E402
 
 SIZE = (130, 36)
@@ -62,6 +64,46 @@ def more_runs(home: Home, scripts: Path, now: float) -> None:
                                       "reason": "3 fast failures in a row: next attempt in 40s"}, "event")
 
 
+def curves_run(home: Home, scripts: Path, now: float) -> str:
+    """A run of three attempts with their progress histories, written line by line as the wrapper writes them:
+    a node fault at step 2,340 (checkpoint 2,000) and a hang at 4,410 (checkpoint 4,000), 1 step a second."""
+    meta = runs.create_run(home, runs.SubmitOptions(script=scripts / "train.py", overrides={}, name="gpt-small"),
+                           now=now - 7000)
+    paths = home.run(meta.run_id)
+    spans = [(1, 0, 2340, "node_fault", 60), (2, 2001, 4410, "progress_stall", 600), (3, 4001, 6000, None, 0)]
+    attempts, clock = [], now - 6990
+    for number, first, last, cause, detection in spans:
+        started = clock + 20
+        files = paths.attempt(number)
+        store.make_dirs(files.dir)
+        lines = [history.line(started + 10 + (step - first), step,
+                              {"loss": 3.2 * math.exp(-step / 1800) + 0.9 + 0.04 * math.sin(step / 37),
+                               "lr": 3e-4 * min(1.0, step / 500)})
+                 for step in range(first, last + 1, 10)]
+        lines += [history.line(started + 10 + (step - first), step, checkpoint=f"step-{step}")
+                  for step in range(first - first % 1000 + 1000, last + 1, 1000)]
+        lines.sort(key=lambda data: float(data.split(b'"t":')[1].split(b",")[0]))
+        files.history.write_bytes(b"".join(lines))
+        ended = None if cause is None else started + 10 + (last - first) + detection
+        attempts.append(Attempt(number=number, state="ended" if cause else "running", backend="local",
+                                submitted_at=clock, started_at=started, ended_at=ended, cause=cause,
+                                node=f"gpu-node-{number + 3}", backend_ref={"pid": 1}).to_dict())
+        clock = (ended or now) + 15
+    meta = Meta.from_dict({**meta.to_dict(), "phase": "active", "attempts": attempts})
+    store.write_json(paths.meta, meta.to_dict(), "meta")
+    paths.attempt(3).heartbeat.write_text(f"{now}\n")
+    return meta.run_id
+
+
+async def shoot_curves(home: Home, run_id: str, out: Path) -> None:
+    async with dashboard(home, size=(130, 44), run_id=run_id) as (app, pilot):
+        await until(pilot, lambda: "loss by step" in screen_text(app), what="the curves")
+        body = app.screen.query_one("#body")
+        body.scroll_to(y=app.screen.query_one("#curves").region.y - body.region.y - 2, animate=False)
+        await pilot.pause(0.3)
+        app.save_screenshot(str(out / "curves.svg"))
+
+
 def pretend_daemon(home: Home, now: float) -> int:
     """A daemon's lease and lock, so the header shows a healthy daemon (returns the held lock's fd)."""
     import fcntl
@@ -97,15 +139,23 @@ async def shoot(home: Home, ids: dict[str, str], out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    parser.add_argument("--only", choices=("screens", "curves"), help="make only these (default: all)")
     args = parser.parse_args()
+    made = []
     with tempfile.TemporaryDirectory() as tmp:
         home = Home(Path(tmp) / "fray")
         now = time.time()
         ids = make_runs(home, Path(tmp) / "scripts", now=now)
         more_runs(home, Path(tmp) / "scripts", now)
+        curves_id = curves_run(home, Path(tmp) / "scripts", now)
         pretend_daemon(home, now)
-        asyncio.run(shoot(home, ids, args.out))
-    for name in ("dashboard", "detail", "logs"):
+        if args.only != "curves":
+            asyncio.run(shoot(home, ids, args.out))
+            made += ["dashboard", "detail", "logs"]
+        if args.only != "screens":
+            asyncio.run(shoot_curves(home, curves_id, args.out))
+            made.append("curves")
+    for name in made:
         print(args.out / f"{name}.svg")
 
 

@@ -1,7 +1,8 @@
-"""One run in full: what `fray status` shows, plus probes, pending runtime commands and the script.
+"""One run in full: what `fray status` shows, plus its curves, probes, pending runtime commands and the script.
 
 Sections: the run's status and facts (mode, resources, heartbeat policy,
-failures, progress, requests), attempts with their causes, the failure records,
+failures, progress, goodput, requests), the reported metric by step and by
+wall time (fray.tui.widgets.curves; `m` picks the next metric), attempts with their causes, the failure records,
 the preflight probe results, runtime commands not yet acknowledged, recent
 events, and the frozen script (`#SBATCH` lines green, `#FRAY` purple). Data is
 fray.ops.detail.detail_view, re-read whenever a refresh says this run changed.
@@ -20,9 +21,10 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from fray.ops import detail, human
+from fray.ops import curves, detail, human
 from fray.ops.live import Snapshot
 from fray.tui.screens.base import FrayScreen, RunActions
+from fray.tui.widgets.curves import CurvesPanel
 from fray.tui.widgets.script_view import script_text
 
 
@@ -34,6 +36,7 @@ class DetailScreen(RunActions, FrayScreen):
         Binding("t", "logs", "Logs"),
         Binding("b", "blacklist", "Ban node"),
         Binding("e", "edit_config", "Edit config"),
+        Binding("m", "next_metric", "Metric"),
         Binding("backspace", "back", "Back"),
         Binding("j,down", "scroll(1)", show=False),
         Binding("k,up", "scroll(-1)", show=False),
@@ -48,11 +51,14 @@ class DetailScreen(RunActions, FrayScreen):
         super().__init__()
         self.run_id = run_id
         self.data: dict[str, Any] | None = None
+        self.metric: str | None = None  # the curves' metric; None: loss, else the first reported
+        self.curves: dict[str, Any] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(self.run_id, id="title")
         with VerticalScroll(id="body"):
             yield Static("", id="facts", classes="section")
+            yield CurvesPanel(id="curves", classes="section")
             yield Static("", id="attempts", classes="section")
             yield Static("", id="failures", classes="section")
             yield Static("", id="probes", classes="section")
@@ -78,6 +84,24 @@ class DetailScreen(RunActions, FrayScreen):
         body = self.query_one("#body", VerticalScroll)
         body.scroll_to(y=body.scroll_y + lines, animate=False)
 
+    def action_next_metric(self) -> None:
+        names = (self.curves or {}).get("metrics") or []
+        if not names:
+            self.notify("no metric reported yet")
+            return
+        current = self.curves["metric"] if self.curves else None
+        self.metric = names[(names.index(current) + 1) % len(names)] if current in names else names[0]
+        self._show_curves()
+
+    def _show_curves(self) -> None:
+        try:
+            self.curves = curves.curves_view(self.fray.home, self.run_id, self.metric)
+        except OSError as exc:
+            self.query_one("#curves", CurvesPanel).display = False
+            self.notify(f"cannot read the progress history: {exc}", severity="error")
+            return
+        self.query_one("#curves", CurvesPanel).show(self.curves)
+
     def on_snapshot(self, snapshot: Snapshot) -> None:
         row = snapshot.rows.get(self.run_id)
         if self.run_id in snapshot.changed or snapshot.full or (row and row.get("phase") not in ("ended", None)):
@@ -90,6 +114,7 @@ class DetailScreen(RunActions, FrayScreen):
             self.query_one("#facts", Static).update(Text(f"cannot read run {self.run_id}: {exc}", style="bold red"))
             return
         self._show()
+        self._show_curves()
 
     # -- rendering ----------------------------------------------------------------------
 
@@ -141,6 +166,8 @@ class DetailScreen(RunActions, FrayScreen):
         table.add_row("failures", detail.failures_summary(counters, data.get("budgets")))
         if data["progress"]:
             table.add_row("progress", detail.progress_summary(data["progress"], now))
+        if data.get("goodput") and data["goodput"]["goodput"] is not None:
+            table.add_row("goodput", detail.goodput_summary(data["goodput"]))
         requested = detail.control_summary(data["control"])
         if requested:
             table.add_row("requested", requested)
