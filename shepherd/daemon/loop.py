@@ -15,7 +15,7 @@ locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
 Submissions go through `fray.daemon.submitting` (a sweep's attempts together, at the
 end of the cycle); a new sweep's record becomes runs through `fray.daemon.launching`. The process entry is `fray.daemon.process`; the file watcher is
-`fray.daemon.watching`.
+`fray.daemon.watching`; the sweeper of closed attempts' processes `fray.daemon.strays`.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
 from fray.daemon.records import CycleStats, RunState
 from fray.daemon.settings import Settings
+from fray.daemon.strays import Sweeper
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, CorruptFileError, FrayError
 from fray.state import store
@@ -96,6 +97,7 @@ class Daemon:
                                     lambda: self.jitter(), self._seen_in_flight)
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
         self._array_folders = ArrayFolders(home, lambda: list(self._backends.values()))
+        self._sweeper = Sweeper(home, self._event)
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -139,6 +141,7 @@ class Daemon:
             except (BackendError, OSError) as exc:
                 stats.errors.append(f"cancel on {name}: {exc}")
                 log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
+        self._sweeper.cycle(self._runs)  # what closed attempts left running: killed
         try:
             self._family.sweep_endpoints(runs)
         except OSError as exc:
@@ -314,6 +317,7 @@ class Daemon:
         held = meta.sweep is not None and any(isinstance(a, policy.Submit) for a in plan.actions) \
             and self._submitter.submits_together(meta.spec.backend)
         self._commit(run.paths, meta, plan, sync=not held)
+        self._sweeper.note(attempt, plan.meta)  # one it closes is swept in this cycle, not later
         for action in plan.actions:
             if isinstance(action, policy.Submit):
                 self._submitter.submit(run.paths, plan.meta, action, self._exclude, stats)
@@ -398,14 +402,11 @@ class Daemon:
 
     def _finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None:
         last = meta.current
-        result = None
-        if last is not None:
-            final = store.read_json(paths.attempt(last.number).final, "final") if last.cause == "success" else None
-            result = (final or {}).get("result")
+        final = store.read_json(paths.attempt(last.number).final, "final") if last and last.cause == "success" else None
         store.create_json(paths.ended, {
             "run_id": meta.run_id, "status": action.status, "reason": action.reason,
             "ended_at": meta.end.at if meta.end else self.clock(), "attempts": len(meta.attempts),
-            "final_attempt": last.number if last else None, "result": result,
+            "final_attempt": last.number if last else None, "result": (final or {}).get("result"),
         }, "ended")
 
     def _event(self, paths: RunPaths, kind: str, reason: str, attempt: int | None = None,
@@ -479,12 +480,10 @@ class Daemon:
         self._write_lease(CycleStats(), 0.0, None, stopping=True)
 
     def _write_lease(self, stats: CycleStats, cycle_ms: float, error: str | None, stopping: bool = False) -> None:
-        lease = {
-            "pid": os.getpid(), "host": socket.gethostname(), "version": __version__,
-            "started_at": self.started_at, "last_cycle_at": self.clock(), "poll_interval_sec": self.poll_interval,
-            "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3), "active_runs": stats.active,
-            "stopping": stopping, "last_error": error, "config_error": self._settings.error,
-        }
+        lease = {"pid": os.getpid(), "host": socket.gethostname(), "version": __version__,
+                 "started_at": self.started_at, "last_cycle_at": self.clock(), "poll_interval_sec": self.poll_interval,
+                 "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3), "active_runs": stats.active,
+                 "stopping": stopping, "last_error": error, "config_error": self._settings.error}
         try:
             store.write_json(self.home.daemon_lease, lease, "daemon")
         except OSError as exc:
