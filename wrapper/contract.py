@@ -11,6 +11,8 @@ from __future__ import annotations
 # the wrapper reads it to know whether its attempt is still current (fray.wrapper.fence).
 RUNS_DIR = "runs"
 META = "meta.json"
+# Its last good copy, written beside it with it: what a corrupt meta.json is read and restored from.
+META_COPY = "meta.last-good.json"
 
 # Files in runs/<run_id>/attempts/<n>/, each written only by the wrapper
 # (or by the workload through `fray.wrapper.report`).

@@ -22,7 +22,8 @@ one the environment names (a workload and its helpers).
 
 The same happens when the run's folder cannot be read for `grace` seconds
 (FRAY_HOME unreachable from this node; a corrupt meta.json, which the daemon
-moves aside, is no reason to stop): the backends set it to half the run's heartbeat
+moves aside and restores, is no reason to stop: meanwhile the fence reads its
+last good copy): the backends set it to half the run's heartbeat
 timeout, so by the time the daemon gives up on this attempt and starts another,
 this one is gone. A read that hangs (a dead NFS server) counts as unreachable
 too: the clock runs from the last successful read, not from the last attempt.
@@ -81,7 +82,9 @@ def read(path: str, attempt: int) -> Reading:
     except FileNotFoundError:
         run_folder = os.path.dirname(path)
         if os.path.isdir(run_folder):
-            return Reading(None, True, False)  # reachable; meta.json moved aside as corrupt: nothing to judge
+            # meta.json moved aside as corrupt: its last good copy says the same until the daemon puts it back.
+            copy = os.path.join(run_folder, contract.META_COPY)
+            return read(copy, attempt) if path != copy else Reading(None, True, False)
         if os.path.isdir(os.path.dirname(run_folder)):
             return Reading("the run's folder is gone", True, True)
         return Reading(None, False, False)  # FRAY_HOME itself is missing: unreachable, judged by the grace period

@@ -17,7 +17,6 @@ pid that was reused meanwhile is never signalled.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -147,18 +146,7 @@ def sweep(home: str, closed: Callable[[Tag], str | None]) -> dict[Tag, tuple[str
 def closed_by_meta(tag: Tag) -> str | None:
     """Why `tag`'s attempt is closed, judged by its run's meta.json as the fence judges it (None: it is not,
     or that cannot be told: an unreadable meta.json kills nothing)."""
-    path = fence.meta_path(tag.home, tag.run_id)
-    try:
-        with open(path, "rb") as handle:
-            meta = json.loads(handle.read())
-    except FileNotFoundError:
-        run_folder = os.path.dirname(path)
-        if not os.path.isdir(run_folder) and os.path.isdir(os.path.dirname(run_folder)):
-            return "the run's folder is gone"
-        return None
-    except (OSError, ValueError):
-        return None
-    return fence.superseded(meta, tag.attempt) if fence.well_formed(meta) else None
+    return fence.read(fence.meta_path(tag.home, tag.run_id), tag.attempt).reason
 
 
 def sweep_closed(home: str) -> dict[Tag, tuple[str, list[int]]]:

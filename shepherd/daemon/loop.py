@@ -53,7 +53,7 @@ from fray.daemon.settings import Settings
 from fray.daemon.strays import Sweeper
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, CorruptFileError, FrayError
-from fray.state import store
+from fray.state import meta_file as run_meta, store
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import stat_key
 
@@ -98,6 +98,7 @@ class Daemon:
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
         self._array_folders = ArrayFolders(home, lambda: list(self._backends.values()))
         self._sweeper = Sweeper(home, self._event)
+        self.holds_lock: Callable[[], bool] = lambda: True  # fray.daemon.process: the lock file is still ours
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -198,17 +199,14 @@ class Daemon:
         meta_file, control_file = self.home.meta_file(run_id), self.home.control_file(run_id)
         meta_key = stat_key(meta_file)  # taken before reading: a later change shows
         control_key = stat_key(control_file)
-        if state is not None and state.problem is None and (meta_key, control_key) == (state.meta_key, state.control_key):
+        # No meta.json (moved aside) is never "unchanged": it is restored from its copy below.
+        if state is not None and state.problem is None and meta_key is not None \
+                and (meta_key, control_key) == (state.meta_key, state.control_key):
             return state
         paths = state.paths if state is not None else self.home.run(run_id)
-        problem = None
-        try:
-            raw = store.read_json(meta_file, "meta")
-            meta = Meta.from_dict(raw) if raw is not None else None
-            if meta is None:
-                problem = "meta.json is missing"
-        except CorruptFileError as exc:
-            meta, problem = None, str(exc)
+        # A corrupt or missing meta.json is put back from its last good copy, and that said in the run's events.
+        raw, problem = run_meta.read(paths, on_restored=lambda what: self._event(paths, "error", what))
+        meta = Meta.from_dict(raw) if raw is not None else None
         try:
             control = Control.from_dict(store.read_json(control_file, "control"))
         except CorruptFileError as exc:
@@ -393,7 +391,7 @@ class Daemon:
         after = plan.meta
         if after != before:  # dataclass equality: no dicts built for the common case of no change
             after.updated_at = plan.now
-            store.write_json(paths.meta, after.to_dict(), "meta", sync)
+            run_meta.write(paths, after.to_dict(), sync)
             indexed = self._runs.get(paths.run_id)
             if indexed is not None:  # what we wrote is what a re-read would give
                 indexed.meta, indexed.meta_key = after.copy(), stat_key(paths.meta)
@@ -460,7 +458,7 @@ class Daemon:
         watcher.start()
         self._backend("local")  # the embedded default: ready before the first run arrives
         watching_runs.await_watch(self.home.watch_probe, watching, watcher)
-        while not stop.is_set():
+        while not stop.is_set() and self.holds_lock():
             wake.clear()
             started = time.perf_counter()
             try:
@@ -477,7 +475,8 @@ class Daemon:
             self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
             wake.wait(self.poll_interval)
         self._notifications.close()
-        self._write_lease(CycleStats(), 0.0, None, stopping=True)
+        if self.holds_lock():  # else the lease may be another daemon's now
+            self._write_lease(CycleStats(), 0.0, None, stopping=True)
 
     def _write_lease(self, stats: CycleStats, cycle_ms: float, error: str | None, stopping: bool = False) -> None:
         lease = {"pid": os.getpid(), "host": socket.gethostname(), "version": __version__,
