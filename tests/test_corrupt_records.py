@@ -85,3 +85,35 @@ def test_with_the_daemon_killed_a_corrupt_meta_json_still_lets_stop_reach_the_at
                 os.kill(lease["pid"], signal.SIGTERM)
             except ProcessLookupError:
                 pass
+
+
+def test_a_corrupt_nodes_json_is_moved_aside_and_written_again_by_the_daemon_at_once(home, daemon):
+    wait_until(lambda: home.nodes.exists(), what="the daemon's first inventory")
+    home.nodes.write_text("[1,2]\n")
+    wait_until(lambda: list(home.root.glob("nodes.json.corrupt-*")), timeout=5, what="nodes.json to be moved aside")
+    listed = wait_until(lambda: (r := run_fray("nodes", "list", "--json", home=home.root)).returncode == 0
+                        and json.loads(r.stdout)["nodes"] and json.loads(r.stdout), timeout=5,
+                        what="the inventory to be written again")
+    schema_validate("cli-nodes", listed)
+    assert listed["inventory_problem"] is None
+
+
+def test_fray_nodes_list_says_a_corrupt_inventory_is_corrupt_not_that_no_node_is_known(home):
+    from fray.state import store
+
+    store.ensure_home(home)
+    home.nodes.write_text("{garbage\n")
+    shown = run_fray("nodes", "list", home=home.root)
+    assert shown.returncode == 0 and "corrupt" in shown.stdout and "nodes.json" in shown.stdout, shown.stdout
+
+
+def test_an_audit_log_of_garbage_is_reported_corrupt_not_empty(home):
+    from fray.state import store
+
+    store.ensure_home(home)
+    home.audit.write_bytes(b"\x00\x01 not json\n{\"half\": \n")
+    shown = run_fray("audit", "show", home=home.root)
+    assert shown.returncode == 0 and "is corrupt" in shown.stdout and "no control actions" not in shown.stdout, shown.stdout
+    document = json.loads(run_fray("audit", "show", "--json", home=home.root).stdout)
+    schema_validate("cli-audit-show", document)
+    assert document["entries"] == [] and len(document["unreadable"]) == 2
