@@ -75,14 +75,6 @@ class TagWatch:
                     self.overlaps.append(f"{time.time():.3f} run {run_id}: attempts {sorted(attempts)} alive at once")
 
 
-@pytest.fixture
-def no_strays(home):
-    """Whatever a test leaves tagged with this home dies afterwards (conftest kills by command line only)."""
-    yield
-    for pid, tag in tags.tagged(str(home.root)).items():
-        tags.kill(pid, tag)
-
-
 def submit(home: Home, tmp_path: Path, body: str) -> str:
     script = tmp_path / "tree.sh"
     script.write_text(body)
@@ -115,7 +107,7 @@ def start_local(home: Home, meta: Meta) -> dict:
                       what="attempt 1 to start")
 
 
-def test_a_killed_wrappers_whole_tree_dies_and_never_overlaps_the_next_attempt(home, daemon, tmp_path, no_strays):
+def test_a_killed_wrappers_whole_tree_dies_and_never_overlaps_the_next_attempt(home, daemon, tmp_path):
     run_id = submit(home, tmp_path, ESCAPING)
     with TagWatch(home) as watch:
         started = wait_until(lambda: home.run(run_id).attempt(1).started.exists()
@@ -147,7 +139,7 @@ def test_a_killed_wrappers_whole_tree_dies_and_never_overlaps_the_next_attempt(h
     assert died_in < 10
 
 
-def test_the_workload_dies_at_once_with_its_wrapper_even_without_a_daemon(home, tmp_path, no_strays):
+def test_the_workload_dies_at_once_with_its_wrapper_even_without_a_daemon(home, tmp_path):
     from test_fence import start_attempt
 
     meta, started = start_attempt(home, tmp_path)
@@ -156,7 +148,7 @@ def test_the_workload_dies_at_once_with_its_wrapper_even_without_a_daemon(home, 
                what="the parent-death signal to kill the workload")
 
 
-def test_a_frozen_or_thawed_attempt_writes_nothing_after_its_fence(home, tmp_path, no_strays):
+def test_a_frozen_or_thawed_attempt_writes_nothing_after_its_fence(home, tmp_path):
     """The wrapper is frozen; its workload goes on reporting progress. The daemon closes the attempt. Neither the
     workload (report.progress) nor the wrapper once thawed (its heartbeat) may write anything after that."""
     from test_fence import snapshot
@@ -258,7 +250,7 @@ def test_a_stray_is_a_process_of_a_closed_attempt_and_nothing_is_killed_on_a_gue
     assert tags.Tag.parse("r-1:x:/home") is None and tags.Tag.parse("r-1:2:") is None
 
 
-def test_the_daemons_sweeper_kills_only_closed_attempts_processes_and_records_it(home, tmp_path, no_strays):
+def test_the_daemons_sweeper_kills_only_closed_attempts_processes_and_records_it(home, tmp_path):
     closed_run, live_run = a_run(home, tmp_path), a_run(home, tmp_path)
 
     def spawn(run_id: str, attempt: int, home_text: str = str(home.root)) -> subprocess.Popen[bytes]:
@@ -283,3 +275,67 @@ def test_the_daemons_sweeper_kills_only_closed_attempts_processes_and_records_it
         for proc in (stray, current, newer, other_home):
             proc.kill()
             proc.wait()
+
+
+# -- the matrix: each fault, then `fray control stop`; one attempt alive at any instant, nothing left --------
+
+
+def _kill_wrapper(home: Home, run_id: str, started: dict) -> None:
+    os.kill(started["pid"], signal.SIGKILL)
+
+
+def _freeze_wrapper(home: Home, run_id: str, started: dict) -> None:
+    os.kill(started["pid"], signal.SIGSTOP)  # its heartbeat stalls: the daemon kills it and starts attempt 2
+
+
+def _kill_workload(home: Home, run_id: str, started: dict) -> None:
+    os.kill(started["workload_pid"], signal.SIGKILL)  # a workload failure: its escaped children must go too
+
+
+def _freeze_and_thaw_workload(home: Home, run_id: str, started: dict) -> None:
+    os.kill(started["workload_pid"], signal.SIGSTOP)
+    time.sleep(0.5)
+    os.kill(started["workload_pid"], signal.SIGCONT)
+
+
+def _kill_daemon(home: Home, run_id: str, started: dict) -> None:
+    lease = json.loads(home.daemon_lease.read_text())
+    os.kill(lease["pid"], signal.SIGKILL)  # `fray control stop` below starts another, which adopts the attempt
+
+
+FAULTS = {"wrapper SIGKILL": _kill_wrapper, "wrapper SIGSTOP": _freeze_wrapper, "workload SIGKILL": _kill_workload,
+          "workload SIGSTOP+SIGCONT": _freeze_and_thaw_workload, "daemon SIGKILL": _kill_daemon}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_whatever_dies_one_attempt_is_alive_at_a_time_and_stop_leaves_nothing(home, tmp_path, fault):
+    from conftest import start_daemon
+
+    body = ESCAPING.replace("--heartbeat-timeout 3", "--heartbeat-timeout 2 --max-retries 5")
+    daemon = start_daemon(home)
+    run_id = submit(home, tmp_path, body)
+    started: dict = {}
+    try:
+        with TagWatch(home) as watch:
+            started = wait_until(lambda: home.run(run_id).attempt(1).started.exists() and len(watch.alive(run_id, 1)) >= 5
+                                 and json.loads(home.run(run_id).attempt(1).started.read_text()), what="attempt 1's tree")
+            FAULTS[fault](home, run_id, started)
+            time.sleep(1.0)  # let the fault play out (a restart, a stall being noticed)
+            stop = subprocess.run([sys.executable, "-m", "fray.cli.main", "control", "stop", run_id],
+                                  capture_output=True, text=True, timeout=60)
+            assert stop.returncode == 0 or "already ended" in stop.stderr, stop.stderr
+            meta = wait_until(lambda: (m := meta_of(home, run_id))["phase"] == "ended" and m, timeout=30,
+                              what="the run to end")
+            wait_until(lambda: not tags.tagged(str(home.root)) and not running(started["pid"]), timeout=10,
+                       what="every process of the run to die")
+        assert meta["end"]["status"] in ("stopped_manual", "failed"), meta["end"]
+        assert not watch.overlaps, watch.overlaps[:5]
+    finally:
+        from conftest import stop_daemon
+
+        if started and running(started["pid"]):
+            os.kill(started["pid"], signal.SIGCONT)
+        stop_daemon(daemon)
+        lease = json.loads(home.daemon_lease.read_text()) if home.daemon_lease.exists() else {}
+        if lease.get("pid") and running(lease["pid"]):
+            os.kill(lease["pid"], signal.SIGTERM)
