@@ -20,10 +20,11 @@ wrapper it first calls the handler `bind()` registered, which kills the
 workload and exits. The writer is the attempt bound by the wrapper, else the
 one the environment names (a workload and its helpers).
 
-The same happens when the run's folder cannot be read for `grace` seconds
-(FRAY_HOME unreachable from this node; a corrupt meta.json, which the daemon
-moves aside and restores, is no reason to stop: meanwhile the fence reads its
-last good copy): the backends set it to half the run's heartbeat
+The same happens when the run's state cannot be read for `grace` seconds:
+FRAY_HOME unreachable from this node, or meta.json and its last good copy both
+unreadable (nothing could stop this attempt otherwise). A corrupt meta.json
+alone is no reason to stop: the daemon moves it aside and restores it, and
+meanwhile the fence reads its copy. The backends set `grace` to half the run's heartbeat
 timeout, so by the time the daemon gives up on this attempt and starts another,
 this one is gone. A read that hangs (a dead NFS server) counts as unreachable
 too: the clock runs from the last successful read, not from the last attempt.
@@ -186,7 +187,9 @@ class Fence:
     def check(self) -> str | None:
         """One read of meta.json: why this attempt is fenced, or None (also when that cannot be told)."""
         reading = read(self.path, self.attempt)
-        if reading.reached:
+        # The grace clock runs until the run's state is judged again: FRAY_HOME unreachable, or meta.json and
+        # its last good copy both unreadable (a run the daemon cannot manage must not run on unstoppable).
+        if reading.judged:
             self._last_read = self._clock()
         return reading.reason
 
@@ -202,7 +205,7 @@ class Fence:
         while not self._stopping.wait(min(self.interval, self.grace)):
             unread = self._clock() - self._last_read
             if unread > self.grace:
-                self._fire(f"FRAY_HOME has been unreadable for {unread:.0f}s (grace {self.grace:g}s)")
+                self._fire(f"the run's meta.json has been unreadable for {unread:.0f}s (grace {self.grace:g}s)")
                 return
 
     def _fire(self, reason: str) -> None:
