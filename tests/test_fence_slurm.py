@@ -80,3 +80,25 @@ def test_a_cut_off_frozen_then_thawed_attempt_writes_nothing_after_its_fence(hom
         wait_until(lambda: not tags.tagged(str(home.root)), timeout=15, what="every process of the run to die")
     assert not watch.overlaps, watch.overlaps[:5]
     slurm_cluster.wait_node(lambda s: s.usable, node, timeout=30)
+
+
+def test_a_live_slurm_run_whose_meta_json_is_overwritten_keeps_its_name_and_stops(home: Home, daemon, tmp_path,
+                                                                                   slurm_cluster):
+    from conftest import run_fray
+    from test_slurm_backend import SERVE
+
+    run_id = submit(home, write(tmp_path, "serve.sh", SERVE))
+    wait_until(lambda: attempt(home, run_id, 1), timeout=30, what="attempt 1")
+    started = wait_until(lambda: home.run(run_id).attempt(1).started.exists()
+                         and json.loads(home.run(run_id).attempt(1).started.read_text()), what="attempt 1's workload")
+    home.run(run_id).meta.write_text("[1,2]\n")
+    shown = run_fray("status", run_id, "--json", home=home.root)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert json.loads(shown.stdout)["run"]["name"] == "serve"
+    stop = run_fray("control", "stop", "serve", home=home.root)  # by its name
+    assert stop.returncode == 0, stop.stderr
+    meta = wait_until(lambda: ended(home, run_id), timeout=30, what="the stop")
+    assert meta["end"]["status"] == "stopped_manual" and len(meta["attempts"]) == 1
+    wait_until(lambda: not running(started["pid"]) and not tags.tagged(str(home.root)), what="the job's processes to go")
+    jobs = slurm_cluster.run("squeue", "-h", "-o", "%j").stdout
+    assert f"fray-{run_id}-" not in jobs
