@@ -9,6 +9,8 @@ the lock file deleted under a running daemon.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -61,3 +63,47 @@ def test_a_daemon_whose_lock_file_is_replaced_exits_and_leaves_the_lease_to_the_
         for proc in (first, second):
             if proc is not None and proc.poll() is None:
                 stop_daemon(proc)
+
+
+STOP_WHILE_LOCKED = """
+import os, signal, threading
+from fray.daemon import process
+
+class Daemon:
+    def __init__(self):
+        self.wake = threading.Event()
+        self.stopped = threading.Event()
+
+    def request_stop(self):
+        self.wake.set()  # what the real daemon does: takes the event's lock
+        self.stopped.set()
+
+daemon = Daemon()
+process.stop_on_signals(daemon)
+with daemon.wake._cond:  # where the main thread is, inside Event.wait(), when a SIGTERM lands
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(10000):
+        pass  # the Python-level handler runs here, between two bytecodes, with the lock held
+assert daemon.stopped.wait(5), "the stop was never asked for"
+print("stopped")
+"""
+
+
+def test_a_sigterm_landing_while_the_main_thread_holds_the_wake_lock_still_stops_the_daemon():
+    """A SIGTERMed daemon once hung for good: its handler took the wake event's lock, which the main thread
+    held inside Event.wait() at that instant. Reproduced deterministically by holding the lock."""
+    proc = subprocess.run([sys.executable, "-c", STOP_WHILE_LOCKED], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0 and "stopped" in proc.stdout, proc.stderr
+
+
+def test_a_storm_of_sigterms_stops_a_daemon_and_it_says_so_in_its_lease(home):
+    daemon = start_daemon(home)
+    for _ in range(50):
+        try:
+            os.kill(daemon.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            break
+        time.sleep(0.002)
+    # 0, or killed by a SIGTERM of the storm that arrived while the interpreter was exiting (handlers reset)
+    assert daemon.wait(15) in (0, -signal.SIGTERM)
+    assert lease(home)["stopping"]  # it stopped cleanly first

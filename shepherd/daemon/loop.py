@@ -445,7 +445,8 @@ class Daemon:
     # -- the loop ------------------------------------------------------------------
 
     def request_stop(self) -> None:
-        """Finish the current cycle and return from `serve` (safe from a signal handler)."""
+        """Finish the current cycle and return from `serve` (from any thread; never from a signal handler, which
+        may interrupt the main thread holding the wake event's lock: fray.daemon.process.stop_on_signals)."""
         self._stop.set()
         self._wake.set()
 

@@ -20,6 +20,8 @@ import logging
 import logging.handlers
 import os
 import signal
+import threading
+from typing import Protocol
 
 from fray import __version__
 from fray.daemon.loop import Daemon
@@ -48,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     locked = _identity(home.lock_file("daemon"))
     daemon = Daemon(home)
     daemon.holds_lock = lambda: _still_locked(home, locked)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: daemon.request_stop())
+    stop_on_signals(daemon)
     log.info("daemon %s started for %s (pid %d)", __version__, home.root, os.getpid())
     try:
         daemon.serve()
@@ -57,6 +58,29 @@ def main(argv: list[str] | None = None) -> int:
         log.info("daemon stopping; attempts keep running and will be adopted by the next daemon")
         lock.release()
     return 0
+
+
+class Stoppable(Protocol):
+    def request_stop(self) -> None: ...
+
+
+def stop_on_signals(daemon: Stoppable) -> None:
+    """SIGTERM, SIGINT and SIGHUP stop the daemon after its cycle.
+
+    The handler only writes a byte to a pipe; a thread reading it asks the daemon
+    to stop. Asking from the handler itself took the wake event's lock, which the
+    main thread may hold inside Event.wait() when the signal lands: it waited
+    forever for itself, and a SIGTERMed daemon never stopped.
+    """
+    read_end, write_end = os.pipe()
+
+    def relay() -> None:
+        os.read(read_end, 1)
+        daemon.request_stop()
+
+    threading.Thread(target=relay, name="fray-stop", daemon=True).start()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: os.write(write_end, b"s"))
 
 
 def _identity(path: os.PathLike[str]) -> tuple[int, int] | None:
