@@ -20,7 +20,7 @@ from typing import Any
 from fray.state import audit, meta_file, store, sweep_records
 
 from fray.core import directives
-from fray.errors import CorruptFileError, RunLookupError, StateError, UsageError
+from fray.errors import CorruptFileError, RunLookupError, UsageError
 from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.core.model import Control, Meta, Phase, RunSpec
@@ -264,7 +264,7 @@ def read_meta(home: Home, run_id: str) -> Meta:
     paths = home.run(run_id)
     raw, problem = meta_file.read(paths)  # a corrupt meta.json: its last good copy
     if raw is None:
-        raise StateError(f"run {run_id} cannot be used: {problem}. Its files are in {paths.dir}")
+        raise CorruptFileError(paths.meta, f"run {run_id} cannot be used: {problem}. Its files are in {paths.dir}", None)
     return Meta.from_dict(raw)
 
 
