@@ -44,6 +44,22 @@ def test_an_attempt_is_current_until_closed_or_replaced():
     assert superseded(meta(), 1) is None  # not recorded yet: not fenced
 
 
+def test_a_corrupt_meta_json_is_judged_by_its_last_good_copy(tmp_path):
+    from fray.wrapper import contract, fence
+
+    run = tmp_path / "runs" / "r-1"
+    run.mkdir(parents=True)
+    closed = {"attempts": [{"number": 1, "state": "ended", "cause": "lost"}]}
+    (run / contract.META).write_text("[1,2]")
+    assert fence.read(str(run / contract.META), 1) == fence.Reading(None, True, False)  # no copy: cannot tell
+    (run / contract.META_COPY).write_text(json.dumps(closed))
+    assert fence.read(str(run / contract.META), 1).reason == "the daemon closed attempt 1 (lost)"
+    (run / contract.META).unlink()  # moved aside
+    assert fence.read(str(run / contract.META), 1).reason == "the daemon closed attempt 1 (lost)"
+    (run / contract.META).write_text(json.dumps({"attempts": [{"number": 1, "state": "running"}]}))
+    assert fence.read(str(run / contract.META), 1) == fence.Reading(None, True, True)  # meta.json itself first
+
+
 def start_attempt(home: Home, tmp_path: Path) -> tuple[Meta, object]:
     store.ensure_home(home)
     script = tmp_path / "writer.sh"

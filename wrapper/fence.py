@@ -76,16 +76,22 @@ class Reading(NamedTuple):  # NamedTuple, not a dataclass: this module is on the
 
 
 def read(path: str, attempt: int) -> Reading:
-    """Read meta.json at `path` and judge `attempt` by it."""
+    """Read meta.json at `path` and judge `attempt` by it; by its last good copy when it cannot be judged
+    (moved aside as corrupt, or corrupt still), which says the same until the daemon puts it back."""
+    reading = _read_one(path, attempt)
+    if reading.judged or not reading.reached:
+        return reading
+    return _read_one(os.path.join(os.path.dirname(path), contract.META_COPY), attempt)
+
+
+def _read_one(path: str, attempt: int) -> Reading:
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
     except FileNotFoundError:
         run_folder = os.path.dirname(path)
         if os.path.isdir(run_folder):
-            # meta.json moved aside as corrupt: its last good copy says the same until the daemon puts it back.
-            copy = os.path.join(run_folder, contract.META_COPY)
-            return read(copy, attempt) if path != copy else Reading(None, True, False)
+            return Reading(None, True, False)  # reachable, but nothing to judge by
         if os.path.isdir(os.path.dirname(run_folder)):
             return Reading("the run's folder is gone", True, True)
         return Reading(None, False, False)  # FRAY_HOME itself is missing: unreachable, judged by the grace period

@@ -10,7 +10,6 @@ at all: nothing is killed on a guess. An attempt newer than the meta.json read
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fray.core.model import AttemptState, Meta
@@ -37,13 +36,3 @@ def closed(run: RunKnown, attempt: int) -> str | None:
     if count == attempt and meta.attempts[-1].state == AttemptState.ENDED.value:
         return f"the daemon closed attempt {attempt} ({meta.attempts[-1].cause or 'closed'})"
     return None
-
-
-def verdicts(attempts: Mapping[tuple[str, int], RunKnown]) -> dict[tuple[str, int], str]:
-    """(run id, attempt) -> why it is closed, for the attempts of `attempts` that are."""
-    found: dict[tuple[str, int], str] = {}
-    for (run_id, number), run in attempts.items():
-        reason = closed(run, number)
-        if reason is not None:
-            found[(run_id, number)] = reason
-    return found
