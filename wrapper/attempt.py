@@ -302,6 +302,10 @@ def run_attempt(options: Options, log: DiagnosticLog, heartbeat: Heartbeat, star
             contract.EXIT,
             outcome.exit_record(attempt.stamp, exit_code, attempt.end, attempt.received_signal, time.time()),
         )
+        if options.home is not None:
+            # The end is written: the daemon may close the attempt from now on. What follows is skipped then,
+            # not a reason to kill anything or to change the exit code.
+            bind(Writer(options.home, options.run_id, options.attempt), None)
         log.write(f"exit {exit_code}")
         log.close()
     return exit_code

@@ -124,19 +124,21 @@ class Writer(NamedTuple):
 
 
 _bound: Writer | None = None
+_is_bound = False
 _on_fenced: Callable[[str], None] | None = None
 
 
 def bind(writer: Writer | None, on_fenced: Callable[[str], None] | None = None) -> None:
-    """Make `writer` this process's attempt (the wrapper); `on_fenced(reason)` runs when a write finds it
+    """Make `writer` this process's attempt (the wrapper; None: none, whatever the environment says - it may
+    be the job the wrapper's daemon was started from); `on_fenced(reason)` runs when a write finds it
     superseded, before `Superseded` is raised (the wrapper's: kill the workload, exit)."""
-    global _bound, _on_fenced
-    _bound, _on_fenced = writer, on_fenced
+    global _bound, _is_bound, _on_fenced
+    _bound, _is_bound, _on_fenced = writer, True, on_fenced
 
 
 def writer() -> Writer | None:
     """The attempt this process writes for: the bound one, else the environment's; None outside a fray job."""
-    if _bound is not None:
+    if _is_bound:
         return _bound
     home, run_id, attempt = (os.environ.get(contract.ENV_HOME), os.environ.get(contract.ENV_RUN_ID),
                              os.environ.get(contract.ENV_ATTEMPT))

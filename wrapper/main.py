@@ -38,9 +38,9 @@ def run(options: Options) -> int:
             file=sys.stderr,
         )
         return contract.EXIT_NODE_FAULT
-    if options.home is not None:
-        # An attempt superseded before it started (a job the scheduler started late) writes not even a beat.
-        fence.bind(fence.Writer(options.home, options.run_id, options.attempt), _fenced_before_launch)
+    # An attempt superseded before it started (a job the scheduler started late) writes not even a beat.
+    fence.bind(fence.Writer(options.home, options.run_id, options.attempt) if options.home is not None else None,
+               _fenced_before_launch)
     log = DiagnosticLog(os.path.join(options.attempt_dir, contract.WRAPPER_LOG))
     heartbeat = Heartbeat(os.path.join(options.attempt_dir, contract.HEARTBEAT), options.heartbeat_interval, log.write)
     heartbeat.start()
