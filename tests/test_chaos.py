@@ -27,6 +27,7 @@ import pytest
 from conftest import wait_until
 from fray.state import runs, store
 from fray.state.layout import Home
+from fray.wrapper import tags
 
 pytestmark = pytest.mark.slow
 
@@ -136,6 +137,14 @@ class Watch:
                     continue
             if all(_same_process(p, seen[p][3]) for p in pids):
                 self.violations.append(f"{run_id}: live wrappers {attempts} at {time.time():.3f}")
+        # The workloads' trees too, escaped processes included: by the attempt each carries in its tag.
+        trees: dict[str, set[int]] = {}
+        for pid, tag in tags.tagged(str(self.home.root)).items():
+            trees.setdefault(tag.run_id, set()).add(tag.attempt)
+        for run_id, attempts_alive in trees.items():
+            if len(attempts_alive) > 1:
+                self.violations.append(f"{run_id}: processes of attempts {sorted(attempts_alive)} alive at "
+                                       f"{time.time():.3f}")
 
 
 def _same_process(pid: int, cmdline: bytes) -> bool:

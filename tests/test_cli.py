@@ -196,10 +196,24 @@ def test_list_limit_active_and_daemon_warning(home, tmp_path):
     assert "showing the newest 2 of 3 runs" in human
 
 
-def test_corrupt_meta_is_listed_as_error_unknown_and_status_explains(home, tmp_path):
+def test_a_corrupt_meta_is_read_from_its_last_good_copy_and_listed_as_corrupt(home, tmp_path):
     good = make_run(home, tmp_path, "good", now=1_700_000_000)
     bad = make_run(home, tmp_path, "bad", now=1_700_000_100)
     home.run(bad).meta.write_text('{"run_id": "truncated')
+    rows = {r["run_id"]: r for r in fray_json("list", schema="cli-list")["runs"]}
+    assert rows[good]["status"] == "pending"
+    assert rows[bad]["status"] == "pending" and rows[bad]["name"] == "bad"  # the run keeps its name and its state
+    shown = fray_json("status", bad, schema="cli-status")
+    assert shown["run"]["name"] == "bad"
+    assert any(Path(p).name.startswith("meta.json.corrupt-") for p in shown["corrupt_files"])
+    assert run_fray("status", bad).returncode == 0
+
+
+def test_a_run_whose_meta_and_its_copy_are_both_corrupt_is_error_unknown_and_status_names_the_cause(home, tmp_path):
+    good = make_run(home, tmp_path, "good", now=1_700_000_000)
+    bad = make_run(home, tmp_path, "bad", now=1_700_000_100)
+    home.run(bad).meta.write_text('{"run_id": "truncated')
+    home.run(bad).meta_copy.write_text("[1,2]")
     data = fray_json("list", schema="cli-list")
     rows = {r["run_id"]: r for r in data["runs"]}
     assert rows[good]["status"] == "pending"
@@ -209,6 +223,9 @@ def test_corrupt_meta_is_listed_as_error_unknown_and_status_explains(home, tmp_p
     status = run_fray("status", bad)
     assert status.returncode == 2
     assert f"run {bad} cannot be shown" in status.stderr and "meta.json" in status.stderr
+    error = json.loads(run_fray("status", bad, "--json").stdout)
+    schema_validate("cli-error", error)
+    assert error["error"]["code"] == "corrupt_state"  # the state is damaged, not the command line
     assert any(p.name.startswith("meta.json.corrupt-") for p in home.run(bad).dir.iterdir())
     assert run_fray("logs", bad).returncode == 2
 

@@ -44,6 +44,22 @@ def test_an_attempt_is_current_until_closed_or_replaced():
     assert superseded(meta(), 1) is None  # not recorded yet: not fenced
 
 
+def test_a_corrupt_meta_json_is_judged_by_its_last_good_copy(tmp_path):
+    from fray.wrapper import contract, fence
+
+    run = tmp_path / "runs" / "r-1"
+    run.mkdir(parents=True)
+    closed = {"attempts": [{"number": 1, "state": "ended", "cause": "lost"}]}
+    (run / contract.META).write_text("[1,2]")
+    assert fence.read(str(run / contract.META), 1) == fence.Reading(None, True, False)  # no copy: cannot tell
+    (run / contract.META_COPY).write_text(json.dumps(closed))
+    assert fence.read(str(run / contract.META), 1).reason == "the daemon closed attempt 1 (lost)"
+    (run / contract.META).unlink()  # moved aside
+    assert fence.read(str(run / contract.META), 1).reason == "the daemon closed attempt 1 (lost)"
+    (run / contract.META).write_text(json.dumps({"attempts": [{"number": 1, "state": "running"}]}))
+    assert fence.read(str(run / contract.META), 1) == fence.Reading(None, True, True)  # meta.json itself first
+
+
 def start_attempt(home: Home, tmp_path: Path) -> tuple[Meta, object]:
     store.ensure_home(home)
     script = tmp_path / "writer.sh"
@@ -98,6 +114,29 @@ def test_a_wrapper_cut_off_from_fray_home_kills_its_workload_after_the_grace(hom
     assert time.monotonic() - gone_at < 2.0 + 1.0
     attempt = Home(moved).run(meta.run_id).attempt(1)
     assert not attempt.exit.exists() and not attempt.failure.exists()
+
+
+def test_a_lost_meta_json_is_judged_by_its_copy_and_a_lost_copy_too_stops_the_attempt_after_the_grace(home, tmp_path):
+    """No daemon here to restore anything: the wrapper alone must neither die of one lost record nor run on,
+    unstoppable, when the run's state is lost altogether."""
+    meta, started = start_attempt(home, tmp_path)
+    paths = home.run(meta.run_id)
+    paths.meta.unlink()  # moved aside as corrupt, say
+    time.sleep(2.5)  # longer than --fence-grace (1 s): judged by the copy all along
+    assert running(started["workload_pid"]) and running(started["pid"])
+    meta.attempts[0].state, meta.attempts[0].cause = AttemptState.ENDED.value, "lost"
+    store.write_json(paths.meta_copy, meta.to_dict(), "meta")  # the copy says it is closed: fenced by it
+    wait_until(lambda: not running(started["workload_pid"]) and not running(started["pid"]), timeout=5,
+               what="the attempt closed in the copy to be fenced")
+
+    meta2, started2 = start_attempt(home, tmp_path)
+    paths2 = home.run(meta2.run_id)
+    paths2.meta.write_text("[1,2]\n")
+    paths2.meta_copy.write_text("[1,2]\n")  # both lost: nothing could ever stop it
+    lost_at = time.monotonic()
+    wait_until(lambda: not running(started2["workload_pid"]) and not running(started2["pid"]), timeout=10,
+               what="the attempt of a run whose state is lost to stop itself")
+    assert time.monotonic() - lost_at < 1.0 + 1.5  # --fence-grace and a check interval
 
 
 @pytest.mark.parametrize("records", ["rename", "write-once"])

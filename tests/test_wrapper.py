@@ -158,6 +158,7 @@ def test_success_writes_final_and_exit_and_passes_the_environment(tmp_path: Path
         "FRAY_RESUME": "1",
         "FRAY_CHECKPOINT_DIR": str(checkpoints),
         "FRAY_CLUSTER_SPEC": "fray",
+        "FRAY_ATTEMPT_TAG": f"r-test:2:{root}",
         "PYTHONUNBUFFERED": "1",
     }
     assert (attempt_dir / contract.STDERR).read_text() == "to stderr\n"

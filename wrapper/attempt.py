@@ -3,8 +3,8 @@
 Steps 2 to 5 of the order described in `fray.wrapper.main`:
 
 2. signal handlers, preflight probes (probe.json; a failed probe ends the
-   attempt here with 42, 43 or 44), subreaper, launch, started.json, the
-   health command;
+   attempt here with 42, 43 or 44), subreaper, the sweep of what closed
+   attempts left on this node, launch, started.json, the health command;
 3. wait for the workload, or for a stop signal and then --stop-grace
    (`fray.wrapper.stopping`: a planned stop asks for a checkpoint first);
 4. stop the health command, kill whatever the workload left running, then
@@ -25,8 +25,8 @@ import sys
 import time
 from typing import Any
 
-from . import code, contract, outcome, procs, records, workload
-from .fence import Fence
+from . import code, contract, outcome, procs, records, tags, workload
+from .fence import Fence, Superseded, Writer, bind
 from .health import HealthCheck
 from .heartbeat import Heartbeat
 from .log import DiagnosticLog
@@ -88,6 +88,8 @@ class _Attempt:
         try:
             records.write_record_json(self.path(name), document)
             return True
+        except Superseded:
+            return False  # the fence's handler is killing everything meanwhile
         except (OSError, ValueError, TypeError) as exc:
             self.log.write(f"cannot write {self.path(name)}: {exc}")
             return False
@@ -153,6 +155,10 @@ class _Attempt:
                 return
         if self.relay.stop_signum is not None:
             return  # told to stop while getting ready: do not start what would be killed at once
+        if options.home is not None:
+            # What closed attempts left on this node dies before this one starts (fray.wrapper.tags).
+            for line in tags.describe(tags.sweep_closed(options.home).items()):
+                self.log.write(line)
         cwd = place.cwd
         self.log.write(f"launching {argv} in {cwd}")
         try:
@@ -281,6 +287,8 @@ def run_attempt(options: Options, log: DiagnosticLog, heartbeat: Heartbeat, star
     exit_code = contract.EXIT_WRAPPER_ERROR
     fence = None
     if options.home is not None:
+        # From here a write that finds the attempt superseded kills the workload and exits (fray.wrapper.fence).
+        bind(Writer(options.home, options.run_id, options.attempt), attempt.fenced)
         fence = Fence(options.home, options.run_id, options.attempt, options.heartbeat_interval, options.fence_grace,
                       attempt.fenced).start()
     try:
@@ -306,6 +314,10 @@ def run_attempt(options: Options, log: DiagnosticLog, heartbeat: Heartbeat, star
             contract.EXIT,
             outcome.exit_record(attempt.stamp, exit_code, attempt.end, attempt.received_signal, time.time()),
         )
+        if options.home is not None:
+            # The end is written: the daemon may close the attempt from now on. What follows is skipped then,
+            # not a reason to kill anything or to change the exit code.
+            bind(Writer(options.home, options.run_id, options.attempt), None)
         log.write(f"exit {exit_code}")
         log.close()
     return exit_code

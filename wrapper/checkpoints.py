@@ -44,26 +44,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import contract, fence, history, records, versions
+from .fence import Superseded
 
 STAGING = ".staging"
 PROMOTED = ".promoted"  # write-once promotion records, one per checkpoint name
 
 
-class Superseded(RuntimeError):
-    """This attempt is no longer the run's current one: its checkpoint was not promoted."""
-
-
 def _root() -> Path | None:
     value = os.environ.get(contract.ENV_CHECKPOINT_DIR)
     return Path(value) if value else None
-
-
-def _still_current() -> bool:
-    home, run_id, attempt = (os.environ.get(contract.ENV_HOME), os.environ.get(contract.ENV_RUN_ID),
-                             os.environ.get(contract.ENV_ATTEMPT))
-    if not (home and run_id and attempt and attempt.isdigit()):
-        return True  # not a run fray manages: nothing can supersede it
-    return fence.current(home, run_id, int(attempt))
 
 
 @contextlib.contextmanager
@@ -96,9 +85,10 @@ def checkpoint(name: str, step: int | None = None) -> Iterator[Path]:
     except FileExistsError:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    if not _still_current():
-        raise Superseded(f"not promoting checkpoint {name!r}: this attempt has been superseded "
-                         f"(it stays in {staging})")
+    try:
+        fence.guard(strict=True)  # a promotion cannot be taken back: refused also when that cannot be told
+    except Superseded as exc:
+        raise Superseded(f"not promoting checkpoint {name!r} (it stays in {staging}): {exc}") from None
     if in_place:
         _promote_in_place(root, name, staging)
     else:

@@ -10,7 +10,8 @@ compute node never write the same file and need no lock between them:
     <id>.delivered.json  {id, delivered_at, attempt, host, pid}  the workload, when it first reads it
     <id>.ack.json        {id, acknowledged_at, ..., result}       the workload, when it has acted on it
 
-The receipts are created with link(2), so of two processes racing (two ranks
+A receipt is a job-side write: a superseded attempt writes none
+(fray.wrapper.fence.guard raises `Superseded`). The receipts are created with link(2), so of two processes racing (two ranks
 of one job) the first stamp stays. Delivery is at least once: a command that
 is not acknowledged is read again by the next process that asks - after a
 crash, the next attempt - but each process sees it once. `fray status` shows
@@ -26,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from . import contract, records
+from . import contract, fence, records
 
 _ID = re.compile(contract.COMMAND_ID_PATTERN)
 
@@ -64,6 +65,7 @@ class Command:
     def mark_delivered(self) -> bool:
         """Stamp <id>.delivered.json unless an earlier reader did; True if this call did."""
         receipt = {**_receipt(self.id), "delivered_at": time.time()}
+        fence.guard()
         return records.create_json(self.path(contract.DELIVERED_SUFFIX), receipt)
 
     def ack(self, **result: Any) -> bool:
@@ -73,6 +75,7 @@ class Command:
             records.dumps(document)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"cannot acknowledge {self.id} with this result: {exc}; use JSON values") from None
+        fence.guard()
         return records.create_json(self.path(contract.ACK_SUFFIX), document)
 
 

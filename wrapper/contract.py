@@ -13,6 +13,8 @@ import os
 # the wrapper reads it to know whether its attempt is still current (fray.wrapper.fence).
 RUNS_DIR = "runs"
 META = "meta.json"
+# Its last good copy, written beside it with it: what a corrupt meta.json is read and restored from.
+META_COPY = "meta.last-good.json"
 
 # Files in runs/<run_id>/attempts/<n>/, each written only by the wrapper
 # (or by the workload through `fray.wrapper.report`).
@@ -74,6 +76,9 @@ ENV_CLUSTER_SPEC = "FRAY_CLUSTER_SPEC"
 ENV_RESUME = "FRAY_RESUME"
 ENV_CHECKPOINT_DIR = "FRAY_CHECKPOINT_DIR"
 ENV_COMMANDS_DIR = "FRAY_COMMANDS_DIR"  # runs/<run_id>/commands: runtime commands (fray.wrapper.commands)
+# "<run_id>:<attempt>:<FRAY_HOME>", inherited by every descendant of the workload: the sweeper
+# finds what a closed attempt left running by it (fray.wrapper.tags).
+ENV_ATTEMPT_TAG = "FRAY_ATTEMPT_TAG"
 ENV_CLUSTER_SPEC_FRAY = "fray"
 # How the wrapper and the workload write the attempt's records (fray.wrapper.versions):
 # unset or "rename" (atomic rename: NFS, Filestore, local disk), or "write-once" (gcsfuse).

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import contract, records
+from . import contract, fence, records
 from .heartbeat import Heartbeat
 from .procs import Reaper
 from .tail import tail_lines
@@ -170,6 +170,8 @@ class HealthCheck:
         }
         try:
             records.write_record_json(self.record_path, document)
+        except fence.Superseded:
+            return  # the wrapper is being fenced: its handler kills everything
         except (OSError, ValueError) as exc:
             self.log(f"cannot write {self.record_path}: {exc}")
 

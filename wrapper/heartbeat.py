@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from . import records
+from . import fence, records
 
 
 def beat_text(now: float) -> str:
@@ -63,6 +63,10 @@ class Heartbeat:
             return False
         try:
             records.write_record(self.path, beat_text(time.time()).encode("ascii"))
+        except fence.Superseded:
+            # Checked before the write (fray.wrapper.fence.guard): a wrapper thawed past its fence beats no more.
+            self.silence()
+            return False
         except OSError as exc:
             if not self._failing:
                 self._log(f"cannot write heartbeat {self.path}: {exc}; will keep trying every {self.interval:g}s")

@@ -3,7 +3,9 @@
 Not the `logging` module: this is a handful of lines per attempt, and the
 wrapper's startup is on the path the shepherd times (submit to first
 heartbeat). Writing a line never raises: a full disk or a closed stderr must
-not stop the wrapper from cleaning up and exiting with the right code.
+not stop the wrapper from cleaning up and exiting with the right code. Each
+line passes the fence first (fray.wrapper.fence.guard), as every job-side
+write does: a superseded wrapper logs nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import os
 import sys
 import threading
 import time
+
+from . import fence
 
 
 def _stamp(now: float) -> str:
@@ -44,6 +48,12 @@ class DiagnosticLog:
                 self._echo = echo and not _same_file(self._fd, 2)
 
     def write(self, message: str) -> None:
+        try:
+            # A job-side write like any other: a wrapper thawed past its fence logs nothing either (and is
+            # killed by the check). Before the lock: the fence's handler silences this log.
+            fence.guard()
+        except fence.Superseded:
+            return
         line = f"{_stamp(time.time())} {self._prefix}: {message}\n"
         with self._lock:
             if self._fd is not None:

@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from . import contract, options as cli, records
+from . import contract, fence, options as cli, records
 from .heartbeat import Heartbeat
 from .log import DiagnosticLog
 from .options import Options
@@ -38,6 +38,9 @@ def run(options: Options) -> int:
             file=sys.stderr,
         )
         return contract.EXIT_NODE_FAULT
+    # An attempt superseded before it started (a job the scheduler started late) writes not even a beat.
+    fence.bind(fence.Writer(options.home, options.run_id, options.attempt) if options.home is not None else None,
+               _fenced_before_launch)
     log = DiagnosticLog(os.path.join(options.attempt_dir, contract.WRAPPER_LOG))
     heartbeat = Heartbeat(os.path.join(options.attempt_dir, contract.HEARTBEAT), options.heartbeat_interval, log.write)
     heartbeat.start()
@@ -45,6 +48,10 @@ def run(options: Options) -> int:
     from .attempt import run_attempt  # after the first beat, see the module docstring
 
     return run_attempt(options, log, heartbeat, started_at)
+
+
+def _fenced_before_launch(_reason: str) -> None:
+    os._exit(contract.EXIT_FENCED)  # nothing started yet, nothing to kill
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,10 @@
 """Processes on the node: the workload's exit status, and no orphans left behind.
 
+The workload is started with a parent-death signal (PR_SET_PDEATHSIG, Linux):
+when the wrapper dies, however (SIGKILL, the OOM killer, a crash), the kernel
+SIGKILLs the workload at once. Its own descendants are the sweeper's
+(fray.wrapper.tags).
+
 The wrapper becomes a child subreaper (Linux), so whatever the workload leaves
 running - `cmd &` inside its process group, `setsid cmd &` outside it - is
 reparented to the wrapper rather than to init, where it can still be found
@@ -16,7 +21,8 @@ import threading
 import time
 from collections.abc import Callable
 
-PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+PR_SET_CHILD_SUBREAPER = 36
 KILL_WAIT_SEC = 5.0  # after SIGKILL only an unkillable (D state) process is still there
 
 
@@ -31,6 +37,32 @@ def become_subreaper() -> bool:
         return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
+
+
+def die_with_this_process() -> Callable[[], None] | None:
+    """A preexec_fn for Popen: the child gets SIGKILL when this process dies; None off Linux.
+
+    Set in the child between fork and exec (it survives exec); prctl is looked up
+    here, before the fork, so the child only makes one foreign call. The signal
+    follows the thread that forks, so call Popen from the thread that lives as
+    long as the process: the main thread.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)  # the parent died before the signal was armed
+
+    return arm
 
 
 def _ppid_and_state(pid: str) -> tuple[int, str] | None:

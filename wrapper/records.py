@@ -7,8 +7,9 @@ newline-terminated. JSON is strict: NaN and Infinity are refused on the way
 out and on the way in, because the shepherd's reader (orjson) refuses them.
 
 The attempt's records (heartbeat, progress, health and the once-written
-probe/started/final/failure/exit) go through `write_record`, which follows
-FRAY_RECORDS: by rename as above, or as write-once versions
+probe/started/final/failure/exit) go through `write_record`, which first
+passes the fence (fray.wrapper.fence.guard: a superseded attempt writes
+nothing, `Superseded` is raised) and then follows FRAY_RECORDS: by rename as above, or as write-once versions
 (fray.wrapper.versions) where FRAY_HOME has no atomic rename (gcsfuse).
 `read_json` reads either layout, as the shepherd's store does.
 """
@@ -22,7 +23,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 
-from . import contract, versions
+from . import contract, fence, versions
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -85,7 +86,9 @@ def write_once() -> bool:
 
 
 def write_record(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write an attempt record (ending in a newline) the way FRAY_RECORDS says; raises OSError."""
+    """Write an attempt record (ending in a newline) the way FRAY_RECORDS says, if this attempt is still
+    current; raises OSError, or fence.Superseded (nothing written)."""
+    fence.guard()
     if write_once():
         versions.write(path, data)
     else:

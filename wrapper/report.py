@@ -18,7 +18,8 @@ The files land in the attempt folder ($FRAY_ATTEMPT_DIR): progress.json
 (schemas/progress.json), history.jsonl (every step and checkpoint, thinned:
 fray.wrapper.history) and result.json, which the wrapper copies into
 final.json when the workload exits 0; command receipts land next to the
-commands ($FRAY_COMMANDS_DIR). Outside a fray job every call is a no-op
+commands ($FRAY_COMMANDS_DIR). Each write is fenced (fray.wrapper.fence.guard):
+once this attempt is superseded, it writes nothing and raises `Superseded`. Outside a fray job every call is a no-op
 returning None (commands() yields nothing), so the same script runs
 standalone. SIGUSR1 means "checkpoint now" (fray sends it before a planned
 stop). Shell workloads use the command line twin:
@@ -177,7 +178,9 @@ def progress(
     `extra` holds anything else JSON can say (learning rate, tokens seen...)
     and is replaced on each call. Returns None outside a fray job, and when
     the file could not be written (a warning goes to stderr: progress is
-    advisory, the training goes on).
+    advisory, the training goes on). Raises `Superseded`, writing nothing,
+    once this attempt is no longer the run's current one: the wrapper is
+    killing this workload.
     """
     return _progress(step, loss, samples_per_sec, checkpoint_version, extra)
 

@@ -7,10 +7,14 @@ A script is never executed directly (a frozen copy is 0600): a Python script
 runs under --python when the run names one (its venv's, its conda env's, the
 python3 it was submitted with), else under its shebang's interpreter, else, by
 its extension, `.py` under this Python and anything else under bash. The
-workload gets its own
-session and process group, so that the wrapper can signal and kill all of it,
-and writes straight into stdout.log / stderr.log: nothing is buffered in the
-wrapper, so nothing is lost if the wrapper dies.
+workload gets its own session and process group, so that the wrapper can
+signal and kill all of it, and writes straight into stdout.log / stderr.log:
+nothing is buffered in the wrapper, so nothing is lost if the wrapper dies.
+
+Whatever kills the wrapper kills the workload too: the kernel sends it SIGKILL
+when the wrapper dies (PR_SET_PDEATHSIG, fray.wrapper.procs). Its own
+descendants carry the attempt's tag in their environment (FRAY_ATTEMPT_TAG),
+by which the sweeper finds and kills them (fray.wrapper.tags).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import subprocess
 import sys
 from typing import Mapping, NamedTuple, Sequence
 
-from . import code, contract, jobside, records
+from . import code, contract, jobside, procs, records, tags
 from .options import Options
 
 FIRST_LINE_MAX_BYTES = 1024
@@ -141,6 +145,9 @@ def workload_env(base: Mapping[str, str], options: Options, python_path: Sequenc
     if options.home is not None:
         env[contract.ENV_HOME] = options.home
         env.setdefault(contract.ENV_CLUSTER_SPEC, contract.ENV_CLUSTER_SPEC_FRAY)
+        env[contract.ENV_ATTEMPT_TAG] = tags.Tag(options.run_id, options.attempt, options.home).text()
+    else:
+        env.pop(contract.ENV_ATTEMPT_TAG, None)  # not the attempt of a job this one was started from
     if options.namespace is not None:
         env[contract.ENV_NAMESPACE] = options.namespace
     # A job launched from inside another fray job inherits that job's
@@ -185,6 +192,7 @@ def start(argv: Sequence[str], env: Mapping[str, str], cwd: str, stdout_path: st
             env=dict(env),
             start_new_session=True,
             close_fds=True,
+            preexec_fn=procs.die_with_this_process(),
         )
     except FileNotFoundError as exc:
         missing = exc.filename or argv[0]

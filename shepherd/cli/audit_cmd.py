@@ -44,10 +44,14 @@ def render_verify(data: dict[str, Any]) -> list[str]:
 
 
 def render_show(data: dict[str, Any]) -> list[str]:
+    unreadable = data.get("unreadable") or []
+    damage = [render.style(f"{data['path']} is corrupt: {human.plural(len(unreadable), 'line')} cannot be read "
+                           "(`fray audit verify` says where the chain breaks):", fg="red", bold=True),
+              *[f"  {problem}" for problem in unreadable[:5]]] if unreadable else []
     if not data["entries"]:
-        return [f"no control actions recorded yet in {data['path']}"]
+        return damage or [f"no control actions recorded yet in {data['path']}"]
     columns = [render.Column("TIME"), render.Column("WHO"), render.Column("ACTION"), render.Column("RUN"),
                render.Column("DETAILS", shrinkable=True)]
     rows = [[human.timestamp(e["at"]), f"{e['user']}@{e['host']}", e["action"], e["run_id"] or human.MISSING,
              output.dumps(e["details"]) if e["details"] else ""] for e in data["entries"]]
-    return render.table(columns, rows, width=render.terminal_width())
+    return [*render.table(columns, rows, width=render.terminal_width()), *damage]

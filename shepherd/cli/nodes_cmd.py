@@ -73,6 +73,8 @@ def unban(ctx: click.Context, node: str, as_json: bool) -> None:
 
 def render_nodes(data: dict[str, Any]) -> list[str]:
     warning = _stale_warning(data)
+    if data.get("inventory_problem"):
+        warning = [*warning, f"warning: {data['inventory_problem']}"]
     if not data["nodes"]:
         return [*warning, "no nodes known yet: the daemon lists them when it starts (`fray daemon start`)"]
     now = data["generated_at"]

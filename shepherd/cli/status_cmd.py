@@ -16,7 +16,7 @@ import click
 from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
 from fray.core import recovery, values
-from fray.errors import UsageError
+from fray.errors import CorruptFileError
 from fray.ops import detail, human, views
 from fray.state import runs
 
@@ -50,7 +50,8 @@ def status(ctx: click.Context, run: str, as_json: bool) -> None:
     run_id = runs.resolve(home, run)
     data = views.status_view(home, run_id)
     if data["spec"] is None:
-        raise UsageError(f"run {run_id} cannot be shown: {data['run']['reason']}")
+        # Neither meta.json nor its last good copy: the state is damaged, not the command line.
+        raise CorruptFileError(home.run(run_id).meta, f"run {run_id} cannot be shown: {data['run']['reason']}", None)
     data["next"] = [f"{fray_prefix(home)} logs {run_id}"]
     row = data["run"]
     data["next_steps"] = recovery.next_steps(row["status"], row["reason"], run_id, data["spec"],

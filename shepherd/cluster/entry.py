@@ -113,6 +113,7 @@ def _pickle(attempt: "AttemptPaths", value: object) -> str | None:
     """Pickle the return value or exception to call-result.pkl; why it could not be (None: it was)."""
     from fray.cluster import payloads
 
+    fence.guard()  # a job-side write: a superseded attempt writes nothing (Superseded)
     try:
         payloads.dump(attempt.call_value, value)
     except Exception as exc:  # cloudpickle raises whatever the value's reducers raise
@@ -125,6 +126,7 @@ def _record(attempt: "AttemptPaths", outcome: str, subject: object, message: str
     from fray.state import store
 
     kind = type(subject)
+    fence.guard()
     store.write_json(attempt.call_record, {
         "outcome": outcome, "type": f"{kind.__module__}.{kind.__qualname__}", "message": message,
         "traceback": text, "value_file": attempt.call_value.name if pickled else None,

@@ -16,6 +16,7 @@ from typing import Any
 from fray.errors import CorruptFileError, StateError
 from fray.state import store
 from fray.state.layout import Home
+from fray.wrapper import tags
 
 START_TIMEOUT_SEC = 15.0
 
@@ -69,7 +70,8 @@ def ensure_running(home: Home) -> dict[str, Any]:
     spawned_at = time.time()
     log_fd = os.open(home.daemon_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
     try:
-        subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
+        # Untagged: a daemon started from inside a job must not die with that job's attempt (fray.wrapper.tags).
+        subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)], env=tags.untagged(os.environ),
                          stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, cwd=str(home.root),
                          start_new_session=True, close_fds=True)
     finally:

@@ -14,8 +14,8 @@ Crash-only: it may be killed at any line. An attempt is recorded as
 locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
 Submissions go through `fray.daemon.submitting` (a sweep's attempts together, at the end of the cycle); a new
-sweep's record becomes runs through `fray.daemon.launching`; `fray.daemon.process` is the process entry and
-`fray.daemon.watching` the file watcher.
+sweep's record becomes runs through `fray.daemon.launching`; `fray.daemon.process` is the process entry,
+`fray.daemon.watching` the file watcher and `fray.daemon.strays` the sweeper of closed attempts' processes.
 """
 
 from __future__ import annotations
@@ -42,18 +42,18 @@ from fray.core.observation import BackendView
 from fray.core.scheduler import Ledger, run_request
 from fray.core.run_row import row_of
 from fray.daemon import alerts
-from fray.daemon.array_folders import ArrayFolders
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
+from fray.daemon.housekeeping import Housekeeping
 from fray.daemon.launching import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
 from fray.daemon.records import CycleStats, RunState
 from fray.daemon.settings import Settings
-from fray.daemon.snapshot_collector import SnapshotCollector
+from fray.daemon.strays import Sweeper
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, CorruptFileError, FrayError
-from fray.state import store
+from fray.state import meta_file as run_meta, store
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import stat_key
 
@@ -96,8 +96,9 @@ class Daemon:
         self._submitter = Submitter(home, self._backend, self._commit, self._finish, self._event, clock,
                                     lambda: self.jitter(), self._seen_in_flight)
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
-        self._array_folders = ArrayFolders(home, lambda: list(self._backends.values()))
-        self._snapshots_collector = SnapshotCollector(home)
+        self._housekeeping = Housekeeping(home, lambda: list(self._backends.values()))
+        self._sweeper = Sweeper(home, self._event)
+        self.holds_lock: Callable[[], bool] = lambda: True  # fray.daemon.process: the lock file is still ours
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -141,12 +142,12 @@ class Daemon:
             except (BackendError, OSError) as exc:
                 stats.errors.append(f"cancel on {name}: {exc}")
                 log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
+        self._sweeper.cycle(self._runs)  # what closed attempts left running: killed
         try:
             self._family.sweep_endpoints(runs)
         except OSError as exc:
             log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
-        self._array_folders.sweep([run.meta for run in runs], now)
-        self._snapshots_collector.collect([run.meta for run in runs], now)
+        self._housekeeping.tidy([run.meta for run in runs], now)  # finished arrays' folders, unused snapshots
         message = self._notifications.flush(now)  # what this cycle's changes (and any held back) call for
         for notice in message.notices if message else ():
             sinks = ", ".join(self._notifications.sinks)
@@ -197,17 +198,14 @@ class Daemon:
         meta_file, control_file = self.home.meta_file(run_id), self.home.control_file(run_id)
         meta_key = stat_key(meta_file)  # taken before reading: a later change shows
         control_key = stat_key(control_file)
-        if state is not None and state.problem is None and (meta_key, control_key) == (state.meta_key, state.control_key):
+        # No meta.json (moved aside) is never "unchanged": it is restored from its copy below.
+        if state is not None and state.problem is None and meta_key is not None \
+                and (meta_key, control_key) == (state.meta_key, state.control_key):
             return state
         paths = state.paths if state is not None else self.home.run(run_id)
-        problem = None
-        try:
-            raw = store.read_json(meta_file, "meta")
-            meta = Meta.from_dict(raw) if raw is not None else None
-            if meta is None:
-                problem = "meta.json is missing"
-        except CorruptFileError as exc:
-            meta, problem = None, str(exc)
+        # A corrupt or missing meta.json is put back from its last good copy, and that said in the run's events.
+        raw, problem = run_meta.read(paths, on_restored=lambda what: self._event(paths, "error", what))
+        meta = Meta.from_dict(raw) if raw is not None else None
         try:
             control = Control.from_dict(store.read_json(control_file, "control"))
         except CorruptFileError as exc:
@@ -316,6 +314,7 @@ class Daemon:
         held = meta.sweep is not None and any(isinstance(a, policy.Submit) for a in plan.actions) \
             and self._submitter.submits_together(meta.spec.backend)
         self._commit(run.paths, meta, plan, sync=not held)
+        self._sweeper.note(attempt, plan.meta)  # one it closes is swept in this cycle, not later
         for action in plan.actions:
             if isinstance(action, policy.Submit):
                 self._submitter.submit(run.paths, plan.meta, action, self._exclude, stats)
@@ -391,7 +390,7 @@ class Daemon:
         after = plan.meta
         if after != before:  # dataclass equality: no dicts built for the common case of no change
             after.updated_at = plan.now
-            store.write_json(paths.meta, after.to_dict(), "meta", sync)
+            run_meta.write(paths, after.to_dict(), sync)
             indexed = self._runs.get(paths.run_id)
             if indexed is not None:  # what we wrote is what a re-read would give
                 indexed.meta, indexed.meta_key = after.copy(), stat_key(paths.meta)
@@ -400,14 +399,11 @@ class Daemon:
 
     def _finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None:
         last = meta.current
-        result = None
-        if last is not None:
-            final = store.read_json(paths.attempt(last.number).final, "final") if last.cause == "success" else None
-            result = (final or {}).get("result")
+        final = store.read_json(paths.attempt(last.number).final, "final") if last and last.cause == "success" else None
         store.create_json(paths.ended, {
             "run_id": meta.run_id, "status": action.status, "reason": action.reason,
             "ended_at": meta.end.at if meta.end else self.clock(), "attempts": len(meta.attempts),
-            "final_attempt": last.number if last else None, "result": result,
+            "final_attempt": last.number if last else None, "result": (final or {}).get("result"),
         }, "ended")
 
     def _event(self, paths: RunPaths, kind: str, reason: str, attempt: int | None = None,
@@ -447,7 +443,8 @@ class Daemon:
     # -- the loop ------------------------------------------------------------------
 
     def request_stop(self) -> None:
-        """Finish the current cycle and return from `serve` (safe from a signal handler)."""
+        """Finish the current cycle and return from `serve` (from any thread; never from a signal handler, which
+        may interrupt the main thread holding the wake event's lock: fray.daemon.process.stop_on_signals)."""
         self._stop.set()
         self._wake.set()
 
@@ -460,7 +457,7 @@ class Daemon:
         watcher.start()
         self._backend("local")  # the embedded default: ready before the first run arrives
         watching_runs.await_watch(self.home.watch_probe, watching, watcher)
-        while not stop.is_set():
+        while not stop.is_set() and self.holds_lock():
             wake.clear()
             started = time.perf_counter()
             try:
@@ -477,7 +474,8 @@ class Daemon:
             self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
             wake.wait(self.poll_interval)
         self._notifications.close()
-        self._write_lease(CycleStats(), 0.0, None, stopping=True)
+        if self.holds_lock():  # else the lease may be another daemon's now
+            self._write_lease(CycleStats(), 0.0, None, stopping=True)
 
     def _write_lease(self, stats: CycleStats, cycle_ms: float, error: str | None, stopping: bool = False) -> None:
         lease = {"pid": os.getpid(), "host": socket.gethostname(), "version": __version__,

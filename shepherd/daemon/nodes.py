@@ -20,6 +20,7 @@ from fray.core import policy
 from fray.errors import BackendError, CorruptFileError
 from fray.state import blacklist, store
 from fray.state.layout import Home, RunPaths
+from fray.state.row_cache import StatKey, stat_key
 
 log = logging.getLogger("fray.daemon")
 
@@ -31,6 +32,7 @@ class NodeKeeper:
         self._reader = reader
         self._settings: Mapping[str, Any] = config.get("blacklist", {})
         self._clock = clock
+        self._written: StatKey | None = None  # nodes.json as this daemon last wrote it
         self._listed_at: dict[str, float] = {}  # backend -> when its nodes were last listed (monotonic)
         self._listed: dict[str, list[dict[str, Any]]] = {}  # backend -> its nodes as last listed
 
@@ -92,7 +94,7 @@ class NodeKeeper:
         now = time.monotonic()
         due = [name for name, backend in backends.items()
                if now - self._listed_at.get(name, float("-inf")) > getattr(backend, "nodes_every_sec", every_sec)]
-        if not due:
+        if not due and not self._damaged():
             return
         for name in due:
             self._listed_at[name] = now
@@ -104,6 +106,18 @@ class NodeKeeper:
         inventory = {"generated_at": self._clock(),
                      "backends": {name: self._listed[name] for name in backends if name in self._listed}}
         store.write_json(self.home.nodes, inventory, "nodes")
+        self._written = stat_key(self.home.nodes)
+
+    def _damaged(self) -> bool:
+        """Whether nodes.json is not what this daemon last wrote (corrupted, replaced, removed): then it is
+        rewritten from the last listing at once, a corrupt one moved aside first (by the read)."""
+        if self._written is None or stat_key(self.home.nodes) == self._written:
+            return False
+        try:
+            store.read_json(self.home.nodes, "nodes")
+        except CorruptFileError as exc:
+            log.error("%s; writing it again", exc)
+        return True
 
 
 def _node_row(node: Node) -> dict[str, Any]:

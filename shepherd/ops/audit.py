@@ -16,6 +16,8 @@ def verify_view(home: Home) -> dict[str, Any]:
 
 
 def show_view(home: Home, limit: int) -> dict[str, Any]:
-    """The latest `limit` actions, newest last (schemas/cli-audit-show.json)."""
-    entries = [line.record for line in store.read_jsonl(home.audit, "audit") if line.record is not None]
-    return {"path": str(home.audit), "entries": entries[-limit:] if limit > 0 else []}
+    """The latest `limit` actions, newest last, and the lines that could not be read (schemas/cli-audit-show.json)."""
+    lines = list(store.read_jsonl(home.audit, "audit"))
+    entries = [line.record for line in lines if line.record is not None]
+    unreadable = [f"line {line.line_no}: {line.problem}" for line in lines if line.record is None]
+    return {"path": str(home.audit), "entries": entries[-limit:] if limit > 0 else [], "unreadable": unreadable}

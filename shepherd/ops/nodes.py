@@ -35,10 +35,12 @@ def parse_ttl(text: str) -> float | None:
 def nodes_view(home: Home) -> dict[str, Any]:
     """Every known node with its resources and its active ban (schemas/cli-nodes.json)."""
     now = time.time()
+    problem = None
     try:
         inventory = store.read_json(home.nodes, "nodes") or {"generated_at": None, "backends": {}}
-    except CorruptFileError:
+    except CorruptFileError as exc:
         inventory = {"generated_at": None, "backends": {}}
+        problem = f"{exc}; the daemon writes it again on its next cycle"
     banned = blacklist.load(home)
     rows: list[dict[str, Any]] = []
     for backend, listed in sorted(inventory["backends"].items()):
@@ -49,7 +51,7 @@ def nodes_view(home: Home) -> dict[str, Any]:
         rows.append({"name": name, "backend": None, "state": "unknown", "cpus": None, "mem_mb": None, "gpus": None,
                      "gpu_type": None, "partitions": [], "blacklist": _ban_of(banned, name, now)})
     return {"generated_at": now, "inventory_at": inventory["generated_at"], "daemon": views.daemon_view(home),
-            "nodes": rows}
+            "nodes": rows, "inventory_problem": problem}
 
 
 def _ban_of(banned: blacklist.Blacklist, name: str, now: float) -> dict[str, Any] | None:

@@ -22,36 +22,25 @@ from fray.daemon import lease
 from fray.ops import groups
 from fray.ops.history import goodput_view
 from fray.errors import CorruptFileError
-from fray.state import store, sweep_records
+from fray.state import meta_file, store, sweep_records
 from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import RowCache, stat_key
 
 
 def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Control, str | None]:
-    """Meta and control of a run; `with_control=False` skips control.json for ended runs (nothing to ask)."""
-    problem = None
-    meta = None
-    try:
-        raw = store.read_json(paths.meta, "meta")
-        if raw is None:
-            aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith(layout.META))
-            problem = f"meta.json was corrupt and moved aside ({aside})" if aside else "meta.json is missing"
-        else:
-            meta = Meta.from_dict(raw)
-    except CorruptFileError as exc:
-        problem = f"meta.json was corrupt ({exc.problem}); moved aside to {exc.moved_to.name if exc.moved_to else '?'}"
+    """Meta and control of a run, and why the run cannot be judged (neither meta.json nor its copy could be
+    read); `with_control=False` skips control.json for ended runs (nothing to ask)."""
+    raw, problem = meta_file.read(paths)  # a corrupt meta.json: its last good copy (listed in corrupt_files)
+    meta = Meta.from_dict(raw) if raw is not None else None
     if meta is not None and meta.phase == "ended" and not with_control:
         return meta, Control(), problem
     try:
         raw_control = store.read_json(paths.control, "control")
-    except CorruptFileError as exc:
+    except CorruptFileError:
+        # Moved aside and listed with the run's corrupt files; the run is what its meta.json says it is,
+        # with no request pending until the next one rewrites control.json.
         raw_control = None
-        problem = problem or f"control.json was corrupt ({exc.problem}); moved aside, requests ignored until the next one"
-    if raw_control is None and not problem:  # another reader (the daemon) may have moved it aside
-        aside = ", ".join(p.name for p in paths.corrupt_files() if p.name.startswith(layout.CONTROL))
-        if aside:
-            problem = f"control.json was corrupt and moved aside ({aside}); requests ignored until the next one"
     return meta, Control.from_dict(raw_control), problem
 
 

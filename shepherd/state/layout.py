@@ -222,6 +222,10 @@ class RunPaths:
         return self.dir / META
 
     @property
+    def meta_copy(self) -> Path:
+        return self.dir / contract.META_COPY
+
+    @property
     def control(self) -> Path:
         return self.dir / CONTROL
 
@@ -301,11 +305,21 @@ class RunPaths:
         return self.dir / f"{ENTRYPOINT_STEM}{suffix}"
 
     def corrupt_files(self) -> list[Path]:
-        """Files of this run that were moved aside as corrupt (`<name>.corrupt-<ts>`)."""
+        """Files of this run and of its attempts that were moved aside as corrupt (`<name>.corrupt-<ts>`)."""
+        found: list[Path] = []
+        for folder in (self.dir, *self._attempt_dirs()):
+            try:
+                found.extend(sorted(p for p in folder.iterdir() if CORRUPT_MARK in p.name))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return found
+
+    def _attempt_dirs(self) -> list[Path]:
         try:
-            return sorted(p for p in self.dir.iterdir() if CORRUPT_MARK in p.name)
-        except FileNotFoundError:
+            numbers = sorted(int(name) for name in os.listdir(self.attempts_dir) if name.isdigit())
+        except (FileNotFoundError, NotADirectoryError):
             return []
+        return [self.attempts_dir / str(number) for number in numbers]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from fray.state import audit, run_code, store, sweep_records
+from fray.state import audit, meta_file, run_code, store, sweep_records
 
 from fray.core import directives
 from fray.errors import CorruptFileError, RunLookupError, UsageError
@@ -231,7 +231,7 @@ def _stage_run(home: Home, new: NewRun, sync: bool = True, control: bool = True)
         if control:
             store.write_json(staging.control, Control(updated_at=meta.created_at,
                                                       updated_by=meta.submitted_by["user"]).to_dict(), "control", sync)
-        store.write_json(staging.meta, meta.to_dict(), "meta", sync)
+        meta_file.write(staging, meta.to_dict(), sync)
     except BaseException:
         discard_staged([staging])
         raise
@@ -298,14 +298,9 @@ def _name_segment(run_id: str) -> str | None:
 def read_meta(home: Home, run_id: str) -> Meta:
     """The run's meta, or a UsageError explaining why it cannot be read."""
     paths = home.run(run_id)
-    try:
-        raw = store.read_json(paths.meta, "meta")
-    except CorruptFileError as exc:
-        raise UsageError(f"run {run_id} cannot be used: {exc}") from None
+    raw, problem = meta_file.read(paths)  # a corrupt meta.json: its last good copy
     if raw is None:
-        aside = ", ".join(p.name for p in paths.corrupt_files())
-        why = f" (moved aside as corrupt: {aside})" if aside else ""
-        raise UsageError(f"run {run_id} has no meta.json{why}")
+        raise CorruptFileError(paths.meta, f"run {run_id} cannot be used: {problem}. Its files are in {paths.dir}", None)
     return Meta.from_dict(raw)
 
 

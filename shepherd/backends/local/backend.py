@@ -34,7 +34,7 @@ from fray.state.layout import AttemptPaths, Home
 from fray.core.observation import BackendView
 from fray.core.placement.attributes import local_attributes
 from fray.core.scheduler import Capacity
-from fray.wrapper import contract, procs
+from fray.wrapper import contract, procs, tags
 
 PROC = Path("/proc")
 
@@ -80,7 +80,7 @@ class LocalBackend:
         folder = replicas.task_dir(request.attempt_dir, index)
         store.make_dirs(folder)
         argv = wrapper_command.wrapper_argv(sys.executable, request, str(folder) if index else None)
-        env = {**os.environ, **spec.env, **(replicas.task_env(request.key.run_id, index, count) if count > 1 else {})}
+        env = {**tags.untagged(os.environ), **spec.env, **(replicas.task_env(request.key.run_id, index, count) if count > 1 else {})}
         # A CPU run must not land on a GPU another run was given.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, replicas.gpu_share(request.gpu_ids, index, count)))
         log_fd = os.open(AttemptPaths(folder).wrapper_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
