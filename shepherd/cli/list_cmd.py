@@ -32,7 +32,8 @@ COLUMNS = (
 
 # Runs that need no daemon: ended ones, and those whose files cannot be read.
 ENDED_STATUSES = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED.value,
-                            Status.STOPPED_MANUAL.value, Status.FAILED.value, Status.ERROR_UNKNOWN.value})
+                            Status.STOPPED_MANUAL.value, Status.FAILED.value, Status.FAILED_DEPENDENCY.value,
+                            Status.ERROR_UNKNOWN.value})
 
 
 @click.command("list")

@@ -33,6 +33,7 @@ STATUS_COLOURS: dict[str, dict[str, Any]] = {
     Status.ENDED_EXPIRED.value: {"dim": True},
     Status.STOPPED_MANUAL.value: {"dim": True},
     Status.FAILED.value: {"fg": "red", "bold": True},
+    Status.FAILED_DEPENDENCY.value: {"fg": "red"},
     Status.ERROR_UNKNOWN.value: {"fg": "red", "bold": True},
 }
 DAEMON_COLOURS: dict[str, dict[str, Any]] = {"running": {"fg": "green"}, "stale": {"fg": "yellow", "bold": True},

@@ -32,7 +32,7 @@ from fray.errors import CorruptFileError, FrayError, UsageError
 from fray.state.layout import Home
 from fray.core.model import AttemptState, Meta, Phase
 
-END_STATUS = {"completed_success": JobStatus.SUCCEEDED, "failed": JobStatus.FAILED,
+END_STATUS = {"completed_success": JobStatus.SUCCEEDED, "failed": JobStatus.FAILED, "failed_dependency": JobStatus.FAILED,
               "stopped_manual": JobStatus.STOPPED, "ended_expired": JobStatus.STOPPED}
 
 

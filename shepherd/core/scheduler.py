@@ -43,6 +43,7 @@ class Admission:
     reason: str = ""
     gpu_ids: tuple[int, ...] = ()
     unschedulable: bool = False  # not admitted, and past its --scheduling-timeout: the run ends
+    final: str | None = None  # with unschedulable: the run's end status and this reason as is (else failed)
 
 
 @dataclass

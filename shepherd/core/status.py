@@ -26,6 +26,7 @@ class Status(str, Enum):
     ENDED_EXPIRED = "ended_expired"
     STOPPED_MANUAL = "stopped_manual"
     FAILED = "failed"
+    FAILED_DEPENDENCY = "failed_dependency"
     ERROR_UNKNOWN = "error_unknown"
 
 
@@ -40,6 +41,7 @@ ICONS: dict[Status, str] = {
     Status.ENDED_EXPIRED: "■",
     Status.STOPPED_MANUAL: "■",
     Status.FAILED: "✗",
+    Status.FAILED_DEPENDENCY: "⊘",
     Status.ERROR_UNKNOWN: "✗",
 }
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from fray.state import audit, run_code, store, sweep_records
+from fray.state import audit, run_code, store, sweep_records, upstreams
 
 from fray.core import directives
 from fray.errors import CorruptFileError, RunLookupError, UsageError
@@ -98,10 +98,11 @@ def prepare(options: SubmitOptions, home: Home) -> Prepared:
     flags = dict(options.overrides)
     given.update({field: run_code.Given(flags.pop(field), cwd) for field in run_code.FIELDS if field in flags})
     spec = directives.build_spec(parsed, flags, workdir=str(cwd), args=list(options.args))
+    name = options.name or parsed.name or (options.module.rsplit(".", 1)[-1] if options.module else script.stem)
+    spec.after = upstreams.resolve(home, spec.after, name, resolve)  # before the snapshot: a bad name writes nothing
     for field, value in run_code.settle(home, script, options.module, given, cwd, spec.backend,
                                         options.force).items():
         setattr(spec, field, value)
-    name = options.name or parsed.name or (options.module.rsplit(".", 1)[-1] if options.module else script.stem)
     return Prepared(name, spec, data, str(script.resolve()),
                     frozen_name(layout.FROZEN_SCRIPT_STEM, script.suffix), spec.workdir,
                     in_place=spec.code is None and options.module is None)

@@ -17,7 +17,7 @@ from fray.ops import human
 Row = dict[str, Any]
 GAP = 1
 STATUS_ORDER = {status.value: index for index, status in enumerate(
-    [Status.ERROR_UNKNOWN, Status.FAILED, Status.CRASH_LOOP, Status.UNRESPONSIVE, Status.RUNNING_DEGRADED,
+    [Status.ERROR_UNKNOWN, Status.FAILED, Status.FAILED_DEPENDENCY, Status.CRASH_LOOP, Status.UNRESPONSIVE, Status.RUNNING_DEGRADED,
      Status.RESTARTING, Status.PENDING, Status.HEALTHY_RUNNING, Status.STOPPED_MANUAL, Status.ENDED_EXPIRED,
      Status.COMPLETED_SUCCESS])}
 
