@@ -103,10 +103,15 @@ def test_after_texts_split_into_ref_and_condition(text, expected):
     assert dependencies.split(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", ":ok", "a b", "tr/ain"])
+@pytest.mark.parametrize("text", ["", ":ok", "a b", "-x", "train:soon"])
 def test_bad_after_texts_are_refused_with_the_syntax(text):
     with pytest.raises(ValueError, match=r"RUN\[:ok\|:fail\|:any\]"):
         dependencies.split(text)
+
+
+def test_a_run_of_another_cluster_is_refused_by_name():
+    with pytest.raises(ValueError, match="another cluster"):
+        dependencies.split("gpu-login/train:ok")
 
 
 def test_env_names_are_upper_case_with_underscores():

@@ -39,7 +39,7 @@ CONDITIONS = ("ok", "fail", "any")
 OK_ENDS = frozenset({"completed_success", "ended_expired"})
 FAIL_ENDS = frozenset({"failed", "failed_config", "failed_dependency", "error_unknown"})
 ENV_PREFIX = "FRAY_AFTER_"
-_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]*")
+_REF = re.compile(r"(group:)?[A-Za-z0-9][A-Za-z0-9._@+-]*")
 
 
 def parse_after(text: str) -> dict[str, str]:
@@ -54,6 +54,9 @@ def split(text: str) -> tuple[str, str]:
     ref, sep, on = text.rpartition(":")
     if not sep or on not in CONDITIONS:
         ref, on = text, "ok"
+    if "/" in ref:  # HOST/RUN: another cluster's daemon ends that run, and no daemon sees both
+        raise ValueError(f"{text!r}: a run of another cluster cannot be waited for; fray waits only for runs of "
+                         "the same FRAY_HOME: submit both runs to one cluster (with the same --remote)")
     if not ref or not _REF.fullmatch(ref):
         raise ValueError(f"{text!r} is not RUN[:ok|:fail|:any]: give a run name, id or sweep group, like "
                          "train or train:ok")

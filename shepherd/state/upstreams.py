@@ -11,15 +11,13 @@ per upstream (NAME: the upstream's name upper-cased, other characters `_`):
 
     FRAY_AFTER_<NAME>             the upstream run's folder ($FRAY_HOME/runs/<run id>);
                                   for a sweep, its points' folders in index order, joined by ':'
-    FRAY_AFTER_<NAME>_CHECKPOINT  its latest promoted checkpoint ($FRAY_CHECKPOINT_DIR/<name> of
-                                  that run, the newest by time), '' when it has none; for a
+    FRAY_AFTER_<NAME>_CHECKPOINT  its latest promoted checkpoint (the folder that run's own
+                                  report.latest_checkpoint() gives), '' when it has none; for a
                                   sweep, one per point joined by ':'
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Callable
 
 from fray.core import dependencies
@@ -27,15 +25,13 @@ from fray.core.model import Meta
 from fray.errors import CorruptFileError, RunLookupError, UsageError
 from fray.state import store, sweep_records
 from fray.state.layout import Home
+from fray.wrapper.checkpoints import latest_checkpoint
 
 
 def resolve(home: Home, texts: list[str], own_name: str, lookup: Callable[[Home, str], str]) -> list[dict[str, Any]]:
     """The spec's `after` records for `texts`; `lookup(home, ref)` finds a run id as every command does."""
     found = []
     for text in texts:
-        if "/" in text:
-            raise UsageError(f"--after {text}: a run of another cluster cannot be waited for; fray waits only for "
-                             f"runs of this FRAY_HOME ({home.root}): submit both runs to the same cluster")
         ref, on = dependencies.split(text)
         found.append({"ref": ref, "on": on, **_target(home, ref, own_name, lookup)})
     return found
@@ -85,33 +81,20 @@ def _meta(home: Home, run_id: str) -> Meta | None:
     return Meta.from_dict(raw) if raw is not None else None
 
 
-def environment(home: Home, meta: Meta, metas: dict[str, Meta] | None = None) -> dict[str, str]:
-    """FRAY_AFTER_* for `meta`'s attempt (see the module docstring); `metas`: runs already read, by id."""
+def environment(home: Home, meta: Meta) -> dict[str, str]:
+    """FRAY_AFTER_* for `meta`'s attempt (see the module docstring)."""
     env: dict[str, str] = {}
     for upstream in meta.spec.after:
         if upstream.get("run_id"):
             ids = [upstream["run_id"]]
         else:
-            members = [m for m in _all_metas(home, metas) if m.sweep is not None and m.sweep["id"] == upstream["group"]]
+            members = [m for m in _metas(home) if m.sweep is not None and m.sweep["id"] == upstream["group"]]
             ids = [m.run_id for m in sorted(members, key=lambda m: m.sweep["index"])]  # type: ignore[index]
         key = dependencies.env_name(upstream["name"])
         env[key] = ":".join(str(home.run(i).dir) for i in ids)
-        env[key + "_CHECKPOINT"] = ":".join(latest_checkpoint(home.run(i).checkpoints_dir) for i in ids)
+        env[key + "_CHECKPOINT"] = ":".join(str(latest_checkpoint(home.run(i).checkpoints_dir) or "") for i in ids)
     return env
 
 
-def _all_metas(home: Home, metas: dict[str, Meta] | None) -> list[Meta]:
-    if metas is not None:
-        return list(metas.values())
+def _metas(home: Home) -> list[Meta]:
     return [m for m in (_meta(home, i) for i in home.run_ids()) if m is not None]
-
-
-def latest_checkpoint(folder: Path) -> str:
-    """The newest promoted checkpoint in a run's checkpoint folder ('' when none); staging is hidden (.staging)."""
-    try:
-        entries = [e for e in os.scandir(folder) if not e.name.startswith(".")]
-    except (FileNotFoundError, NotADirectoryError):
-        return ""
-    if not entries:
-        return ""
-    return max(entries, key=lambda e: (e.stat(follow_symlinks=False).st_mtime, e.name)).path
