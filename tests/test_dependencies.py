@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
@@ -119,11 +118,9 @@ def test_env_names_are_upper_case_with_underscores():
 
 
 def test_dependents_follow_chains_and_sweep_groups():
-    a = meta("r-a", "a")
-    b = meta("r-b", "b", [up("r-a", name="a")])
-    c = meta("r-c", "c", [up("r-b", name="b")])
-    point = dataclasses.replace(sweep_point(0), spec=RunSpec(after=[up("r-c", name="c")]))
-    d = meta("r-d", "d", [{"ref": "sw", "on": "ok", "name": "sw", "group": "sw-abc", "size": 3}])
-    other = meta("r-x", "x")
-    assert dependencies.dependents([a, b, c, point, d, other], ["r-a"]) == ["r-b", "r-c", "r-sw-0", "r-d"]
-    assert dependencies.dependents([a, b, c, other], ["r-x"]) == []
+    waits = {"r-b": ["r-a"], "r-c": ["r-b"], "r-sw-0": ["r-c"], "r-d": ["group:sw-abc"], "r-e": ["r-x"]}
+    groups = {"r-sw-0": "group:sw-abc", "r-sw-1": "group:sw-abc"}
+    assert dependencies.dependents(waits, groups, ["r-a"]) == ["r-b", "r-c", "r-sw-0", "r-d"]
+    assert dependencies.dependents(waits, groups, ["r-sw-1"]) == ["r-d"]
+    assert dependencies.dependents(waits, groups, ["r-d"]) == []
+    assert dependencies.edge_key({"group": "sw-abc"}) == "group:sw-abc"

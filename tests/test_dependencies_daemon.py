@@ -165,3 +165,31 @@ def test_a_daemon_killed_as_the_upstream_ends_starts_the_dependent_exactly_once(
     assert len(done["attempts"]) == 1
     assert len(seen.read_text().splitlines()) == 1
     assert meta_of(home, train)["end"]["status"] == "completed_success"
+
+
+def test_the_tree_shows_the_chain_and_stop_with_dependents_stops_all_of_it(home, daemon, scripts, tmp_path):
+    train = submit(home, str(scripts / "train.py"), "--", str(tmp_path / "never"))
+    evaluation = submit(home, str(scripts / "eval.py"), "--", str(tmp_path / "seen.jsonl"))
+    report = submit(home, str(scripts / "report.py"), "--name", "report", "--after", "eval:any",
+                    "--", str(tmp_path / "report.jsonl"))
+    listed = json.loads(run_fray("list", "--tree", "--json", home=home.root, check=True).stdout)
+    schema_validate("cli-list", listed)
+    rows = {row["run_id"]: row for row in listed["runs"]}
+    assert [row["run_id"] for row in listed["runs"]] == [train, evaluation, report]
+    assert [rows[i]["depth"] for i in (train, evaluation, report)] == [0, 1, 2]
+    assert rows[report]["after"] == [{"run_id": evaluation, "name": "eval", "on": "any"}]
+    assert "after" not in rows[train]
+    text = run_fray("list", "--tree", home=home.root, check=True, env={"COLUMNS": "200"}).stdout
+    assert "└ eval ⇠ train" in text and "└ report ⇠ eval:any" in text
+    status = run_fray("status", report, home=home.root, check=True, env={"COLUMNS": "200"}).stdout
+    assert f"eval ({evaluation}) to end" in status
+
+    proc = run_fray("control", "stop", "train", "--with-dependents", "--json", home=home.root, check=True)
+    stopped = json.loads(proc.stdout)
+    schema_validate("cli-control", stopped)
+    assert [d["run_id"] for d in stopped["dependents"]] == [evaluation, report]
+    for run_id in (train, evaluation, report):
+        done = wait_until(lambda: meta_of(home, run_id)["phase"] == "ended" and meta_of(home, run_id), timeout=60,
+                          what=f"{run_id} to end")
+        assert done["end"]["status"] == "stopped_manual", done["end"]
+    assert not meta_of(home, report)["attempts"] and not meta_of(home, evaluation)["attempts"]

@@ -39,7 +39,8 @@ ENDED_STATUSES = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED
 @click.command("list")
 @click.option("--active", is_flag=True, help="Only runs that have not ended.")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N", help="Show at most N runs (the newest).")
-@click.option("--tree", is_flag=True, help="Show jobs launched through the cluster API under their parent.")
+@click.option("--tree", is_flag=True, help="Show jobs launched through the cluster API under their parent, and runs "
+              "started --after others under their upstream (⇠ names every upstream).")
 @click.option("--group", metavar="GROUP", help="Only the runs of this group (a sweep), in index order. GROUP is "
               "a group id, a unique prefix of one, or the sweep's name.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-list.json).")
@@ -106,6 +107,13 @@ def daemon_warning(data: dict[str, Any]) -> str | None:
     return render.style(text, fg="yellow", bold=True)
 
 
+def _after(row: dict[str, Any]) -> str:
+    """` ⇠ train, sweep:fail` in the tree: the dependency edges of a run started --after others."""
+    if "depth" not in row or not row.get("after"):
+        return ""
+    return " ⇠ " + ", ".join(e["name"] + ("" if e["on"] == "ok" else f":{e['on']}") for e in row["after"])
+
+
 def row_cells(row: dict[str, Any]) -> list[Any]:
     colour = render.status_style(row["status"])
     if row.get("kind") == "group":  # a sweep folded into one row (fray.core.group_rows)
@@ -117,7 +125,7 @@ def row_cells(row: dict[str, Any]) -> list[Any]:
         status += f" · {row['priority']}"  # the band it waits in (fray.core.placement.priority)
     return [
         (row["icon"], colour),
-        ("  " * (row["depth"] - 1) + "└ " if row.get("depth") else "") + row["name"],
+        ("  " * (row["depth"] - 1) + "└ " if row.get("depth") else "") + row["name"] + _after(row),
         row["run_id"],
         (status, colour),
         human.number(row["attempt"]),

@@ -146,24 +146,22 @@ def _label(upstream: dict[str, Any]) -> str:
 # -- the graph ------------------------------------------------------------------------------
 
 
-def upstream_ids(meta: Meta) -> list[str]:
-    """The run ids (or `group:<id>`) that `meta` waits for."""
-    return [u["run_id"] if u.get("run_id") else "group:" + u["group"] for u in meta.spec.after]
+def edge_key(upstream: dict[str, Any]) -> str:
+    """The node an upstream record (or a list row's edge) points at: a run id, or `group:<id>` for a sweep."""
+    return upstream["run_id"] if upstream.get("run_id") else "group:" + upstream["group"]
 
 
-def dependents(metas: Iterable[Meta], roots: Iterable[str]) -> list[str]:
-    """Every run that waits, directly or through others, on a run of `roots` (run ids), in dependency order.
+def dependents(waits: Mapping[str, Iterable[str]], groups: Mapping[str, str], roots: Iterable[str]) -> list[str]:
+    """Every run that waits, directly or through others, on a run of `roots`, nearest first.
 
-    A sweep member counts as its group too, so a run waiting for a sweep is a dependent of each point."""
-    metas = list(metas)
-    waits: dict[str, list[str]] = {m.run_id: upstream_ids(m) for m in metas if m.spec.after}
-    alias = {m.run_id: "group:" + m.sweep["id"] for m in metas if m.sweep is not None}
+    `waits`: run id -> the nodes it waits for (`edge_key`); `groups`: run id -> `group:<id>` of a sweep's
+    point, so a run waiting for a sweep is a dependent of each of its points."""
     found: list[str] = []
     frontier = list(roots)
     reached = set(frontier)
     while frontier:
-        names = {x for r in frontier for x in (r, alias.get(r))}
-        frontier = [run_id for run_id, ups in waits.items() if run_id not in reached and names & set(ups)]
+        names = {x for r in frontier for x in (r, groups.get(r)) if x}
+        frontier = sorted(run_id for run_id, ups in waits.items() if run_id not in reached and names & set(ups))
         reached.update(frontier)
-        found.extend(sorted(frontier))
+        found.extend(frontier)
     return found
