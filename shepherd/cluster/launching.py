@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from fray.wrapper import contract
-from fray.core import directives
-from fray.state import runs
+from fray.core import dependencies, directives
+from fray.state import runs, upstreams
 from fray.cluster import payloads
 from fray.cluster.api import ClusterError, JobRequest
 from fray.cluster.entry import SHIM
@@ -50,7 +50,8 @@ class Prepared:
     job: dict[str, Any]
 
 
-def prepare(request: JobRequest, family: Family, now: float, group: dict[str, Any] | None = None) -> Prepared:
+def prepare(home: Home, request: JobRequest, family: Family, now: float,
+            group: dict[str, Any] | None = None) -> Prepared:
     """Check and serialize one job; ClusterError (nothing written) when it cannot be launched."""
     entry = request.entrypoint
     payload = script_data = None
@@ -79,7 +80,10 @@ def prepare(request: JobRequest, family: Family, now: float, group: dict[str, An
                    sbatch=time_limit_lines(request, family.backend))
     try:
         directives.check_spec(spec)
-    except UsageError as exc:
+        # Its upstreams (`after`), settled now as `fray submit --after` settles them (fray.state.upstreams).
+        spec.after = upstreams.resolve(home, [text for t in request.after for text in dependencies.parse_after(t)],
+                                       request.name, runs.resolve)
+    except (UsageError, ValueError) as exc:
         raise ClusterError(f"job {request.name!r}: {exc}") from None
     meta = runs.new_meta(request.name, now, family.workdir, spec, source=f"{entry.kind}: {entry.describe()}",
                          frozen=SHIM_NAME, script=SHIM.encode(), parent_run_id=family.parent_run_id,
@@ -116,7 +120,7 @@ def launch(home: Home, requests: list[JobRequest], family: Family, group_id: str
     prepared = []
     for index, request in enumerate(requests):
         group = {"id": group_id, "size": len(requests), "index": index} if group_id else None
-        prepared.append(prepare(request, family, now, group))
+        prepared.append(prepare(home, request, family, now, group))
     runs.write_runs(home, [_new_run(home, item) for item in prepared])
     return [item.meta for item in prepared]
 
@@ -133,7 +137,7 @@ def launch_sweep(home: Home, requests: list[JobRequest], family: Family, name: s
     now = time.time()
     members = []
     for index, request in enumerate(requests):
-        prepared = prepare(request, family, now)
+        prepared = prepare(home, request, family, now)
         new = _new_run(home, prepared)
         members.append(groups.PointRun(prepared.meta.spec, {"index": index}, new.files, SHIM_NAME,
                                        prepared.meta.script["source"], prepared.job))
