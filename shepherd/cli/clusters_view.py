@@ -1,0 +1,177 @@
+"""Every cluster in one view: `fray list` and `fray usage` over this machine and the remote hosts,
+and `status`, `logs`, `control` routed to the cluster that holds the run.
+
+Which clusters: fray.remote.clusters (`--remote a,b`, `--remote all`, or the user config's `remotes`).
+Each answers its own `--json` document, asked in parallel with a per-host timeout; here they are
+merged, every row carrying its `cluster` (schemas/cli-clusters-list.json, cli-clusters-usage.json),
+and rendered with a CLUSTER column. A cluster that could not answer (down, refused, timed out) is one
+row saying so; the others are shown all the same, and the exit code is 0 once the view is printed.
+
+A run-scoped command (`status RUN`, `logs RUN`, `control OP RUN`) first asks every cluster for RUN
+(`fray status RUN`) and then runs there, exactly as `--remote HOST` would: on the one cluster that
+has it, or refused (exit 2) when none or several do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from fray.errors import UsageError
+from fray.remote import clusters, forward
+
+# Every `fray` command asks `dispatch` first, so the renderers (list_cmd, ops) are imported only
+# inside the functions that draw a many-cluster view.
+
+FANNED = (["list"], ["usage"])
+ROUTED = (["status"], ["logs"], ["control"])
+USAGE_SUMS = ("runs", "attempts", "running", "wall_sec", "useful_sec", "lost_sec", "cpu_hours", "gpu_hours",
+              "tpu_chip_hours")
+
+
+def dispatch(argv: list[str]) -> tuple[str, Any] | None:
+    """What to do with `argv` when it spans clusters: ("done", exit code), ("remote", host) to run it there
+    as `--remote HOST` does, ("local", None) to run it here; None when it does not span clusters."""
+    given, rest = forward.given(argv)
+    command = forward.command_words(rest)[:1]
+    if given is None and command not in FANNED + ROUTED:
+        return None  # `remotes` is for the views and the run's own cluster; the rest stays where it was
+    names = clusters.chosen(given)
+    if names is None:
+        return None
+    if command in FANNED:
+        from fray.cli import output
+
+        view = list_view if command == ["list"] else usage_view
+        data = view(names, rest)
+        output.emit(data, "--json" in rest, render_list if command == ["list"] else render_usage)
+        return "done", 0
+    if command in ROUTED:
+        where = locate(names, rest)
+        return ("local", None) if where == clusters.LOCAL else ("remote", where)
+    raise UsageError(f"`fray {' '.join(command) or '...'}` acts on one cluster: give --remote HOST (one of "
+                     f"{', '.join(names[1:])}), or none for this machine")
+
+
+def _asked(names: list[str], argv: list[str]) -> tuple[list[clusters.Answer], list[dict[str, Any]], str]:
+    """Every cluster's answer, its row in `clusters`, and the key of each answer's rows (`runs`, `rows`)."""
+    from fray.ops import human
+
+    answers = clusters.ask_all(names, argv, clusters.timeout_sec())
+    key = "runs" if forward.command_words(argv)[:1] == ["list"] else "rows"
+    states = []
+    for answer in answers:
+        doc = answer.document
+        ok = isinstance(doc, dict) and key in doc
+        if ok:
+            detail = f"{human.plural(len(doc[key]), 'row')} in {answer.seconds:.1f}s"
+        elif isinstance(doc, dict) and "error" in doc:
+            detail = str(doc["error"].get("message", "")).splitlines()[0]
+        else:
+            detail = answer.error or f"exit {answer.exit_code}"
+        states.append({"cluster": answer.cluster, "state": "ok" if ok else "unavailable", "detail": detail,
+                       "home": doc.get("home") if ok else None,
+                       "daemon": doc.get("daemon") if ok and key == "runs" else None,
+                       "seconds": round(answer.seconds, 3)})
+    return answers, states, key
+
+
+def list_view(names: list[str], argv: list[str]) -> dict[str, Any]:
+    """`fray list` of every cluster (schemas/cli-clusters-list.json): each cluster's rows in turn."""
+    answers, states, _ = _asked(names, argv)
+    runs: list[dict[str, Any]] = []
+    counts: Counter[str] = Counter()
+    for answer, state in zip(answers, states):
+        if state["state"] == "ok":
+            runs += [{**row, "cluster": answer.cluster} for row in answer.document["runs"]]
+            counts.update(answer.document["counts"])
+    return {"generated_at": time.time(), "clusters": states, "counts": dict(counts), "runs": runs,
+            "active_only": "--active" in argv}
+
+
+def usage_view(names: list[str], argv: list[str]) -> dict[str, Any]:
+    """`fray usage` of every cluster (schemas/cli-clusters-usage.json): the rows of each, and one total."""
+    answers, states, _ = _asked(names, argv)
+    rows: list[dict[str, Any]] = []
+    total: dict[str, Any] = {"key": "total", "label": "total", **{k: 0 for k in USAGE_SUMS}}
+    first: dict[str, Any] = {}
+    for answer, state in zip(answers, states):
+        if state["state"] != "ok":
+            continue
+        doc = answer.document
+        first = first or doc
+        rows += [{**row, "cluster": answer.cluster} for row in doc["rows"]]
+        for key in USAGE_SUMS:
+            total[key] += doc["total"][key]
+    total["goodput"] = round(total["useful_sec"] / total["wall_sec"], 4) if total["wall_sec"] else None
+    rows.sort(key=lambda row: -row["wall_sec"])
+    return {"generated_at": time.time(), "clusters": states, "by": first.get("by", "run"),
+            "since": first.get("since"), "since_text": first.get("since_text", ""), "rows": rows, "total": total}
+
+
+def locate(names: list[str], argv: list[str]) -> str:
+    """The one cluster that has the run `argv` names (RUN: its first argument); UsageError otherwise."""
+    words = forward.command_words(argv)
+    at = 2 if words[:1] == ["control"] else 1
+    if len(words) <= at:
+        raise UsageError(f"`fray {' '.join(words)}` over several clusters needs a RUN to find (or --remote HOST)")
+    run = words[at]
+    answers = clusters.ask_all(names, ["status", run], clusters.timeout_sec())
+    found = [a.cluster for a in answers if a.exit_code == 0 and isinstance(a.document, dict) and "run" in a.document]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise UsageError(f"{run!r} names a run on each of {', '.join(found)}: give its run id, or --remote HOST")
+    unreachable = [f"{a.cluster} ({a.error})" for a in answers if a.document is None]
+    tail = f"; not asked: {', '.join(unreachable)}" if unreachable else ""
+    asked = [a.cluster for a in answers if a.document is not None]
+    raise UsageError(f"no run matches {run!r} on {', '.join(asked) or 'any cluster'}{tail} "
+                     "(`fray list` shows every cluster's runs)")
+
+
+def render_list(data: dict[str, Any]) -> list[str]:
+    from fray.cli import list_cmd, render
+    from fray.ops import human
+
+    total = sum(data["counts"].values())
+    parts = [render.style(f"{count} {human.icon(status)} {status}", **render.status_style(status))
+             for status, count in data["counts"].items() if count]
+    ok = [c for c in data["clusters"] if c["state"] == "ok"]
+    lines = [f"{human.plural(total, 'run')} on {human.plural(len(ok), 'cluster')}"
+             f"{': ' + ', '.join(parts) if parts else ''}"]
+    for cluster in data["clusters"]:
+        if cluster["state"] != "ok":
+            lines.append(render.style(f"warning: {cluster['cluster']}: {cluster['detail']}", fg="yellow", bold=True))
+    lines.append("")
+    columns = (render.Column("CLUSTER"), *list_cmd.COLUMNS)
+    cells = [[row["cluster"], *list_cmd.row_cells(row)] for row in data["runs"]]
+    cells += [[c["cluster"], "", human.MISSING, human.MISSING, (c["state"], {"fg": "yellow"}),
+               *[human.MISSING] * 6, c["detail"]] for c in data["clusters"] if c["state"] != "ok"]
+    lines += render.table(columns, cells, width=render.terminal_width())
+    return lines
+
+
+def render_usage(data: dict[str, Any]) -> list[str]:
+    from fray.cli import render
+    from fray.ops import human
+
+    window = "all time" if data["since"] is None else f"since {data['since_text']}"
+    lines = [render.heading(f"Usage by {data['by']}, {window}, on "
+                            f"{human.plural(sum(c['state'] == 'ok' for c in data['clusters']), 'cluster')}")]
+    for cluster in data["clusters"]:
+        if cluster["state"] != "ok":
+            lines.append(render.style(f"warning: {cluster['cluster']}: {cluster['detail']}", fg="yellow", bold=True))
+    columns = [render.Column("CLUSTER"), render.Column(data["by"].upper()), render.Column("NAME", shrinkable=True),
+               render.Column("RUNS", ">"), render.Column("ATTEMPTS", ">"), render.Column("WALL", ">"),
+               render.Column("LOST", ">"), render.Column("GOODPUT", ">"), render.Column("CPU-H", ">"),
+               render.Column("GPU-H", ">")]
+
+    def cells(row: dict[str, Any], cluster: str) -> list[str]:
+        goodput = human.MISSING if row["goodput"] is None else f"{row['goodput']:.0%}"
+        return [cluster, row["key"], row["label"], str(row["runs"]), str(row["attempts"]),
+                human.duration(row["wall_sec"]), human.duration(row["lost_sec"]), goodput,
+                f"{row['cpu_hours']:.2f}", f"{row['gpu_hours']:.2f}"]
+
+    rows = [cells(row, row["cluster"]) for row in data["rows"]] + [cells(data["total"], "all")]
+    return lines + render.table(columns, rows, render.terminal_width())
