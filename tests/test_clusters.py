@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import socket
 import subprocess
 import time
@@ -18,7 +20,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.conftest import _kill_everything_of, run_fray, schema_validate, wait_until
+from tests.conftest import REPO, _kill_everything_of, run_fray, schema_validate, wait_until
 from tests.remote_support import SSHD, start_sshd
 
 pytestmark = pytest.mark.slow
@@ -130,14 +132,50 @@ def meta_in(home: Path, run_id: str) -> dict:
     return json.loads((home / "runs" / run_id / "meta.json").read_text())
 
 
-def test_every_cluster_in_one_view_routed_commands_and_a_host_going_down(many, home):
-    east = json.loads(fray("submit", "hello.py", "--name", "east-hello", "--wait", "--json", "--remote",
-                           "east").stdout.splitlines()[-1])
-    west = json.loads(fray("submit", "sleeper.py", "--name", "west-sleeper", "--json", "--remote", "west").stdout)
-    here = json.loads(fray("submit", "hello.py", "--name", "here-hello", "--wait", "--json").stdout.splitlines()[-1])
+def walkthrough() -> tuple[list[str], list[str]]:
+    """README's "Many clusters" commands: those before west goes down, and those after."""
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"### Many clusters in one view\n.*?```bash\n(.*?)```", text, re.S)
+    assert block, "README has no Many clusters walkthrough"
+    lines = block.group(1).splitlines()
+    cut = next(i for i, line in enumerate(lines) if line.startswith("# west goes down"))
+    return ([line for line in lines[:cut] if line.startswith("fray ")],
+            [line for line in lines[cut:] if line.startswith("fray ")])
+
+
+def submitted(text: str) -> dict[str, str]:
+    """The run `fray submit` printed: `submitted run <id> (<name>)`."""
+    found = re.search(r"^submitted run (\S+) \((.+)\)$", text, re.M)
+    assert found, text
+    return {"run_id": found.group(1), "name": found.group(2)}
+
+
+def readme(line: str) -> str:
+    return fray(*shlex.split(line, comments=True)[1:]).stdout
+
+
+def test_the_many_clusters_walkthrough_routed_commands_and_a_host_going_down(many, home):
+    before, after = walkthrough()
+    said = {line.split("#")[0].strip(): readme(line) for line in before}
+    east = submitted(said["fray submit hello.py --name east-hello --wait --remote east"])
+    west = submitted(said["fray submit sleeper.py --name west-sleeper --remote west"])
+    here = submitted(said["fray submit hello.py --name here-hello --wait"])
     assert (many.homes["east"] / "runs" / east["run_id"]).is_dir()
     assert (many.homes["west"] / "runs" / west["run_id"]).is_dir()
     assert (home.root / "runs" / here["run_id"]).is_dir()
+    text = said["fray list"]
+    assert "CLUSTER" in text and "3 runs on 3 clusters" in text
+    line = next(row for row in text.splitlines() if west["run_id"] in row)
+    assert line.split()[0] == "west" and "west-sleeper" in line
+    assert "CLUSTER" in said["fray usage"] and "east" in said["fray usage"]
+    assert west["run_id"] in said["fray status west-sleeper"] and "west-sleeper" in said["fray status west-sleeper"]
+    assert said["fray logs east-hello"] == f"hello from {many.homes['east']}\n"
+    assert "requested stop for run " + west["run_id"] in said["fray control stop west-sleeper"]
+    wait_until(lambda: meta_in(many.homes["west"], west["run_id"])["phase"] == "ended", timeout=60,
+               what="west's run to stop")
+    assert meta_in(many.homes["west"], west["run_id"])["end"]["status"] == "stopped_manual"
+    explicit = json.loads(said["fray list --remote east,west --json"])
+    schema_validate("cli-clusters-list", explicit)
 
     listed = json.loads(fray("list", "--json").stdout)
     schema_validate("cli-clusters-list", listed)
@@ -145,28 +183,16 @@ def test_every_cluster_in_one_view_routed_commands_and_a_host_going_down(many, h
     assert [c["home"] for c in listed["clusters"]] == [str(home.root), str(many.homes["east"]), str(many.homes["west"])]
     where = {row["run_id"]: row["cluster"] for row in listed["runs"]}
     assert where == {here["run_id"]: "local", east["run_id"]: "east", west["run_id"]: "west"}
-    assert listed["counts"]["completed_success"] == 2
-    text = fray("list").stdout
-    assert "CLUSTER" in text and "3 runs on 3 clusters" in text
-    line = next(row for row in text.splitlines() if west["run_id"] in row)
-    assert line.split()[0] == "west" and "west-sleeper" in line
-
+    assert where == {row["run_id"]: row["cluster"] for row in explicit["runs"]}
+    assert listed["counts"]["completed_success"] == 2 and listed["counts"]["stopped_manual"] == 1
     used = json.loads(fray("usage", "--json").stdout)
     schema_validate("cli-clusters-usage", used)
-    assert {row["cluster"] for row in used["rows"]} >= {"local", "east"}
+    assert {row["cluster"] for row in used["rows"]} == {"local", "east", "west"}
     assert used["total"]["runs"] == sum(row["runs"] for row in used["rows"])
-
-    # status, logs, control: each reaches the run's own cluster, found by name or id.
-    status = json.loads(fray("status", "west-sleeper", "--json").stdout)
+    status = json.loads(fray("status", west["run_id"], "--json").stdout)
     schema_validate("cli-status", status)
     assert status["run"]["run_id"] == west["run_id"] and status["dir"].startswith(str(many.homes["west"]))
-    assert fray("logs", east["run_id"]).stdout == f"hello from {many.homes['east']}\n"
     assert fray("logs", "here-hello").stdout == f"hello from {home.root}\n"
-    stopped = json.loads(fray("control", "stop", "west-sleeper", "--json").stdout)
-    schema_validate("cli-control", stopped)
-    wait_until(lambda: meta_in(many.homes["west"], west["run_id"])["phase"] == "ended", timeout=60,
-               what="west's run to stop")
-    assert meta_in(many.homes["west"], west["run_id"])["end"]["status"] == "stopped_manual"
     missing = fray("status", "no-such-run", check=False)
     assert missing.returncode == 2 and "no run matches 'no-such-run' on local, east, west" in missing.stderr
 
@@ -179,10 +205,10 @@ def test_every_cluster_in_one_view_routed_commands_and_a_host_going_down(many, h
     schema_validate("cli-clusters-list", listed)
     states = {c["cluster"]: c for c in listed["clusters"]}
     assert states["local"]["state"] == states["east"]["state"] == "ok"
-    assert states["west"]["state"] == "unavailable" and "west" in states["west"]["detail"]
+    assert states["west"]["state"] == "unavailable" and "cannot reach west" in states["west"]["detail"]
     assert {row["cluster"] for row in listed["runs"]} == {"local", "east"}
-    text = fray("list").stdout
-    assert "warning: west:" in text and "unavailable" in text
+    text = readme(after[0])
+    assert "warning: west: cannot reach west" in text and east["run_id"] in text
     assert fray("logs", "east-hello").stdout == f"hello from {many.homes['east']}\n"
 
 
