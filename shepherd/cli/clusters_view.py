@@ -14,6 +14,7 @@ has it, or refused (exit 2) when none or several do.
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections import Counter
 from typing import Any
@@ -131,8 +132,12 @@ def locate(names: list[str], argv: list[str]) -> str:
 
 
 def render_list(data: dict[str, Any]) -> list[str]:
-    from fray.cli import list_cmd, render
+    from fray.cli import render
     from fray.ops import human
+
+    # By name, as fray.cli.remote_output finds renderers: cli.main asks this module first, and list_cmd
+    # imports cli.main, so a plain import here would close a cycle.
+    list_cmd = importlib.import_module("fray.cli.list_cmd")
 
     total = sum(data["counts"].values())
     parts = [render.style(f"{count} {human.icon(status)} {status}", **render.status_style(status))
