@@ -109,9 +109,7 @@ def daemon_warning(data: dict[str, Any]) -> str | None:
 
 def _after(row: dict[str, Any]) -> str:
     """` ⇠ train, sweep:fail` in the tree: the dependency edges of a run started --after others."""
-    if "depth" not in row or not row.get("after"):
-        return ""
-    return " ⇠ " + ", ".join(e["name"] + ("" if e["on"] == "ok" else f":{e['on']}") for e in row["after"])
+    return " " + human.edges(row["after"]) if "depth" in row and row.get("after") else ""
 
 
 def row_cells(row: dict[str, Any]) -> list[Any]:

@@ -145,3 +145,10 @@ def as_of(daemon: dict[str, Any], now: float) -> str:
     if not lease:
         return ""
     return f"; what is shown is as of its last cycle, {duration(now - lease['last_cycle_at'])} ago"
+
+
+def edges(after: list[dict[str, Any]] | None) -> str:
+    """`⇠ train, eval:any`: the runs a row waits for (--after), '' for none; in `fray list --tree` and the dashboard."""
+    if not after:
+        return ""
+    return "⇠ " + ", ".join(e["name"] + ("" if e["on"] == "ok" else f":{e['on']}") for e in after)

@@ -58,7 +58,7 @@ def cells_of(row: Row) -> dict[str, str]:
     if row.get("paused") and row.get("phase") != "ended":
         status += " (paused)"
     return {
-        "icon": row["icon"], "name": row["name"], "mode": row.get("mode") or human.MISSING, "status": status,
+        "icon": row["icon"], "name": " ".join(filter(None, (row["name"], human.edges(row.get("after"))))), "mode": row.get("mode") or human.MISSING, "status": status,
         "node": row.get("node") or human.MISSING, "attempt": human.number(row.get("attempt")),
         "uptime": human.duration(row.get("uptime_sec")), "heartbeat": human.duration(row.get("heartbeat_age_sec")),
         "step": human.number(row.get("step")), "loss": human.number(row.get("loss")),
