@@ -193,3 +193,30 @@ def test_the_tree_shows_the_chain_and_stop_with_dependents_stops_all_of_it(home,
                           what=f"{run_id} to end")
         assert done["end"]["status"] == "stopped_manual", done["end"]
     assert not meta_of(home, report)["attempts"] and not meta_of(home, evaluation)["attempts"]
+
+
+def test_a_run_waits_for_a_whole_sweep_and_a_sweep_waits_for_a_run(home, daemon, scripts, tmp_path):
+    gate = tmp_path / "gate"
+    (scripts / "point.py").write_text("#!/usr/bin/env python3\nfrom fray import report\nreport.final()\n")
+    train = submit(home, str(scripts / "train.py"), "--", str(gate))
+    # A sweep whose points wait for train; then a report that waits for all of the sweep's points.
+    swept = json.loads(run_fray("submit", "--json", str(scripts / "point.py"), "--name", "sw", "--sweep", "x=1,2",
+                                "--after", train, home=home.root, check=True).stdout)
+    schema_validate("cli-sweep", swept)
+    after_all = submit(home, str(scripts / "report.py"), "--name", "summary", "--after", "sw",
+                       "--", str(tmp_path / "summary.jsonl"))
+    spec = meta_of(home, after_all)["spec"]["after"]
+    assert spec == [{"ref": "sw", "on": "ok", "name": "sw", "group": swept["group"], "size": 2}]
+    points = [run["run_id"] for run in swept["runs"]]
+    wait_until(lambda: all(home.run(p).meta.exists() and meta_of(home, p)["wait_reason"] for p in points),
+               timeout=60, what="the points to wait")
+    assert all(meta_of(home, p)["wait_reason"].startswith("waiting for train") for p in points)
+    assert meta_of(home, after_all)["wait_reason"] == "waiting for sweep sw (0 of 2 points ended)"
+    gate.write_text("ok")
+    done = wait_until(lambda: meta_of(home, after_all)["phase"] == "ended" and meta_of(home, after_all), timeout=90,
+                      what="the summary to end")
+    assert done["end"]["status"] == "completed_success"
+    assert all(meta_of(home, p)["end"]["status"] == "completed_success" for p in points)
+    told = json.loads((tmp_path / "summary.jsonl").read_text().splitlines()[0])
+    assert told["FRAY_AFTER_SW"] == ":".join(str(home.run(p).dir) for p in points)
+    assert told["FRAY_AFTER_SW_CHECKPOINT"] == ":"  # neither point checkpointed

@@ -39,7 +39,7 @@ def resolve(home: Home, texts: list[str], own_name: str, lookup: Callable[[Home,
 
 def _target(home: Home, ref: str, own_name: str, lookup: Callable[[Home, str], str]) -> dict[str, Any]:
     group = _group(home, ref.removeprefix("group:"))
-    if group is not None and (ref.startswith("group:") or group["id"] == ref):
+    if group is not None and (ref.startswith("group:") or group["group"] == ref):
         return group
     try:
         run_id = lookup(home, ref)
