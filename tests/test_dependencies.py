@@ -136,3 +136,27 @@ def test_the_dashboard_and_the_tree_name_each_edge():
     row = {"icon": "○", "name": "eval", "status": "pending", "reason": "waiting for train", "after": after}
     assert cells_of(row)["name"] == "eval ⇠ train, sw:any"
     assert cells_of({**row, "after": None})["name"] == "eval"
+
+
+def test_the_policy_holds_a_dependent_then_ends_it_failed_dependency_with_the_reason_as_is():
+    from fray.core import policy
+    from fray.core.model import Control
+    from fray.core.observation import BackendView
+    from fray.core.scheduler import Admission
+    from fray.core.status import Status, normalized_status
+
+    def step(m: Meta, admission: Admission) -> policy.Plan:
+        situation = policy.Situation(m, Control(), policy.AttemptFiles(), BackendView("running"), NOW)
+        return policy.decide(situation, lambda _request: admission)
+
+    dependent = meta("r-eval", "eval", [up()])
+    held = step(dependent, Admission(False, "waiting for train (healthy_running, attempt 2)"))
+    assert held.actions == [] and held.meta.wait_reason == "waiting for train (healthy_running, attempt 2)"
+    assert normalized_status(held.meta, None, NOW).status is Status.PENDING
+    ended = step(held.meta, Admission(False, "upstream train ended failed (x)", unschedulable=True,
+                                      final="failed_dependency"))
+    assert ended.actions == [policy.Finish("failed_dependency", "upstream train ended failed (x)")]
+    shown = normalized_status(ended.meta, None, NOW)
+    assert shown.status is Status.FAILED_DEPENDENCY and shown.icon == "⊘"
+    timed_out = step(dependent, Admission(False, "no node has 9 GPUs", unschedulable=True))
+    assert timed_out.actions == [policy.Finish("failed", "unschedulable: no node has 9 GPUs")]
