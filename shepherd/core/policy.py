@@ -467,7 +467,7 @@ def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> 
     admission = admit(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas))
     if not admission.admitted:
         if admission.unschedulable:  # past --scheduling-timeout, or an --after that can no longer hold
-            _end(plan, admission.final or EndStatus.FAILED.value, admission.reason if admission.final else f"unschedulable: {admission.reason}")
+            _end(plan, admission.final or EndStatus.FAILED.value, admission.end_reason)
         else:
             _wait(plan, admission.reason)
         return
