@@ -55,8 +55,8 @@ def dispatch(argv: list[str]) -> tuple[str, Any] | None:
                      f"{', '.join(names[1:])}), or none for this machine")
 
 
-def _asked(names: list[str], argv: list[str]) -> tuple[list[clusters.Answer], list[dict[str, Any]], str]:
-    """Every cluster's answer, its row in `clusters`, and the key of each answer's rows (`runs`, `rows`)."""
+def _asked(names: list[str], argv: list[str]) -> tuple[list[clusters.Answer], list[dict[str, Any]]]:
+    """Every cluster's answer, and its entry in the view's `clusters` (how it answered)."""
     from fray.ops import human
 
     answers = clusters.ask_all(names, argv, clusters.timeout_sec())
@@ -75,12 +75,12 @@ def _asked(names: list[str], argv: list[str]) -> tuple[list[clusters.Answer], li
                        "home": doc.get("home") if ok else None,
                        "daemon": doc.get("daemon") if ok and key == "runs" else None,
                        "seconds": round(answer.seconds, 3)})
-    return answers, states, key
+    return answers, states
 
 
 def list_view(names: list[str], argv: list[str]) -> dict[str, Any]:
     """`fray list` of every cluster (schemas/cli-clusters-list.json): each cluster's rows in turn."""
-    answers, states, _ = _asked(names, argv)
+    answers, states = _asked(names, argv)
     runs: list[dict[str, Any]] = []
     counts: Counter[str] = Counter()
     for answer, state in zip(answers, states):
@@ -93,7 +93,7 @@ def list_view(names: list[str], argv: list[str]) -> dict[str, Any]:
 
 def usage_view(names: list[str], argv: list[str]) -> dict[str, Any]:
     """`fray usage` of every cluster (schemas/cli-clusters-usage.json): the rows of each, and one total."""
-    answers, states, _ = _asked(names, argv)
+    answers, states = _asked(names, argv)
     rows: list[dict[str, Any]] = []
     total: dict[str, Any] = {"key": "total", "label": "total", **{k: 0 for k in USAGE_SUMS}}
     first: dict[str, Any] = {}
