@@ -193,6 +193,7 @@ def test_the_many_clusters_walkthrough_routed_commands_and_a_host_going_down(man
     schema_validate("cli-status", status)
     assert status["run"]["run_id"] == west["run_id"] and status["dir"].startswith(str(many.homes["west"]))
     assert fray("logs", "here-hello").stdout == f"hello from {home.root}\n"
+    assert fray("logs", "--attempt", "1", "east-hello").stdout == f"hello from {many.homes['east']}\n"
     missing = fray("status", "no-such-run", check=False)
     assert missing.returncode == 2 and "no run matches 'no-such-run' on local, east, west" in missing.stderr
 
@@ -242,3 +243,16 @@ def test_hosts_not_in_the_ssh_config_and_bad_remotes_are_refused_writing_nothing
     proc = fray("list", "--remote", "all", check=False)
     assert proc.returncode == 2 and "--remote all uses the hosts of `remotes`" in proc.stderr
     assert not home.root.exists()  # nothing was written, not even FRAY_HOME
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["status", "train"], (["status", "train"], None)),
+    (["logs", "--attempt", "2", "-n", "5", "train", "-f"], (["logs", "train"], None)),
+    (["control", "stop", "--group", "sw", "--json"], (["control", "stop"], "sw")),
+    (["control", "blacklist-add", "train", "--node", "n3", "--ttl", "1h"], (["control", "blacklist-add", "train"], None)),
+    (["--home", "/h", "control", "stop", "--group=sw"], (["control", "stop"], "sw")),
+])
+def test_a_routed_command_finds_its_run_among_its_options(argv, expected):
+    from fray.cli.clusters_view import _arguments
+
+    assert _arguments(argv) == expected

@@ -27,6 +27,9 @@ from fray.remote import clusters, forward
 
 FANNED = (["list"], ["usage"])
 ROUTED = (["status"], ["logs"], ["control"])
+# Options of the routed commands that take a value (the value is not their RUN).
+VALUE_OPTIONS = frozenset({"--home", "--attempt", "--lines", "-n", "--task", "--group", "--id", "--reason", "--set",
+                           "--node", "--ttl"})
 USAGE_SUMS = ("runs", "attempts", "running", "wall_sec", "useful_sec", "lost_sec", "cpu_hours", "gpu_hours",
               "tpu_chip_hours")
 
@@ -112,14 +115,17 @@ def usage_view(names: list[str], argv: list[str]) -> dict[str, Any]:
 
 
 def locate(names: list[str], argv: list[str]) -> str:
-    """The one cluster that has the run `argv` names (RUN: its first argument); UsageError otherwise."""
-    words = forward.command_words(argv)
-    at = 2 if words[:1] == ["control"] else 1
-    if len(words) <= at:
-        raise UsageError(f"`fray {' '.join(words)}` over several clusters needs a RUN to find (or --remote HOST)")
-    run = words[at]
-    answers = clusters.ask_all(names, ["status", run], clusters.timeout_sec())
-    found = [a.cluster for a in answers if a.exit_code == 0 and isinstance(a.document, dict) and "run" in a.document]
+    """The one cluster that has the run (or `--group`) `argv` names; UsageError otherwise."""
+    positional, group = _arguments(argv)
+    at = 2 if positional[:1] == ["control"] else 1
+    if group is not None:
+        run, probe, key = group, ["list", "--group", group], "runs"
+    elif len(positional) > at:
+        run, probe, key = positional[at], ["status", positional[at]], "run"
+    else:
+        raise UsageError(f"`fray {' '.join(positional)}` over several clusters needs a RUN to find (or --remote HOST)")
+    answers = clusters.ask_all(names, probe, clusters.timeout_sec())
+    found = [a.cluster for a in answers if a.exit_code == 0 and isinstance(a.document, dict) and key in a.document]
     if len(found) == 1:
         return found[0]
     if found:
@@ -129,6 +135,26 @@ def locate(names: list[str], argv: list[str]) -> str:
     asked = [a.cluster for a in answers if a.document is not None]
     raise UsageError(f"no run matches {run!r} on {', '.join(asked) or 'any cluster'}{tail} "
                      "(`fray list` shows every cluster's runs)")
+
+
+def _arguments(argv: list[str]) -> tuple[list[str], str | None]:
+    """(the command's words that are not options or their values, the --group value) of a routed command."""
+    words = argv[: argv.index(forward.SEPARATOR)] if forward.SEPARATOR in argv else argv
+    positional: list[str] = []
+    group = None
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word in VALUE_OPTIONS and index + 1 < len(words):
+            group = words[index + 1] if word == "--group" else group
+            index += 2
+            continue
+        if word.startswith("--group="):
+            group = word.split("=", 1)[1]
+        elif not word.startswith("-"):
+            positional.append(word)
+        index += 1
+    return positional, group
 
 
 def render_list(data: dict[str, Any]) -> list[str]:
