@@ -2,9 +2,9 @@
 and `status`, `logs`, `control` routed to the cluster that holds the run.
 
 Which clusters: fray.remote.clusters (`--remote a,b`, `--remote all`, or the user config's `remotes`).
-Each answers its own `--json` document, asked in parallel with a per-host timeout; here they are
-merged, every row carrying its `cluster` (schemas/cli-clusters-list.json, cli-clusters-usage.json),
-and rendered with a CLUSTER column. A cluster that could not answer (down, refused, timed out) is one
+Each answers its own `--json` document, asked in parallel with a per-host timeout; fray.ops.clusters
+merges them, every row carrying its `cluster` (schemas/cli-clusters-list.json, cli-clusters-usage.json),
+and here they are rendered with a CLUSTER column. A cluster that could not answer (down, refused, timed out) is one
 row saying so; the others are shown all the same, and the exit code is 0 once the view is printed.
 
 A run-scoped command (`status RUN`, `logs RUN`, `control OP RUN`) first asks every cluster for RUN
@@ -15,8 +15,6 @@ has it, or refused (exit 2) when none or several do.
 from __future__ import annotations
 
 import importlib
-import time
-from collections import Counter
 from typing import Any
 
 from fray.errors import UsageError
@@ -30,8 +28,6 @@ ROUTED = (["status"], ["logs"], ["control"])
 # Options of the routed commands that take a value (the value is not their RUN).
 VALUE_OPTIONS = frozenset({"--home", "--attempt", "--lines", "-n", "--task", "--group", "--id", "--reason", "--set",
                            "--node", "--ttl"})
-USAGE_SUMS = ("runs", "attempts", "running", "wall_sec", "useful_sec", "lost_sec", "cpu_hours", "gpu_hours",
-              "tpu_chip_hours")
 
 
 def dispatch(argv: list[str]) -> tuple[str, Any] | None:
@@ -46,9 +42,9 @@ def dispatch(argv: list[str]) -> tuple[str, Any] | None:
         return None
     if command in FANNED:
         from fray.cli import output
+        from fray.ops import clusters as views
 
-        view = list_view if command == ["list"] else usage_view
-        data = view(names, rest)
+        data = (views.list_view if command == ["list"] else views.usage_view)(names, rest)
         output.emit(data, "--json" in rest, render_list if command == ["list"] else render_usage)
         return "done", 0
     if command in ROUTED:
@@ -56,62 +52,6 @@ def dispatch(argv: list[str]) -> tuple[str, Any] | None:
         return ("local", None) if where == clusters.LOCAL else ("remote", where)
     raise UsageError(f"`fray {' '.join(command) or '...'}` acts on one cluster: give --remote HOST (one of "
                      f"{', '.join(names[1:])}), or none for this machine")
-
-
-def _asked(names: list[str], argv: list[str]) -> tuple[list[clusters.Answer], list[dict[str, Any]]]:
-    """Every cluster's answer, and its entry in the view's `clusters` (how it answered)."""
-    from fray.ops import human
-
-    answers = clusters.ask_all(names, argv, clusters.timeout_sec())
-    key = "runs" if forward.command_words(argv)[:1] == ["list"] else "rows"
-    states = []
-    for answer in answers:
-        doc = answer.document
-        ok = isinstance(doc, dict) and key in doc
-        if ok:
-            detail = f"{human.plural(len(doc[key]), 'row')} in {answer.seconds:.1f}s"
-        elif isinstance(doc, dict) and "error" in doc:
-            detail = str(doc["error"].get("message", "")).splitlines()[0]
-        else:
-            detail = answer.error or f"exit {answer.exit_code}"
-        states.append({"cluster": answer.cluster, "state": "ok" if ok else "unavailable", "detail": detail,
-                       "home": doc.get("home") if ok else None,
-                       "daemon": doc.get("daemon") if ok and key == "runs" else None,
-                       "seconds": round(answer.seconds, 3)})
-    return answers, states
-
-
-def list_view(names: list[str], argv: list[str]) -> dict[str, Any]:
-    """`fray list` of every cluster (schemas/cli-clusters-list.json): each cluster's rows in turn."""
-    answers, states = _asked(names, argv)
-    runs: list[dict[str, Any]] = []
-    counts: Counter[str] = Counter()
-    for answer, state in zip(answers, states):
-        if state["state"] == "ok":
-            runs += [{**row, "cluster": answer.cluster} for row in answer.document["runs"]]
-            counts.update(answer.document["counts"])
-    return {"generated_at": time.time(), "clusters": states, "counts": dict(counts), "runs": runs,
-            "active_only": "--active" in argv}
-
-
-def usage_view(names: list[str], argv: list[str]) -> dict[str, Any]:
-    """`fray usage` of every cluster (schemas/cli-clusters-usage.json): the rows of each, and one total."""
-    answers, states = _asked(names, argv)
-    rows: list[dict[str, Any]] = []
-    total: dict[str, Any] = {"key": "total", "label": "total", **{k: 0 for k in USAGE_SUMS}}
-    first: dict[str, Any] = {}
-    for answer, state in zip(answers, states):
-        if state["state"] != "ok":
-            continue
-        doc = answer.document
-        first = first or doc
-        rows += [{**row, "cluster": answer.cluster} for row in doc["rows"]]
-        for key in USAGE_SUMS:
-            total[key] += doc["total"][key]
-    total["goodput"] = round(total["useful_sec"] / total["wall_sec"], 4) if total["wall_sec"] else None
-    rows.sort(key=lambda row: -row["wall_sec"])
-    return {"generated_at": time.time(), "clusters": states, "by": first.get("by", "run"),
-            "since": first.get("since"), "since_text": first.get("since_text", ""), "rows": rows, "total": total}
 
 
 def locate(names: list[str], argv: list[str]) -> str:
