@@ -126,6 +126,8 @@ EVERY_OPTION = [
     ("--scheduling-timeout 2h", "scheduling_timeout_sec", 7200.0),
     ("--scheduling-timeout 10m", "scheduling_timeout_sec", 600.0),
     ("--scheduling-timeout off", "scheduling_timeout_sec", None),
+    ("--after train", "after", {"train:ok": "train:ok"}),
+    ("--after 20261122-101530-train-3fa2:any", "after", {"20261122-101530-train-3fa2:any": "20261122-101530-train-3fa2:any"}),
     ("--code ../project", "code", "../project"),
     ("--code none", "code", "none"),
     ("--workdir /scratch/me", "workdir", "/scratch/me"),

@@ -129,9 +129,10 @@ def _promote_in_place(root: Path, name: str, staging: Path) -> None:
                               f"this one stays in {staging}")
 
 
-def latest_checkpoint() -> Path | None:
-    """The most recently promoted checkpoint folder, or None when there is none."""
-    root = _root() or Path("checkpoints")
+def latest_checkpoint(root: Path | None = None) -> Path | None:
+    """The most recently promoted checkpoint folder, or None when there is none; `root`: another run's
+    checkpoint folder (what the daemon tells a run started --after it), else this run's."""
+    root = root or _root() or Path("checkpoints")
     promoted = [*_renamed(root), *_recorded(root)]
     if not promoted:
         return None

@@ -54,7 +54,8 @@ GROUP = click.option("--group", metavar="GROUP", help="Instead of RUN, every run
                      "id, a unique prefix of one, or the sweep's name. Runs it does not apply to are skipped.")
 
 
-def _request(ctx: click.Context, run: str | None, op: str, as_json: bool, group: str | None = None) -> None:
+def _request(ctx: click.Context, run: str | None, op: str, as_json: bool, group: str | None = None,
+             with_dependents: bool = False) -> None:
     if (run is None) == (group is None):
         raise UsageError(f"give either RUN or --group GROUP: fray control {op} RUN, or fray control {op} --group GROUP")
     home = home_of(ctx)
@@ -66,10 +67,15 @@ def _request(ctx: click.Context, run: str | None, op: str, as_json: bool, group:
         return
     assert run is not None
     run_id = runs.resolve(home, run)
+    chain = requests.dependents_of(home, run_id) if with_dependents else []
+    # The farthest first: no dependent may see its upstream stopped and start in between (an :any one would).
+    also = [requests.request(home, dependent, op) for dependent, _name in reversed(chain)][::-1]
     asked = requests.request(home, run_id, op)
     lease.ensure_running(home)
     data = {"run_id": run_id, "name": asked.meta.name, "op": op, "control": asked.control.to_dict(),
             "effect": asked.effect, "next": f"{fray_prefix(home)} status {run_id}"}
+    if with_dependents:
+        data["dependents"] = [{"run_id": r.run_id, "name": r.meta.name, "effect": r.effect} for r in also]
     output.emit(data, as_json, render_control)
 
 
@@ -81,9 +87,12 @@ def _make(op: str) -> click.Command:
     @click.option("--json", "as_json", is_flag=True,
                   help="Print JSON (schemas/cli-control.json; with --group schemas/cli-control-group.json).")
     @click.pass_context
-    def command(ctx: click.Context, run: str | None, group: str | None, as_json: bool) -> None:
-        _request(ctx, run, op, as_json, group)
+    def command(ctx: click.Context, run: str | None, group: str | None, as_json: bool, **chain: bool) -> None:
+        _request(ctx, run, op, as_json, group, chain.get("with_dependents", False))
 
+    if op == "stop":
+        command = click.option("--with-dependents", is_flag=True,
+                               help="Also stop every run waiting for RUN (--after), and theirs.")(command)
     return command
 
 
@@ -276,5 +285,9 @@ def _node_of(home: Home, run_id: str) -> str:
 
 
 def render_control(data: dict[str, Any]) -> list[str]:
-    return [f"requested {render.style(data['op'], bold=True)} for run {data['run_id']} ({data['name']})",
-            f"  {data['effect']}", f"  follow it with: {data['next']}"]
+    lines = [f"requested {render.style(data['op'], bold=True)} for run {data['run_id']} ({data['name']})",
+             f"  {data['effect']}"]
+    if "dependents" in data:
+        lines.append(f"  and for {len(data['dependents'])} run(s) waiting for it (--after):")
+        lines += [f"    {d['name']} ({d['run_id']}): {d['effect']}" for d in data["dependents"]]
+    return lines + [f"  follow it with: {data['next']}"]

@@ -33,13 +33,15 @@ COLUMNS = (
 # Runs that need no daemon: ended ones, and those whose files cannot be read.
 ENDED_STATUSES = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED.value,
                             Status.STOPPED_MANUAL.value, Status.FAILED.value, Status.FAILED_CONFIG.value,
+                            Status.FAILED_DEPENDENCY.value,
                             Status.ERROR_UNKNOWN.value})
 
 
 @click.command("list")
 @click.option("--active", is_flag=True, help="Only runs that have not ended.")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N", help="Show at most N runs (the newest).")
-@click.option("--tree", is_flag=True, help="Show jobs launched through the cluster API under their parent.")
+@click.option("--tree", is_flag=True, help="Show jobs launched through the cluster API under their parent, and runs "
+              "started --after others under their upstream (⇠ names every upstream).")
 @click.option("--group", metavar="GROUP", help="Only the runs of this group (a sweep), in index order. GROUP is "
               "a group id, a unique prefix of one, or the sweep's name.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-list.json).")
@@ -108,6 +110,11 @@ def daemon_warning(data: dict[str, Any]) -> str | None:
     return render.style(text, fg="yellow", bold=True)
 
 
+def _after(row: dict[str, Any]) -> str:
+    """` ⇠ train, sweep:fail` in the tree: the dependency edges of a run started --after others."""
+    return " " + human.edges(row["after"]) if "depth" in row and row.get("after") else ""
+
+
 def row_cells(row: dict[str, Any]) -> list[Any]:
     colour = render.status_style(row["status"])
     if row.get("kind") == "group":  # a sweep folded into one row (fray.core.group_rows)
@@ -119,7 +126,7 @@ def row_cells(row: dict[str, Any]) -> list[Any]:
         status += f" · {row['priority']}"  # the band it waits in (fray.core.placement.priority)
     return [
         (row["icon"], colour),
-        ("  " * (row["depth"] - 1) + "└ " if row.get("depth") else "") + row["name"],
+        ("  " * (row["depth"] - 1) + "└ " if row.get("depth") else "") + row["name"] + _after(row),
         row["run_id"],
         (status, colour),
         human.number(row["attempt"]),

@@ -145,6 +145,18 @@ def run(argv: list[str]) -> int:
     invocation = arguments.normalize(argv)
     failures.json_errors.set(invocation.as_json)
     host, local_argv = forward.split(argv)
+    from fray.cli import clusters_view  # `--remote a,b`, `--remote all`, `remotes = [...]`: every cluster
+
+    try:
+        spanned = clusters_view.dispatch(argv)
+    except FrayError as exc:
+        return failures.report(exc) or 2
+    if spanned is not None:
+        what, value = spanned
+        if what == "done":
+            return value
+        host = value  # the run's own cluster: a host, or None for this machine
+        invocation = arguments.normalize(local_argv)
     if forward.handles(host, local_argv):
         from fray.cli import remote_output
 

@@ -34,6 +34,7 @@ STATUS_COLOURS: dict[str, dict[str, Any]] = {
     Status.STOPPED_MANUAL.value: {"dim": True},
     Status.FAILED.value: {"fg": "red", "bold": True},
     Status.FAILED_CONFIG.value: {"fg": "magenta", "bold": True},
+    Status.FAILED_DEPENDENCY.value: {"fg": "red"},
     Status.ERROR_UNKNOWN.value: {"fg": "red", "bold": True},
 }
 DAEMON_COLOURS: dict[str, dict[str, Any]] = {"running": {"fg": "green"}, "stale": {"fg": "yellow", "bold": True},

@@ -70,6 +70,8 @@ def render_status(data: dict[str, Any]) -> list[str]:
         facts.append(("waiting", data["wait_reason"]))
     if data["next_attempt_at"]:
         facts.append(("next attempt", human.timestamp(data["next_attempt_at"], now)))
+    if detail.after_summary(spec):
+        facts.append(("after", detail.after_summary(spec)))
     facts += [
         ("mode", detail.mode_summary(spec)),
         ("resources", detail.resources_summary(spec)),

@@ -169,6 +169,7 @@ class JobRequest:
     max_retries_preemption: int = 100
     reservation: str | None = None
     time_limit_sec: float | None = None  # Slurm's --time (SIGUSR1 comes two minutes before it); Slurm only
+    after: Sequence[str] = ()  # runs it waits for, `RUN[:ok|:fail|:any]` as `fray submit --after` (FRAY_HOME only)
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):

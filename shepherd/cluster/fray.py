@@ -33,7 +33,7 @@ from fray.state.layout import Home
 from fray.core.model import AttemptState, Meta, Phase
 
 END_STATUS = {"completed_success": JobStatus.SUCCEEDED, "failed": JobStatus.FAILED,
-              "failed_config": JobStatus.FAILED,
+              "failed_config": JobStatus.FAILED, "failed_dependency": JobStatus.FAILED,
               "stopped_manual": JobStatus.STOPPED, "ended_expired": JobStatus.STOPPED}
 
 

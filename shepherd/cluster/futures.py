@@ -67,7 +67,8 @@ def resources_of(value: ResourceConfig | Mapping[str, Any] | None) -> tuple[Reso
 def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Mapping[str, Any] | None = None,
            backend: str | None = None, name: str | None = None, max_retries: int = 0,
            max_retries_preemption: int = 100, environment: EnvironmentConfig | None = None,
-           home: str | os.PathLike[str] | None = None, **kwargs: Any) -> "RunFuture":
+           home: str | os.PathLike[str] | None = None, after: Iterable["RunFuture | str"] = (),
+           **kwargs: Any) -> "RunFuture":
     """Run `fn(*args, **kwargs)` as a fray run; its future.
 
     Every keyword this function does not name itself goes to `fn` (wrap `fn`
@@ -76,7 +77,10 @@ def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Ma
     `max_retries` counts the attempts that raise or fail (the workload
     budget), `max_retries_preemption` the node's failures and preemptions.
     A callable with a `checkpoint` method resumes from what it returns
-    (fray.cluster.resuming).
+    (fray.cluster.resuming). `after`: futures (or `RUN[:ok|:fail|:any]` texts)
+    of runs it waits for, as `fray submit --after`: it starts once they
+    succeeded, and ends failed_dependency (its future raising JobFailed) if
+    one cannot.
     """
     if backend is not None and backend not in backend_names.BACKENDS:
         raise UsageError(f"backend {backend!r} is not known; choose one of {', '.join(backend_names.BACKENDS)}")
@@ -84,7 +88,8 @@ def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Ma
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
     request = JobRequest(label, Entrypoint.from_callable(fn, args, kwargs), resources=config,
                          environment=environment or EnvironmentConfig(), max_retries_failure=max_retries,
-                         max_retries_preemption=max_retries_preemption, time_limit_sec=time_limit)
+                         max_retries_preemption=max_retries_preemption, time_limit_sec=time_limit,
+                         after=[u.run_id if isinstance(u, RunFuture) else u for u in after])
     cluster = FrayCluster(home, backend=backend)
     return RunFuture(cluster, cluster.launch(request))
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from fray.backends import offers
 from fray.wrapper import contract
-from fray.core import directives
-from fray.state import runs
+from fray.core import dependencies, directives
+from fray.state import runs, upstreams
 from fray.cluster import payloads
 from fray.cluster.api import ClusterError, JobRequest
 from fray.cluster.entry import SHIM
@@ -51,7 +51,8 @@ class Prepared:
     job: dict[str, Any]
 
 
-def prepare(request: JobRequest, family: Family, now: float, group: dict[str, Any] | None = None) -> Prepared:
+def prepare(home: Home, request: JobRequest, family: Family, now: float,
+            group: dict[str, Any] | None = None) -> Prepared:
     """Check and serialize one job; ClusterError (nothing written) when it cannot be launched."""
     entry = request.entrypoint
     payload = script_data = None
@@ -80,7 +81,10 @@ def prepare(request: JobRequest, family: Family, now: float, group: dict[str, An
                    sbatch=time_limit_lines(request, family.backend))
     try:
         directives.check_spec(spec)
-    except UsageError as exc:
+        # Its upstreams (`after`), settled now as `fray submit --after` settles them (fray.state.upstreams).
+        spec.after = upstreams.resolve(home, [text for t in request.after for text in dependencies.parse_after(t)],
+                                       request.name, runs.resolve)
+    except (UsageError, ValueError) as exc:
         raise ClusterError(f"job {request.name!r}: {exc}") from None
     meta = runs.new_meta(request.name, now, family.workdir, spec, source=f"{entry.kind}: {entry.describe()}",
                          frozen=SHIM_NAME, script=SHIM.encode(), parent_run_id=family.parent_run_id,
@@ -125,7 +129,7 @@ def launch(home: Home, requests: list[JobRequest], family: Family, group_id: str
     prepared = []
     for index, request in enumerate(requests):
         group = {"id": group_id, "size": len(requests), "index": index} if group_id else None
-        prepared.append(prepare(request, family, now, group))
+        prepared.append(prepare(home, request, family, now, group))
     for item in prepared:
         _refuse_what_can_never_start(home, item.meta)
     runs.write_runs(home, [_new_run(home, item) for item in prepared])
@@ -144,7 +148,7 @@ def launch_sweep(home: Home, requests: list[JobRequest], family: Family, name: s
     now = time.time()
     members = []
     for index, request in enumerate(requests):
-        prepared = prepare(request, family, now)
+        prepared = prepare(home, request, family, now)
         if index == 0:  # the points differ only in their arguments: one check speaks for all
             _refuse_what_can_never_start(home, prepared.meta)
         new = _new_run(home, prepared)

@@ -122,6 +122,9 @@ class LocalCluster(ClusterBase):
             self._state.warned = True
             warnings.warn("LocalCluster runs jobs as threads of this process: env_vars and pip packages of "
                           "EnvironmentConfig are not applied", RuntimeWarning, stacklevel=4)
+        if request.after:  # threads start at once: nothing here watches another job's end
+            raise ClusterError(f"job {request.name!r}: `after` needs a FRAY_HOME cluster (fray.submit, or "
+                               "FrayCluster), whose daemon starts it once its upstream runs ended")
         if request.reservation is not None and request.reservation not in self._state.reservations:
             raise ClusterError(f"job {request.name!r}: no reservation {request.reservation!r} "
                                "(create_reservation returns its id)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fray.core import values
+from fray.core import dependencies, values
 from fray.core.backend_names import BACKEND_NAMES
 from fray.core.model import Mode, RunSpec
 from fray.core.placement import values as placement_values
@@ -276,5 +276,12 @@ OPTIONS: tuple[DirectiveOption, ...] = (
         "after it could start: held by fray's placement, or pending in Slurm's or the cloud's queue "
         "(default off)",
         values.duration_or_off,
+    ),
+    DirectiveOption(
+        "--after", "after", "RUN[:ok|:fail|:any]",
+        "start only once RUN (a run name, id or sweep group) has succeeded (ok, the default), failed (fail) or "
+        "ended (any), whatever attempts it took; if it cannot, this run ends failed_dependency (repeatable). "
+        "The job sees FRAY_AFTER_<NAME> (its folder) and FRAY_AFTER_<NAME>_CHECKPOINT",
+        dependencies.parse_after, repeatable=True,
     ),
 )

@@ -235,7 +235,7 @@ def build_spec(
     # --code, --python, --venv, ... are settled at submit into the spec (fray.state.run_code), not here.
     chosen = {k: v for k, v in {**parsed.overrides, **cli_overrides}.items() if k not in SUBMIT_SETTLED}
     chosen["env"] = {**parsed.overrides.get("env", {}), **cli_overrides.get("env", {})}
-    for field in ("constraints", "tolerations"):  # repeatable: text -> itself, kept in the order given
+    for field in ("constraints", "tolerations", "after"):  # repeatable: text -> itself, kept in the order given
         merged = {**parsed.overrides.get(field, {}), **cli_overrides.get(field, {})}
         chosen[field] = list(merged.values())
     _fill_heartbeat_defaults(chosen)

@@ -177,13 +177,15 @@ def stale_endpoint(run_id: str | None, attempt: int | None, meta: Meta | None, r
 def tree(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     """(depth, row) with every run under its parent: roots in the given order, children in launch order.
 
-    A child whose parent is not among the rows (filtered out, or deleted) is shown as a root.
+    A run with no parent that waits for others (--after) goes under the first of its upstream runs
+    shown. A child whose parent is not among the rows (filtered out, or deleted) is shown as a root.
     """
     ids = {row["run_id"] for row in rows}
     children: dict[str, list[dict[str, Any]]] = {}
     roots = []
     for row in rows:
-        parent = row.get("parent_run_id")
+        upstreams = [edge["run_id"] for edge in row.get("after", ()) if edge.get("run_id") in ids]
+        parent = row.get("parent_run_id") or next(iter(upstreams), None)
         if parent and parent in ids and parent != row["run_id"]:
             children.setdefault(parent, []).append(row)
         else:

@@ -22,8 +22,8 @@ Row = dict[str, Any]
 KEY_PREFIX = "group:"
 # Which member status a group row shows: the first here that any member has.
 _SHOWN = [Status.ERROR_UNKNOWN, Status.CRASH_LOOP, Status.UNRESPONSIVE, Status.RUNNING_DEGRADED, Status.RESTARTING,
-          Status.HEALTHY_RUNNING, Status.PENDING, Status.FAILED_CONFIG, Status.FAILED, Status.STOPPED_MANUAL, Status.ENDED_EXPIRED,
-          Status.COMPLETED_SUCCESS]
+          Status.HEALTHY_RUNNING, Status.PENDING, Status.FAILED_CONFIG, Status.FAILED, Status.FAILED_DEPENDENCY,
+          Status.STOPPED_MANUAL, Status.ENDED_EXPIRED, Status.COMPLETED_SUCCESS]
 _ORDER = {status.value: index for index, status in enumerate(_SHOWN)}
 
 

@@ -108,6 +108,7 @@ class EndStatus(str, Enum):
     FAILED_CONFIG = "failed_config"  # a submission the backend refuses whatever the retry (bad option, no such partition)
     STOPPED_MANUAL = "stopped_manual"
     ENDED_EXPIRED = "ended_expired"
+    FAILED_DEPENDENCY = "failed_dependency"  # an upstream run of --after can no longer satisfy it
 
 
 # Partition fallback: after this many failures in a row on a partition, use the next
@@ -185,6 +186,9 @@ class RunSpec:
     group_by: str | None = None  # all tasks on workers sharing this attribute, or none (--group-by)
     priority: str = "interactive"  # production | interactive | batch (--priority)
     scheduling_timeout_sec: float | None = None  # not placed this long after it could start: ends (--scheduling-timeout)
+    # Upstream runs it waits for (--after), resolved at submit: {ref, on, name, run_id | group, size}
+    # (fray.core.dependencies; as parsed, before submit settles them, the texts as written).
+    after: list[Any] = field(default_factory=list)
 
     @property
     def provisioning(self) -> str:

@@ -442,8 +442,8 @@ def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> 
     spec = meta.spec
     admission = admit(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas))
     if not admission.admitted:
-        if admission.unschedulable:
-            _end(plan, EndStatus.FAILED.value, f"unschedulable: {admission.reason}")
+        if admission.unschedulable:  # past --scheduling-timeout, or an --after that can no longer hold
+            _end(plan, admission.final or EndStatus.FAILED.value, admission.end_reason)
         else:
             _wait(plan, admission.reason)
         return

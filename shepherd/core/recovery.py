@@ -51,6 +51,10 @@ def next_steps(status: str, reason: str, run_id: str, spec: Mapping[str, Any] | 
         return [f"{prefix} submit SCRIPT ...  # fix what the {backend} backend refused (the reason above) and "
                 "submit again: retrying the same submission gets the same answer",
                 f"{run} start {run_id}  # the same submission again, once the cluster itself has changed"]
+    if status == "failed_dependency":
+        return [f"{prefix} status {run_id}  # which run it waited for (--after), and how that one ended",
+                f"{run} start UPSTREAM  # run what it waits for again; then start this one",
+                f"{run} start {run_id}  # waits again for what it names (--after), then runs"]
     if status == "stopped_manual":
         return [f"{run} start {run_id}  # start it again"]
     if status == "ended_expired":

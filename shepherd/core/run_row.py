@@ -39,7 +39,14 @@ def row_of(run_id: str, meta: Meta | None, paused: bool, problem: str | None, he
         "parent_run_id": meta.parent_run_id,
         "priority": meta.spec.priority,
         "group": _group(meta.group),
+        **({"after": [_edge(u) for u in meta.spec.after]} if meta.spec.after else {}),
     }
+
+
+def _edge(upstream: dict[str, Any]) -> dict[str, Any]:
+    """One dependency edge (--after): the upstream run or sweep group, its name and the condition."""
+    target = {"run_id": upstream["run_id"]} if upstream.get("run_id") else {"group": upstream["group"]}  # edge_key's two forms
+    return {**target, "name": upstream["name"], "on": upstream["on"]}
 
 
 def _group(group: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -42,7 +42,13 @@ class Admission:
     admitted: bool
     reason: str = ""
     gpu_ids: tuple[int, ...] = ()
-    unschedulable: bool = False  # not admitted, and past its --scheduling-timeout: the run ends
+    unschedulable: bool = False  # refused for good (past --scheduling-timeout, an --after that cannot hold): it ends
+    final: str | None = None  # with unschedulable: the run's end status and this reason as is (else failed)
+
+    @property
+    def end_reason(self) -> str:
+        """Why a refusal for good ends the run: an --after's own words, else unschedulable."""
+        return self.reason if self.final else f"unschedulable: {self.reason}"
 
 
 @dataclass

@@ -29,6 +29,7 @@ class Status(str, Enum):
     STOPPED_MANUAL = "stopped_manual"
     FAILED = "failed"
     FAILED_CONFIG = "failed_config"
+    FAILED_DEPENDENCY = "failed_dependency"
     ERROR_UNKNOWN = "error_unknown"
 
 
@@ -44,6 +45,7 @@ ICONS: dict[Status, str] = {
     Status.STOPPED_MANUAL: "■",
     Status.FAILED: "✗",
     Status.FAILED_CONFIG: "⊘",
+    Status.FAILED_DEPENDENCY: "⊗",
     Status.ERROR_UNKNOWN: "✗",
 }
 

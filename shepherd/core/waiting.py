@@ -12,7 +12,7 @@ it waits for, why it restarts) is news whenever it changes. Exit codes, the
 same for every waiting command (README: Waiting for runs):
 
     0  every run completed_success
-    1  a run ended otherwise (failed, failed_config, stopped_manual, ended_expired, ...)
+    1  a run ended otherwise (failed, failed_config, failed_dependency, stopped_manual, ...)
     3  a run can never start where it is (the wait gives up; the run is left as it is)
 """
 
@@ -32,7 +32,7 @@ NEVER_STARTS = "can never start"
 # Statuses whose reason is worth printing each time it changes: what the run waits for, or why it restarts.
 _WAITING = frozenset({Status.PENDING.value, Status.RESTARTING.value, Status.CRASH_LOOP.value})
 _ENDED = frozenset({Status.COMPLETED_SUCCESS.value, Status.FAILED.value, Status.FAILED_CONFIG.value,
-                    Status.STOPPED_MANUAL.value, Status.ENDED_EXPIRED.value})
+                    Status.FAILED_DEPENDENCY.value, Status.STOPPED_MANUAL.value, Status.ENDED_EXPIRED.value})
 
 
 def news_key(row: Mapping[str, Any]) -> tuple[Any, ...]:

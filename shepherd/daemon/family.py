@@ -15,6 +15,8 @@ Each cycle the daemon asks `FamilyKeeper.prepare` for
   could ever take waits with the reason (`placement.runs.never_placeable`).
   A run held past its --scheduling-timeout is refused for good: it ends.
   Members of a sweep also wait for their group's `--max-parallel` (`sweep_gate`).
+  A run with `--after` that has never started waits for its upstreams (`dependencies.gate`);
+  when they can no longer satisfy it, its admission is a final refusal that ends it failed_dependency.
 
 `sweep_endpoints` removes the endpoint files of actors whose job has ended or
 moved on to a later attempt (the new attempt's server registers afresh), at
@@ -32,12 +34,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from fray.actors import endpoints
-from fray.core import family, reservations, sweep_gate
+from fray.core import dependencies, family, reservations, sweep_gate
 from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.priority import Credits, parse_band
 from fray.core.placement.runs import credits_from, never_placeable, place_on_machine
 from fray.core.scheduler import Admission, Ledger, Request, run_request
+from fray.core.status import normalized_status
 from fray.errors import CorruptFileError
 from fray.state import store
 from fray.state import layout
@@ -94,10 +97,15 @@ class FamilyKeeper:
             orders.setdefault(run_id, why)
         credits = credits_from(self.config, [m for m in metas.values() if m is not None], now)
         sweeps = sweep_gate.plan((m for m in metas.values() if m is not None), submits_together)
-        held_back = _held_back(active, orders, plan, admitter.ledgers, now, credits, sweeps)
+        gates = _gates(active, metas, runs, now)
+        held_back = _held_back([r for r in active if r.meta is None or r.meta.run_id not in gates], orders, plan,
+                               admitter.ledgers, now, credits, sweeps)
 
         def admit_for(meta: Meta) -> Callable[[Request], Admission]:
             run_id = meta.run_id
+            if run_id in gates:
+                refusal = gates[run_id]
+                return lambda _request: refusal
             if run_id in plan.granted:
                 return lambda _request: plan.granted[run_id]
             if run_id in plan.waiting:
@@ -163,6 +171,26 @@ class FamilyKeeper:
 def _metas(runs: list[Any]) -> dict[str, Meta | None]:
     """run id -> meta (None: unreadable) of every run folder (the meta's own id avoids a Path.name each)."""
     return {(r.meta.run_id if r.meta is not None else r.paths.run_id): r.meta for r in runs}
+
+
+def _gates(active: list[Any], metas: dict[str, Meta | None], runs: list[Any], now: float) -> dict[str, Admission]:
+    """Run id -> the refusal of each run held by its --after this cycle (final: failed_dependency)."""
+    gates: dict[str, Admission] = {}
+    paths = {r.paths.run_id: r.paths for r in runs}
+
+    def status_of(upstream: Meta) -> str:
+        attempt = upstream.in_flight
+        beat = store.read_heartbeat(paths[upstream.run_id].attempt(attempt.number).heartbeat) \
+            if attempt is not None and upstream.run_id in paths else None
+        return normalized_status(upstream, beat, now).status.value
+
+    for run in active:
+        meta = run.meta
+        verdict = dependencies.gate(meta, metas, paths.__contains__, status_of) if meta is not None else None
+        if verdict is not None and not verdict.start:
+            gates[meta.run_id] = Admission(False, verdict.reason, unschedulable=verdict.broken,
+                                           final="failed_dependency" if verdict.broken else None)
+    return gates
 
 
 def _endpoint_files(home: Home) -> Iterable[Path]:

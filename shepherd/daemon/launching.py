@@ -90,7 +90,8 @@ class Launcher:
         if launch is None:
             plan = self.first_plan(first)
             if (not hasattr(backend, "launch_array") or [type(a) for a in plan.actions] != [policy.Submit]
-                    or sweep_records.asked(paths) is not None):  # paused or stopped already: the loop decides
+                    or sweep_records.asked(paths) is not None  # paused or stopped already: the loop decides
+                    or first.spec.after):  # waits for upstream runs: the loop's gate (core.dependencies) decides
                 return self._write(paths, record, None)
             launch = self._launch(paths, record, first, backend, plan.meta.attempts[0].partition, exclude)
         if launch is not None and launch["state"] == SUBMITTING:

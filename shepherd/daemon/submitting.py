@@ -8,6 +8,9 @@ failure handed to `policy.record_submit_failure`: a BackendError that is not
 `temporary` (the backend refused what no retry changes) ends the run
 `failed_config`; any other failure is retried with backoff.
 
+A run with `--after` is told where its upstreams' outputs are (FRAY_AFTER_*,
+fray.state.upstreams) in every attempt's environment.
+
 Attempts of sweep members whose backend submits groups (`GroupBackend`:
 Slurm's job arrays) are held until `flush`, after every run of the cycle was
 reconciled, and go to the backend together, one batch per sweep: a sweep's
@@ -16,6 +19,7 @@ first start is one `sbatch --array`, and its retries in one cycle one more.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,7 +29,7 @@ from fray.core import policy
 from fray.core.model import AttemptState, Meta
 from fray.daemon.records import CycleStats
 from fray.errors import AmbiguousSubmission, BackendError
-from fray.state import runs, store
+from fray.state import runs, store, upstreams
 from fray.state.layout import Home, RunPaths
 
 
@@ -103,7 +107,10 @@ class Submitter:
 
     def request(self, paths: RunPaths, meta: Meta, action: policy.Submit, exclude: tuple[str, ...]) -> SubmitRequest:
         attempt = meta.attempts[action.attempt - 1]
-        return SubmitRequest(key=AttemptKey(meta.run_id, attempt.number), name=meta.name, spec=meta.spec,
+        spec = meta.spec
+        if spec.after:  # where its upstreams' outputs are, as they are now (fray.state.upstreams)
+            spec = dataclasses.replace(spec, env={**spec.env, **upstreams.environment(self.home, meta)})
+        return SubmitRequest(key=AttemptKey(meta.run_id, attempt.number), name=meta.name, spec=spec,
                              home=self.home.root, script=runs.entry_script(paths, meta),
                              attempt_dir=paths.attempt(attempt.number).dir,
                              checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids,

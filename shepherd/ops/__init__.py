@@ -7,7 +7,8 @@ They never import each other, and nothing here imports them.
     read models   views (run rows, `fray list`, `fray status`), live (rows kept current,
                   recent events, file changes), detail (one run in full, its summaries),
                   queue, nodes (inventory and bans), partitions (Slurm, via its backend),
-                  usage (CPU-, GPU-, TPU chip-hours and goodput from attempt times)
+                  usage (CPU-, GPU-, TPU chip-hours and goodput from attempt times), clusters
+                  (list and usage of this machine and every remote host, merged)
     actions       control (stop/start/restart/pause/unpause, ban a run's node), nodes
                   (ban, unban), settings (a live run's safe settings), runtime (tune, pause
                   --in-process, resume, terminate), submit (preview, create)

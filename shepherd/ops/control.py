@@ -1,5 +1,6 @@
 """A person's request for a run: stop, start, restart, pause, unpause, and banning the node it is on.
 
+`dependents_of` finds the runs that wait for one (`--after`), for `fray control stop --with-dependents`.
 `request_group` asks the same of every run of a group (a sweep: `fray control stop --group GROUP`);
 the points of a new sweep whose runs the daemon has not written yet are asked through the sweep's
 record, which each of them starts from (fray.state.sweep_records).
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from fray.core import dependencies
 from fray.core.model import Control, Meta
 from fray.errors import UsageError
 from fray.ops import groups, human, nodes, views
@@ -79,6 +81,16 @@ def request_group(home: Home, group: str, op: str) -> GroupRequested:
         except UsageError as exc:  # it changed since the listing (ended meanwhile)
             skipped.append((row["run_id"], row["name"], str(exc)))
     return GroupRequested(group_id, op, requested, skipped)
+
+
+def dependents_of(home: Home, run_id: str) -> list[tuple[str, str]]:
+    """(run id, name) of every run not ended that waits, directly or through others, for `run_id` (--after)."""
+    rows = views.list_view(home, fold=False)["runs"]
+    waits = {row["run_id"]: [dependencies.edge_key(edge) for edge in row.get("after", ())] for row in rows}
+    sweeps = {row["run_id"]: "group:" + row["group"]["id"] for row in rows
+              if row.get("group") and row["group"]["kind"] == "sweep"}
+    names = {row["run_id"]: (row["name"], row.get("phase")) for row in rows}
+    return [(i, names[i][0]) for i in dependencies.dependents(waits, sweeps, [run_id]) if names[i][1] != "ended"]
 
 
 def effect(op: str, meta: Meta) -> str:

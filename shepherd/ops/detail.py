@@ -113,6 +113,14 @@ def submitted_summary(created_at: float | None, submitted_by: dict[str, Any] | N
     return f"{human.timestamp(created_at, now)} by {who.get('user')}@{who.get('host')}"
 
 
+def after_summary(spec: dict[str, Any]) -> str | None:
+    """'train (20261122-...-train-3fa2) to succeed; sweep lr (all points) to end': what it waits for (--after)."""
+    wanted = {"ok": "to succeed", "fail": "to fail", "any": "to end"}
+    parts = [f"{u['name']} ({u['run_id'] if u.get('run_id') else 'sweep ' + u['group'] + ', all points'}) "
+             f"{wanted[u['on']]}" for u in spec.get("after") or ()]
+    return "; ".join(parts) or None
+
+
 def synced_code(spec: dict[str, Any]) -> str | None:
     """A run with no snapshot (`--code none`) submitted over `--remote` runs in the synced copy: its path
     and tree hash, as the submit recorded them in the run's env; None for any other run."""

@@ -153,3 +153,10 @@ def failing_commands(lease: dict[str, Any] | None, now: float) -> list[str]:
     return [f"{item['backend']}: {item['command']} failing for {duration(max(0.0, now - item['since']))} "
             f"({plural(item['failures'], 'call')} in a row): {item['last_error']}"
             for item in (lease or {}).get("failing_commands") or []]
+
+
+def edges(after: list[dict[str, Any]] | None) -> str:
+    """`⇠ train, eval:any`: the runs a row waits for (--after), '' for none; in `fray list --tree` and the dashboard."""
+    if not after:
+        return ""
+    return "⇠ " + ", ".join(e["name"] + ("" if e["on"] == "ok" else f":{e['on']}") for e in after)

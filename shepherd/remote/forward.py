@@ -2,7 +2,8 @@
 
 `--remote HOST` (or `--remote=HOST`) may stand anywhere before `--`; without
 it FRAY_REMOTE, then `remote = "HOST"` in ~/.config/fray/config.toml, name a
-default host. An empty FRAY_REMOTE means "run here" (the remote side is given
+default host (`--remote a,b`, `--remote all` and `remotes = [...]`: every cluster
+in one view, fray.remote.clusters). An empty FRAY_REMOTE means "run here" (the remote side is given
 one, so a config file there can never forward again).
 
 The remote runs the same fray version (bootstrap makes sure). A command
@@ -10,8 +11,9 @@ whose answer is one JSON document runs there with `--json`, and the CLI renders
 that document here with the renderer a local run uses (fray.cli.remote_output),
 so human output is identical to local and fits this terminal; under `--json`,
 and for streams and screens, what the remote prints is passed through byte for
-byte. Either way its exit code becomes ours. FRAY_REMOTE_HOME names the remote FRAY_HOME (default: the remote's
-$FRAY_HOME, else ~/.fray there). `fray submit` first syncs the project
+byte. Either way its exit code becomes ours. FRAY_REMOTE_HOME names the remote FRAY_HOME (else `[remote_homes]` of the
+user config, fray.remote.user_config; default: the remote's $FRAY_HOME, else
+~/.fray there). `fray submit` first syncs the project
 (the current folder) and runs the remote submit from the synced copy, SCRIPT named by
 its absolute path inside it (fray.remote.submit_args), recording the copy's path and
 content hash in the run (SYNCED_CODE_PATH, SYNCED_CODE_HASH).
@@ -25,42 +27,34 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fray.remote import user_config
+
 if TYPE_CHECKING:
     from fray.remote.command import Result
     from fray.remote.sync import SyncResult
 
 SEPARATOR = "--"
 ENV_REMOTE = "FRAY_REMOTE"
-ENV_REMOTE_HOME = "FRAY_REMOTE_HOME"  # the remote FRAY_HOME, when not the remote's own default
+ENV_REMOTE_HOME = user_config.ENV_REMOTE_HOME  # the remote FRAY_HOME, when not the remote's own default
 # What a remote submit records in the run's env: the synced copy it ran (fray status shows them).
 SYNCED_CODE_PATH, SYNCED_CODE_HASH = "SYNCED_CODE_PATH", "SYNCED_CODE_HASH"
-
-
-def user_config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "fray" / "config.toml"
 
 
 def default_host() -> str | None:
     if ENV_REMOTE in os.environ:
         return os.environ[ENV_REMOTE].strip() or None
-    path = user_config_path()
-    if not path.is_file():
-        return None
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10: the one line this needs
-        for line in path.read_text().splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "remote":
-                return value.strip().strip("\"'") or None
-        return None
-    value = tomllib.loads(path.read_text()).get("remote")
+    value = user_config.load().get("remote")
     return value if isinstance(value, str) and value else None
 
 
 def split(argv: list[str]) -> tuple[str | None, list[str]]:
     """(the host to run on or None, argv without the --remote option)."""
+    host, rest = given(argv)
+    return (default_host() if host is None else host) or None, rest  # `--remote ''`: here, whatever the default
+
+
+def given(argv: list[str]) -> tuple[str | None, list[str]]:
+    """(what --remote said, or None, argv without the --remote option): no default applied."""
     cut = _cut(argv)
     words, tail = argv[:cut], argv[cut:]
     host: str | None = None
@@ -77,9 +71,7 @@ def split(argv: list[str]) -> tuple[str | None, list[str]]:
         else:
             rest.append(word)
         index += 1
-    if host is None:
-        host = default_host()
-    return (host or None), rest + tail
+    return host, rest + tail
 
 
 def interactive(words: list[str], argv: list[str]) -> bool:
@@ -176,7 +168,7 @@ def _forward(host: str, argv: list[str]) -> int:
 
     words = command_words(argv)
     if words[:1] == ["sync"]:
-        copied = sync_project(host, Path.cwd(), home=_remote_home(), force="--force" in argv)
+        copied = sync_project(host, Path.cwd(), home=_remote_home(host), force="--force" in argv)
         if "--json" in argv:
             print(json.dumps({"host": host, "local_path": str(Path.cwd()), "remote_path": copied.remote_path,
                               "sent": list(copied.sent), "removed": list(copied.removed),
@@ -195,19 +187,19 @@ def _forward(host: str, argv: list[str]) -> int:
     return result.exit_code
 
 
-def answer(host: str, argv: list[str]) -> Result:
-    """What `fray *argv` prints on `host`, and its exit code.
+def answer(host: str, argv: list[str], timeout: float | None = None) -> Result:
+    """What `fray *argv` prints on `host`, and its exit code (`timeout`: the command's, not a submit's sync).
 
     `fray submit` first syncs the project (the current folder) and runs inside the synced copy; the run
     records which code it ran (in its spec's env, shown by `fray status`; the workload sees it too).
     """
-    from fray.remote.run import run_fray, sync_project
+    from fray.remote.run import DEFAULT_TIMEOUT, run_fray, sync_project
 
     if command_words(argv)[:1] != ["submit"]:
-        return run_fray(host, argv, home=_remote_home(), json=False)
+        return run_fray(host, argv, home=_remote_home(host), json=False, timeout=timeout or DEFAULT_TIMEOUT)
     located = _locate_script(argv)
-    copied = sync_project(host, Path.cwd(), home=_remote_home(), force="--force" in argv)
-    return run_fray(host, _in_synced_copy(argv, located, copied), home=_remote_home(), json=False,
+    copied = sync_project(host, Path.cwd(), home=_remote_home(host), force="--force" in argv)
+    return run_fray(host, _in_synced_copy(argv, located, copied), home=_remote_home(host), json=False,
                     cwd=copied.remote_path)
 
 
@@ -220,10 +212,10 @@ def _attached(host: str, argv: list[str], pty: bool) -> int:
     cwd = None
     if command_words(argv)[:1] == ["submit"]:
         located = _locate_script(argv)
-        copied = sync_project(host, Path.cwd(), home=_remote_home(), force="--force" in argv)
+        copied = sync_project(host, Path.cwd(), home=_remote_home(host), force="--force" in argv)
         argv, cwd = _in_synced_copy(argv, located, copied), copied.remote_path
     conn = connect(host)
-    remote = bootstrap.ensure(conn, _remote_home())
+    remote = bootstrap.ensure(conn, _remote_home(host))
     argv = master.in_folder([remote.executable, *argv], cwd)
     env = {"FRAY_HOME": remote.home, ENV_REMOTE: ""}
     if pty:
@@ -251,5 +243,5 @@ def _in_synced_copy(argv: list[str], located: tuple[int, tuple[str, ...]] | None
     return [*argv[:cut], *recorded, *argv[cut:]]
 
 
-def _remote_home() -> str | None:
-    return os.environ.get(ENV_REMOTE_HOME) or None
+def _remote_home(host: str) -> str | None:
+    return user_config.remote_home(host)

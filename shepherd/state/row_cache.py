@@ -26,8 +26,8 @@ import orjson
 from fray.state import store
 from fray.state.layout import Home
 
-VERSION = 5  # 2: rows carry parent_run_id (cluster API families); 3: runs still going keep their meta; 4: priority;
-# 5: group (sweeps)
+VERSION = 6  # 2: rows carry parent_run_id (cluster API families); 3: runs still going keep their meta; 4: priority;
+# 5: group (sweeps); 6: after (dependency edges)
 StatKey = list[int]
 
 

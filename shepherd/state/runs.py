@@ -17,7 +17,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from fray.state import audit, meta_file, run_code, store, sweep_records
+from fray.state import audit, meta_file, run_code, store, sweep_records, upstreams
 
 from fray.core import directives
 from fray.errors import CorruptFileError, RunLookupError, UsageError
@@ -105,6 +105,7 @@ def prepare(options: SubmitOptions, home: Home, check: Callable[[Prepared], None
     for field, value in settled.fields.items():
         setattr(spec, field, value)
     name = options.name or parsed.name or (options.module.rsplit(".", 1)[-1] if options.module else script.stem)
+    spec.after = upstreams.resolve(home, spec.after, name, resolve)  # before the snapshot: a bad name writes nothing
     ready = Prepared(name, spec, data, str(script.resolve()), frozen_name(layout.FROZEN_SCRIPT_STEM, script.suffix),
                      spec.workdir, in_place=settled.root is None and options.module is None)
     if check is not None:

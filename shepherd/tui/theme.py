@@ -53,7 +53,7 @@ def _status(good: str, warn: str, bad: str, wait: str) -> dict[str, str]:
         "healthy_running": good, "running_degraded": warn, "unresponsive": f"bold {warn}", "pending": wait,
         "restarting": warn, "crash_loop": bad, "completed_success": good, "ended_expired": "dim",
         "stopped_manual": "dim", "failed": f"bold {bad}", "failed_config": f"bold {bad} reverse",
-        "error_unknown": f"bold {bad}",
+        "failed_dependency": bad, "error_unknown": f"bold {bad}",
     }
 
 

@@ -157,6 +157,8 @@ class DetailScreen(RunActions, FrayScreen):
             table.add_row("waiting", data["wait_reason"])
         if data["next_attempt_at"]:
             table.add_row("next attempt", human.timestamp(data["next_attempt_at"], now))
+        if detail.after_summary(spec):
+            table.add_row("after", detail.after_summary(spec))
         table.add_row("mode", detail.mode_summary(spec))
         table.add_row("resources", detail.resources_summary(spec))
         if spec.get("sbatch"):

@@ -17,9 +17,9 @@ from fray.ops import human
 Row = dict[str, Any]
 GAP = 1
 STATUS_ORDER = {status.value: index for index, status in enumerate(
-    [Status.ERROR_UNKNOWN, Status.FAILED_CONFIG, Status.FAILED, Status.CRASH_LOOP, Status.UNRESPONSIVE,
-     Status.RUNNING_DEGRADED, Status.RESTARTING, Status.PENDING, Status.HEALTHY_RUNNING, Status.STOPPED_MANUAL,
-     Status.ENDED_EXPIRED, Status.COMPLETED_SUCCESS])}
+    [Status.ERROR_UNKNOWN, Status.FAILED_CONFIG, Status.FAILED, Status.FAILED_DEPENDENCY, Status.CRASH_LOOP,
+     Status.UNRESPONSIVE, Status.RUNNING_DEGRADED, Status.RESTARTING, Status.PENDING, Status.HEALTHY_RUNNING,
+     Status.STOPPED_MANUAL, Status.ENDED_EXPIRED, Status.COMPLETED_SUCCESS])}
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def cells_of(row: Row) -> dict[str, str]:
     if row.get("paused") and row.get("phase") != "ended":
         status += " (paused)"
     return {
-        "icon": row["icon"], "name": row["name"], "mode": row.get("mode") or human.MISSING, "status": status,
+        "icon": row["icon"], "name": " ".join(filter(None, (row["name"], human.edges(row.get("after"))))), "mode": row.get("mode") or human.MISSING, "status": status,
         "node": row.get("node") or human.MISSING, "attempt": human.number(row.get("attempt")),
         "uptime": human.duration(row.get("uptime_sec")), "heartbeat": human.duration(row.get("heartbeat_age_sec")),
         "step": human.number(row.get("step")), "loss": human.number(row.get("loss")),

@@ -13,7 +13,8 @@ from fray.core.status import ICONS, Status
 from fray.ops import human
 
 ENDED = frozenset({Status.COMPLETED_SUCCESS.value, Status.ENDED_EXPIRED.value, Status.STOPPED_MANUAL.value,
-                   Status.FAILED.value, Status.FAILED_CONFIG.value, Status.ERROR_UNKNOWN.value})
+                   Status.FAILED.value, Status.FAILED_CONFIG.value, Status.FAILED_DEPENDENCY.value,
+                   Status.ERROR_UNKNOWN.value})
 
 
 def counts_text(counts: dict[str, int], daemon: dict[str, Any], palette: Any, shown: int | None = None) -> Text:
