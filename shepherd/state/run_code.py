@@ -2,12 +2,13 @@
 
 From `--code`, `--python`, `--venv`, `--conda`, `--workdir` and `-m`, given as
 flags (relative to where fray was run) or as `#FRAY` lines (relative to the
-script's folder), this decides the RunSpec fields `code`, `python`,
-`python_env`, `module` and `workdir`, and takes the snapshot
-(fray.state.snapshots). Everything that can be checked here is: a missing
-interpreter, a venv without bin/python, an unknown conda env, a --code folder
-that does not hold the script. A mistake is a UsageError before anything is
-written, never an attempt that fails on the node.
+script's folder), this decides the RunSpec fields `python`, `python_env`,
+`module` and `workdir` and which project to snapshot (`settle`), then takes
+the snapshot for `code` (`Settled.snapshot`, fray.state.snapshots) once the
+other submit checks have passed. Everything that can be checked here is: a
+missing interpreter, a venv without bin/python, an unknown conda env, a --code
+folder that does not hold the script. A mistake is a UsageError before
+anything is written, never an attempt that fails on the node.
 """
 
 from __future__ import annotations
