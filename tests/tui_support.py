@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
-from fray.state import runs, store
+from fray.state import meta_file, runs, store
 from fray.state.layout import Home
 from fray.core.model import Attempt, Meta
 
@@ -46,7 +46,7 @@ def make_runs(home: Home, scripts: Path, now: float | None = None) -> dict[str, 
     attempt = Attempt(number=1, state="running", backend="local", submitted_at=now - 3700, started_at=now - 3600,
                       node="gpu-node-7", backend_ref={"pid": 1})
     meta = Meta.from_dict({**meta.to_dict(), "phase": "active", "attempts": [attempt.to_dict()]})
-    store.write_json(paths.meta, meta.to_dict(), "meta")
+    meta_file.write(paths, meta.to_dict())  # with its last good copy, as the daemon writes it
     files = paths.attempt(1)
     store.make_dirs(files.dir)
     files.heartbeat.write_text(f"{now}\n")
@@ -80,7 +80,7 @@ def make_runs(home: Home, scripts: Path, now: float | None = None) -> dict[str, 
             "started_at": now - 7990, "ended_at": now - 7000}, "failure")
     meta = Meta.from_dict({**meta.to_dict(), "phase": "ended", "attempts": attempts,
                            "end": {"status": "failed", "reason": "2 workload failures (max_retries 1)", "at": now - 6999}})
-    store.write_json(paths.meta, meta.to_dict(), "meta")
+    meta_file.write(paths, meta.to_dict())  # with its last good copy, as the daemon writes it
     ids["failed"] = meta.run_id
 
     meta = new("hello", now - 20000)
@@ -89,7 +89,7 @@ def make_runs(home: Home, scripts: Path, now: float | None = None) -> dict[str, 
                       ended_at=now - 19000, exit_code=0, cause="success", node="gpu-node-1")
     meta = Meta.from_dict({**meta.to_dict(), "phase": "ended", "attempts": [attempt.to_dict()],
                            "end": {"status": "completed_success", "reason": "attempt 1 succeeded", "at": now - 19000}})
-    store.write_json(paths.meta, meta.to_dict(), "meta")
+    meta_file.write(paths, meta.to_dict())  # with its last good copy, as the daemon writes it
     ids["done"] = meta.run_id
 
     meta = new("broken", now - 50)

@@ -33,8 +33,12 @@ def remote() -> None:
 
 @remote.command("trust")
 @click.argument("host")
-def trust(host: str) -> None:
+@click.option("--replace", is_flag=True,
+              help="Replace the keys recorded for HOST (a reinstalled host), showing the old and new fingerprints.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-remote-trust.json).")
+def trust(host: str, replace: bool, as_json: bool) -> None:
     """Record HOST's SSH key in known_hosts after showing its fingerprint (once per host)."""
     from fray.remote import forward
 
-    raise click.exceptions.Exit(forward.main(None, ["remote", "trust", host]))
+    flags = [*(["--replace"] if replace else []), *(["--json"] if as_json else [])]
+    raise click.exceptions.Exit(forward.main(None, ["remote", "trust", host, *flags]))

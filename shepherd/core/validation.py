@@ -7,7 +7,7 @@ import, ~100 µs per document), so this module compiles the subset of JSON Schem
 
     type, enum, const, properties, required, additionalProperties, items,
     minimum, maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength,
-    pattern, minItems, maxItems, anyOf, $defs, and $ref to "#/pointer" or to
+    pattern, minItems, maxItems, anyOf, allOf, $defs, and $ref to "#/pointer" or to
     another schema's "name.json#/pointer"
 
 The fast path's generated source is compiled once per process; the code object
@@ -196,6 +196,9 @@ class _FastCompiler:
             elif keyword == "anyOf":
                 options = " or ".join(f"{self._function(option, root)}({v})" for option in arg)
                 out.append(f"{pad}if not ({options}): return False")
+            elif keyword == "allOf":
+                for option in arg:
+                    out.append(f"{pad}if not {self._function(option, root)}({v}): return False")
             elif keyword == "$ref":
                 out.append(f"{pad}if not {self._ref(arg, root)}({v}): return False")
             elif keyword != "properties":
@@ -425,6 +428,11 @@ def _any_of(arg: list[Any], schema: dict, root: dict, refs: dict) -> Check:
     return check
 
 
+def _all_of(arg: list[Any], schema: dict, root: dict, refs: dict) -> Check:
+    parts = [_compile(sub, root, refs) for sub in arg]
+    return lambda value, path: [problem for part in parts for problem in part(value, path)]
+
+
 def _ref(arg: str, schema: dict, root: dict, refs: dict) -> Check:
     target, document, key = resolve_ref(arg, root)
 
@@ -475,5 +483,6 @@ _KEYWORDS: dict[str, Callable[..., Check]] = {
     "maxItems": _length("maxItems", lambda n, a: n <= a, "<="),
     "pattern": _pattern,
     "anyOf": _any_of,
+    "allOf": _all_of,
     "$ref": _ref,
 }
