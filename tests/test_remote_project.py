@@ -9,7 +9,7 @@ import pytest
 
 from fray.errors import UsageError
 from fray.ops import detail
-from fray.remote.submit_args import in_synced_copy, script_index
+from fray.remote.submit_args import in_copy, locate, script_index
 from tests.conftest import _kill_everything_of, run_fray
 from tests.remote_support import remote_host, sshd  # noqa: F401
 
@@ -21,6 +21,10 @@ def test_the_script_is_found_among_submit_options_and_values():
     assert script_index(["submit", "--wait", "--", "x.py"]) is None  # nothing before `--` is a script
     assert script_index(["list", "train.py"]) is None
     assert script_index(["submit", "-m", "pkg.train", "--", "--lr", "1"]) is None  # a module: no script
+
+
+def in_synced_copy(argv: list[str], project: Path, cwd: Path, remote_path: str) -> list[str]:
+    return in_copy(argv, locate(argv, project, cwd), remote_path)
 
 
 def test_the_script_is_named_by_its_path_in_the_synced_copy(tmp_path):

@@ -31,7 +31,6 @@ from fray.remote import user_config
 
 if TYPE_CHECKING:
     from fray.remote.command import Result
-    from fray.remote.sync import SyncResult
 
 SEPARATOR = "--"
 ENV_REMOTE = "FRAY_REMOTE"
@@ -193,27 +192,22 @@ def answer(host: str, argv: list[str], timeout: float | None = None) -> Result:
     `fray submit` first syncs the project (the current folder) and runs inside the synced copy; the run
     records which code it ran (in its spec's env, shown by `fray status`; the workload sees it too).
     """
-    from fray.remote.run import DEFAULT_TIMEOUT, run_fray, sync_project
+    from fray.remote.run import DEFAULT_TIMEOUT, run_fray
 
     if command_words(argv)[:1] != ["submit"]:
         return run_fray(host, argv, home=_remote_home(host), json=False, timeout=timeout or DEFAULT_TIMEOUT)
-    located = _locate_script(argv)
-    copied = sync_project(host, Path.cwd(), home=_remote_home(host), force="--force" in argv)
-    return run_fray(host, _in_synced_copy(argv, located, copied), home=_remote_home(host), json=False,
-                    cwd=copied.remote_path)
+    argv, cwd = _synced_submit(host, argv)
+    return run_fray(host, argv, home=_remote_home(host), json=False, cwd=cwd)
 
 
 def _attached(host: str, argv: list[str], pty: bool) -> int:
     """Run a screen (on a PTY) or a stream (output relayed as it comes, no deadline); its exit code."""
     from fray.remote import bootstrap, command, master
     from fray.remote.connection import connect
-    from fray.remote.run import sync_project
 
     cwd = None
     if command_words(argv)[:1] == ["submit"]:
-        located = _locate_script(argv)
-        copied = sync_project(host, Path.cwd(), home=_remote_home(host), force="--force" in argv)
-        argv, cwd = _in_synced_copy(argv, located, copied), copied.remote_path
+        argv, cwd = _synced_submit(host, argv)
     conn = connect(host)
     remote = bootstrap.ensure(conn, _remote_home(host))
     argv = master.in_folder([remote.executable, *argv], cwd)
@@ -225,22 +219,19 @@ def _attached(host: str, argv: list[str], pty: bool) -> int:
     return command.stream(conn, argv, env=env, out=sys.stdout.buffer, err=sys.stderr.buffer)
 
 
-def _locate_script(argv: list[str]) -> tuple[int, tuple[str, ...]] | None:
-    """Where SCRIPT is in argv and in the project (the current folder); refused when outside it."""
-    from fray.remote.submit_args import locate
+def _synced_submit(host: str, argv: list[str]) -> tuple[list[str], str]:
+    """Sync the project (the current folder; a SCRIPT outside it is refused first) and return the submit's
+    argv for the remote, with SCRIPT named inside the synced copy and the run recording which code it ran
+    (the copy's path and hash), and the copy's folder to run it in."""
+    from fray.remote.run import sync_project
+    from fray.remote.submit_args import in_copy, locate
 
-    return locate(argv, Path.cwd(), Path.cwd())
-
-
-def _in_synced_copy(argv: list[str], located: tuple[int, tuple[str, ...]] | None, copied: SyncResult) -> list[str]:
-    """A submit's argv for the remote: SCRIPT named inside the synced copy, and the run recording which code
-    it ran (the copy's path and hash)."""
-    from fray.remote.submit_args import in_copy
-
+    located = locate(argv, Path.cwd(), Path.cwd())
+    copied = sync_project(host, Path.cwd(), home=_remote_home(host), force="--force" in argv)
     argv = in_copy(argv, located, copied.remote_path)
     cut = _cut(argv)
     recorded = ["--env", f"{SYNCED_CODE_PATH}={copied.remote_path}", "--env", f"{SYNCED_CODE_HASH}={copied.tree_hash}"]
-    return [*argv[:cut], *recorded, *argv[cut:]]
+    return [*argv[:cut], *recorded, *argv[cut:]], copied.remote_path
 
 
 def _remote_home(host: str) -> str | None:

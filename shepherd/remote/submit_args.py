@@ -71,8 +71,3 @@ def in_copy(argv: list[str], located: tuple[int, tuple[str, ...]] | None, remote
         return argv
     index, parts = located
     return [*argv[:index], posixpath.join(remote_path, *parts), *argv[index + 1:]]
-
-
-def in_synced_copy(argv: list[str], project: Path, cwd: Path, remote_path: str) -> list[str]:
-    """`argv` with SCRIPT (relative to `cwd` here) named by its absolute path in the copy of `project` there."""
-    return in_copy(argv, locate(argv, project, cwd), remote_path)
