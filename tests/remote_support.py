@@ -95,10 +95,18 @@ def start_sshd(root: Path, sftp: bool = True) -> tuple[Sshd, subprocess.Popen[by
     return Sshd(port, root / "host_key.pub", root / "user_key", root), proc
 
 
+def require_sshd() -> None:
+    """Skip without openssh-server, except in CI (which installs it): there a missing sshd is a failure."""
+    if not os.path.exists(SSHD):
+        if os.environ.get("CI"):
+            pytest.fail("openssh-server is not installed -- CI is set, so this is a failure, not a skip",
+                        pytrace=False)
+        pytest.skip("openssh-server is not installed")
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory) -> Iterator[Sshd]:
-    if not os.path.exists(SSHD):
-        pytest.skip("openssh-server is not installed")
+    require_sshd()
     server, proc = start_sshd(tmp_path_factory.mktemp("sshd"))
     try:
         yield server
@@ -117,8 +125,7 @@ def write_ssh_config(path: Path, server: Sshd, known_hosts: Path, alias: str = A
 @pytest.fixture(scope="session")
 def sshd_without_sftp(tmp_path_factory) -> Iterator[Sshd]:
     """A second sshd whose config has no SFTP subsystem: files must travel over exec channels."""
-    if not os.path.exists(SSHD):
-        pytest.skip("openssh-server is not installed")
+    require_sshd()
     server, proc = start_sshd(tmp_path_factory.mktemp("sshd-no-sftp"), sftp=False)
     try:
         yield server

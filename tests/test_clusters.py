@@ -21,7 +21,7 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import REPO, _kill_everything_of, run_fray, schema_validate, wait_until
-from tests.remote_support import SSHD, start_sshd
+from tests.remote_support import require_sshd, start_sshd
 
 pytestmark = pytest.mark.slow
 
@@ -59,8 +59,7 @@ def _ssh_config(clusters: Clusters, ports: dict[str, int], keys: dict[str, Path]
 
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory) -> Iterator[Clusters]:
-    if not os.path.exists(SSHD):
-        pytest.skip("openssh-server is not installed")
+    require_sshd()
     from fray.remote import bootstrap, connection
 
     made = Clusters(tmp_path_factory.mktemp("clusters"))
