@@ -17,7 +17,7 @@ from fray.core.status import Status, normalized_status
 from fray.state import runs
 from fray.state.layout import Home
 from tests.conftest import run_fray, schema_validate, wait_until
-from tests.test_tpu_daemon import ZONE, sim, submit as tpu_submit  # noqa: F401 - sim is a fixture
+from tests.test_tpu_daemon import sim, submit as tpu_submit  # noqa: F401 - sim is a fixture
 
 __all__ = ["sim"]
 

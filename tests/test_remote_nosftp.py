@@ -107,7 +107,7 @@ def test_sync_without_sftp_sends_only_what_changed(bare_host, tmp_path):
 
 @pytest.mark.slow
 def test_bootstrap_cli_and_the_cluster_api_work_on_a_host_without_sftp(bare_host, tmp_path, monkeypatch):
-    from fray import Entrypoint, JobRequest, JobStatus
+    from fray import Entrypoint, JobRequest
     from fray.cluster.remote import RemoteCluster
     from fray.remote import bootstrap
 

@@ -28,7 +28,7 @@ def audit_actions(home):
 
 
 def test_dashboard_shows_runs_counts_daemon_banner_and_recent_actions(home, tmp_path):
-    ids = make_runs(home, tmp_path / "scripts")
+    make_runs(home, tmp_path / "scripts")
 
     async def scenario():
         async with dashboard(home) as (app, pilot):
