@@ -5,8 +5,9 @@
 
 The judging is pure (fray.core.submit_checks); this shell only looks: this
 machine's CPUs, memory and GPUs for the local backend (as its scheduler counts
-them) and whether it has the script's `#!` interpreter, one `sinfo` for Slurm, kept for the process so that a sweep of a
-thousand points costs one call; nothing for TPU (its checks need no cloud call).
+them) and whether it has the script's `#!` interpreter, one `sinfo` for Slurm, kept for a minute so that a
+sweep of a thousand points costs one call while a long-lived caller (the dashboard, a notebook) still sees a
+partition added later; nothing for TPU (its checks need no cloud call).
 A look that fails leaves that part unjudged: the backend stays the judge.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import time
 from typing import Any
 
 from fray.backends import external
@@ -24,7 +26,9 @@ from fray.errors import StateError, UsageError
 from fray.state.layout import Home
 
 SINFO_TIMEOUT_SEC = 15.0
-_sinfo_cache: dict[str, tuple[submit_checks.PartitionOffer, ...] | None] = {}
+SINFO_TTL_SEC = 60.0
+# backend -> (when it was read, what it offered; None: the look failed, so the backend judges)
+_sinfo_cache: dict[str, tuple[float, tuple[submit_checks.PartitionOffer, ...] | None]] = {}
 
 
 def check(home: Home, spec: RunSpec, name: str, script: bytes | None = None,
@@ -99,14 +103,16 @@ def _missing(program: str | None) -> str | None:
 
 
 def _partitions(run_command: external.Runner) -> tuple[submit_checks.PartitionOffer, ...] | None:
-    if "slurm" not in _sinfo_cache:
+    cached = _sinfo_cache.get("slurm")
+    if cached is None or time.monotonic() - cached[0] > SINFO_TTL_SEC:
         from fray.backends.slurm import sinfo
         from fray.errors import BackendError
 
         try:
             found = sinfo.read_partitions(run_command, SINFO_TIMEOUT_SEC)
         except BackendError:
-            _sinfo_cache["slurm"] = None
+            cached = (time.monotonic(), None)
         else:
-            _sinfo_cache["slurm"] = tuple(submit_checks.PartitionOffer(p.name, p.available, p.gpus) for p in found)
-    return _sinfo_cache["slurm"]
+            cached = (time.monotonic(), tuple(submit_checks.PartitionOffer(p.name, p.available, p.gpus) for p in found))
+        _sinfo_cache["slurm"] = cached
+    return cached[1]
