@@ -208,10 +208,12 @@ def test_a_run_waits_for_a_whole_sweep_and_a_sweep_waits_for_a_run(home, daemon,
     spec = meta_of(home, after_all)["spec"]["after"]
     assert spec == [{"ref": "sw", "on": "ok", "name": "sw", "group": swept["group"], "size": 2}]
     points = [run["run_id"] for run in swept["runs"]]
-    wait_until(lambda: all(home.run(p).meta.exists() and meta_of(home, p)["wait_reason"] for p in points),
-               timeout=60, what="the points to wait")
-    assert all(meta_of(home, p)["wait_reason"].startswith("waiting for train") for p in points)
-    assert meta_of(home, after_all)["wait_reason"] == "waiting for sweep sw (0 of 2 points ended)"
+    # Each starts out "waiting for the daemon": polled until the daemon has judged every one of them.
+    wait_until(lambda: all(home.run(p).meta.exists()
+                           and (meta_of(home, p)["wait_reason"] or "").startswith("waiting for train") for p in points),
+               timeout=60, what="the points to wait for train")
+    wait_until(lambda: meta_of(home, after_all)["wait_reason"] == "waiting for sweep sw (0 of 2 points ended)",
+               timeout=60, what="the summary to wait for the sweep")
     gate.write_text("ok")
     done = wait_until(lambda: meta_of(home, after_all)["phase"] == "ended" and meta_of(home, after_all), timeout=90,
                       what="the summary to end")
