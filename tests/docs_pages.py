@@ -64,7 +64,7 @@ def blocks(page: str) -> list[Block]:
         title = re.search(r'title="([^"]*)"', info)
         previous = before.rstrip("\n").rsplit("\n", 1)[-1]
         run_by = RUN_BY.search(previous)
-        headings = re.findall(r"^#+ (.+)$", before, re.M)
+        headings = re.findall(r"^#+ (.+)$", FENCE.sub("", before), re.M)  # not a `# comment` in a block
         found.append(Block(page=page, line=before.count("\n") + 1, lang=lang, title=title and title.group(1),
                            run_by=run_by and run_by.group(1), heading=headings[-1] if headings else "",
                            text=match.group("body")))

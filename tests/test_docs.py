@@ -2,13 +2,15 @@
 front page reaches "When a run fails" in one click, and every shell and Python block of every page runs
 as written (tests/docs_pages.py says how a page marks a block that another test runs, or none can).
 
-Each page runs in its own scratch folder (with a copy of examples/) and its own FRAY_HOME, its blocks in
+Each page runs in its own scratch folder (a reader's checkout: a copy of examples/, and tests/fakes) and its
+own FRAY_HOME, its blocks in
 order, as a reader would type them: a titled block is written as that file, the others run with bash
 (`-euo pipefail`) or Python, and each must exit 0.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -26,6 +28,8 @@ pytestmark = pytest.mark.slow
 
 # Blocks no test can run here; each says why in its title. Keep this short.
 MOST_NOT_RUN = 4
+# A page whose blocks run on the real Slurm test cluster (tests/slurm) says so with this comment.
+SLURM_PAGE = "<!-- needs the Slurm test cluster -->"
 
 def test_the_site_builds_strict(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
@@ -66,12 +70,17 @@ def test_every_shell_and_python_block_is_run_by_a_test_or_says_why_not() -> None
 
 @pytest.mark.parametrize("page", [p for p in pages() if any(b.lang in RUNNABLE and not b.run_by and not b.not_run
                                                                for b in blocks(p))])
-def test_the_page_runs_as_written(page: str, tmp_path: Path) -> None:
+def test_the_page_runs_as_written(page: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     scratch = tmp_path / "reader"
     shutil.copytree(REPO / "examples", scratch / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    (scratch / "tests").mkdir()
+    (scratch / "tests" / "fakes").symlink_to(REPO / "tests" / "fakes")  # the TPU simulator a page puts on PATH
     home = tmp_path / "home"
     env = {**os.environ, "FRAY_HOME": str(home), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "XDG_CONFIG_HOME": str(tmp_path / "config"), "FRAY_REMOTE": "", "COLUMNS": "200", "NO_COLOR": "1"}
+    slurm = SLURM_PAGE in (DOCS / page).read_text()
+    if slurm:
+        env.update(_on_the_slurm_test_cluster(request, home, tmp_path))
     try:
         for block in blocks(page):
             if block.lang not in RUNNABLE or block.run_by or block.not_run:
@@ -91,3 +100,27 @@ def test_the_page_runs_as_written(page: str, tmp_path: Path) -> None:
     finally:
         subprocess.run(["fray", "daemon", "stop"], env=env, capture_output=True, timeout=60)
         _kill_everything_of(home)
+        if slurm:
+            request.getfixturevalue("slurm_cluster").run("scancel", "--name", ",".join(_slurm_jobs(home)), check=False)
+
+
+def _on_the_slurm_test_cluster(request: pytest.FixtureRequest, home: Path, tmp_path: Path) -> dict[str, str]:
+    """The real 4-node Slurm of tests/slurm, polled fast, its fake GPUs answered by the fake nvidia-smi."""
+    from fray.state import store
+    from fray.state.layout import Home
+    from test_slurm_backend import FAKES, FAST
+
+    cluster = request.getfixturevalue("slurm_cluster")
+    store.ensure_home(Home(home))
+    (home / "config.json").write_text(json.dumps({"slurm": FAST}))
+    scenario = tmp_path / "gpus.json"
+    scenario.write_text(json.dumps({"gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-fake-{i}"}
+                                             for i in range(4)]}))
+    return {**cluster.env, "PATH": f"{FAKES}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "FAKE_NVIDIA_SMI_SCENARIO": str(scenario)}
+
+
+def _slurm_jobs(home: Path) -> list[str]:
+    """The Slurm job names of this home's attempts (`fray-<run id>-<attempt>`), to cancel what is left."""
+    runs = home / "runs"
+    return [f"fray-{run.name}-{n}" for run in runs.iterdir() for n in range(1, 4)] if runs.is_dir() else ["none"]
