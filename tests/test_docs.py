@@ -73,10 +73,11 @@ def test_every_shell_and_python_block_is_run_by_a_test_or_says_why_not() -> None
 def test_the_page_runs_as_written(page: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     scratch = tmp_path / "reader"
     shutil.copytree(REPO / "examples", scratch / "examples", ignore=shutil.ignore_patterns("__pycache__"))
-    (scratch / "tests").mkdir()
-    (scratch / "tests" / "fakes").symlink_to(REPO / "tests" / "fakes")  # the TPU simulator a page puts on PATH
+    shutil.copytree(REPO / "tests" / "fakes", scratch / "tests" / "fakes",  # the TPU simulator a page puts on PATH
+                    ignore=shutil.ignore_patterns("__pycache__"))
     home = tmp_path / "home"
-    env = {**os.environ, "FRAY_HOME": str(home), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    here = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # `fray` is this checkout's
+    env = {**os.environ, "FRAY_HOME": str(home), "PATH": here,
            "XDG_CONFIG_HOME": str(tmp_path / "config"), "FRAY_REMOTE": "", "COLUMNS": "200", "NO_COLOR": "1"}
     slurm = SLURM_PAGE in (DOCS / page).read_text()
     if slurm:
