@@ -103,8 +103,9 @@ def members(root: int, everyone: dict[int, Proc]) -> dict[int, Proc]:
     for proc in everyone.values():
         children.setdefault(proc.ppid, []).append(proc.pid)
     found = {pid for pid, proc in everyone.items() if proc.sid == root}
-    frontier = [root] if root in everyone else []
-    found.update(frontier)
+    if root in everyone:
+        found.add(root)
+    frontier = list(found)  # the session's members may have children outside it (setsid)
     while frontier:
         for child in children.get(frontier.pop(), ()):
             if child not in found:

@@ -25,6 +25,7 @@ from fray.errors import CorruptFileError
 from fray.state import meta_file, store, sweep_records
 from fray.state import layout
 from fray.state.layout import Home, RunPaths
+from fray.wrapper import contract
 from fray.state.row_cache import RowCache, stat_key
 
 
@@ -181,7 +182,8 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
         files = paths.attempt(attempt.number)
         failure, task = _reported_failure(files, attempt)
         attempts.append({**attempt.to_dict(), "failure": failure, "failed_task": task,
-                         "stdout": str(files.stdout), "stderr": str(files.stderr)})
+                         "stdout": str(files.stdout), "stderr": str(files.stderr),
+                         "watch": read_record(files.dir / contract.WATCH, "watch")})
     recent = [line.record for line in store.read_jsonl(paths.events, "event") if line.record is not None]
     return {
         "run": row,
