@@ -244,6 +244,7 @@ class _Attempt:
             self.health.stop()
         if self.watch is not None:
             self.watch.stop()
+        hangwatch.forget_dumps(self.options.attempt_dir)
         if self.proc is None or self.reaper is None:
             return
         reaper = self.reaper

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import contract, fence, proctree, records, stacks
+from . import contract, faultsignal, fence, proctree, records, stacks
 
 TICK_SEC = 1.0
 STOPPED_AFTER_SEC = 3.0
@@ -128,6 +128,14 @@ def held_still(commands_dir: str | None) -> bool:
             if latest is None or envelope["issued_at"] >= latest[0]:
                 latest = (envelope["issued_at"], envelope["type"])
     return latest is not None and latest[1] == "pause"
+
+
+def forget_dumps(attempt_dir: str) -> None:
+    """Remove the file the workload's faulthandler appended to on this node (read into stacks.txt by now)."""
+    try:
+        os.unlink(faultsignal.dump_path(attempt_dir))
+    except OSError:
+        pass
 
 
 class Watch:

@@ -120,7 +120,10 @@ def _faulthandler(pid: int, attempt_dir: str, stopped: bool) -> tuple[str | None
     if not procs.catches(pid, signum):
         # Unhandled, a real-time signal would kill it: never sent to a process that did not arm it.
         return None, "it did not arm fray's faulthandler (it never ran `import fray`)"
-    path = os.path.join(attempt_dir, faultsignal.FAULTHANDLER_FILE)
+    try:
+        path = faultsignal.dump_path(attempt_dir)
+    except OSError as exc:
+        return None, f"no private folder for the dump on this node: {exc}"
     before = _size(path)
     try:
         os.kill(pid, signum)
