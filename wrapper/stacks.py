@@ -89,8 +89,10 @@ def capture(root: int, tree: dict[int, proctree.Proc], attempt_dir: str, stopped
 def _one(pid: int, pyspy: str | None, attempt_dir: str, stopped: bool, notes: list[str]) -> tuple[str | None, str]:
     if pyspy is not None:
         text, error = _pyspy(pyspy, pid)
-        if text is not None:
+        if text is not None and _thread_blocks(text, "Thread "):
             return text, "py-spy"
+        # Seen with a stopped process: exit 0, the header, and no thread at all.
+        error = error or "it found no Python thread"
         notes.append(f"py-spy could not dump pid {pid}: {error}")
     text, error = _faulthandler(pid, attempt_dir, stopped)
     if text is None:
