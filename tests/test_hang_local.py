@@ -20,19 +20,21 @@ from fray.state.layout import Home
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the hang watch reads Linux's /proc")]
 
-STOPS_ITSELF = f"""#!{sys.executable}
-import os, signal, time
-from fray import report
 
-def wait_for_the_operator():
-    os.kill(os.getpid(), signal.SIGSTOP)
-
+def stops_itself(*directives: str) -> tuple[str, str]:
+    """A workload whose first attempt stops itself (recording when in stopped_at) and whose second succeeds;
+    and where its stack will say it hung."""
+    head = [f"#!{sys.executable}", *directives, "import os, signal, time", "from fray import report", "",
+            "def wait_for_the_operator():", "    os.kill(os.getpid(), signal.SIGSTOP)"]
+    body = """
 if os.environ["FRAY_ATTEMPT"] == "1":
     with open(os.path.join(os.environ["FRAY_ATTEMPT_DIR"], "stopped_at"), "w") as handle:
         handle.write(repr(time.time()))
     wait_for_the_operator()
 report.final(ok=True)
 """
+    return "\n".join(head) + "\n" + body, f"hung in wait_for_the_operator, job.py:{len(head)}"
+
 
 DEADLOCKS = f"""#!{sys.executable}
 #FRAY --heartbeat-interval 0.5 --idle-timeout 2s --max-retries 0
@@ -62,13 +64,14 @@ def meta_of(home: Home, run_id: str) -> dict:
 
 
 def test_a_workload_that_stops_itself_is_restarted_within_ten_seconds_by_default(home, daemon, tmp_path):
-    run_id = submit(home, tmp_path, STOPS_ITSELF)
+    script, where = stops_itself()
+    run_id = submit(home, tmp_path, script)
     meta = wait_until(lambda: (m := meta_of(home, run_id))["phase"] == "ended" and m, timeout=60,
                       what="the run to end")
     assert meta["end"]["status"] == "completed_success", meta["end"]
     first, second = meta["attempts"]
     assert first["cause"] == "hang_stopped" and first["counted_as"] == "workload"
-    assert "hung in wait_for_the_operator, job.py:6" in first["detail"]
+    assert where in first["detail"]
     stopped_at = float((home.run(run_id).attempt(1).dir / "stopped_at").read_text())
     assert second["started_at"] - stopped_at <= 10.0, f"restarted {second['started_at'] - stopped_at:.1f}s after the stop"
 

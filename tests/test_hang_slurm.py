@@ -9,26 +9,12 @@ import sys
 import pytest
 
 from conftest import run_fray, wait_until
+from test_hang_local import stops_itself
 from test_slurm_backend import ended, slurm_home, submit, write  # noqa: F401 (slurm_home: autouse)
 from fray.state.layout import Home
 
 pytestmark = pytest.mark.slow
 
-STOPS_ITSELF = f"""#!{sys.executable}
-#FRAY --backend slurm
-#SBATCH --time=5
-import os, signal, time
-from fray import report
-
-def wait_for_the_operator():
-    os.kill(os.getpid(), signal.SIGSTOP)
-
-if os.environ["FRAY_ATTEMPT"] == "1":
-    with open(os.path.join(os.environ["FRAY_ATTEMPT_DIR"], "stopped_at"), "w") as handle:
-        handle.write(repr(time.time()))
-    wait_for_the_operator()
-report.final(ok=True)
-"""
 
 DEADLOCKS = f"""#!{sys.executable}
 #FRAY --backend slurm --heartbeat-interval 0.5 --idle-timeout 2s --max-retries 0
@@ -49,11 +35,12 @@ all_reduce()
 
 def test_a_workload_that_stops_itself_on_slurm_is_restarted_within_ten_seconds_by_default(home: Home, daemon,
                                                                                           tmp_path):
-    run_id = submit(home, write(tmp_path, "job.py", STOPS_ITSELF))
+    script, where = stops_itself("#FRAY --backend slurm", "#SBATCH --time=5")
+    run_id = submit(home, write(tmp_path, "job.py", script))
     meta = wait_until(lambda: ended(home, run_id), timeout=90, what="the run to end")
     assert meta["end"]["status"] == "completed_success", meta["attempts"]
     first, second = meta["attempts"]
-    assert first["cause"] == "hang_stopped" and "hung in wait_for_the_operator, job.py:8" in first["detail"]
+    assert first["cause"] == "hang_stopped" and where in first["detail"]
     stopped_at = float((home.run(run_id).attempt(1).dir / "stopped_at").read_text())
     took = second["started_at"] - stopped_at
     print(f"slurm: attempt 2 started {took:.1f}s after attempt 1's workload stopped itself")
