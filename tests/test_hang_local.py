@@ -52,6 +52,18 @@ def all_reduce():
 all_reduce()
 """
 
+SPINS = f"""#!{sys.executable}
+#FRAY --heartbeat-interval 0.5 --progress-timeout 8s --max-retries 0
+from fray import report
+
+def spin():
+    while True:
+        pass
+
+report.progress(step=1)
+spin()
+"""
+
 
 def submit(home: Home, tmp_path: Path, body: str) -> str:
     script = tmp_path / "job.py"
@@ -94,3 +106,14 @@ def test_status_names_the_function_a_deadlocked_workload_hung_in_and_logs_prints
     assert data["stream"] == "stacks" and any("all_reduce" in line for line in data["lines"])
     refused = run_fray("logs", run_id, "--stacks", "--stderr", home=home.root)
     assert refused.returncode == 2 and "does not go with --stderr" in refused.stderr
+
+
+def test_a_progress_stall_the_daemon_ends_still_says_where_the_workload_spun(home, daemon, tmp_path):
+    run_id = submit(home, tmp_path, SPINS)
+    meta = wait_until(lambda: (m := meta_of(home, run_id))["phase"] == "ended" and m, timeout=60,
+                      what="the run to end")
+    assert meta["attempts"][0]["cause"] == "progress_stall"  # busy all along: the stall, not the idle check, ended it
+    data = json.loads(run_fray("status", run_id, "--json", home=home.root, check=True).stdout)
+    assert data["attempts"][0]["watch"]["stacks"]["hung_in"].startswith("spin, job.py:")
+    shown = run_fray("status", run_id, home=home.root, check=True).stdout
+    assert "spin, job.py:" in shown and "(attempt 1, progress_stall; all stacks: fray logs --stacks)" in shown

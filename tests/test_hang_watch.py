@@ -272,3 +272,16 @@ def test_py_spy_denied_and_no_faulthandler_still_end_the_hang_and_say_what_could
     assert failure["cause"] == "hang_stopped" and failure["stacks"]["by"] is None
     assert "Operation not permitted" in notes and "never ran `import fray`" in notes
     assert "no Python stack could be taken" in failure["message"]
+
+
+def test_a_workload_asked_to_hold_still_is_never_taken_for_idle(tmp_path):
+    commands = tmp_path / "commands"
+    commands.mkdir()
+    (commands / "hold.json").write_text(json.dumps({"id": "hold", "type": "pause", "issued_at": time.time(),
+                                                    "actor": {}, "payload": {}}))
+    done, attempt_dir, _ = run_hung(tmp_path, """
+        import time
+        time.sleep(4)  # holding still, as `fray control pause --in-process` asked: no CPU, no progress
+        """, "--idle-timeout", "1", "--commands-dir", str(commands))
+    assert done.returncode == 0, (attempt_dir / contract.WRAPPER_LOG).read_text()
+    assert not (attempt_dir / contract.FAILURE).exists()
