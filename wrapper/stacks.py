@@ -30,6 +30,7 @@ MAX_TARGETS = 4
 PYSPY_TIMEOUT_SEC = 10.0
 FAULTHANDLER_WAIT_SEC = 3.0
 QUIET_SEC = 0.2  # a faulthandler dump is written in one go: this long without growth means it is done
+STOPPED_QUIET_SEC = 0.05  # the same for a process continued only to be dumped, so that it runs no longer than that
 _PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<file>.+):(?P<line>\d+)\)\s*$")
 _FAULT_FRAME = re.compile(r'^\s+File "(?P<file>.+)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
 
@@ -135,13 +136,20 @@ def _faulthandler(pid: int, attempt_dir: str, stopped: bool) -> tuple[str | None
         return None, f"cannot signal it: {exc.strerror or exc}"
     deadline = time.monotonic() + FAULTHANDLER_WAIT_SEC
     last, last_change = before, time.monotonic()
+    # A continued process runs its own code again once the dump is written: stop it again at once.
+    quiet = STOPPED_QUIET_SEC if stopped else QUIET_SEC
     while time.monotonic() < deadline:
         size = _size(path)
         if size != last:
             last, last_change = size, time.monotonic()
-        elif size > before and time.monotonic() - last_change >= QUIET_SEC:
+        elif size > before and time.monotonic() - last_change >= quiet:
             break
-        time.sleep(0.05)
+        time.sleep(0.01)
+    if stopped:
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except (ProcessLookupError, PermissionError):
+            pass
     if last <= before:
         return None, f"nothing written to {path} within {FAULTHANDLER_WAIT_SEC:g}s"
     try:
