@@ -9,6 +9,7 @@ from pathlib import Path
 from fray.backends import wrapper_command
 from fray.backends.base import AttemptKey, SubmitRequest
 from fray.core import policy, submit_checks
+from fray.core.recovery import next_steps
 from fray.core.model import Meta, RunSpec
 from fray.core.observation import BackendView
 from fray.core.policy import AttemptFiles, Situation, decide
@@ -86,3 +87,12 @@ def test_status_says_where_the_last_hung_attempt_hung_and_what_the_running_one_i
     assert dict(detail.hang_summaries([{**attempts[0], "watch": {"stacks": blind}}]))["hung in"] == \
         "unknown (attempt 1, hang_idle): py-spy is not on PATH"
     assert detail.hang_summaries([]) == []
+
+
+def test_a_run_failed_by_hangs_or_stalls_is_pointed_at_its_stacks_not_its_stderr():
+    for last in ("hung: the workload's 1 process used no CPU ...; hung in worker, job.py:9",
+                 "step 7 has not advanced for 1801s"):
+        steps = next_steps("failed", f"1 workload failures, more than --max-retries 0; last: {last}", "r1", {}, "running")
+        assert steps[0].startswith("fray logs r1 --stacks  # where it hung")
+    crashed = next_steps("failed", "1 workload failures, more than --max-retries 0; last: exit 1: boom", "r1", {}, "x")
+    assert crashed[0].startswith("fray logs r1 --stderr")
