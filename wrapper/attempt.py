@@ -4,9 +4,11 @@ Steps 2 to 5 of the order described in `fray.wrapper.main`:
 
 2. signal handlers, preflight probes (probe.json; a failed probe ends the
    attempt here with 42, 43 or 44), subreaper, the sweep of what closed
-   attempts left on this node, launch, started.json, the health command;
+   attempts left on this node, launch, started.json, the health command,
+   the hang watch (`fray.wrapper.hangwatch`);
 3. wait for the workload, or for a stop signal and then --stop-grace
-   (`fray.wrapper.stopping`: a planned stop asks for a checkpoint first);
+   (`fray.wrapper.stopping`: a planned stop asks for a checkpoint first), or
+   for the hang watch's verdict (its stacks into stacks.txt, then SIGKILL);
 4. stop the health command, kill whatever the workload left running, then
    final.json or failure.json;
 5. stop the heartbeat and write exit.json, the very last act.
