@@ -92,7 +92,8 @@ def test_status_says_where_the_last_hung_attempt_hung_and_what_the_running_one_i
 def test_a_run_failed_by_hangs_or_stalls_is_pointed_at_its_stacks_not_its_stderr():
     for last in ("hung: the workload's 1 process used no CPU ...; hung in worker, job.py:9",
                  "step 7 has not advanced for 1801s"):
-        steps = next_steps("failed", f"1 workload failures, more than --max-retries 0; last: {last}", "r1", {}, "running")
+        reason = f"1 workload failures, more than --max-retries 0; last: {last}"
+        steps = next_steps("failed", reason, "r1", {}, "running")
         assert steps[0].startswith("fray logs r1 --stacks  # where it hung")
     crashed = next_steps("failed", "1 workload failures, more than --max-retries 0; last: exit 1: boom", "r1", {}, "x")
     assert crashed[0].startswith("fray logs r1 --stderr")

@@ -66,8 +66,21 @@ def test_a_main_process_stopped_for_three_seconds_is_hung_and_a_held_one_never_i
     assert judge.main_state(200.0, 7, "S", held=False) is None and judge.stopped_since is None
 
 
+def test_what_was_seen_before_the_wrapper_itself_was_frozen_proves_nothing():
+    # Slurm's suspend stops the wrapper with its workload; on resume the wrapper may look before the workload runs.
+    judge = hangwatch.Judge(idle_timeout=30, interval=10)
+    assert judge.main_state(0.0, 7, "T", held=False) is None
+    assert judge.main_state(3600.0, 7, "T", held=False) is None  # an hour later, but the wrapper was stopped too
+    assert judge.main_state(3601.0, 7, "T", held=False) is None
+    assert judge.main_state(3604.0, 7, "T", held=False) is not None  # then 3 s watched: stopped indeed
+    tree = {1: proc(1)}
+    judge.tree(0.0, tree, None, held=False)
+    assert judge.tree(3600.0, tree, None, held=False) is None and judge.idle_since is None
+    assert judge.tree(3630.0, tree, None, held=False) is not None
+
+
 def test_an_idle_tree_is_hung_after_the_idle_timeout_and_cpu_progress_or_new_processes_reset_it():
-    judge = hangwatch.Judge(idle_timeout=30)
+    judge = hangwatch.Judge(idle_timeout=30, interval=10)
     tree = {1: proc(1, cpu=5.0), 2: proc(2, cpu=1.0, ppid=1)}
     assert judge.tree(0.0, tree, None, held=False) is None
     assert judge.tree(20.0, tree, None, held=False) is None
@@ -75,19 +88,19 @@ def test_an_idle_tree_is_hung_after_the_idle_timeout_and_cpu_progress_or_new_pro
     assert verdict is not None and verdict.cause == "hang_idle" and "2 processes" in verdict.detail
     for busy in ({1: proc(1, cpu=6.0), 2: proc(2, cpu=1.0)},  # CPU used
                  {1: proc(1, cpu=5.0)}):  # a process came or went
-        judge = hangwatch.Judge(idle_timeout=30)
+        judge = hangwatch.Judge(idle_timeout=30, interval=10)
         judge.tree(0.0, tree, None, held=False)
         judge.tree(20.0, tree, None, held=False)
         assert judge.tree(40.0, busy, None, held=False) is None
         assert judge.tree(60.0, busy, None, held=False) is None  # idle again only since 40
-    judge = hangwatch.Judge(idle_timeout=30)
+    judge = hangwatch.Judge(idle_timeout=30, interval=10)
     judge.tree(0.0, tree, 1.0, held=False)
     assert judge.tree(40.0, tree, 2.0, held=False) is None  # progress reported
     assert hangwatch.Judge(idle_timeout=0).tree(1e6, tree, None, held=False) is None  # 0: off
 
 
 def test_processes_long_in_d_state_are_reported_and_forgotten_once_they_wake():
-    judge = hangwatch.Judge(idle_timeout=0)
+    judge = hangwatch.Judge(idle_timeout=0, interval=10)
     judge.tree(0.0, {1: proc(1), 2: proc(2, "D")}, None, held=False)
     judge.tree(20.0, {1: proc(1), 2: proc(2, "D")}, None, held=False)
     assert judge.stuck_io(20.0) == []

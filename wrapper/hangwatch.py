@@ -37,6 +37,9 @@ TICK_SEC = 1.0
 STOPPED_AFTER_SEC = 3.0
 STUCK_IO_SEC = 30.0
 IDLE_CPU_SHARE = 0.01
+# Samples this many intervals apart: the wrapper itself was frozen (Slurm's suspend stops every process of the
+# job, a VM paused), so what it saw before proves nothing; the workload may be resumed a moment after it.
+FROZEN_GAP_INTERVALS = 5
 STALL_LEAD_SEC = 5.0  # stacks of a progress stall are taken this long (plus a sample) before the shepherd acts
 WATCH = contract.WATCH
 STACKS = contract.STACKS
@@ -56,16 +59,21 @@ class Verdict:
 class Judge:
     """Hung or not, from samples stamped with a monotonic time (pure)."""
 
-    def __init__(self, idle_timeout: float, stopped_after: float = STOPPED_AFTER_SEC) -> None:
+    def __init__(self, idle_timeout: float, interval: float = TICK_SEC,
+                 stopped_after: float = STOPPED_AFTER_SEC) -> None:
         self.idle_timeout = idle_timeout
+        self.interval = interval  # of the tree's samples; the main process's are TICK_SEC apart
         self.stopped_after = stopped_after
+        self._main_at: float | None = None
         self.stopped_since: float | None = None
         self.idle_since: float | None = None
         self._last: tuple[float, float, frozenset[int], object] | None = None  # at, cpu, pids, progress mark
         self.d_since: dict[int, float] = {}
 
     def main_state(self, now: float, pid: int, state: str, held: bool) -> Verdict | None:
-        if state not in ("T", "t") or held:
+        frozen = self._main_at is not None and now - self._main_at > FROZEN_GAP_INTERVALS * TICK_SEC
+        self._main_at = now
+        if state not in ("T", "t") or held or frozen:
             self.stopped_since = None
             return None
         if self.stopped_since is None:
@@ -86,7 +94,7 @@ class Judge:
         for pid, proc in procs.items():
             if proc.state == "D":
                 self.d_since.setdefault(pid, now)
-        if last is None or held:
+        if last is None or held or now - last[0] > FROZEN_GAP_INTERVALS * self.interval:
             self.idle_since = None
             return None
         at, used, before, mark = last
@@ -148,7 +156,7 @@ class Watch:
         self.commands_dir = commands_dir
         self.interval = interval
         self.progress_timeout = progress_timeout
-        self.judge = Judge(idle_timeout)
+        self.judge = Judge(idle_timeout, interval)
         self.on_hang = on_hang
         self.log = log
         self.verdict: Verdict | None = None
