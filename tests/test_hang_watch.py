@@ -298,3 +298,27 @@ def test_a_workload_asked_to_hold_still_is_never_taken_for_idle(tmp_path):
         """, "--idle-timeout", "1", "--commands-dir", str(commands))
     assert done.returncode == 0, (attempt_dir / contract.WRAPPER_LOG).read_text()
     assert not (attempt_dir / contract.FAILURE).exists()
+
+
+def test_import_fray_arms_the_stack_signal_only_in_a_job_and_only_when_the_workload_does_not_use_it(tmp_path):
+    probe = """
+import os, signal, sys
+heard = []
+if sys.argv[1] == "taken":
+    signal.signal(signal.SIGRTMIN + 7, lambda *a: heard.append(1))
+import fray
+from fray.wrapper import faultsignal, procs
+caught = procs.catches(os.getpid(), faultsignal.stack_signal())
+if caught:
+    os.kill(os.getpid(), faultsignal.stack_signal())
+print(caught, bool(heard))
+"""
+
+    def run(mode: str, **env: str) -> list[str]:
+        return subprocess.run([sys.executable, "-c", probe, mode], env=child_env(**env), capture_output=True,
+                              text=True, check=True, timeout=30).stdout.split()
+
+    assert run("free") == ["False", "False"]  # outside a job: nothing armed
+    assert run("free", FRAY_ATTEMPT_DIR=str(tmp_path)) == ["True", "False"]  # armed: the signal dumps, harmlessly
+    assert run("taken", FRAY_ATTEMPT_DIR=str(tmp_path)) == ["True", "True"]  # the workload's own handler still runs
+    assert list(tmp_path.iterdir()) == []  # the dump file is on the node's disk, not in the attempt folder

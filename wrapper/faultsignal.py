@@ -55,9 +55,10 @@ def arm() -> bool:
     try:
         import faulthandler
 
-        current = signal.getsignal(signum)
-        if current not in (signal.SIG_DFL, None):
-            return False  # the workload uses this signal itself: leave it alone
+        from .procs import catches
+
+        if signal.getsignal(signum) not in (signal.SIG_DFL, None) or catches(os.getpid(), signum):
+            return False  # the workload (or a library in it) uses this signal itself: leave it alone
         # Append: every process of the job shares the file; the wrapper reads what one dump adds.
         fd = os.open(dump_path(folder), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         handle = os.fdopen(fd, "a", encoding="utf-8")
