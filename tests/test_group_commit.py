@@ -73,6 +73,21 @@ def test_an_invalid_document_is_refused_before_anything_is_staged(tmp_path):
     assert len(batch) == 0 and list(tmp_path.iterdir()) == []
 
 
+def test_temp_files_a_killed_daemon_left_are_removed_and_this_daemons_own_kept(home):
+    from fray.state.commit_batch import remove_left_behind
+
+    store.ensure_home(home)
+    folder = Path(home.run_folder("20260101-000000-a-00-0000"))
+    folder.mkdir()
+    dead = [folder / ".meta.json.tmp-999999999-ab12cd34", folder / ".meta.last-good.json.tmp-999999999-00ff00ff"]
+    mine = folder / f".meta.json.tmp-{os.getpid()}-11111111"  # staged by this daemon, not committed yet
+    other = folder / ".control.json.tmp-999999999-22222222"  # not a batched file: its writer is the CLI
+    for path in [*dead, mine, other]:
+        path.write_bytes(b"{}")
+    assert remove_left_behind(home, os.getpid()) == 2
+    assert sorted(p.name for p in folder.iterdir()) == sorted([mine.name, other.name])
+
+
 def _start_daemon(home: Home) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -138,6 +153,7 @@ def test_sigkill_during_a_large_commit_leaves_every_run_whole_and_listed(home, t
                                "--sweep", f"i=1..{POINTS}")
         group = submitted.get("group") or "gc"
         wait_until(lambda: len(home.run_ids()) == POINTS, timeout=60, what="the sweep's runs")
+        mid_commit = 0
         for kill in range(KILLS):
             # Alternate: stop the whole sweep (every run ends in one cycle), start it again (every run reopens).
             verb = "stop" if kill % 2 == 0 else "start"
@@ -145,13 +161,19 @@ def test_sigkill_during_a_large_commit_leaves_every_run_whole_and_listed(home, t
             time.sleep(rng.uniform(0.0, 0.4))  # the kill's moment, drawn: not a synchronisation
             daemon.send_signal(signal.SIGKILL)
             daemon.wait()
+            mid_commit += bool(list(home.runs_dir.glob("*/.meta*.tmp-*")))  # killed with a batch staged
             problems = _inconsistencies(home, group)
             assert not problems, f"after kill {kill + 1} ({verb}): " + "; ".join(problems[:10])
             daemon = _start_daemon(home)
+        with capsys.disabled():
+            print(f"{mid_commit} of {KILLS} kills left a staged batch behind (temp files not yet renamed)")
         run_fray("control", "stop", "--group", group, "--json", home=home.root, check=True)
         wait_until(lambda: all(store.read_json(home.meta_file(r), "meta")["phase"] == "ended" for r in home.run_ids()),
                    timeout=120, what="every run stopped")
         assert not _inconsistencies(home, group)
+        # What the killed daemons staged and never committed is gone: the last one removed it in its first cycle.
+        wait_until(lambda: not list(home.runs_dir.glob("*/.meta*.tmp-*")), timeout=30,
+                   what="the killed daemons' temp files removed")
     finally:
         daemon.send_signal(signal.SIGKILL)
         daemon.wait()

@@ -19,6 +19,11 @@ folders the renames changed (one call instead of an fsync per folder); where
 there is no syncfs (not Linux) it is sync(2). Nothing that must follow a file's
 durability may happen before `commit` returns: the daemon commits before it asks
 a backend to start or stop anything (fray.daemon.submitting).
+
+A daemon killed between `write` and `commit` leaves its temp files behind
+(hidden, never read); `remove_left_behind` removes those of meta.json and its
+copy that another process wrote: one daemon per FRAY_HOME writes them, so
+another pid's temp file can only be a dead daemon's.
 """
 
 from __future__ import annotations
@@ -31,7 +36,10 @@ from typing import Any, Callable
 
 from fray.core import validation
 from fray.state import store
-from fray.wrapper import records
+from fray.state.layout import Home
+from fray.wrapper import contract, records
+
+BATCHED = (contract.META, contract.META_COPY)  # what the daemon commits in batches
 
 
 def _load_syncfs() -> Callable[[int], int] | None:
@@ -112,3 +120,22 @@ class CommitBatch:
         staged, self._staged = self._staged, {}
         for tmp in staged.values():
             records.discard(tmp)
+
+
+def remove_left_behind(home: Home, writer: int) -> int:
+    """Remove the temp files of meta.json and its copy in every run folder that a process other than
+    `writer` (this daemon) staged and never committed; how many."""
+    prefixes = tuple(f".{name}.tmp-" for name in BATCHED)
+    ours = tuple(f"{prefix}{writer}-" for prefix in prefixes)  # records.temp_beside: .<name>.tmp-<pid>-<hex>
+    removed = 0
+    for run_id in home.run_ids():
+        try:
+            entries = os.scandir(home.run_folder(run_id))
+        except OSError:  # removed meanwhile
+            continue
+        with entries:
+            for entry in entries:
+                if entry.name.startswith(prefixes) and not entry.name.startswith(ours):
+                    records.discard(entry.path)
+                    removed += 1
+    return removed
