@@ -25,6 +25,7 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from . import procs
 
@@ -61,31 +62,46 @@ def start(argv: Sequence[str], env: Mapping[str, str], cwd: str, out: int, err: 
     pid = os.fork()
     if pid:
         return Forked(pid)
-    code = 1
-    try:
-        os.setsid()
+
+    def workload() -> int:
+        become_new_process(out, err, cwd, env, unbuffered=bool(env.get("PYTHONUNBUFFERED")))
         if arm is not None:
             arm()
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out, 1)
-        os.dup2(err, 2)
-        close_from(3)
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
-        new_std_streams(unbuffered=bool(env.get("PYTHONUNBUFFERED")))
         sys.argv = [argv[1]]
         extra = [path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path]
         sys.path[:0] = [os.path.dirname(os.path.realpath(argv[1])), *extra]
-        code = main()
+        return main()
+
+    exit_with(workload)
+
+
+def become_new_process(out: int, err: int, cwd: str, env: Mapping[str, str], unbuffered: bool) -> None:
+    """In a forked child: what `subprocess.Popen(stdin=DEVNULL, stdout=out, stderr=err, cwd=cwd, env=env,
+    start_new_session=True, close_fds=True)` makes of a new process."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    close_from(3)
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    new_std_streams(unbuffered)
+
+
+def exit_with(main: Callable[[], int | None]) -> NoReturn:
+    """Run `main` as a forked child's whole life and end the child as `python` ends: its return value, a
+    SystemExit's code (a text printed, then 1), 1 after an uncaught exception's traceback."""
+    code = 1
+    try:
+        code = main() or 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)
     except BaseException:
         traceback.print_exc()
-        code = 1
     finally:
         try:
             sys.stdout.flush()

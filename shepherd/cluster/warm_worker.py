@@ -21,7 +21,6 @@ import os
 import select
 import signal
 import sys
-import traceback
 from typing import Any, Callable, NoReturn
 
 
@@ -54,7 +53,7 @@ def serve() -> int:
             pending += chunk
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
-                _fork_wrapper(json.loads(line), (wake_read, wake_write), main.main)
+                _fork_wrapper(json.loads(line), main.main)
 
 
 def _send(message: dict[str, Any]) -> None:
@@ -72,7 +71,7 @@ def _reap() -> None:
         _send({"exit": pid})
 
 
-def _fork_wrapper(request: dict[str, Any], wake: tuple[int, int], wrapper_main: Callable[[list[str]], int]) -> None:
+def _fork_wrapper(request: dict[str, Any], wrapper_main: Callable[[list[str]], int]) -> None:
     try:
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     except OSError as exc:
@@ -85,45 +84,26 @@ def _fork_wrapper(request: dict[str, Any], wake: tuple[int, int], wrapper_main: 
         _send({"error": f"fork: {exc}"})
         return
     if pid == 0:
-        _become_wrapper(request, log, wake, wrapper_main)
+        _become_wrapper(request, log, wrapper_main)
     os.close(log)
     _send({"pid": pid})
 
 
-def _become_wrapper(request: dict[str, Any], log: int, wake: tuple[int, int],
-                    wrapper_main: Callable[[list[str]], int]) -> NoReturn:
-    """In the forked child: what Popen(argv, stdin=DEVNULL, stdout=log, stderr=log, env, cwd,
-    start_new_session=True, close_fds=True) makes of a new process, then the wrapper's main."""
+def _become_wrapper(request: dict[str, Any], log: int, wrapper_main: Callable[[list[str]], int]) -> NoReturn:
+    """In the forked child: the new process Popen would have started (wrapper.log as stdout and stderr), then
+    the wrapper's main with the arguments after `-m fray.wrapper`."""
     from fray.wrapper import forked
 
-    code = 70
-    try:
+    def wrapper() -> int:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.setsid()
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        forked.close_from(3)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        forked.new_std_streams(unbuffered=True)
+        forked.become_new_process(log, log, request["cwd"], request["env"], unbuffered=True)
         argv = request["argv"]
         args = argv[argv.index("fray.wrapper") + 1:]
         sys.argv = [argv[0], *args]
-        code = wrapper_main(args)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        return wrapper_main(args)
+
+    forked.exit_with(wrapper)
 
 
 if __name__ == "__main__":

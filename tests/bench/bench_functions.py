@@ -5,11 +5,14 @@ Prints, measured in the same run on the same machine, for each size (100 and
   - floor: the same function in a `concurrent.futures.ProcessPoolExecutor` with
     one process per CPU (its start and shutdown included);
   - fray: `fray.map(fn, range(N), backend="local")` then every `.result()`, in a
-    fresh FRAY_HOME (the daemon's start included, its stop not);
+    fresh FRAY_HOME (the daemon's start included, its stop not); warm (the
+    default: wrappers and workloads forked from the warm worker) and, up to
+    `--cold-max` functions, cold (`"warm_functions": false`, a new Python each);
   - ray: `ray.init(num_cpus=CPUs)`, one remote task per item, `ray.get`, and
     `ray.shutdown()` (all included), when ray imports in `--other-python`;
   - submitit: `LocalExecutor.map_array` and every `.result()`, when submitit
-    imports in `--other-python`.
+    imports in `--other-python` (up to `--submitit-max` functions: it starts a
+    new Python for each, as fray's cold start does).
 Ray and submitit are benchmark-only: install them in a venv of their own
 (`python -m venv /tmp/bench-venv && /tmp/bench-venv/bin/pip install ray submitit`),
 never as fray's dependencies; rows whose tool does not import say so.
@@ -19,12 +22,14 @@ documents staged and committed as one batch (fray.state.commit_batch), in
 writes per second. Targets (issue 23): 100 functions <= 3 s, 1,000 <= 15 s.
 
     python tests/bench/bench_functions.py [--sizes 100,1000] [--other-python /tmp/bench-venv/bin/python]
+        [--cold-max 100] [--submitit-max 100]
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import os
 import statistics
 import subprocess
@@ -77,9 +82,10 @@ def floor(n: int) -> float:
     return time.perf_counter() - start
 
 
-def fray_map(n: int) -> float:
+def fray_map(n: int, warm: bool = True) -> float:
     """In a child process of its own, as a user's script: a fresh FRAY_HOME, the daemon started by fray.map."""
     home = Path(tempfile.mkdtemp(prefix="bench-functions-"))
+    (home / "config.json").write_text(json.dumps({"local": {"warm_functions": warm}}))
     script = (
         "import sys, time\nsys.path.insert(0, sys.argv[2])\nimport fray\n"
         "from tests.bench.bench_functions import square\n"
@@ -154,6 +160,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000", help="how many functions, comma-separated")
     parser.add_argument("--other-python", default="/tmp/bench-venv/bin/python",
                         help="a Python with ray and submitit installed (their rows are skipped where they do not import)")
+    parser.add_argument("--cold-max", type=int, default=100, help="largest size also run with warm_functions off")
+    parser.add_argument("--submitit-max", type=int, default=100, help="largest size run through submitit")
     parser.add_argument("--commit-files", type=int, default=500, help="meta.json documents for the commit rows")
     args = parser.parse_args()
     print(f"{CPUS} CPUs; other tools from {args.other_python}"
@@ -162,9 +170,16 @@ def main() -> None:
         print(f"{n} trivial functions (x -> x * x), wall time until every result is back:")
         floor_sec = floor(n)
         row("floor: ProcessPoolExecutor", floor_sec, floor_sec)
-        row("fray.map, local backend", fray_map(n), floor_sec, TARGETS_SEC.get(n))
+        row("fray.map, local backend (warm)", fray_map(n), floor_sec, TARGETS_SEC.get(n))
+        row("fray.map, cold starts", fray_map(n, warm=False) if n <= args.cold_max else f"over --cold-max {args.cold_max}",
+            floor_sec)
         for tool in ("ray", "submitit"):
-            result = other(args.other_python, tool, n) if os.path.exists(args.other_python) else "no --other-python"
+            if not os.path.exists(args.other_python):
+                result: float | str = "no --other-python"
+            elif tool == "submitit" and n > args.submitit_max:
+                result = f"over --submitit-max {args.submitit_max}"
+            else:
+                result = other(args.other_python, tool, n)
             row(tool + (" (init + tasks + shutdown)" if tool == "ray" else " LocalExecutor"), result, floor_sec)
     alone, together = commit_rates(args.commit_files)
     print(f"daemon commit, {args.commit_files} meta.json documents and their copies:")

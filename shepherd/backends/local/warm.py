@@ -65,10 +65,6 @@ class WarmWorker:
             raise OSError(f"the warm worker could not start the wrapper: {reply.get('error', reply)}")
         return int(reply["pid"])
 
-    def close(self) -> None:
-        if self._proc is not None and self._proc.stdin is not None:
-            self._proc.stdin.close()
-
     def _ensure(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
