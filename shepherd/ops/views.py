@@ -14,15 +14,12 @@ from typing import Any
 
 from fray.core import group_rows
 from fray.core.model import Attempt, AttemptState, Control, Meta
-from fray.core.budgets import budgets_used
-from fray.core.placement.groups import TaskEnd, reporting_task
 from fray.core.run_row import row_of
 from fray.core.status import Status
 from fray.daemon import lease
 from fray.ops import groups
-from fray.ops.history import goodput_view
 from fray.errors import CorruptFileError
-from fray.state import meta_file, store, sweep_records
+from fray.state import meta_file, parents_index, store
 from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import RowCache, stat_key
@@ -86,6 +83,9 @@ def read_row_inputs(paths: RunPaths) -> tuple[Meta | None, bool, str | None, flo
 
 def budgets_view(meta: Meta, now: float) -> dict[str, Any]:
     """What is left of each retry budget: failures inside the retry window against the maximum."""
+    from fray.core.budgets import budgets_used  # this and the other imports inside `fray status`'s functions:
+    # `fray list` and `fray status` import this module, and a listing needs none of them
+
     used = budgets_used(meta, now)
     spec = meta.spec
     return {"window_sec": spec.retry_window_sec,
@@ -117,7 +117,7 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
             row = _uncached_row(home.run(run_id), cache, key, now)
         rows.append(row)
     cache.save(set(ids))
-    new_points = sweep_records.pending_members(home, set(ids))
+    new_points = _pending_points(home, set(ids))
     if new_points:  # a new sweep's points, shown from its record until the daemon has written their runs
         rows = sorted(rows + [row_of(m.run_id, m, False, None, None, None, now) for m in new_points],
                       key=lambda row: row["run_id"], reverse=True)
@@ -142,6 +142,15 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
         data["tree"] = True
         data["runs"] = [{**row, "depth": depth} for depth, row in family.tree(rows)]
     return data
+
+
+def _pending_points(home: Home, written: set[str]) -> list[Meta]:
+    """The points of new sweeps whose runs the daemon has not written yet (none without sweep records)."""
+    if not home.group_ids():
+        return []  # and fray.state.sweep_records (with the audit log's hashing) is not imported
+    from fray.state import sweep_records
+
+    return sweep_records.pending_members(home, written)
 
 
 def _uncached_row(paths: RunPaths, cache: RowCache, meta_key: list[int] | None, now: float) -> dict[str, Any]:
@@ -171,6 +180,8 @@ def _uncached_row(paths: RunPaths, cache: RowCache, meta_key: list[int] | None, 
 
 def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
     """One run in full: its row, spec, attempts with their records, recent events (schemas/cli-status.json)."""
+    from fray.ops.history import goodput_view
+
     now = time.time()
     paths = home.run(run_id)
     meta, control, problem = _load(paths)
@@ -236,6 +247,8 @@ def commands_view(paths: RunPaths, now: float) -> dict[str, Any]:
 def _reported_failure(files: layout.AttemptPaths, attempt: Attempt) -> tuple[dict[str, Any] | None, int | None]:
     """The failure record an ended attempt is reported by, and its task when the attempt has several: the
     task that failed the group, as the daemon chose it (core.placement.groups), not a sibling killed with it."""
+    from fray.core.placement.groups import TaskEnd, reporting_task
+
     failure = read_record(files.failure, "failure")
     indexes = files.task_indexes()
     if len(indexes) < 2 or attempt.state != AttemptState.ENDED.value:
@@ -265,17 +278,22 @@ def _summary(row: dict[str, Any]) -> dict[str, Any]:
 def family_view(home: Home, meta: Meta | None) -> dict[str, Any] | None:
     """A run's family for `fray status`: namespace, parent, children, group, reservation (None: it has none).
 
-    Children are found among `list_view`'s rows (ended ones come from the row cache).
+    Reads that run's parent and children only: the children are found in fray.state.parents_index, not by
+    listing every run, so `fray status` costs the same among 10 runs or 10,000.
     """
     if meta is None:
         return None
-    rows = list_view(home, fold=False)["runs"]
-    children = sorted((_summary(r) for r in rows if r.get("parent_run_id") == meta.run_id), key=lambda r: r["run_id"])
+    now = time.time()
+    ids = home.run_ids()
+    rows = [run_row(home, child, now) for child in parents_index.children(home, meta.run_id, ids)]
+    rows += [row_of(m.run_id, m, False, None, None, None, now) for m in _pending_points(home, set(ids))
+             if m.parent_run_id == meta.run_id]  # a new sweep's points, until the daemon has written their runs
+    children = sorted((_summary(r) for r in rows), key=lambda r: r["run_id"])
     parent = None
     if meta.parent_run_id:
-        found = next((r for r in rows if r["run_id"] == meta.parent_run_id), None)
-        parent = _summary(found) if found else {"run_id": meta.parent_run_id, "name": meta.parent_run_id,
-                                                "status": "error_unknown", "icon": "✗", "reason": "no such run"}
+        parent = (_summary(run_row(home, meta.parent_run_id, now)) if meta.parent_run_id in set(ids) else
+                  {"run_id": meta.parent_run_id, "name": meta.parent_run_id, "status": "error_unknown", "icon": "✗",
+                   "reason": "no such run"})
     if parent is None and not children and not meta.namespace and not meta.group and not meta.reservation:
         return None
     return {"namespace": meta.namespace or (meta.run_id if children else None), "parent": parent,

@@ -36,15 +36,13 @@ RECORD_SUFFIX = ".json"  # namespaces/<ns>/actors/<name>/<actor id>.json, reserv
 
 
 def record_id(file_name: str) -> str | None:
-    """The id a record file's name carries (an endpoint, a reservation); None for any other file
-    (temporary files being written start with a dot)."""
+    """The id a record file's name carries (endpoint, reservation); None for others (temp files start with '.')."""
     if file_name.endswith(RECORD_SUFFIX) and not file_name.startswith("."):
         return file_name[: -len(RECORD_SUFFIX)]
     return None
 
 
-def corrupt_name(path: Path, stamp: str) -> Path:
-    """Where a corrupt file is moved aside: beside it, under a name no reader looks for."""
+def corrupt_name(path: Path, stamp: str) -> Path:  # beside it, under a name no reader looks for
     return path.with_name(f"{path.name}{CORRUPT_MARK}{stamp}")
 
 
@@ -281,8 +279,7 @@ class RunPaths:
         return sorted(n[: -len(suffix)] for n in names if n.endswith(suffix) and pattern.fullmatch(n[: -len(suffix)]))
 
     def ended_archive(self, stamp: int) -> Path:
-        """Where a reactivated run's previous ended.json is kept."""
-        return self.dir / f"ended.{stamp}.json"
+        return self.dir / f"ended.{stamp}.json"  # a reactivated run's previous ended.json
 
     def script(self, frozen_name: str) -> Path:
         return self.dir / frozen_name
@@ -373,6 +370,10 @@ class Home:
     @property
     def list_cache(self) -> Path:
         return self.cache_dir / "list-rows.json"
+
+    @property
+    def parents_index(self) -> Path:
+        return self.cache_dir / "parents.json"  # run id -> parent run id (fray.state.parents_index)
 
     @property
     def namespaces_dir(self) -> Path:
