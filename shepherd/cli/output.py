@@ -29,8 +29,9 @@ def emit(data: dict[str, Any], as_json: bool, render: Renderer) -> None:
         return
     import click
 
-    for line in render(data):
-        click.echo(line)
+    lines = list(render(data))
+    if lines:  # one write: echoing 10,000 lines of `fray list` one by one costs more than laying them out
+        click.echo("\n".join(lines))
 
 
 def json_line(data: Any) -> None:

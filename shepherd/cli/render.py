@@ -101,13 +101,18 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int |
         _fit(columns, widths, width, len(gap))
     header = gap.join(_pad(col.title, widths[i], col.align) for i, col in enumerate(columns)).rstrip()
     lines = [style(header, bold=True)]
+    # Once per table, not per cell: `fray list` lays out 10,000 rows of 11 cells.
+    coloured, last, right = colour_enabled(), len(columns) - 1, [col.align == ">" for col in columns]
     for row, row_styles in zip(plain, styles):
         cells = []
-        for i, col in enumerate(columns):
-            text = _pad(human.truncate(row[i], widths[i]), widths[i], col.align)
-            if i == len(columns) - 1:
+        for i, text in enumerate(row):
+            width = widths[i]
+            if len(text) > width:
+                text = human.truncate(text, width)
+            text = text.rjust(width) if right[i] else text.ljust(width)
+            if i == last:
                 text = text.rstrip()
-            cells.append(style(text, **row_styles[i]) if row_styles[i] else text)
+            cells.append(click.style(text, **row_styles[i]) if coloured and row_styles[i] else text)
         lines.append(gap.join(cells).rstrip())
     return lines
 

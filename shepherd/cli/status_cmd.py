@@ -18,7 +18,7 @@ from fray.cli.main import fray_prefix, home_of
 from fray.core import recovery, values
 from fray.errors import CorruptFileError
 from fray.ops import detail, human, views
-from fray.state import runs
+from fray.state import run_lookup
 
 ATTEMPT_COLUMNS = (
     render.Column("#", ">"),
@@ -47,7 +47,7 @@ def status(ctx: click.Context, run: str, as_json: bool) -> None:
     RUN is a run id, a unique prefix of one, or a run name.
     """
     home = home_of(ctx)
-    run_id = runs.resolve(home, run)
+    run_id = run_lookup.resolve(home, run)
     data = views.status_view(home, run_id)
     if data["spec"] is None:
         # Neither meta.json nor its last good copy: the state is damaged, not the command line.
@@ -56,7 +56,7 @@ def status(ctx: click.Context, run: str, as_json: bool) -> None:
     row = data["run"]
     data["next_steps"] = recovery.next_steps(row["status"], row["reason"], run_id, data["spec"],
                                              data["daemon"]["state"], fray_prefix(home))
-    data["family"] = views.family_view(home, runs.read_meta(home, run_id))
+    data["family"] = views.family_view(home, run_lookup.read_meta(home, run_id))
     output.emit(data, as_json, render_status)
 
 

@@ -23,6 +23,7 @@ from fray.state import meta_file, parents_index, store
 from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import RowCache, stat_key
+from fray.wrapper import contract
 
 
 def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Control, str | None]:
@@ -58,9 +59,9 @@ def _attempt_inputs(paths: RunPaths, meta: Meta | None) -> tuple[float | None, d
     current = meta.current if meta is not None else None
     if current is None:
         return None, None
-    files = paths.attempt(current.number)
-    heartbeat_at = store.read_heartbeat(files.heartbeat) if current.in_flight else None
-    return heartbeat_at, read_progress(files.progress)
+    heartbeat = paths.attempt_file(current.number, contract.HEARTBEAT) if current.in_flight else None
+    return store.read_heartbeat(heartbeat) if heartbeat else None, read_progress(paths.attempt_file(current.number,
+                                                                                                 contract.PROGRESS))
 
 
 def read_progress(path: Path | str) -> dict[str, Any] | None:
@@ -114,7 +115,7 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
         key = stat_key(home.meta_file(run_id))
         row = cache.get(run_id, key)
         if row is None:
-            row = _uncached_row(home.run(run_id), cache, key, now)
+            row = _uncached_row(home, run_id, cache, key, now)
         rows.append(row)
     cache.save(set(ids))
     new_points = _pending_points(home, set(ids))
@@ -153,15 +154,16 @@ def _pending_points(home: Home, written: set[str]) -> list[Meta]:
     return sweep_records.pending_members(home, written)
 
 
-def _uncached_row(paths: RunPaths, cache: RowCache, meta_key: list[int] | None, now: float) -> dict[str, Any]:
+def _uncached_row(home: Home, run_id: str, cache: RowCache, meta_key: list[int] | None,
+                  now: float) -> dict[str, Any]:
     """The row of a run not cached as ended, caching what it can for the next listing.
 
     A run still going takes its meta and paused flag from the cache when neither
     meta.json nor control.json changed; its heartbeat and progress are always read.
     """
-    control_key = stat_key(paths.control)
+    paths, control_key = home.run(run_id), stat_key(home.control_file(run_id))
     meta: Meta | None = None
-    hit = cache.get_live(paths.run_id, meta_key, control_key)
+    hit = cache.get_live(run_id, meta_key, control_key)
     if hit is not None:
         try:
             meta, paused, problem = Meta.from_dict(hit[0]), hit[1], None
@@ -171,10 +173,10 @@ def _uncached_row(paths: RunPaths, cache: RowCache, meta_key: list[int] | None, 
         meta, control, problem = _load(paths, with_control=False)
         paused = control.paused
         if meta is not None and problem is None and meta.phase != "ended":
-            cache.put_live(paths.run_id, meta_key, control_key, meta.to_dict(), paused)
+            cache.put_live(run_id, meta_key, control_key, meta.to_dict(), paused)
     row = _row_from(paths, meta, paused, problem, now)
     if row["phase"] == "ended":
-        cache.put(paths.run_id, meta_key, row)
+        cache.put(run_id, meta_key, row)
     return row
 
 
