@@ -109,3 +109,15 @@ def test_readers_killed_while_writing_the_indexes_leave_nothing_hidden_or_invent
         assert sum(listing["counts"].values()) == len(on_disk)
         status = json.loads(run_fray("status", parent, "--json", home=home.root, check=True).stdout)
         assert {child["run_id"] for child in status["family"]["children"]} == children, f"after kill {kill}"
+
+
+def test_the_dashboards_first_paint_reads_the_newest_runs_and_the_next_scan_every_run(home, tmp_path):
+    from fray.ops.live import RunsModel
+
+    made = [make_run(home, tmp_path, f"run-{i}") for i in range(5)]
+    model = RunsModel(home)
+    first = model.scan(newest=2)
+    assert set(first.rows) == set(made[-2:]) and not first.full and sum(first.counts.values()) == 2
+    everything = model.scan()
+    assert set(everything.rows) == set(made) and everything.full and sum(everything.counts.values()) == 5
+    assert everything.changed == set(made[:3])  # the newest two were read once, for the first paint
