@@ -6,6 +6,7 @@ wherever a writer of the index was killed.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import signal
@@ -32,8 +33,14 @@ def make_run(home: Home, tmp_path: Path, name: str, parent: str | None = None) -
     return meta.run_id
 
 
+def fray(home: Home, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `fray` console script itself (fray.cli.entry: its JSON fast paths, then click), as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "fray.cli.entry", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "FRAY_HOME": str(home.root)})
+
+
 def children_shown(home: Home, run_id: str) -> list[str]:
-    status = json.loads(run_fray("status", run_id, "--json", home=home.root, check=True).stdout)
+    status = json.loads(fray(home, "status", run_id, "--json").stdout)
     schema_validate("cli-status", status)
     return [child["name"] for child in status["family"]["children"]]
 
@@ -49,8 +56,9 @@ def test_status_shows_the_children_on_disk_however_the_index_was_left(home, tmp_
     assert children_shown(home, parent) == ["first", "second"]
     shutil.rmtree(home.run(first).dir)  # a run deleted by hand
     assert children_shown(home, parent) == ["second"]
-    status = json.loads(run_fray("status", second, "--json", home=home.root, check=True).stdout)
+    status = json.loads(fray(home, "status", second, "--json").stdout)
     assert status["family"]["parent"]["name"] == "parent"
+    assert "Family" in run_fray("status", second, home=home.root, check=True).stdout  # the text, through click
 
     invented = {"version": parents_index.VERSION, "parents": {first: parent, "20991231-000000-ghost-0000": parent}}
     for damaged in (b"", b"{not json", json.dumps({"version": 0, "parents": {}}).encode(),
@@ -64,7 +72,7 @@ def test_a_parent_deleted_by_hand_shows_as_no_such_run(home, tmp_path):
     parent = make_run(home, tmp_path, "parent")
     child = make_run(home, tmp_path, "child", parent=parent)
     shutil.rmtree(home.run(parent).dir)
-    status = json.loads(run_fray("status", child, "--json", home=home.root, check=True).stdout)
+    status = json.loads(fray(home, "status", child, "--json").stdout)
     assert (status["family"]["parent"]["run_id"], status["family"]["parent"]["reason"]) == (parent, "no such run")
 
 
@@ -104,10 +112,10 @@ def test_readers_killed_while_writing_the_indexes_leave_nothing_hidden_or_invent
             shutil.rmtree(home.run(gone).dir)
             children.discard(gone)
         on_disk = set(home.run_ids())
-        listing = json.loads(run_fray("list", "--json", home=home.root, check=True).stdout)
+        listing = json.loads(fray(home, "list", "--json").stdout)
         assert {row["run_id"] for row in listing["runs"]} == on_disk, f"after kill {kill}"
         assert sum(listing["counts"].values()) == len(on_disk)
-        status = json.loads(run_fray("status", parent, "--json", home=home.root, check=True).stdout)
+        status = json.loads(fray(home, "status", parent, "--json").stdout)
         assert {child["run_id"] for child in status["family"]["children"]} == children, f"after kill {kill}"
 
 
@@ -121,3 +129,18 @@ def test_the_dashboards_first_paint_reads_the_newest_runs_and_the_next_scan_ever
     everything = model.scan()
     assert set(everything.rows) == set(made) and everything.full and sum(everything.counts.values()) == 5
     assert everything.changed == set(made[:3])  # the newest two were read once, for the first paint
+
+
+def test_the_json_fast_paths_leave_many_cluster_configs_to_the_full_command(home, tmp_path, monkeypatch):
+    """`fray list --json` and `fray status RUN --json` skip click only when no `remotes` are configured:
+    with them, the listing spans clusters and a run is looked for on each (fray.cli.clusters_view)."""
+    run_id = make_run(home, tmp_path, "here")
+    assert json.loads(fray(home, "status", run_id, "--json").stdout)["run"]["run_id"] == run_id
+    config = tmp_path / "xdg" / "fray" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('remotes = "east"\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    for argv in (["list", "--json"], ["status", run_id, "--json"]):
+        proc = fray(home, *argv)
+        error = json.loads(proc.stdout)["error"]
+        assert proc.returncode == 2 and "remotes must be a list of ssh host names" in error["message"], argv

@@ -252,16 +252,16 @@ def measure(tmp: Path, size: int, repeats: int) -> dict[str, float]:
 
 
 def table(sizes: list[int], figures: dict[int, dict[str, float]]) -> list[str]:
-    heads = [f"{size:,} runs" for size in sizes]
-    lines = [f"| {'measured (median ms)':<42} | " + " | ".join(f"{h:>11}" for h in heads) + f" | {'target':>12} | result |",
-             "|" + "-" * 44 + "|" + "|".join("-" * 12 + ":" for _ in sizes) + "|" + "-" * 13 + ":|--------|"]
-    floor = " | ".join(f"{figures[size]['floor']:>11.0f}" for size in sizes)
-    lines.append(f"| {'floor: python -c pass':<42} | {floor} | {'':>12} |        |")
+    """The Markdown table: a row per figure, a column per size, the target and PASS/MISS per size."""
+    head = "| measured (median ms) | " + " | ".join(f"{size:,} runs" for size in sizes) + " | target | result |"
+    lines = [head, "|---|" + "---:|" * len(sizes) + "---:|---|"]
+    lines.append("| floor: `python -c pass` | " + " | ".join(f"{figures[size]['floor']:.0f}" for size in sizes)
+                 + " | | |")
     for row in ROWS:
-        cells = " | ".join(f"{figures[size][row.key]:>11.0f}" for size in sizes)
-        target = " / ".join(f"{row.targets[size]:.0f}" for size in sizes if size in row.targets)
-        verdict = ",".join("PASS" if figures[size][row.key] <= row.targets[size] else "MISS" for size in sizes)
-        lines.append(f"| {row.label:<42} | {cells} | {'<= ' + target:>12} | {verdict:<6} |")
+        cells = " | ".join(f"{figures[size][row.key]:.0f}" for size in sizes)
+        target = " / ".join(f"{row.targets[size]:.0f}" for size in sizes)
+        verdict = " / ".join("PASS" if figures[size][row.key] <= row.targets[size] else "MISS" for size in sizes)
+        lines.append(f"| {row.label} | {cells} | <= {target} | {verdict} |")
     return lines
 
 
