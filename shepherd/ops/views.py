@@ -249,12 +249,12 @@ def commands_view(paths: RunPaths, now: float) -> dict[str, Any]:
 def _reported_failure(files: layout.AttemptPaths, attempt: Attempt) -> tuple[dict[str, Any] | None, int | None]:
     """The failure record an ended attempt is reported by, and its task when the attempt has several: the
     task that failed the group, as the daemon chose it (core.placement.groups), not a sibling killed with it."""
-    from fray.core.placement.groups import TaskEnd, reporting_task
-
     failure = read_record(files.failure, "failure")
     indexes = files.task_indexes()
     if len(indexes) < 2 or attempt.state != AttemptState.ENDED.value:
         return failure, None
+    from fray.core.placement.groups import TaskEnd, reporting_task  # attempts of several tasks only
+
     exit_record = read_record(files.exit, "exit")
     others = [] if attempt.stop_reason else [TaskEnd(i, record, read_record(files.task(i).failure, "failure"))
                                              for i in indexes[1:] if (record := read_record(files.task(i).exit, "exit"))]
