@@ -144,3 +144,18 @@ def test_the_json_fast_paths_leave_many_cluster_configs_to_the_full_command(home
         proc = fray(home, *argv)
         error = json.loads(proc.stdout)["error"]
         assert proc.returncode == 2 and "remotes must be a list of ssh host names" in error["message"], argv
+
+
+def test_a_meta_json_edited_in_place_by_hand_is_listed_as_edited(home, tmp_path):
+    """Same inode, same size: the row cache still sees the new modification time and reads the file again."""
+    run_id = make_run(home, tmp_path, "aaaa")
+    assert [row["name"] for row in json.loads(fray(home, "list", "--json").stdout)["runs"]] == ["aaaa"]
+    meta = home.run(run_id).meta
+    before = meta.stat()
+    with open(meta, "r+b") as handle:  # what an editor that writes in place does
+        text = handle.read().replace(b'"name": "aaaa"', b'"name": "bbbb"')
+        handle.seek(0)
+        handle.write(text)
+    os.utime(meta, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))  # edited a second later
+    assert (meta.stat().st_ino, meta.stat().st_size) == (before.st_ino, before.st_size)
+    assert [row["name"] for row in json.loads(fray(home, "list", "--json").stdout)["runs"]] == ["bbbb"]
