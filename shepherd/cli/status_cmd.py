@@ -83,7 +83,7 @@ def render_status(data: dict[str, Any]) -> list[str]:
     if data["end"]:
         facts.append(("ended", human.timestamp(data["end"]["at"], now)))
     lines += render.key_values(facts)
-    if data.get("next_steps"):  # right under the run: what to type now (README: My run failed: what now)
+    if data.get("next_steps"):  # right under the run: what to type now (docs/failures.md)
         lines += ["", render.heading("What now")] + render.indent_block(data["next_steps"], "  ")
 
     lines += family_lines(data.get("family"))

@@ -252,16 +252,16 @@ def _read_script(path: Path) -> bytes:
 
 
 def set_overrides(home: Home, run_id: str, settings: dict[str, Any]) -> Control:
-    """`fray control config-set`: change safe settings of a live run (validated as a whole)."""
+    """`fray control config-set`: change safe settings of a run (validated as a whole). A live run uses them
+    from the daemon's next cycle; an ended one from its next `fray control start`, so "a larger budget, then
+    start it again" works in that order (the order `fray status` prints under What now)."""
     from fray.core.policy import SAFE_OVERRIDES
 
     unsafe = sorted(set(settings) - SAFE_OVERRIDES)
     if unsafe:
         allowed = ", ".join(sorted(key.replace("_sec", "").replace("_", "-") for key in SAFE_OVERRIDES))
-        raise UsageError(f"cannot change {', '.join(unsafe)} on a live run; the settings that can change: {allowed}")
+        raise UsageError(f"cannot change {', '.join(unsafe)} after submit; the settings that can change: {allowed}")
     meta = read_meta(home, run_id)
-    if meta.phase == Phase.ENDED.value:
-        raise UsageError(f"run {run_id} has ended; settings can change only on a live run")
     with store.lock(home, f"control-{run_id}"):
         control = read_control(home, run_id)
         merged = {**control.overrides, **settings}

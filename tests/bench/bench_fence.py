@@ -1,4 +1,4 @@
-"""Benchmark: from a wrapper's death to its whole process tree's, on the local backend (the bound the README states).
+"""Benchmark: from a wrapper's death to its whole process tree's, on the local backend (the bound docs/state.md states).
 
 A real daemon runs a workload whose tree escapes its process group three ways
 (`setsid cmd &`, a double-forked daemon, `cmd &`). The wrapper is SIGKILLed
