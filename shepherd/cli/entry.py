@@ -138,10 +138,10 @@ def _fast_json(build: Callable[[], dict]) -> int:
     # A process that allocates tens of thousands of objects and exits right after
     # printing them: collecting cycles along the way would only cost time (~3%).
     gc.disable()
-    from fray.cli.output import dumps
+    from fray.cli.output import json_bytes
 
     try:
-        sys.stdout.write(dumps(build()) + "\n")
+        sys.stdout.buffer.write(json_bytes(build()))
         sys.stdout.flush()
     except BrokenPipeError:
         return 1  # as click does for a reader that went away
