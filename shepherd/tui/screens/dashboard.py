@@ -1,6 +1,7 @@
 """The dashboard: every run with its status, counts per status, the daemon's health, recent actions.
 
-The table is `RunTable` (virtual, updated in place); `/` starts a filter that
+The table is `RunTable` (virtual, updated in place); `c` on a sweep's row
+overlays the curves of its runs (fray.tui.screens.sweep); `/` starts a filter that
 narrows it as you type (every word must appear in the run's id, name, status,
 node, mode, backend or reason); Enter keeps the filter, Esc clears it. The
 filter is typed into the table itself and echoed on a one-line prompt, so a
@@ -33,6 +34,7 @@ class DashboardScreen(RunActions, FrayScreen):
         Binding("t", "logs", "Logs"),
         Binding("b", "blacklist", "Ban node"),
         Binding("n", "new_run", "New run"),
+        Binding("c", "curves", "Curves"),
         Binding("slash", "search", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
@@ -114,6 +116,18 @@ class DashboardScreen(RunActions, FrayScreen):
                 self.table.apply(*self._folder.apply(self._snapshot.rows, set(), set()))
             return
         self.fray.open_details(event.run_id)
+
+    def action_curves(self) -> None:
+        """A sweep's row: its runs' curves overlaid; a run's: its own screen, whose curves show each attempt."""
+        row = self.current_row()
+        if row is None:
+            self.notify("no run selected", severity="warning")
+        elif row.get("kind") == "group":
+            from fray.tui.screens.sweep import SweepScreen
+
+            self.app.push_screen(SweepScreen(row["group"], row["name"]))
+        else:
+            self.fray.open_details(row["run_id"])
 
     def action_search(self) -> None:
         self.table.focus()

@@ -113,9 +113,11 @@ HELP = """\
   Enter  details     t  logs             n  new run           o/O  sort by / reverse
   r  restart (start an ended run)        s  stop              p  pause/unpause
   b  blacklist the run's node            Esc  clear the filter
+  c  curves (a sweep's row: its runs overlaid, m: next metric)
 
 [b]Run details[/b]
   r/s/p  as above    t  logs             b  blacklist node    e  edit config
+  m  next metric of the curves
   Backspace/Esc  back
 
 [b]Logs[/b]
