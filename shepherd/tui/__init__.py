@@ -20,8 +20,9 @@ from __future__ import annotations
 from fray.state.layout import Home
 
 
-def run(home: Home, start: str = "runs", run_id: str | None = None, theme: str | None = None) -> None:
-    """Run the dashboard in this terminal until the user quits."""
+def run(home: Home, start: str = "runs", run_id: str | None = None, theme: str | None = None,
+        clusters: list[str] | None = None) -> None:
+    """Run the dashboard in this terminal until the user quits (`clusters`: this machine and these hosts)."""
     from fray.tui.app import FrayApp
 
-    FrayApp(home, start=start, run_id=run_id, theme_name=theme).run()
+    FrayApp(home, start=start, run_id=run_id, theme_name=theme, clusters=clusters).run()

@@ -129,6 +129,8 @@ HELP = """\
 
 Stop, restart, pause, start and ban ask first: y confirms, n or Esc cancels.
 Changes are written as `fray control` writes them; the daemon acts on them.
+Over several clusters (--remote a,b, remotes = [...]): Enter, t, r, s, p and b on
+a run of another cluster act there, as `fray ... --remote HOST` would.
 """
 
 
