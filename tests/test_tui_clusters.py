@@ -17,7 +17,7 @@ import pytest
 from fray.cli import clusters_view
 from fray.state.layout import Home
 from fray.tui import web
-from fray.tui.screens.dialogs import ConfirmScreen
+from fray.tui.screens.dialogs import BanScreen, ConfirmScreen
 from tests.test_clusters import clusters, fray, many, meta_in, submitted  # noqa: F401  (clusters: the fixture)
 from tests.tui_support import dashboard, go_to, run, screen_text, until
 
@@ -87,6 +87,18 @@ def test_the_dashboard_shows_every_cluster_acts_on_each_runs_own_and_a_host_goin
                         what="east's run to stop")
             assert meta_in(many.homes["east"], east["run_id"])["end"]["status"] == "stopped_manual"
             await pilot.press("escape")
+
+            await go_to(app, pilot, "east-sleeper")  # ban its node: on east, not here
+            await pilot.press("b")
+            await until(pilot, lambda: isinstance(app.screen, BanScreen), what="the BanScreen")
+            assert app.screen.query_one("#node").value == "vm"
+            app.screen.query_one("#reason").value = "bad disk"
+            await pilot.press("enter")
+            await until(pilot, lambda: any(m.startswith("east: east-sleeper: ") for m in said), timeout=30,
+                        what="the ban's answer from east")
+            banned = json.loads((many.homes["east"] / "blacklist.json").read_text())["nodes"]
+            assert banned["vm"]["reason"] == "bad disk" and banned["vm"]["source_run"] == east["run_id"]
+            assert not home.blacklist.exists()
 
             down(many.servers["west"])  # west goes down: one row says so, the others stay
             started = time.monotonic()

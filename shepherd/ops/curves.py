@@ -148,6 +148,15 @@ def draw(plt: Any, view: dict[str, Any], axis: str) -> None:
                     [top] * len(view["not_finite"]), marker="x", color="red", label="nan/inf")
 
 
+def next_metric(view: dict[str, Any] | None) -> str | None:
+    """The metric `m` moves to: the one after the view's among those reported (None: none reported)."""
+    names = (view or {}).get("metrics") or []
+    if not names:
+        return None
+    current = view["metric"] if view else None
+    return names[(names.index(current) + 1) % len(names)] if current in names else names[0]
+
+
 def summary(view: dict[str, Any]) -> str:
     """One line under the plot: what it shows and what it left out."""
     if not view["attempts"]:

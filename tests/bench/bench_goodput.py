@@ -232,14 +232,19 @@ def run_sbatch(cluster: SlurmCluster, root: Path, args: argparse.Namespace) -> O
     work.mkdir()
     script = root / "train-sbatch.py"
     script.write_text(script_for(work, args))
+    submitted = time.time()
+    job = cluster.run("sbatch", "--parsable", "--requeue", f"--output={work}/slurm-%j.out",
+                      f"--chdir={work}", str(script)).stdout.strip().split(";")[0]
+    return follow_job(cluster, job, work, submitted, args)
+
+
+def follow_job(cluster: SlurmCluster, job: str, work: Path, submitted: float, args: argparse.Namespace) -> Outcome:
+    """Inject the node failure into Slurm job `job`, then wait until it is gone or has made every step."""
     node = None
     try:
-        submitted = time.time()
-        job = cluster.run("sbatch", "--parsable", "--requeue", f"--output={work}/slurm-%j.out",
-                          f"--chdir={work}", str(script)).stdout.strip().split(";")[0]
         deadline = time.monotonic() + args.deadline
         node_at, node = inject_node_failure(cluster, work, args.node_at, deadline)
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # squeue: this cluster has no accounting (sacct) to ask
             state = cluster.run("squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip()
             if not state:
                 break  # gone: completed, or failed and not requeued (a crash is not requeued by Slurm)
@@ -273,22 +278,8 @@ def run_submitit(cluster: SlurmCluster, root: Path, args: argparse.Namespace) ->
     script.write_text(script_for(work, args))
     executor = submitit.AutoExecutor(folder=work / "submitit", cluster="slurm")
     executor.update_parameters(slurm_partition="cpu", timeout_min=60)
-    node = None
-    try:
-        submitted = time.time()
-        job = executor.submit(Train(str(script))).job_id
-        deadline = time.monotonic() + args.deadline
-        node_at, node = inject_node_failure(cluster, work, args.node_at, deadline)
-        while time.monotonic() < deadline:  # squeue, not job.state: submitit reads sacct, and this cluster has none
-            if not cluster.run("squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip():
-                break
-            if len({line.step for line in read_log(work)}) == args.steps:
-                break
-            time.sleep(0.5)
-        cluster.run("scancel", job, check=False)
-        return outcome(work, submitted, args.steps, args.step_sec, fault_times(work, node_at))
-    finally:
-        cleanup(cluster, node)
+    submitted = time.time()
+    return follow_job(cluster, executor.submit(Train(str(script))).job_id, work, submitted, args)
 
 
 def have_submitit() -> bool:

@@ -92,12 +92,11 @@ class SweepScreen(FrayScreen):
         return table
 
     def action_next_metric(self) -> None:
-        names = (self.view or {}).get("metrics") or []
-        if not names:
+        chosen = curves.next_metric(self.view)
+        if chosen is None:
             self.notify("no metric reported yet")
             return
-        current = self.view["metric"] if self.view else None
-        self.metric = names[(names.index(current) + 1) % len(names)] if current in names else names[0]
+        self.metric = chosen
         self.reload()
 
     def action_back(self) -> None:
