@@ -265,10 +265,10 @@ class FrayApp(App):
     def open_details(self, run_id: str, cluster: str | None = None) -> None:
         """The run's screen (screens open it through the app, which imports them: no cycle); a run of
         another cluster: its screen as that cluster tells it."""
-        if cluster not in (None, remote_runs.LOCAL):
+        if cluster is not None and cluster != remote_runs.LOCAL:
             from fray.tui.screens.remote_run import RemoteDetailScreen
 
-            self.push_screen(RemoteDetailScreen(cluster, run_id))  # type: ignore[arg-type]
+            self.push_screen(RemoteDetailScreen(cluster, run_id))
             return
         from fray.tui.screens.detail import DetailScreen
 
@@ -276,10 +276,10 @@ class FrayApp(App):
 
     def open_logs(self, run_id: str, cluster: str | None = None) -> None:
         """The run's logs screen; a run of another cluster: the tail its cluster gives."""
-        if cluster not in (None, remote_runs.LOCAL):
+        if cluster is not None and cluster != remote_runs.LOCAL:
             from fray.tui.screens.remote_run import RemoteLogsScreen
 
-            self.push_screen(RemoteLogsScreen(cluster, run_id))  # type: ignore[arg-type]
+            self.push_screen(RemoteLogsScreen(cluster, run_id))
             return
         from fray.tui.screens.logs import LogsScreen
 
