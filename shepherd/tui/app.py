@@ -93,7 +93,7 @@ class FrayApp(App):
         self.scans_applied = 0
         self.clusters = clusters if clusters and len(clusters) > 1 else None  # `local` first
         self.remote: remote_runs.RemoteRuns | None = None
-        self._asking = False
+        self.asking = False  # the hosts are being asked now (request_remotes)
 
     # -- start and stop -------------------------------------------------------------------
 
@@ -199,8 +199,8 @@ class FrayApp(App):
 
     def request_remotes(self) -> None:
         """Ask the other clusters for their runs soon (one asking at a time)."""
-        if self.clusters and not self._asking:
-            self._asking = True
+        if self.clusters and not self.asking:
+            self.asking = True
             self.run_worker(self.refresh_remotes(), group="remotes", exit_on_error=False)
 
     async def refresh_remotes(self) -> remote_runs.RemoteRuns:
@@ -212,7 +212,7 @@ class FrayApp(App):
             remote = remote_runs.RemoteRuns({remote_runs.key_of(h, ""): remote_runs.down_row(h, str(exc))
                                              for h in hosts})
         finally:
-            self._asking = False
+            self.asking = False
         self.remote = remote
         for screen in list(self.screen_stack):
             handler = getattr(screen, "on_remote", None)
