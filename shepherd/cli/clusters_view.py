@@ -7,6 +7,9 @@ merges them, every row carrying its `cluster` (schemas/cli-clusters-list.json, c
 and here they are rendered with a CLUSTER column. A cluster that could not answer (down, refused, timed out) is one
 row saying so; the others are shown all the same, and the exit code is 0 once the view is printed.
 
+The dashboard (`tui`, `web`) spanning clusters runs here, told which (a hidden `--clusters local,a,b`):
+it asks the hosts itself (fray.ops.remote_runs) and shows them with a CLUSTER column.
+
 A run-scoped command (`status RUN`, `logs RUN`, `control OP RUN`) first asks every cluster for RUN
 (`fray status RUN`) and then runs there, exactly as `--remote HOST` would: on the one cluster that
 has it, or refused (exit 2) when none or several do.
@@ -25,6 +28,7 @@ from fray.remote import clusters, forward
 
 FANNED = (["list"], ["usage"])
 ROUTED = (["status"], ["logs"], ["control"])
+DASHBOARD = (["tui"], ["web"])
 # Options of the routed commands that take a value (the value is not their RUN).
 VALUE_OPTIONS = frozenset({"--home", "--attempt", "--lines", "-n", "--task", "--group", "--id", "--reason", "--set",
                            "--node", "--ttl"})
@@ -32,14 +36,19 @@ VALUE_OPTIONS = frozenset({"--home", "--attempt", "--lines", "-n", "--task", "--
 
 def dispatch(argv: list[str]) -> tuple[str, Any] | None:
     """What to do with `argv` when it spans clusters: ("done", exit code), ("remote", host) to run it there
-    as `--remote HOST` does, ("local", None) to run it here; None when it does not span clusters."""
+    as `--remote HOST` does, ("local", None) to run it here, ("argv", new argv) to run that here (the
+    dashboard, told the clusters); None when it does not span clusters."""
     given, rest = forward.given(argv)
     command = forward.command_words(rest)[:1]
-    if given is None and command not in FANNED + ROUTED:
+    if given is None and command not in FANNED + ROUTED + DASHBOARD:
         return None  # `remotes` is for the views and the run's own cluster; the rest stays where it was
+    if command in DASHBOARD and any(w == "--clusters" or w.startswith("--clusters=") for w in rest):
+        return None  # `fray web`'s own dashboard process: already told
     names = clusters.chosen(given)
     if names is None:
         return None
+    if command in DASHBOARD:
+        return "argv", [*rest, "--clusters", ",".join(names)]
     if command in FANNED:
         from fray.cli import output
         from fray.ops import clusters as views

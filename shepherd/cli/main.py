@@ -147,7 +147,10 @@ def run(argv: list[str]) -> int:
         what, value = spanned
         if what == "done":
             return value
-        host = value  # the run's own cluster: a host, or None for this machine
+        if what == "argv":  # the dashboard over several clusters: here, told which
+            host, local_argv = None, value
+        else:
+            host = value  # the run's own cluster: a host, or None for this machine
         invocation = arguments.normalize(local_argv)
     if forward.handles(host, local_argv):
         from fray.cli import remote_output

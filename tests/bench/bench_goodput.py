@@ -13,8 +13,10 @@ under the same schedule of faults, each injected the first time its step is reac
 Once by fray (`#FRAY --backend slurm`, the heartbeat timeout below, every hang
 setting at its default),
 once by plain `sbatch --requeue` of the same script (the #FRAY lines are comments
-there). For each it prints: finished or not, wall time (submit to the last step),
-goodput from the steps (STEPS x STEP_SEC of work over the wall time; an
+there), and once by submitit (a `submitit.helpers.Checkpointable` whose call runs
+the same script, with submitit's defaults) when submitit is installed in the
+bench's own venv (it is never a fray dependency). For each it prints: finished
+or not, wall time (submit to the last step), goodput from the steps (STEPS x STEP_SEC of work over the wall time; an
 unfinished run counts the distinct steps it made by the deadline), steps redone,
 and each fault's time to recovery (the fault to the first step after it). Then
 the schedule's ideal goodput, where each fault costs only its detection window
@@ -24,6 +26,10 @@ and fray's own figure (`fray status`, fray.core.goodput) beside the steps' one.
 
     export FRAY_SLURM_DIR=/tmp/fray-slurm-i24 FRAY_SLURM_PORT=20817   # optional: a cluster of your own
     python tests/bench/bench_goodput.py [--steps 240] [--step-sec 0.5]
+
+    # with the submitit row: a venv of its own
+    python3 -m venv /tmp/bench-venv && /tmp/bench-venv/bin/pip install -e . submitit
+    /tmp/bench-venv/bin/python tests/bench/bench_goodput.py
 """
 
 from __future__ import annotations
@@ -228,14 +234,19 @@ def run_sbatch(cluster: SlurmCluster, root: Path, args: argparse.Namespace) -> O
     work.mkdir()
     script = root / "train-sbatch.py"
     script.write_text(script_for(work, args))
+    submitted = time.time()
+    job = cluster.run("sbatch", "--parsable", "--requeue", f"--output={work}/slurm-%j.out",
+                      f"--chdir={work}", str(script)).stdout.strip().split(";")[0]
+    return follow_job(cluster, job, work, submitted, args)
+
+
+def follow_job(cluster: SlurmCluster, job: str, work: Path, submitted: float, args: argparse.Namespace) -> Outcome:
+    """Inject the node failure into Slurm job `job`, then wait until it is gone or has made every step."""
     node = None
     try:
-        submitted = time.time()
-        job = cluster.run("sbatch", "--parsable", "--requeue", f"--output={work}/slurm-%j.out",
-                          f"--chdir={work}", str(script)).stdout.strip().split(";")[0]
         deadline = time.monotonic() + args.deadline
         node_at, node = inject_node_failure(cluster, work, args.node_at, deadline)
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # squeue: this cluster has no accounting (sacct) to ask
             state = cluster.run("squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip()
             if not state:
                 break  # gone: completed, or failed and not requeued (a crash is not requeued by Slurm)
@@ -246,6 +257,37 @@ def run_sbatch(cluster: SlurmCluster, root: Path, args: argparse.Namespace) -> O
         return outcome(work, submitted, args.steps, args.step_sec, fault_times(work, node_at))
     finally:
         cleanup(cluster, node)
+
+
+def run_submitit(cluster: SlurmCluster, root: Path, args: argparse.Namespace) -> Outcome:
+    """The same script as a submitit Checkpointable on the same cluster. submitit checkpoints and requeues
+    on Slurm's preemption or time-limit signal; a node failure is requeued by Slurm itself (JobRequeue
+    defaults to 1); nothing restarts a crash or notices a hang."""
+    import runpy
+
+    import submitit
+
+    class Train(submitit.helpers.Checkpointable):
+        def __init__(self, script: str) -> None:
+            self.script = script
+
+        def __call__(self) -> None:
+            runpy.run_path(self.script, run_name="__main__")
+
+    work = root / "submitit-work"
+    work.mkdir()
+    script = root / "train-submitit.py"
+    script.write_text(script_for(work, args))
+    executor = submitit.AutoExecutor(folder=work / "submitit", cluster="slurm")
+    executor.update_parameters(slurm_partition="cpu", timeout_min=60)
+    submitted = time.time()
+    return follow_job(cluster, executor.submit(Train(str(script))).job_id, work, submitted, args)
+
+
+def have_submitit() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("submitit") is not None
 
 
 def cleanup(cluster: SlurmCluster, node: str | None) -> None:
@@ -272,7 +314,7 @@ def main() -> None:
     parser.add_argument("--crash-at", type=int, default=125)
     parser.add_argument("--hang-at", type=int, default=195)
     parser.add_argument("--deadline", type=float, default=420.0, help="seconds each system gets")
-    parser.add_argument("--only", choices=("fray", "sbatch"))
+    parser.add_argument("--only", choices=("fray", "sbatch", "submitit"))
     args = parser.parse_args()
     cluster = start_cluster()
     os.environ.update(cluster.env)
@@ -286,7 +328,7 @@ def main() -> None:
         root = Path(tmp)
         os.chmod(root, 0o755)
         fray_goodput = None
-        if args.only != "sbatch":
+        if args.only in (None, "fray"):
             result, status = run_fray(cluster, root, args)
             fray_goodput = show("fray", result, args.steps, args.step_sec)
             figures = status["goodput"]
@@ -295,8 +337,13 @@ def main() -> None:
             print(f"{'':<16} fray status: goodput {figures['goodput']:.1%} from the {figures['basis']} "
                   f"(useful {figures['useful_sec']:.1f}s of {figures['wall_sec']:.1f}s; lost {lost}; "
                   f"{figures['redone_steps']} steps redone)")
-        if args.only != "fray":
+        if args.only in (None, "sbatch"):
             show("sbatch --requeue", run_sbatch(cluster, root, args), args.steps, args.step_sec)
+        if args.only in (None, "submitit"):
+            if have_submitit():
+                show("submitit", run_submitit(cluster, root, args), args.steps, args.step_sec)
+            else:
+                print(f"{'submitit':<16} not installed in this venv ({sys.executable}): pip install submitit there")
     print(f"ideal for this schedule: {ideal:.1%} (work {work:.0f}s; redo since the last checkpoint {redo:.1f}s; "
           f"detection: node {HEARTBEAT_TIMEOUT:.0f}s heartbeat timeout, crash 0s, hang {STOPPED_AFTER_SEC:.0f}s "
           "stopped; no queue or start time)")

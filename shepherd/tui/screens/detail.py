@@ -85,12 +85,11 @@ class DetailScreen(RunActions, FrayScreen):
         body.scroll_to(y=body.scroll_y + lines, animate=False)
 
     def action_next_metric(self) -> None:
-        names = (self.curves or {}).get("metrics") or []
-        if not names:
+        chosen = curves.next_metric(self.curves)
+        if chosen is None:
             self.notify("no metric reported yet")
             return
-        current = self.curves["metric"] if self.curves else None
-        self.metric = names[(names.index(current) + 1) % len(names)] if current in names else names[0]
+        self.metric = chosen
         self._show_curves()
 
     def _show_curves(self) -> None:
