@@ -1,0 +1,84 @@
+"""The guardian: whatever kills the wrapper, the processes its attempt started die within milliseconds.
+
+The parent-death signal kills the workload with its wrapper, and the
+subreaper keeps what the workload daemonizes a descendant of the wrapper while
+the wrapper lives (fray.wrapper.procs). Once the wrapper itself is SIGKILLed
+(the OOM killer, a crash, `kill -9`), those escaped descendants are reparented
+to init, and until now only a sweep found them: the daemon's on the login
+node, every 2 s; on a Slurm node without cgroups or a TPU host, only the next
+fray wrapper started there - possibly never.
+
+The guardian closes that gap without root and without the scheduler's help.
+Before its first thread starts, the wrapper double-forks a small watcher: in
+its own session (a signal to the wrapper's group or a Ctrl-C does not reach
+it, and it ignores the polite signals a scheduler sends a job), not a
+descendant of the wrapper (so the wrapper's own clean-up neither waits for nor
+kills it, and Slurm's `proctrack/linuxproc` does not count it as the job's),
+holding the read end of a pipe whose write end only the wrapper holds. When the
+wrapper ends, however it ends, the kernel closes that end; the guardian's read
+returns, it SIGKILLs every process tagged with this attempt (fray.wrapper.tags;
+none after a normal end, where the wrapper has killed them already), says
+what it killed in the attempt's wrapper.log - through the fence, as every
+job-side write: nothing once the attempt is closed - and exits.
+
+What it does not cover: a kill that takes the guardian as well (the node going
+away, which takes everything; a SIGKILL sent to it by hand). Then the sweeps
+hold: the daemon's (local backend) and the next wrapper's on that node.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+# The signals a scheduler or a terminal sends to a job to stop it politely: the wrapper handles them itself;
+# the guardian outlives them and ends when the wrapper does.
+IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
+    """Start the guardian of this attempt; call before any thread exists (it forks).
+
+    Where it cannot start (no process or file left to this user), the attempt runs without it: the sweeps
+    remain, as before it existed."""
+    try:
+        read_end, write_end = os.pipe()  # both close-on-exec: no process the wrapper launches holds the write end
+    except OSError:
+        return
+    try:
+        middle = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return
+    if middle == 0:  # the middle process: a session of its own, then the guardian, then gone at once
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                os.close(write_end)
+                _guard(read_end, run_id, attempt, home, attempt_dir)
+        finally:
+            os._exit(0)
+    os.close(read_end)
+    os.waitpid(middle, 0)  # the guardian is now init's child (or a subreaper's above): not the wrapper's
+    # write_end stays open, unused, until this process ends.
+
+
+def _guard(read_end: int, run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
+    from . import contract, fence, tags  # here, not above: the wrapper imports this module before its first beat
+    from .log import DiagnosticLog
+
+    mine = tags.Tag(run_id, attempt, home)
+    for signum in IGNORED:
+        signal.signal(signum, signal.SIG_IGN)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)  # the wrapper's output may be a file the next attempt owns
+    while os.read(read_end, 1):
+        pass  # nothing is ever written: the read returns b"" when the wrapper has ended
+    killed = tags.sweep(home, lambda found: "its wrapper has ended" if found == mine else None)
+    if killed:
+        fence.bind(fence.Writer(home, run_id, attempt))
+        log = DiagnosticLog(os.path.join(attempt_dir, contract.WRAPPER_LOG), echo=False)
+        for line in tags.describe(killed.items()):
+            log.write(f"guardian: {line}")
