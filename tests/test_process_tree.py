@@ -121,13 +121,12 @@ def test_a_killed_wrappers_whole_tree_dies_and_never_overlaps_the_next_attempt(h
         died_in = time.monotonic() - killed_at
         wait_until(lambda: len(watch.alive(run_id, 2)) >= 5, timeout=20, what="attempt 2 and its tree")
         assert meta_of(home, run_id)["attempts"][0]["cause"] == "lost"
-        swept = [e for e in events(home, run_id) if e["kind"] == "swept" and e["attempt"] == 1]
-        # The first may be attempt 1's guardian (its wrapper.log), the daemon (events) or attempt 2's wrapper.
-        wrapper_log = "".join(home.run(run_id).attempt(n).wrapper_log.read_text() for n in (1, 2))
-        said = {pid for e in swept for pid in e["data"]["pids"]} | {
-            pid for pid in tree if f"{pid}" in wrapper_log and "left by run" in wrapper_log}
-        assert set(tree) - {started["workload_pid"]} <= said | {started["workload_pid"]}, (tree, swept, wrapper_log)
-        assert said, "the sweep of attempt 1's escaped processes is recorded nowhere"
+        # Attempt 1's guardian and the daemon race to kill the escaped tree. Each says what it killed - the daemon
+        # in events.jsonl, the guardian in attempt 1's wrapper.log - but the guardian only while attempt 1 is still
+        # current: one that kills after the daemon's close writes nothing (the fence). What is said must be true.
+        swept = {pid for e in events(home, run_id) if e["kind"] == "swept" and e["attempt"] == 1
+                 for pid in e["data"]["pids"]}
+        assert swept <= set(tree), (swept, tree)
 
         stop = subprocess.run([sys.executable, "-m", "fray.cli.main", "control", "stop", run_id],
                               capture_output=True, text=True, timeout=60)

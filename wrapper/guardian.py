@@ -14,7 +14,9 @@ its own session (a signal to the wrapper's group or a Ctrl-C does not reach
 it, and it ignores the polite signals a scheduler sends a job), not a
 descendant of the wrapper (so the wrapper's own clean-up neither waits for nor
 kills it, and Slurm's `proctrack/linuxproc` does not count it as the job's),
-holding the read end of a pipe whose write end only the wrapper holds. When the
+holding the read end of a pipe whose write end only the wrapper holds. It execs
+`python -m fray.wrapper.guardian`, so that it never looks like a wrapper to
+whoever finds wrappers by their command line (the local backend does). When the
 wrapper ends, however it ends, the kernel closes that end; the guardian's read
 returns, it SIGKILLs every process tagged with this attempt (fray.wrapper.tags;
 none after a normal end, where the wrapper has killed them already), says
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 # The signals a scheduler or a terminal sends to a job to stop it politely: the wrapper handles them itself;
 # the guardian outlives them and ends when the wrapper does.
@@ -56,7 +59,7 @@ def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
             os.setsid()
             if os.fork() == 0:
                 os.close(write_end)
-                _guard(read_end, run_id, attempt, home, attempt_dir)
+                _exec_guardian(read_end, [run_id, str(attempt), home, attempt_dir])
         finally:
             os._exit(0)
     os.close(read_end)
@@ -64,16 +67,22 @@ def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
     # write_end stays open, unused, until this process ends.
 
 
-def _guard(read_end: int, run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
+def _exec_guardian(read_end: int, args: list[str]) -> None:
+    for signum in IGNORED:
+        signal.signal(signum, signal.SIG_IGN)  # kept across exec: ignored from the first instant
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)  # the wrapper's output may be a file the next attempt owns
+    os.set_inheritable(read_end, True)
+    os.execv(sys.executable, [sys.executable, "-m", __name__, str(read_end), *args])
+
+
+def guard(read_end: int, run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
+    """The guardian's life: wait for the wrapper's end, then kill what its attempt left and say so."""
     from . import contract, fence, tags  # here, not above: the wrapper imports this module before its first beat
     from .log import DiagnosticLog
 
     mine = tags.Tag(run_id, attempt, home)
-    for signum in IGNORED:
-        signal.signal(signum, signal.SIG_IGN)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)  # the wrapper's output may be a file the next attempt owns
     while os.read(read_end, 1):
         pass  # nothing is ever written: the read returns b"" when the wrapper has ended
     killed = tags.sweep(home, lambda found: "its wrapper has ended" if found == mine else None)
@@ -82,3 +91,7 @@ def _guard(read_end: int, run_id: str, attempt: int, home: str, attempt_dir: str
         log = DiagnosticLog(os.path.join(attempt_dir, contract.WRAPPER_LOG), echo=False)
         for line in tags.describe(killed.items()):
             log.write(f"guardian: {line}")
+
+
+if __name__ == "__main__":
+    guard(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])

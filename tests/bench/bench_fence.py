@@ -146,19 +146,19 @@ def dead(pid: int) -> bool:
         return True
 
 
-def guardian_of(wrapper_pid: int) -> int:
-    """The guardian: a fork of the wrapper (same command line) that is not the wrapper."""
-    with open(f"/proc/{wrapper_pid}/cmdline", "rb") as handle:
-        cmdline = handle.read()
+def guardian_of(run_id: str) -> int:
+    """The guardian of the run's attempt 1: `python -m fray.wrapper.guardian FD RUN_ID 1 ...`."""
     for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != wrapper_pid:
+        if name.isdigit():
             try:
                 with open(f"/proc/{name}/cmdline", "rb") as handle:
-                    if handle.read() == cmdline:
-                        return int(name)
+                    argv = handle.read().split(b"\0")
             except OSError:
                 continue
-    raise LookupError(f"no guardian beside wrapper {wrapper_pid}")
+            if b"fray.wrapper.guardian" in argv and argv[argv.index(b"fray.wrapper.guardian") + 2:][:2] == [
+                    run_id.encode(), b"1"]:
+                return int(name)
+    raise LookupError(f"no guardian for run {run_id}")
 
 
 def killed_wrapper(bench: Bench, daemon: bool, guardian: bool, survival: float) -> dict[str, float]:
@@ -168,7 +168,7 @@ def killed_wrapper(bench: Bench, daemon: bool, guardian: bool, survival: float) 
     if not daemon:
         bench.stop_daemon()
     if not guardian:
-        os.kill(guardian_of(started["pid"]), signal.SIGKILL)
+        os.kill(guardian_of(run_id), signal.SIGKILL)
     killed = time.time()
     os.kill(started["pid"], signal.SIGKILL)
     wait_for(lambda: dead(started["workload_pid"]), what="the workload to die")
