@@ -18,8 +18,10 @@ holding the read end of a pipe whose write end only the wrapper holds. It execs
 `python -m fray.wrapper.guardian`, so that it never looks like a wrapper to
 whoever finds wrappers by their command line (the local backend does). When the
 wrapper ends, however it ends, the kernel closes that end; the guardian's read
-returns, it SIGKILLs every process tagged with this attempt (fray.wrapper.tags;
-none after a normal end, where the wrapper has killed them already), says
+returns, it SIGKILLs every process tagged with this attempt (fray.wrapper.tags)
+that was started under this wrapper's attempt folder (FRAY_ATTEMPT_DIR: one
+task's, where an attempt runs several; none are left after a normal end, where
+the wrapper has killed them already), says
 what it killed in the attempt's wrapper.log - through the fence, as every
 job-side write: nothing once the attempt is closed - and exits.
 
@@ -85,11 +87,14 @@ def guard(read_end: int, run_id: str, attempt: int, home: str, attempt_dir: str)
     mine = tags.Tag(run_id, attempt, home)
     while os.read(read_end, 1):
         pass  # nothing is ever written: the read returns b"" when the wrapper has ended
-    killed = tags.sweep(home, lambda found: "its wrapper has ended" if found == mine else None)
+    # The attempt's processes that this wrapper started: an attempt of several tasks may run several wrappers on
+    # one machine (local replicas; the test cluster's nodes), each with its own attempt folder in FRAY_ATTEMPT_DIR.
+    killed = [pid for pid, tag in sorted(tags.tagged(home).items()) if tag == mine
+              and tags.started_with(pid, contract.ENV_ATTEMPT_DIR) == attempt_dir and tags.kill(pid, tag)]
     if killed:
         fence.bind(fence.Writer(home, run_id, attempt))
         log = DiagnosticLog(os.path.join(attempt_dir, contract.WRAPPER_LOG), echo=False)
-        for line in tags.describe(killed.items()):
+        for line in tags.describe([(mine, ("its wrapper has ended", killed))]):
             log.write(f"guardian: {line}")
 
 
