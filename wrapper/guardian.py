@@ -56,12 +56,17 @@ def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
         os.close(read_end)
         os.close(write_end)
         return
-    if middle == 0:  # the middle process: a session of its own, then the guardian, then gone at once
+    if middle == 0:  # the middle process: a session of its own, then the guardian, then gone
         try:
             os.setsid()
+            execed, exec_signal = os.pipe()  # close-on-exec: EOF once the guardian has exec'd (or died)
             if os.fork() == 0:
                 os.close(write_end)
                 _exec_guardian(read_end, [run_id, str(attempt), home, attempt_dir])
+            os.close(exec_signal)
+            # Not gone before the exec: a fork of the wrapper that init had adopted would look like a second
+            # wrapper of this attempt to whoever finds wrappers by command line and parent.
+            os.read(execed, 1)
         finally:
             os._exit(0)
     os.close(read_end)
