@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -36,6 +37,7 @@ from fray.ops import views
 from fray.state import runs, store
 from fray.state.layout import Home
 from fray.wrapper import tags
+import test_corrupt_files
 from test_corrupt_files import aside, is_valid
 from test_process_tree import TagWatch
 from test_slurm_backend import FAST
@@ -87,24 +89,9 @@ WAYS: dict[str, Callable[[bytes], bytes]] = {
 
 
 @dataclass
-class Served:
-    home: Home
-    daemon: subprocess.Popen[bytes]
-    run_id: str
-    watch: TagWatch
-
-    def path(self, name: str) -> Path:
-        where = FILES[name][1]
-        if where == "home":
-            return self.home.root / name
-        run = self.home.run(self.run_id)
-        return run.dir / name if where == "run" else run.attempt(1).dir / name
-
-    def lease(self) -> dict | None:
-        try:
-            return json.loads(self.home.daemon_lease.read_bytes())
-        except (OSError, ValueError):
-            return None  # being corrupted by the test, or moved aside
+class Served(test_corrupt_files.Served):
+    files: ClassVar[dict[str, tuple[str | None, str]]] = FILES
+    watch: TagWatch | None = None
 
     def attempts(self) -> list[dict]:
         return json.loads(self.home.run(self.run_id).meta_copy.read_bytes())["attempts"]
@@ -128,7 +115,7 @@ def served(slurm_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     run_id = runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, workdir=str(base))).run_id
     try:
         with TagWatch(home) as watch:
-            served = Served(home, daemon, run_id, watch)
+            served = Served(home, daemon, run_id, watch=watch)
             wait_until(lambda: served.path("progress.json").exists() and served.attempts()[-1]["state"] == "running"
                        and served.row()["status"] == "healthy_running", timeout=60, what="the Slurm run to serve")
             yield served
