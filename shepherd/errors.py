@@ -1,22 +1,49 @@
-"""Every error fray raises on purpose, rooted in one exception.
+"""Every error fray raises on purpose, rooted in one exception: catch `FrayError` to catch them all.
 
-    FrayError                   anything fray reports to a person (exit_code 2 unless said)
-    ├── UsageError              bad input on the command line or in a directive
-    │   ├── DirectiveError      a bad `#FRAY` line: file, line number, text, what is valid
-    │   └── RunLookupError      a RUN argument that names no run, or more than one
-    ├── StateError              FRAY_HOME missing, unwritable, or a state file unusable
-    │   └── CorruptFileError    a state file that failed validation (it was moved aside)
-    └── BackendError            an external command failed; `temporary` says whether the
-        │                       daemon should simply retry on its next cycle
-        └── AmbiguousSubmission the backend may or may not have the attempt (e.g. sbatch
-                                timed out): look it up before ever submitting again
+    FrayError                     anything fray reports to a person (exit_code 2 unless said)
+    ├── UsageError                bad input on the command line, in a directive or an API call
+    │   ├── DirectiveError        a bad `#FRAY` line: file, line number, text, what is valid
+    │   ├── RunLookupError        a RUN argument that names no run, or more than one
+    │   ├── ConstraintSyntaxError a `--constraint` that does not parse (fray.core.placement.constraints)
+    │   └── ConstraintTypeError   a constraint compared with an attribute of another type (same module)
+    ├── StateError                FRAY_HOME missing, unwritable, or a state file unusable
+    │   └── CorruptFileError      a state file that failed validation (it was moved aside)
+    ├── BackendError              an external command failed; `temporary` says whether the
+    │   │                         daemon should simply retry on its next cycle
+    │   └── AmbiguousSubmission   the backend may or may not have the attempt (e.g. sbatch
+    │                             timed out): look it up before ever submitting again
+    ├── RemoteError               `--remote`: the SSH link kept the command from running (exit_code 255,
+    │   │                         as ssh; fray.remote.errors)
+    │   ├── UnreachableHost       the host does not answer, or its name does not resolve
+    │   ├── AuthenticationFailed  the login or the key was refused
+    │   ├── UnknownHostKey        the host is not in known_hosts (`fray remote trust HOST`)
+    │   ├── ChangedHostKey        the host's key changed (`fray remote trust HOST --replace`)
+    │   ├── RemoteCommandFailed   a command fray needs on the host failed
+    │   └── ConnectionDropped     the connection dropped midway
+    ├── ClusterError              a cluster API call could not be carried out (fray.cluster.api;
+    │   │                         `fray.ClusterError`)
+    │   └── JobFailed             a job waited for with raise_on_failure did not succeed (`fray.JobFailed`)
+    ├── ActorConnectionError      an actor could not be reached, or the connection broke before it
+    │                             answered; also a ConnectionError (fray.actors.client;
+    │                             `fray.ActorConnectionError`)
+    ├── ActorNotFound             the server no longer serves that actor; also a LookupError (same module)
+    ├── RemoteActorError          an actor raised an exception that could not be sent back as itself
+    │                             (same module; `fray.RemoteActorError`)
+    └── AuthError                 an actor peer could not prove it shares FRAY_HOME's secret; also a
+                                  ConnectionError (fray.actors.auth)
 
-`RemoteTraceback` is not one of them: it carries the traceback text of an
-exception raised elsewhere (a job, an actor) as the `__cause__` of the one
-re-raised here.
+Two errors users meet are not in the tree, on purpose:
+
+- `RemoteTraceback` carries the traceback text of an exception raised elsewhere
+  (a job, an actor) as the `__cause__` of the one re-raised here; the error is
+  the job's own exception, not fray's.
+- `fray.report.Superseded` (fray.wrapper.fence) is raised inside a job whose
+  attempt was replaced; the wrapper is standard-library only and imports
+  nothing of fray, so it cannot derive from FrayError.
 
 Each error renders itself with `str()`; the CLI prints that and exits with
 `exit_code`. Messages say what went wrong, where, and what to do next.
+tests/test_error_tree.py checks that every FrayError is listed here.
 """
 
 from __future__ import annotations

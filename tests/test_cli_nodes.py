@@ -63,7 +63,7 @@ def test_config_set_changes_a_live_run_and_refuses_what_is_unsafe(home, daemon, 
     assert any(e["kind"] == "config" for e in status()["events"])
 
     unsafe = run_fray("control", "config-set", run_id, "cpus=4")
-    assert unsafe.returncode == 2 and "cannot change cpus on a live run" in unsafe.stderr
+    assert unsafe.returncode == 2 and "cannot change cpus after submit" in unsafe.stderr
     clash = run_fray("control", "config-set", run_id, "heartbeat-timeout=0.2")
     assert clash.returncode == 2 and "must be longer than --heartbeat-interval" in clash.stderr
     misspelt = run_fray("control", "config-set", run_id, "max-retry=3")

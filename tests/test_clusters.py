@@ -20,7 +20,8 @@ from typing import Iterator
 
 import pytest
 
-from tests.conftest import REPO, _kill_everything_of, run_fray, schema_validate, wait_until
+from tests.conftest import _kill_everything_of, run_fray, schema_validate, wait_until
+from tests.docs_pages import block_under
 from tests.remote_support import require_sshd, start_sshd
 
 pytestmark = pytest.mark.slow
@@ -132,11 +133,8 @@ def meta_in(home: Path, run_id: str) -> dict:
 
 
 def walkthrough() -> tuple[list[str], list[str]]:
-    """README's "Many clusters" commands: those before west goes down, and those after."""
-    text = (REPO / "README.md").read_text()
-    block = re.search(r"### Many clusters in one view\n.*?```bash\n(.*?)```", text, re.S)
-    assert block, "README has no Many clusters walkthrough"
-    lines = block.group(1).splitlines()
+    """The docs' "Many clusters" commands (docs/clusters.md): those before west goes down, and those after."""
+    lines = block_under("clusters.md", "A walkthrough").text.splitlines()
     cut = next(i for i, line in enumerate(lines) if line.startswith("# west goes down"))
     return ([line for line in lines[:cut] if line.startswith("fray ")],
             [line for line in lines[cut:] if line.startswith("fray ")])
@@ -149,13 +147,13 @@ def submitted(text: str) -> dict[str, str]:
     return {"run_id": found.group(1), "name": found.group(2)}
 
 
-def readme(line: str) -> str:
+def as_written(line: str) -> str:
     return fray(*shlex.split(line, comments=True)[1:]).stdout
 
 
 def test_the_many_clusters_walkthrough_routed_commands_and_a_host_going_down(many, home):
     before, after = walkthrough()
-    said = {line.split("#")[0].strip(): readme(line) for line in before}
+    said = {line.split("#")[0].strip(): as_written(line) for line in before}
     east = submitted(said["fray submit hello.py --name east-hello --wait --remote east"])
     west = submitted(said["fray submit sleeper.py --name west-sleeper --remote west"])
     here = submitted(said["fray submit hello.py --name here-hello --wait"])
@@ -207,7 +205,7 @@ def test_the_many_clusters_walkthrough_routed_commands_and_a_host_going_down(man
     assert states["local"]["state"] == states["east"]["state"] == "ok"
     assert states["west"]["state"] == "unavailable" and "cannot reach west" in states["west"]["detail"]
     assert {row["cluster"] for row in listed["runs"]} == {"local", "east"}
-    text = readme(after[0])
+    text = as_written(after[0])
     assert "warning: west: cannot reach west" in text and east["run_id"] in text
     assert fray("logs", "east-hello").stdout == f"hello from {many.homes['east']}\n"
 

@@ -22,6 +22,7 @@ import pytest
 
 import fray
 from conftest import REPO, run_fray, schema_validate, wait_until
+from docs_pages import block_under
 from fray import Call, JobFailed, RemoteTraceback, ResourceConfig, report
 from fray.cluster import payloads, resuming
 from fray.cluster.api import ClusterError
@@ -309,10 +310,8 @@ def test_the_checkpointable_example_resumes_its_training_loop_after_a_restart(ho
     assert f"attempt 2 starts at step {match[2]}" in home.run(run_id).attempt(2).stdout.read_text()
 
 
-def test_the_readme_from_python_section_runs_as_written(home, daemon, tmp_path):
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("\n## From Python\n", 1)[1].split("\n## ", 1)[0]
-    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+def test_the_docs_from_python_section_runs_as_written(home, daemon, tmp_path):
+    snippet = block_under("sweeps.md", "From Python", "python").text
     script = tmp_path / "snippet.py"
     script.write_text(snippet)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180,

@@ -1,4 +1,4 @@
-"""README's "Pipelines" walkthrough, run as written on the real Slurm test cluster, with a node failure in train.
+"""The docs' "Pipelines" walkthrough (docs/pipelines.md), run as written on the real Slurm test cluster, with a node failure in train.
 
 train is resubmitted after its node goes down; eval (`#FRAY --after train`) starts once, when train has
 succeeded, on the checkpoint that train's second attempt promoted; report (`#FRAY --after eval:any`) after it.
@@ -9,13 +9,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shlex
 import signal
 
 import pytest
 
 from conftest import REPO, run_fray, wait_until
+from docs_pages import block_under
 from fray.state.layout import Home
 from test_slurm_backend import slurm_home  # noqa: F401  (autouse: the fast test cluster's config)
 
@@ -25,11 +25,8 @@ FAILURE_LINE = "# train's node fails"
 
 
 def walkthrough() -> tuple[list[str], list[str]]:
-    """The README block's commands: those before the node failure, and those after."""
-    text = (REPO / "README.md").read_text()
-    block = re.search(r"### Pipelines: runs that wait for runs\n.*?```bash\n(.*?)```", text, re.S)
-    assert block, "README has no Pipelines walkthrough"
-    lines = block.group(1).splitlines()
+    """The docs block's commands: those before the node failure, and those after."""
+    lines = block_under("pipelines.md", "On Slurm, through a node failure").text.splitlines()
     cut = next(i for i, line in enumerate(lines) if line.startswith(FAILURE_LINE))
     return ([line for line in lines[:cut] if line.startswith("fray ")],
             [line for line in lines[cut:] if line.startswith("fray ")])

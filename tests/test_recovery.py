@@ -1,5 +1,5 @@
 """'My run failed: what now': one pure function says what to type, `fray status` shows it under the run,
-and the README's recovery table names the same commands."""
+and the docs' "When a run fails" page (docs/failures.md) names the same commands."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ def test_each_final_status_and_reason_gets_its_commands() -> None:
     assert next_steps("completed_success", "attempt 1 succeeded", "r1", SPEC, "running") == []
 
 
-def test_the_readme_recovery_section_names_every_command_the_function_gives() -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## My run failed: what now"):]
+def test_the_docs_failures_page_names_every_command_the_function_gives() -> None:
+    page = (REPO / "docs" / "failures.md").read_text()
+    section = page[page.index("## What to type"):]
     section = section[:section.index("\n## ", 1)]
     for command in ("fray control config-set RUN max-retries=", "fray control start RUN", "fray daemon start",
                     "fray nodes unban NODE", "max-retries-preemption=", "failed_config", "fray logs RUN --stderr"):

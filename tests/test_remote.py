@@ -206,7 +206,7 @@ def test_an_offline_cluster_gets_fray_and_its_dependencies_from_a_wheelhouse_sen
 
     from fray.remote import bootstrap
 
-    # What the README tells a user of an offline cluster to do on a machine with internet.
+    # What docs/remote.md tells a user of an offline cluster to do on a machine with internet.
     wheelhouse = tmp_path / "wheels"
     deps = [r.split(";")[0].replace(" ", "") for r in importlib.metadata.requires("fray") if "extra" not in r]
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "-d",

@@ -409,8 +409,8 @@ def test_fray_nodes_lists_the_hosts_of_live_slices_and_forgets_them_once_deleted
         stop_daemon(daemon)
 
 
-def test_the_readme_tpu_walkthrough_runs_as_written_through_a_preemption(home, sim):
-    """README "On Cloud TPU": `fray submit examples/tpu_train.sh`, the spot slice preempted, the run resumes."""
+def test_the_docs_tpu_walkthrough_runs_through_a_preemption(home, sim):
+    """docs/tpu.md's walkthrough: `fray submit examples/tpu_train.sh`, the spot slice preempted, the run resumes."""
     example = Path(__file__).parents[1] / "examples" / "tpu_train.sh"
     submitted = json.loads(run_fray("submit", "--json", "--skip-probes", "tpu", str(example), home=home.root,
                                     check=True).stdout)

@@ -396,9 +396,10 @@ def test_fray_web_serves_the_dashboard_to_a_browser_behind_a_token(home, tmp_pat
         server.wait(timeout=15)
 
 
-def test_the_readme_shows_the_committed_screenshots():
-    readme = (REPO / "README.md").read_text()
+def test_the_readme_and_the_docs_show_the_committed_screenshots():
+    assert "(tests/screenshots/dashboard.svg)" in (REPO / "README.md").read_text()
+    watching = (REPO / "docs" / "watching.md").read_text()  # docs/screenshots is a link to tests/screenshots
     for name in ("dashboard", "detail", "logs"):
         svg = REPO / "tests" / "screenshots" / f"{name}.svg"
         assert svg.read_text().lstrip().startswith("<svg") and "train" in svg.read_text()
-        assert f"(tests/screenshots/{name}.svg)" in readme
+        assert f"(screenshots/{name}.svg)" in watching

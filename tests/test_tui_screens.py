@@ -435,12 +435,16 @@ def test_edit_config_validates_then_writes_the_safe_settings(home, tmp_path):
     run(scenario())
 
 
-def test_edit_config_is_refused_on_an_ended_run(home, tmp_path):
+def test_edit_config_on_an_ended_run_is_kept_for_its_next_start(home, tmp_path):
     ids = make_runs(home, tmp_path / "scripts")
+    run_id = ids["done"]
 
     async def scenario():
-        async with dashboard(home, run_id=ids["done"]) as (app, pilot):
+        async with dashboard(home, size=(120, 50), run_id=run_id) as (app, pilot):
             await pilot.press("e")
-            assert not isinstance(app.screen, ConfigScreen)
+            await until(pilot, lambda: isinstance(app.screen, ConfigScreen) and app.screen.fields, what="the form")
+            app.screen.query_one("#field-max_retries").value = "9"
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: control_of(home, run_id)["overrides"] == {"max_retries": 9}, what="control.json")
 
     run(scenario())

@@ -27,7 +27,7 @@ import socket
 import stat
 from pathlib import Path
 
-from fray.errors import StateError
+from fray.errors import FrayError, StateError
 
 MAGIC = b"FRAYACT1"
 NONCE_BYTES = 32
@@ -35,7 +35,7 @@ MAC_BYTES = 32
 HANDSHAKE_TIMEOUT_SEC = 10.0
 
 
-class AuthError(ConnectionError):
+class AuthError(FrayError, ConnectionError):
     """The peer could not prove it shares the secret (or spoke something else)."""
 
 

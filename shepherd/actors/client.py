@@ -17,21 +17,21 @@ import threading
 from typing import Any, Callable
 
 from fray.actors import auth, wire
-from fray.errors import RemoteTraceback
+from fray.errors import FrayError, RemoteTraceback
 
 CONNECT_TIMEOUT_SEC = 5.0
 
 
-class ActorConnectionError(ConnectionError):
+class ActorConnectionError(FrayError, ConnectionError):
     """The actor could not be reached, or the connection broke before it answered."""
 
 
-class ActorNotFound(LookupError):
+class ActorNotFound(FrayError, LookupError):
     """The server at that address no longer serves the actor asked for (unregistered meanwhile)."""
 
 
 
-class RemoteActorError(Exception):
+class RemoteActorError(FrayError):
     """An actor raised an exception that could not be sent back as itself."""
 
     def __init__(self, type_name: str, message: str) -> None:

@@ -3,12 +3,15 @@
 `--home DIR` belongs to the `fray` group and `--json` to every command; people
 put them wherever they think of them. Before click parses anything, `--home`
 is moved to the front and `--json` to the end of the command's own words,
-never past a `--` (what follows it is the workload's, untouched). Pure.
+never past a `--` (what follows it is the workload's, untouched). Pure, but for
+`fray_prefix`: how a hint spells the command for this FRAY_HOME.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from fray.state.layout import Home
 
 SEPARATOR = "--"
 
@@ -47,3 +50,12 @@ def normalize(argv: list[str]) -> Invocation:
 
 def _has_subcommand(words: list[str]) -> bool:
     return any(not word.startswith("-") for word in words)
+
+
+def fray_prefix(home: Home) -> str:
+    """`fray`, plus `--home DIR` when `home` is not the one a bare `fray` would use (for hints)."""
+    if Home.resolve(None).root == home.root:
+        return "fray"
+    import shlex
+
+    return f"fray --home {shlex.quote(str(home.root))}"

@@ -25,6 +25,7 @@ import click
 
 from fray import __version__
 from fray.cli import arguments, failures
+from fray.cli.arguments import fray_prefix  # noqa: F401 - the commands' hints import it from here
 from fray.errors import FrayError
 from fray.state.layout import Home
 
@@ -60,15 +61,6 @@ class State:
 
 def home_of(ctx: click.Context) -> Home:
     return ctx.find_object(State).home  # type: ignore[union-attr]
-
-
-def fray_prefix(home: Home) -> str:
-    """`fray`, plus `--home DIR` when `home` is not the one a bare `fray` would use (for hints)."""
-    if Home.resolve(None).root == home.root:
-        return "fray"
-    import shlex
-
-    return f"fray --home {shlex.quote(str(home.root))}"
 
 
 class LazyGroup(click.Group):

@@ -20,7 +20,7 @@ class Generation:
     chips_per_host: int  # on a multi-host slice
     single_host_max_chips: int  # slices up to this many chips are one VM
     # The TPU VM software version a run gets without --runtime-version: the base image
-    # Google's per-version pages name for the generation (README: TPU runtime versions).
+    # Google's per-version pages name for the generation (docs/tpu.md).
     default_runtime: str
 
 

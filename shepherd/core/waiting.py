@@ -9,7 +9,7 @@ reason, attempt) and print a line whenever one says something new:
 A running run's reason changes with every heartbeat ("heartbeat 12s old"), so
 only a change of status or attempt is news there; a waiting run's reason (what
 it waits for, why it restarts) is news whenever it changes. Exit codes, the
-same for every waiting command (README: Waiting for runs):
+same for every waiting command (docs/watching.md: Waiting for runs):
 
     0  every run completed_success
     1  a run ended otherwise (failed, failed_config, failed_dependency, stopped_manual, ...)

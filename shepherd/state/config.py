@@ -24,5 +24,5 @@ def load_config(home: Home) -> dict[str, Any]:
     try:
         notify.settings_from(config)
     except ValueError as exc:
-        raise StateError(f"{home.config}: {exc}. Fix it (README.md, Notifications, shows an example).") from None
+        raise StateError(f"{home.config}: {exc}. Fix it (docs/keeping-alive.md, Notifications, shows an example).") from None
     return config

@@ -38,6 +38,7 @@ FULL_SCAN_WITH_WATCHER_SEC = 30.0
 FULL_SCAN_WITHOUT_WATCHER_SEC = 2.0
 FULL_SCAN_SHARE = 10  # a full scan runs at most every 10x its own duration
 SCREENS = ("runs", "queue", "nodes")
+FIRST_PAINT_ROWS = 200  # read before every other run: more than a terminal shows
 
 
 class FrayApp(App):
@@ -155,6 +156,8 @@ class FrayApp(App):
         async with self._scan_lock:
             full = hint.full or self.snapshot is None
             try:
+                if self.snapshot is None:  # first paint: the newest screenful now, every run a moment later
+                    self._apply(await asyncio.to_thread(self.model.scan, time.time(), None, FIRST_PAINT_ROWS))
                 snapshot = await asyncio.to_thread(self.model.scan, time.time(), None if full else hint)
             except Exception as exc:  # never let a bad file or a bug end the app: show it, retry next tick
                 message = f"could not read {self.home.root}: {type(exc).__name__}: {exc}"

@@ -1,5 +1,7 @@
 """Benchmark: from a wrapper's death, or its attempt's fence, to its whole process tree's - on each backend.
 
+The bound docs/state.md states (its Fencing section), and docs/performance.md sums up.
+
 A workload whose tree escapes its process group three ways (`setsid cmd &`, a
 double-forked daemon, `cmd &`) runs on the local backend, on the real Slurm
 test cluster (tests/slurm) and on the TPU simulator's hosts (tests/fakes/gcloud).

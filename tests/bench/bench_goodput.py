@@ -7,17 +7,19 @@ under the same schedule of faults, each injected the first time its step is reac
   - node failure at NODE_AT: the job's processes, its slurmstepd and the node's
     slurmd are killed (as a node that loses power);
   - crash at CRASH_AT: the script exits 1;
-  - hang at HANG_AT: the script sleeps for ever.
+  - hang at HANG_AT: the script stops itself (SIGSTOP: as a stray `kill -STOP`, a
+    debugger, a terminal's Ctrl-Z would) and never goes on.
 
-Once by fray (`#FRAY --backend slurm`, heartbeat and progress timeouts below),
+Once by fray (`#FRAY --backend slurm`, the heartbeat timeout below, every hang
+setting at its default),
 once by plain `sbatch --requeue` of the same script (the #FRAY lines are comments
 there). For each it prints: finished or not, wall time (submit to the last step),
 goodput from the steps (STEPS x STEP_SEC of work over the wall time; an
 unfinished run counts the distinct steps it made by the deadline), steps redone,
 and each fault's time to recovery (the fault to the first step after it). Then
 the schedule's ideal goodput, where each fault costs only its detection window
-(the heartbeat timeout for the node, nothing for the crash, the progress timeout
-for the hang) plus the steps since the last checkpoint, and fray's ratio to it,
+(the heartbeat timeout for the node, nothing for the crash, the wrapper's
+stopped-process threshold for the hang) plus the steps since the last checkpoint, and fray's ratio to it,
 and fray's own figure (`fray status`, fray.core.goodput) beside the steps' one.
 
     export FRAY_SLURM_DIR=/tmp/fray-slurm-i24 FRAY_SLURM_PORT=20817   # optional: a cluster of your own
@@ -43,18 +45,18 @@ sys.path.insert(0, str(REPO))
 from fray.state import runs, store  # noqa: E402
 from fray.state.layout import Home  # noqa: E402
 from tests.slurm.fixture import SlurmCluster, start_cluster  # noqa: E402
+from fray.wrapper.hangwatch import STOPPED_AFTER_SEC  # noqa: E402
 
 EVERY = 10
 HEARTBEAT_TIMEOUT = 8.0
-PROGRESS_TIMEOUT = 6.0
 FAST = {"poll_interval_sec": 0.5, "min_snapshot_interval_sec": 0.3, "command_timeout_sec": 60, "sinfo_ttl_sec": 5}
 
 TRAIN = '''#!{python}
 #FRAY --backend slurm --name goodput --max-retries 10 --backoff-base 0 --startup-grace 30s
-#FRAY --heartbeat-interval 1 --heartbeat-timeout {heartbeat}s --progress-timeout {progress}s
+#FRAY --heartbeat-interval 1 --heartbeat-timeout {heartbeat}s
 #SBATCH --partition=cpu
 """A training loop that checkpoints every {every} steps and resumes from its newest checkpoint."""
-import json, os, sys, time
+import json, os, signal, sys, time
 from pathlib import Path
 
 WORK = Path({work!r})
@@ -87,7 +89,7 @@ for step in range(start + 1, STEPS + 1):
             marker.write_text(str(time.time()))
             if kind == "crash":
                 sys.exit(f"crash at step {{step}}")
-            time.sleep(10 ** 6)  # the hang
+            os.kill(os.getpid(), signal.SIGSTOP)  # the hang: stopped, never to go on by itself
 '''
 
 
@@ -181,7 +183,7 @@ def fault_times(work: Path, node_fault: float | None) -> dict[str, float | None]
 
 
 def script_for(work: Path, args: argparse.Namespace) -> str:
-    return TRAIN.format(python=sys.executable, heartbeat=HEARTBEAT_TIMEOUT, progress=PROGRESS_TIMEOUT, every=EVERY,
+    return TRAIN.format(python=sys.executable, heartbeat=HEARTBEAT_TIMEOUT, every=EVERY,
                         work=str(work), steps=args.steps, step_sec=args.step_sec, crash_at=args.crash_at,
                         hang_at=args.hang_at)
 
@@ -276,7 +278,7 @@ def main() -> None:
     os.environ.update(cluster.env)
     work = args.steps * args.step_sec
     redo = sum((at - at // EVERY * EVERY) * args.step_sec for at in (args.node_at, args.crash_at, args.hang_at))
-    ideal = work / (work + redo + HEARTBEAT_TIMEOUT + 0.0 + PROGRESS_TIMEOUT)
+    ideal = work / (work + redo + HEARTBEAT_TIMEOUT + 0.0 + STOPPED_AFTER_SEC)
     print(f"Goodput under faults, real Slurm test cluster ({cluster.root}); {args.steps} steps x {args.step_sec}s, "
           f"checkpoint every {EVERY}; node failure at step {args.node_at}, crash at {args.crash_at}, "
           f"hang at {args.hang_at}")
@@ -296,8 +298,8 @@ def main() -> None:
         if args.only != "fray":
             show("sbatch --requeue", run_sbatch(cluster, root, args), args.steps, args.step_sec)
     print(f"ideal for this schedule: {ideal:.1%} (work {work:.0f}s; redo since the last checkpoint {redo:.1f}s; "
-          f"detection: node {HEARTBEAT_TIMEOUT:.0f}s heartbeat timeout, crash 0s, hang {PROGRESS_TIMEOUT:.0f}s "
-          "progress timeout; no queue or start time)")
+          f"detection: node {HEARTBEAT_TIMEOUT:.0f}s heartbeat timeout, crash 0s, hang {STOPPED_AFTER_SEC:.0f}s "
+          "stopped; no queue or start time)")
     if fray_goodput is not None:
         print(f"fray / ideal: {fray_goodput / ideal:.2f}")
 

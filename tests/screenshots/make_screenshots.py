@@ -1,4 +1,4 @@
-"""Make the README's screenshots of the dashboard: runs, run detail, logs and a run's curves, as SVG.
+"""Make the screenshots of the dashboard (README, docs/watching.md): runs, run detail, logs and a run's curves, as SVG.
 
 A demo FRAY_HOME is filled with runs in every state (tests/tui_support.make_runs plus
 a few more), the app is driven headless with Textual's pilot, and each screen is

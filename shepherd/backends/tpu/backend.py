@@ -53,7 +53,7 @@ class TpuBackend:
         self.home = home
         settings = {**DEFAULTS, **(config if config is not None else _tpu_config(home))}
         self.python = str(settings.get("python") or sys.executable)
-        self.records = str(settings["records"])  # how the hosts write into FRAY_HOME (README: On Cloud TPU)
+        self.records = str(settings["records"])  # how the hosts write into FRAY_HOME (docs/tpu.md)
         self.poll_interval_sec = float(settings["poll_interval_sec"])
         self.nodes_every_sec = self.poll_interval_sec  # the hosts come from the last list: free to ask each cycle
         self._listed: dict[str, parse.Slice] = {}  # this home's slices as the last list showed them

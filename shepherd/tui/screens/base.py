@@ -217,10 +217,6 @@ class RunActions:
         row = self._row_or_warn()
         if row is None:
             return
-        if row.get("phase") in ("ended", None):
-            self.notify(f"{row['name']} is not live ({row['status']}); settings change only on a live run",  # type: ignore[attr-defined]
-                        severity="warning")
-            return
         from fray.tui.screens.config import ConfigScreen
 
         self.app.push_screen(ConfigScreen(row["run_id"]))  # type: ignore[attr-defined]

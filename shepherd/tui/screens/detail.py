@@ -166,6 +166,8 @@ class DetailScreen(RunActions, FrayScreen):
         table.add_row("heartbeat", f"every {human.duration(spec['heartbeat_interval_sec'])}, restart after "
                                    f"{human.duration(spec['heartbeat_timeout_sec'])} without one")
         table.add_row("failures", detail.failures_summary(counters, data.get("budgets")))
+        for key, value in detail.hang_summaries(data["attempts"]):
+            table.add_row(key, value)
         if data["progress"]:
             table.add_row("progress", detail.progress_summary(data["progress"], now))
         if data.get("goodput") and data["goodput"]["goodput"] is not None:

@@ -1,0 +1,57 @@
+"""One error tree: every error fray raises on purpose is a FrayError with an exit code, listed in fray.errors'
+docstring; what `import fray` exports as an error is in the tree (RemoteTraceback aside, as documented)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import fray
+from fray import errors
+from fray.errors import FrayError, failure_message
+
+
+def _every_fray_error() -> set[type[FrayError]]:
+    for module in pkgutil.walk_packages(fray.__path__, "fray."):
+        if not module.name.endswith(".__main__"):  # those run a program when imported
+            importlib.import_module(module.name)
+    found, todo = set(), [FrayError]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__module__.startswith("fray.") and sub not in found:
+                found.add(sub)
+                todo.append(sub)
+    return found
+
+
+def test_every_fray_error_is_listed_in_the_tree_with_its_exit_code() -> None:
+    listed = errors.__doc__
+    for error in _every_fray_error() | {FrayError}:
+        assert f" {error.__name__} " in listed, f"{error.__module__}.{error.__name__} is not in fray.errors' tree"
+        assert isinstance(error.exit_code, int) and error.exit_code > 0
+
+
+def test_every_exported_error_is_in_the_tree() -> None:
+    exported = [getattr(fray, name) for name in fray.__all__ if name != "__version__"]
+    exceptions = [member for member in exported if isinstance(member, type) and issubclass(member, BaseException)]
+    assert {e.__name__ for e in exceptions} >= {"ClusterError", "JobFailed", "ActorConnectionError", "RemoteActorError"}
+    for exception in exceptions:
+        assert issubclass(exception, FrayError) or exception is fray.RemoteTraceback, exception
+
+
+@pytest.mark.parametrize("raised", [
+    lambda: fray.ActorConnectionError("no actor at 10.0.0.1:9 answered"),
+    lambda: fray.RemoteActorError("KeyError", "'weights'"),
+])
+def test_an_actor_error_is_caught_as_a_fray_error_and_as_what_it_was(raised) -> None:
+    error = raised()
+    with pytest.raises(FrayError):
+        raise error
+    if isinstance(error, fray.ActorConnectionError):
+        with pytest.raises(ConnectionError):  # what callers caught before the tree took it in
+            raise error
+    text, exit_code = failure_message(error)
+    assert text.startswith("fray: error: ") and exit_code == 2
+
