@@ -18,7 +18,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import ClassVar, Iterator
 
 import orjson
 import pytest
@@ -64,9 +64,10 @@ class Served:
     daemon: subprocess.Popen[bytes]
     run_id: str
     counter: int = 0
+    files: ClassVar[dict[str, tuple[str | None, str]]] = FILES  # the files it damages: their schema and place
 
     def path(self, name: str) -> Path:
-        where = FILES[name][1]
+        where = self.files[name][1]
         if where == "home":
             return self.home.root / name
         run = self.home.run(self.run_id)

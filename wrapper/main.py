@@ -10,6 +10,9 @@ The order is the contract with the shepherd:
 3. wait for the workload, or for a stop signal and then --stop-grace;
 4. kill whatever the workload left running, then final.json or failure.json;
 5. stop the heartbeat and write exit.json, the very last act.
+
+Before the first beat, too, the guardian (fray.wrapper.guardian) is forked: it must be forked while this
+process has no thread yet, and it kills the attempt's processes if this one is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from . import contract, fence, options as cli, records
+from . import contract, fence, guardian, options as cli, records
 from .heartbeat import Heartbeat
 from .log import DiagnosticLog
 from .options import Options
@@ -38,6 +41,8 @@ def run(options: Options) -> int:
             file=sys.stderr,
         )
         return contract.EXIT_NODE_FAULT
+    if options.home is not None:
+        guardian.start(options.run_id, options.attempt, options.home, options.attempt_dir)  # before any thread: it forks
     # An attempt superseded before it started (a job the scheduler started late) writes not even a beat.
     fence.bind(fence.Writer(options.home, options.run_id, options.attempt) if options.home is not None else None,
                _fenced_before_launch)

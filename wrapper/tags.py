@@ -56,17 +56,24 @@ def untagged(env: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in env.items() if name != contract.ENV_ATTEMPT_TAG}
 
 
-def _tag_of(pid: str) -> Tag | None:
+def started_with(pid: int | str, name: str) -> str | None:
+    """The value of `name` in the environment process `pid` was started with; None when it has none (or is gone,
+    or another user's)."""
     try:
         with open(f"{PROC}/{pid}/environ", "rb") as handle:
             environ = handle.read()
     except OSError:
-        return None  # gone, or another user's
-    prefix = contract.ENV_ATTEMPT_TAG.encode() + b"="
+        return None
+    prefix = name.encode() + b"="
     for entry in environ.split(b"\0"):
         if entry.startswith(prefix):
-            return Tag.parse(entry[len(prefix):].decode("utf-8", errors="replace"))
+            return entry[len(prefix):].decode("utf-8", errors="replace")
     return None
+
+
+def _tag_of(pid: str) -> Tag | None:
+    text = started_with(pid, contract.ENV_ATTEMPT_TAG)
+    return Tag.parse(text) if text is not None else None
 
 
 def _alive(pid: str) -> bool:

@@ -1,17 +1,36 @@
-"""Benchmark: from a wrapper's death to its whole process tree's, on the local backend (the bound docs/state.md states).
+"""Benchmark: from a wrapper's death, or its attempt's fence, to its whole process tree's - on each backend.
 
-A real daemon runs a workload whose tree escapes its process group three ways
-(`setsid cmd &`, a double-forked daemon, `cmd &`). The wrapper is SIGKILLed
-(as the OOM killer would); timed until no process tagged with that attempt is
-alive (/proc scanned every 2 ms): "workload" is the wrapper's direct child
-(killed by the kernel's parent-death signal), "whole tree" every process
-(the escaped ones are the sweeper's). Measured twice: with the daemon that
-started the wrapper (it is told at once that its child died) and with a daemon
-restarted since (it notices on its timer, poll_interval_sec = 1 s). "fence ->
-tree dead" is from the daemon closing the attempt (its attempt_ended event) to
-the last process's death.
+The bound docs/state.md states (its Fencing section), and docs/performance.md sums up.
 
-    python tests/bench/bench_fence.py [--repeats 5]
+A workload whose tree escapes its process group three ways (`setsid cmd &`, a
+double-forked daemon, `cmd &`) runs on the local backend, on the real Slurm
+test cluster (tests/slurm) and on the TPU simulator's hosts (tests/fakes/gcloud).
+Times are taken by scanning /proc every 2 ms for the processes tagged with the
+attempt. Each backend is measured five ways:
+
+  with the daemon     a real daemon serves the run. The wrapper is SIGKILLed (as
+                      the OOM killer would). On this one-machine Slurm cluster
+                      and simulator the daemon's sweeper sees the "nodes'"
+                      processes, which it cannot on a real cluster: so also
+  alone               the daemon is stopped before the kill; only what runs on
+                      the node acts (parent-death signal, the guardian, and on
+                      Slurm whatever slurmstepd kills as the job ends);
+  fence alone         the daemon is stopped; the bench closes the attempt in
+                      meta.json as the daemon does; the wrapper's fence thread
+                      kills its tree (--heartbeat-interval 0.5 s);
+  the daemon's sweeper alone
+                      as "with the daemon", but the attempt's guardian is
+                      SIGKILLed first: the sweeper's own bound (on Slurm and
+                      TPU only because this cluster is one machine);
+  baseline            as "alone", but the attempt's guardian is SIGKILLed first:
+                      what was left before the guardian existed (the escaped
+                      processes live until a sweep: at most --survival seconds
+                      are waited here).
+
+    python tests/bench/bench_fence.py [--backends local,slurm,tpu] [--repeats 3] [--survival 3]
+
+Slurm needs the test cluster (`bash tests/slurm/cluster.sh start`; FRAY_SLURM_DIR
+and FRAY_SLURM_PORT are honoured), TPU only the simulator in this repository.
 """
 
 from __future__ import annotations
@@ -24,103 +43,222 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from fray.state import runs, store
+from fray.state import meta_file, runs, store
 from fray.state.layout import Home
 from fray.wrapper import tags
 
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO))
 from _common import report  # noqa: E402
 
 ESCAPING = """#!/bin/bash
 #FRAY --heartbeat-interval 0.5 --heartbeat-timeout 5 --stop-grace 1 --backoff-base 0 --startup-grace 0
+#SBATCH --time=5
 setsid sleep 300 </dev/null >/dev/null 2>&1 &
 ( setsid sleep 301 </dev/null >/dev/null 2>&1 & )
 sleep 302 &
 while true; do sleep 0.2; done
 """
+TREE = 4  # the workload and its three sleeps
+ZONE = "us-west4-a"
 
 
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.002):
+def wait_for(predicate: Callable[[], object], timeout: float = 60.0, interval: float = 0.002, what: str = "it"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise TimeoutError("the benchmarked condition never came true")
+    raise TimeoutError(f"waited {timeout:g}s for {what}")
 
 
-def start_daemon(home: Home) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_for(lambda: home.daemon_lease.exists() and json.loads(home.daemon_lease.read_text())["pid"] == proc.pid,
-             interval=0.02)
-    return proc
+class Bench:
+    """One FRAY_HOME of one backend, its daemon (started and stopped at will) and its runs."""
+
+    def __init__(self, root: Path, backend: str) -> None:
+        self.home = Home(root / "home")
+        self.backend = backend
+        self.script = root / "tree.sh"
+        self.script.write_text(ESCAPING)
+        self.overrides: dict = {"backend": backend}
+        store.ensure_home(self.home)
+        if backend == "slurm":
+            self.home.config.write_text(json.dumps({"slurm": {"poll_interval_sec": 0.5, "min_snapshot_interval_sec": 0.3,
+                                                              "sinfo_ttl_sec": 2}}))
+        elif backend == "tpu":
+            self.home.config.write_text(json.dumps({"tpu": {"poll_interval_sec": 0.3, "zones": [ZONE]}}))
+            self.overrides.update(tpu="v4-8", zones=[ZONE], runtime_version="tpu-ubuntu2204-base", spot=True,
+                                  skip_probes=["tpu"])
+        self.daemon: subprocess.Popen[bytes] | None = None
+
+    def start_daemon(self) -> None:
+        self.daemon = subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(self.home.root)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        pid = self.daemon.pid
+        wait_for(lambda: self.home.daemon_lease.exists() and json.loads(self.home.daemon_lease.read_text())["pid"] == pid,
+                 interval=0.02, what="the daemon's lease")
+
+    def stop_daemon(self) -> None:
+        if self.daemon is not None:
+            self.daemon.send_signal(signal.SIGTERM)
+            try:
+                self.daemon.wait(30)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                self.daemon.wait()
+            self.daemon = None
+
+    def alive(self, run_id: str) -> list[int]:
+        return [pid for pid, tag in tags.tagged(str(self.home.root)).items() if (tag.run_id, tag.attempt) == (run_id, 1)]
+
+    def start_run(self) -> tuple[str, dict]:
+        """A run whose attempt 1 runs with its whole tree; its started.json."""
+        run_id = runs.create_run(self.home, runs.SubmitOptions(script=self.script, overrides=self.overrides,
+                                                               workdir=str(self.script.parent))).run_id
+        paths = self.home.run(run_id)
+        wait_for(lambda: paths.attempt(1).started.exists() and len(self.alive(run_id)) >= TREE, interval=0.02,
+                 what="attempt 1 and its escaped tree")
+        return run_id, json.loads(paths.attempt(1).started.read_text())
+
+    def end_run(self, run_id: str) -> None:
+        """Stop the run through the daemon and wait until nothing of it is left."""
+        if self.daemon is None:
+            self.start_daemon()
+        runs.request(self.home, run_id, "stop")
+        wait_for(lambda: json.loads(self.home.run(run_id).meta.read_text())["phase"] == "ended", interval=0.05,
+                 what="the run to end")
+        wait_for(lambda: not tags.tagged(str(self.home.root)), timeout=20, interval=0.05, what="its processes to go")
+
+    def fenced_at(self, run_id: str) -> float | None:
+        """When the daemon closed attempt 1 (its attempt_ended event), None while it has not."""
+        events = [json.loads(line) for line in self.home.run(run_id).events.read_text().splitlines()]
+        return next((e["at"] for e in events if e["kind"] == "attempt_ended" and e["attempt"] == 1), None)
 
 
-def stop_daemon(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
+def dead(pid: int) -> bool:
     try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:  # a loaded machine: the bench's figures are taken already
-        proc.kill()
-        proc.wait()
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except OSError:
+        return True
 
 
-def alive(home: Home, run_id: str, attempt: int) -> list[int]:
-    return [pid for pid, tag in tags.tagged(str(home.root)).items() if (tag.run_id, tag.attempt) == (run_id, attempt)]
+def guardian_of(run_id: str) -> int:
+    """The guardian of the run's attempt 1: `python -m fray.wrapper.guardian FD RUN_ID 1 ...`."""
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    argv = handle.read().split(b"\0")
+            except OSError:
+                continue
+            if b"fray.wrapper.guardian" in argv and argv[argv.index(b"fray.wrapper.guardian") + 2:][:2] == [
+                    run_id.encode(), b"1"]:
+                return int(name)
+    raise LookupError(f"no guardian for run {run_id}")
 
 
-def one(home: Home, script: Path, restart_daemon: bool, daemon: subprocess.Popen[bytes]) -> tuple[float, float, float, subprocess.Popen[bytes]]:
-    """(kill -> workload dead, kill -> tree dead, fence -> tree dead) in seconds; the daemon now serving."""
-    run_id = runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, workdir=str(script.parent))).run_id
-    paths = home.run(run_id)
-    wait_for(lambda: paths.attempt(1).started.exists() and len(alive(home, run_id, 1)) >= 5, interval=0.02)
-    started = json.loads(paths.attempt(1).started.read_text())
-    if restart_daemon:
-        stop_daemon(daemon)
-        daemon = start_daemon(home)
-    killed_at = time.time()
+def killed_wrapper(bench: Bench, daemon: bool, guardian: bool, survival: float) -> dict[str, float]:
+    """SIGKILL attempt 1's wrapper; seconds from the kill to its workload's death and its whole tree's."""
+    bench.start_daemon()
+    run_id, started = bench.start_run()
+    if not daemon:
+        bench.stop_daemon()
+    if not guardian:
+        os.kill(guardian_of(run_id), signal.SIGKILL)
+    killed = time.time()
     os.kill(started["pid"], signal.SIGKILL)
-    wait_for(lambda: not os.path.exists(f"/proc/{started['workload_pid']}")
-             or open(f"/proc/{started['workload_pid']}/stat").read().rpartition(")")[2].split()[0] == "Z")
-    workload_dead = time.time()
-    wait_for(lambda: not alive(home, run_id, 1))
-    tree_dead = time.time()
-    events = [json.loads(line) for line in paths.events.read_text().splitlines()]
-    fenced_at = next(e["at"] for e in events if e["kind"] == "attempt_ended" and e["attempt"] == 1)
-    runs.request(home, run_id, "stop")
-    wait_for(lambda: json.loads(paths.meta.read_text())["phase"] == "ended", interval=0.02)
-    return workload_dead - killed_at, tree_dead - killed_at, tree_dead - fenced_at, daemon
+    wait_for(lambda: dead(started["workload_pid"]), what="the workload to die")
+    times = {"kill -> workload dead": time.time() - killed}
+    try:
+        wait_for(lambda: not bench.alive(run_id), timeout=60 if guardian or daemon else survival, what="the tree to die")
+        times["kill -> whole tree dead"] = time.time() - killed
+    except TimeoutError:
+        times["escaped processes alive after the wait"] = len(bench.alive(run_id))
+    if daemon:
+        times["kill -> fence (the daemon closes the attempt)"] = wait_for(lambda: bench.fenced_at(run_id),
+                                                                         interval=0.05, what="the close") - killed
+    bench.end_run(run_id)
+    bench.stop_daemon()
+    return times
+
+
+def fenced_alone(bench: Bench) -> dict[str, float]:
+    """Close attempt 1 in meta.json as the daemon does, with no daemon: seconds until its whole tree is dead."""
+    bench.start_daemon()
+    run_id, started = bench.start_run()
+    bench.stop_daemon()
+    paths = bench.home.run(run_id)
+    meta = json.loads(paths.meta.read_text())
+    meta["attempts"][0].update(state="ended", cause="heartbeat_stall", ended_at=time.time())
+    meta["phase"] = "queued"
+    closed = time.time()
+    meta_file.write(paths, meta)
+    wait_for(lambda: not bench.alive(run_id), what="the fenced tree to die")
+    times = {"fence -> whole tree dead": time.time() - closed}
+    wait_for(lambda: dead(started["pid"]), what="the fenced wrapper to exit")
+    bench.end_run(run_id)
+    bench.stop_daemon()
+    return times
+
+
+def measure(bench: Bench, repeats: int, survival: float) -> None:
+    ways: dict[str, Callable[[], dict[str, float]]] = {
+        "with the daemon (its sweeper sees this machine's 'nodes')": lambda: killed_wrapper(bench, True, True, survival),
+        "alone (daemon stopped): what acts on a real node": lambda: killed_wrapper(bench, False, True, survival),
+        "fence alone (daemon stopped, attempt closed in meta.json)": lambda: fenced_alone(bench),
+        "the daemon's sweeper alone (guardian SIGKILLed first)": lambda: killed_wrapper(bench, True, False, survival),
+        "baseline: alone, the guardian SIGKILLed first": lambda: killed_wrapper(bench, False, False, survival),
+    }
+    for label, way in ways.items():
+        samples: dict[str, list[float]] = {}
+        for _ in range(repeats):
+            for name, value in way().items():
+                samples.setdefault(name, []).append(value)
+        print(f"{bench.backend}, {label}:")
+        for name, values in samples.items():
+            if name.startswith("escaped"):
+                print(f"  {name:<50} {values} (in {len(values)} of {repeats} runs)")
+            else:
+                report(f"  {name}", values)
+
+
+def reach(backend: str, root: Path) -> None:
+    """Make `backend` reachable from this process and its children (the Slurm cluster is started if need be)."""
+    if backend == "slurm":
+        from tests.slurm.fixture import DEFAULT_DIR, start_cluster
+
+        cluster = start_cluster(DEFAULT_DIR)
+        os.environ.update(cluster.env)
+    elif backend == "tpu":
+        state = root / "gcloud-state"
+        state.mkdir()
+        (state / "config.json").write_text(json.dumps({"ready_after_sec": 0.3}))
+        os.environ["FRAY_GCLOUD_SIM"] = str(state)
+        os.environ["PATH"] = f"{REPO / 'tests' / 'fakes' / 'gcloud'}{os.pathsep}{os.environ['PATH']}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--backends", default="local,slurm,tpu")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--survival", type=float, default=3.0, help="seconds the baseline waits for escaped processes")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="fray-bench-fence-") as tmp:
-        home = Home(Path(tmp) / "home")
-        store.ensure_home(home)
-        script = Path(tmp) / "tree.sh"
-        script.write_text(ESCAPING)
-        daemon = start_daemon(home)
-        try:
-            for restart in (False, True):
-                who = "a daemon restarted since" if restart else "the daemon that started it"
-                samples: list[tuple[float, float, float]] = []
-                for _ in range(args.repeats):
-                    *sample, daemon = one(home, script, restart, daemon)
-                    samples.append(tuple(sample))
-                print(f"wrapper SIGKILLed, {who}:")
-                report("  kill -> workload dead (parent-death signal)", [s[0] for s in samples])
-                report("  kill -> whole tree dead (sweeper)", [s[1] for s in samples])
-                report("  fence -> whole tree dead", [s[2] for s in samples])
-        finally:
-            stop_daemon(daemon)
-            for pid, tag in tags.tagged(str(home.root)).items():
-                tags.kill(pid, tag)
+    for backend in args.backends.split(","):
+        with tempfile.TemporaryDirectory(prefix=f"fray-bench-fence-{backend}-") as tmp:
+            reach(backend, Path(tmp))
+            bench = Bench(Path(tmp), backend)
+            try:
+                measure(bench, args.repeats, args.survival)
+            finally:
+                bench.stop_daemon()
+                for pid, tag in tags.tagged(str(bench.home.root)).items():
+                    tags.kill(pid, tag)
 
 
 if __name__ == "__main__":

@@ -176,6 +176,10 @@ class SlurmCluster:
                 raise SlurmClusterError(f"slurmd for {name} (pid {pid}) did not exit")
             time.sleep(0.05)
 
+    def signal(self, pid: int, sig: int) -> None:
+        """Send `sig` to one of the cluster's root-owned processes (a slurmstepd: freeze a job's step daemon)."""
+        subprocess.run([*_root_prefix(), "kill", f"-{int(sig)}", str(pid)], check=True)
+
     def restart_slurmd(self, name: str) -> None:
         """Start that node's slurmd again (it re-registers; ReturnToService=2 brings it back)."""
         if self.slurmd_pid(name) is not None:

@@ -1,0 +1,107 @@
+"""The guardian: whatever kills the wrapper, the processes its attempt started die within milliseconds.
+
+The parent-death signal kills the workload with its wrapper, and the
+subreaper keeps what the workload daemonizes a descendant of the wrapper while
+the wrapper lives (fray.wrapper.procs). Once the wrapper itself is SIGKILLed
+(the OOM killer, a crash, `kill -9`), those escaped descendants are reparented
+to init, and until now only a sweep found them: the daemon's on the login
+node, every 2 s; on a Slurm node without cgroups or a TPU host, only the next
+fray wrapper started there - possibly never.
+
+The guardian closes that gap without root and without the scheduler's help.
+Before its first thread starts, the wrapper double-forks a small watcher: in
+its own session (a signal to the wrapper's group or a Ctrl-C does not reach
+it, and it ignores the polite signals a scheduler sends a job), not a
+descendant of the wrapper (so the wrapper's own clean-up neither waits for nor
+kills it, and Slurm's `proctrack/linuxproc` does not count it as the job's),
+holding the read end of a pipe whose write end only the wrapper holds. It execs
+`python -m fray.wrapper.guardian`, so that it never looks like a wrapper to
+whoever finds wrappers by their command line (the local backend does). When the
+wrapper ends, however it ends, the kernel closes that end; the guardian's read
+returns, it SIGKILLs every process tagged with this attempt (fray.wrapper.tags)
+that was started under this wrapper's attempt folder (FRAY_ATTEMPT_DIR: one
+task's, where an attempt runs several; none are left after a normal end, where
+the wrapper has killed them already), says
+what it killed in the attempt's wrapper.log - through the fence, as every
+job-side write: nothing once the attempt is closed - and exits.
+
+What it does not cover: a kill that takes the guardian as well (the node going
+away, which takes everything; a SIGKILL sent to it by hand). Then the sweeps
+hold: the daemon's (local backend) and the next wrapper's on that node.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+# The signals a scheduler or a terminal sends to a job to stop it politely: the wrapper handles them itself;
+# the guardian outlives them and ends when the wrapper does.
+IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
+    """Start the guardian of this attempt; call before any thread exists (it forks).
+
+    Where it cannot start (no process or file left to this user), the attempt runs without it: the sweeps
+    remain, as before it existed."""
+    try:
+        read_end, write_end = os.pipe()  # both close-on-exec: no process the wrapper launches holds the write end
+    except OSError:
+        return
+    try:
+        middle = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return
+    if middle == 0:  # the middle process: a session of its own, then the guardian, then gone
+        try:
+            os.setsid()
+            execed, exec_signal = os.pipe()  # close-on-exec: EOF once the guardian has exec'd (or died)
+            if os.fork() == 0:
+                os.close(write_end)
+                _exec_guardian(read_end, [run_id, str(attempt), home, attempt_dir])
+            os.close(exec_signal)
+            # Not gone before the exec: a fork of the wrapper that init had adopted would look like a second
+            # wrapper of this attempt to whoever finds wrappers by command line and parent.
+            os.read(execed, 1)
+        finally:
+            os._exit(0)
+    os.close(read_end)
+    os.waitpid(middle, 0)  # the guardian is now init's child (or a subreaper's above): not the wrapper's
+    # write_end stays open, unused, until this process ends.
+
+
+def _exec_guardian(read_end: int, args: list[str]) -> None:
+    for signum in IGNORED:
+        signal.signal(signum, signal.SIG_IGN)  # kept across exec: ignored from the first instant
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)  # the wrapper's output may be a file the next attempt owns
+    os.set_inheritable(read_end, True)
+    os.execv(sys.executable, [sys.executable, "-m", __name__, str(read_end), *args])
+
+
+def guard(read_end: int, run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
+    """The guardian's life: wait for the wrapper's end, then kill what its attempt left and say so."""
+    from . import contract, fence, tags  # here, not above: the wrapper imports this module before its first beat
+    from .log import DiagnosticLog
+
+    mine = tags.Tag(run_id, attempt, home)
+    while os.read(read_end, 1):
+        pass  # nothing is ever written: the read returns b"" when the wrapper has ended
+    # The attempt's processes that this wrapper started: an attempt of several tasks may run several wrappers on
+    # one machine (local replicas; the test cluster's nodes), each with its own attempt folder in FRAY_ATTEMPT_DIR.
+    killed = [pid for pid, tag in sorted(tags.tagged(home).items()) if tag == mine
+              and tags.started_with(pid, contract.ENV_ATTEMPT_DIR) == attempt_dir and tags.kill(pid, tag)]
+    if killed:
+        fence.bind(fence.Writer(home, run_id, attempt))
+        log = DiagnosticLog(os.path.join(attempt_dir, contract.WRAPPER_LOG), echo=False)
+        for line in tags.describe([(mine, ("its wrapper has ended", killed))]):
+            log.write(f"guardian: {line}")
+
+
+if __name__ == "__main__":
+    guard(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
