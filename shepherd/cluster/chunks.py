@@ -104,7 +104,7 @@ def run(calls: Calls, paths: RunPaths, home: Path) -> int:
     indexes = range(calls.first, calls.last + 1)
     done = sum(returned(paths, i) for i in indexes)
     report.progress(step=done, calls=len(calls.items), first=calls.first)
-    code = 0
+    raised: list[int] = []
     for index, item in zip(indexes, calls.items):
         if returned(paths, index):
             continue  # made by an earlier attempt: not again
@@ -117,10 +117,18 @@ def run(calls: Calls, paths: RunPaths, home: Path) -> int:
                 outcome = entry.write_raised(exc, call_record(paths, index), call_value(paths, index))
             else:
                 outcome = entry.write_returned(value, call_record(paths, index), call_value(paths, index))
-        code = max(code, outcome)
+        if outcome:
+            raised.append(index)
         done += outcome == 0
         report.progress(step=done, calls=len(calls.items), first=calls.first)
-    return code
+    if not raised:
+        return 0
+    # The last line of stderr is the reason `fray list` and `fray status` give for the run's failure.
+    record = read_record(paths, raised[0]) or {"type": "?", "message": ""}
+    more = f" ({len(raised) - 1} more raised)" if len(raised) > 1 else ""
+    print(f"fray: call {raised[0]} of calls {calls.first}-{calls.last} raised "
+          f"{record['type'].rpartition('.')[2]}: {record['message']}{more}", file=sys.stderr, flush=True)
+    return 1
 
 
 @contextlib.contextmanager
