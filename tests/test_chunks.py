@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import fray
-from conftest import run_fray, schema_validate
+from conftest import run_fray, schema_validate, wait_until
 from fray import RemoteTraceback
 from fray.cluster import chunks
 from fray.errors import UsageError
@@ -99,7 +99,8 @@ def test_a_chunk_killed_midway_is_retried_making_only_the_calls_that_had_not_ret
     assert [f.result(timeout=120) for f in futures] == [0, 10, 20, 30, 40, 50]
     tries = {n: (tmp_path / f"call-{n}").read_text() for n in range(6)}
     assert tries == {0: "x", 1: "x", 2: "x", 3: "xx", 4: "x", 5: "x"}  # 0-2 were not made again
-    meta = json.loads(home.run(futures[0].run_id).meta.read_text())
+    read_meta = lambda: json.loads(home.run(futures[0].run_id).meta.read_text())  # noqa: E731
+    meta = wait_until(lambda: read_meta()["end"] and read_meta(), timeout=60, what="the chunk run to end")
     assert len(meta["attempts"]) == 2 and meta["end"]["status"] == "completed_success"
 
 

@@ -96,7 +96,7 @@ def returned(run: RunPaths, index: int) -> bool:
 
 def run(calls: Calls, paths: RunPaths, home: Path) -> int:
     """Make the calls that have not returned yet, recording each; 1 when one of them raised, else 0."""
-    from fray.cluster import entry
+    from fray.cluster import call_records
     from fray.state import store
     from fray.wrapper import report
 
@@ -114,9 +114,9 @@ def run(calls: Calls, paths: RunPaths, home: Path) -> int:
             except BaseException as exc:  # the caller gets it back, with the traceback text, as from a run
                 if isinstance(exc, KeyboardInterrupt):
                     raise
-                outcome = entry.write_raised(exc, call_record(paths, index), call_value(paths, index))
+                outcome = call_records.write_raised(exc, call_record(paths, index), call_value(paths, index))
             else:
-                outcome = entry.write_returned(value, call_record(paths, index), call_value(paths, index))
+                outcome = call_records.write_returned(value, call_record(paths, index), call_value(paths, index))
         if outcome:
             raised.append(index)
         done += outcome == 0

@@ -9,8 +9,9 @@ run from FRAY_HOME and FRAY_RUN_ID, reads job.json, and:
    that it is a private file of this user inside FRAY_HOME), or the call an
    earlier attempt checkpointed (`resuming`), calls it, and writes the return
    value (or the exception raised) to the attempt's call-result.pkl, then
-   call-result.json (schemas/call-result.json: returned or raised, with the
-   traceback text) for `wait`, `poll` and futures; a raised exception exits 1;
+   call-result.json (fray.cluster.call_records) for `wait`, `poll` and
+   futures; a raised exception exits 1; a chunk of calls (`fray.map(chunk=N)`)
+   goes to `chunks.run`, which records each call so;
 3. for a script: replaces itself with the script's interpreter (same pid, so the
    wrapper's signals reach it).
 """
@@ -20,8 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
-import traceback
 from pathlib import Path
 
 from fray.wrapper import contract, fence, workload
@@ -37,7 +36,7 @@ IN_ENV = "FRAY_ENTRY_IN_ENV"
 
 def main(argv: list[str] | None = None) -> int:
     from fray.state import store
-    from fray.cluster import chunks, environment, resuming
+    from fray.cluster import call_records, chunks, environment, resuming
     from fray.state.layout import Home
 
     home_dir = os.environ.get(contract.ENV_HOME)
@@ -82,65 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the caller gets it back, with the traceback text
         if isinstance(exc, KeyboardInterrupt):
             raise
-        return write_raised(exc, attempt.call_record, attempt.call_value)
-    return write_returned(value, attempt.call_record, attempt.call_value)
-
-
-def write_raised(exc: BaseException, record: Path, value_file: Path) -> int:
-    """Record the exception a call raised (its pickle, then the record with its traceback text); the exit code, 1."""
-    text = _traceback_text(exc)
-    sys.stderr.write(text)
-    _record(record, value_file, "raised", exc, str(exc), text, pickled=_pickle(value_file, exc) is None)
-    return 1
-
-
-def write_returned(value: object, record: Path, value_file: Path) -> int:
-    """Record a call's return value (pickle, then record); the exit code: 0, or 1 when it cannot be pickled."""
-    why = _pickle(value_file, value)
-    if why is not None:
-        text = f"the job's return value could not be pickled: {why}\n"
-        sys.stderr.write(text)
-        _record(record, value_file, "raised", value, f"the return value could not be pickled: {why}", text,
-                pickled=False)
-        return 1
-    _record(record, value_file, "returned", value, "", None, pickled=True)
-    return 0
-
-
-def _traceback_text(exc: BaseException) -> str:
-    """The traceback from the caller's code down: the frames of fray's own modules (this one, Call.__call__,
-    a chunk's loop) say nothing."""
-    from fray.cluster import api, chunks
-
-    ours = {os.path.abspath(__file__), os.path.abspath(api.__file__), os.path.abspath(chunks.__file__)}
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in ours:
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
-
-
-def _pickle(path: Path, value: object) -> str | None:
-    """Pickle the return value or exception to `path`; why it could not be (None: it was)."""
-    from fray.cluster import payloads
-
-    fence.guard()  # a job-side write: a superseded attempt writes nothing (Superseded)
-    try:
-        payloads.dump(path, value)
-    except Exception as exc:  # cloudpickle raises whatever the value's reducers raise
-        return f"{type(value).__name__}: {exc!r}"
-    return None
-
-
-def _record(path: Path, value_file: Path, outcome: str, subject: object, message: str, text: str | None, *,
-            pickled: bool) -> None:
-    from fray.state import store
-
-    kind = type(subject)
-    fence.guard()
-    store.write_json(path, {
-        "outcome": outcome, "type": f"{kind.__module__}.{kind.__qualname__}", "message": message,
-        "traceback": text, "value_file": value_file.name if pickled else None,
-        "finished_at": time.time()}, "call-result")
+        return call_records.write_raised(exc, attempt.call_record, attempt.call_value)
+    return call_records.write_returned(value, attempt.call_record, attempt.call_value)
 
 
 if __name__ == "__main__":
