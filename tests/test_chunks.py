@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -80,6 +81,9 @@ def test_a_call_that_raises_fails_its_chunk_but_not_the_other_calls(home, daemon
     assert status["run"]["status"] == "failed" and "ParseError" in status["run"]["reason"]
     text = run_fray("status", run_id, home=home.root, check=True).stdout
     assert "3 of 4 calls returned (calls 0-3 of the map)" in text
+    listed = json.loads(run_fray("list", "--group", "mid", "--json", home=home.root, check=True).stdout)["runs"]
+    assert [(r["run_id"], r["step"]) for r in listed] == [(run_id, 3)]  # STEP: the calls returned
+    assert status["family"]["group"]["params"] == {"index": 0, "calls": "0-3"}
 
 
 def marks_and_dies_once(item: tuple[str, int]) -> int:
@@ -129,3 +133,17 @@ def test_the_future_of_a_call_is_found_again_by_run_and_index(home, daemon):
     again = fray.get_run(futures[1].run_id, call=1)
     assert again.result(timeout=120) == {"word": "yy", "length": 2} and again.done()
     assert futures[0].run_id == futures[1].run_id != futures[2].run_id
+
+
+def test_the_docs_chunk_section_runs_as_written(home, daemon, tmp_path):
+    from docs_pages import block_under
+
+    snippet = block_under("sweeps.md", "Many short functions in one run", "python").text
+    script = tmp_path / "snippet.py"
+    script.write_text(snippet)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180,
+                          cwd=tmp_path, env={**os.environ, "FRAY_HOME": str(home.root)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [
+        "7 futures in 3 runs", "0 5 parsing alpha", "1 2 parsing be", "2 raised cannot parse 'bad'",
+        "3 5 parsing delta", "4 1 parsing e", "5 3 parsing phi", "6 5 parsing gamma", "call 4 again: 1"]
