@@ -102,12 +102,13 @@ def run(calls: Calls, paths: RunPaths, home: Path) -> int:
 
     store.make_dirs(paths.dir / CALLS_DIR)
     indexes = range(calls.first, calls.last + 1)
-    done = sum(returned(paths, i) for i in indexes)
+    made_before = {i for i in indexes if returned(paths, i)}  # by earlier attempts: not made again
+    done = len(made_before)
     report.progress(step=done, calls=len(calls.items), first=calls.first)
     raised: list[int] = []
     for index, item in zip(indexes, calls.items):
-        if returned(paths, index):
-            continue  # made by an earlier attempt: not again
+        if index in made_before:
+            continue
         with _captured(call_output(paths, index), call_output(paths, index, stderr=True)):
             try:
                 value = calls.fn(item)
@@ -153,7 +154,8 @@ def _captured(out: Path, err: Path) -> Iterator[None]:
             os.close(target)
             with open(out if fd == 1 else err, "rb") as handle:
                 handle.seek(start)
-                _write_all(fd, handle.read())
+                while block := handle.read(1 << 20):
+                    _write_all(fd, block)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -12,7 +12,9 @@ of its own; `cancel` is `fray control stop`. A future holds no state but the
 run id: everything it says is read from FRAY_HOME when asked, so a new process
 reattaches by id, prefix or name. Results and exceptions are unpickled only
 after `payloads.load` has checked the file and every folder above it up to
-FRAY_HOME are private to this user.
+FRAY_HOME are private to this user. `fray.map(..., chunk=N)` packs N calls
+into each run (fray.cluster.chunks); each call's `CallFuture` is its run id
+and its index in the map, and reads that call's own record.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import dataclasses
 import os
 import time
 from concurrent.futures import CancelledError
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from fray.cluster import chunks, launching, payloads, resuming
@@ -220,18 +223,23 @@ class RunFuture:
             record = store.read_json(files.call_record, "call-result")
         except CorruptFileError:
             record = None
-        if record is None or record["outcome"] != "raised" or record["value_file"] is None:
-            return JobFailed(info)
-        try:
-            exc = payloads.load(files.call_value, self._cluster.home.root)
-        except StateError:
-            raise  # not private to us: never fall back to something that hides it
-        except Exception:  # its class cannot be imported here: the text has to do
-            return JobFailed(info)
-        if not isinstance(exc, BaseException):
-            return JobFailed(info)
-        exc.__cause__ = RemoteTraceback(record["traceback"] or f"{record['type']}: {record['message']}")
-        return exc
+        return _raised(record, files.call_value, self._cluster.home.root, info)
+
+
+def _raised(record: dict[str, Any] | None, value_file: Path, root: Path, info: JobInfo) -> BaseException:
+    """The exception a call's record says it raised (the remote traceback as its cause); JobFailed without one."""
+    if record is None or record["outcome"] != "raised" or record["value_file"] is None:
+        return JobFailed(info)
+    try:
+        exc = payloads.load(value_file, root)
+    except StateError:
+        raise  # not private to us: never fall back to something that hides it
+    except Exception:  # its class cannot be imported here: the text has to do
+        return JobFailed(info)
+    if not isinstance(exc, BaseException):
+        return JobFailed(info)
+    exc.__cause__ = RemoteTraceback(record["traceback"] or f"{record['type']}: {record['message']}")
+    return exc
 
 
 class CallFuture(RunFuture):
@@ -308,15 +316,4 @@ class CallFuture(RunFuture):
         info = self._cluster.poll(self._run_id)
         if info.status is JobStatus.STOPPED:
             return CancelledError(f"run {self._run_id} was stopped: {info.reason}")
-        if record is None or record["outcome"] != "raised" or record["value_file"] is None:
-            return JobFailed(info)
-        try:
-            exc = self._load(chunks.call_value)
-        except StateError:
-            raise  # not private to us: never fall back to something that hides it
-        except Exception:  # its class cannot be imported here: the text has to do
-            return JobFailed(info)
-        if not isinstance(exc, BaseException):
-            return JobFailed(info)
-        exc.__cause__ = RemoteTraceback(record["traceback"] or f"{record['type']}: {record['message']}")
-        return exc
+        return _raised(record, chunks.call_value(self._paths, self._index), self._cluster.home.root, info)
