@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from concurrent.futures import CancelledError
 from pathlib import Path
 
 import pytest
@@ -147,3 +149,22 @@ def test_the_docs_chunk_section_runs_as_written(home, daemon, tmp_path):
     assert proc.stdout.splitlines() == [
         "7 futures in 3 runs", "0 5 parsing alpha", "1 2 parsing be", "2 raised cannot parse 'bad'",
         "3 5 parsing delta", "4 1 parsing e", "5 3 parsing phi", "6 5 parsing gamma", "call 4 again: 1"]
+
+
+def waits_for_gate(item: tuple[str, int]) -> int:
+    gate, number = item
+    while number > 0 and not os.path.exists(gate):
+        time.sleep(0.05)  # the job's own pace, not the test's synchronisation
+    return number
+
+
+def test_cancelling_a_call_stops_its_chunk_and_calls_that_returned_keep_their_values(home, daemon, tmp_path):
+    gate = str(tmp_path / "never")
+    futures = fray.map(waits_for_gate, [(gate, n) for n in range(3)], chunk=3)
+    assert futures[0].result(timeout=120) == 0  # resolved while its chunk still runs
+    assert not futures[1].done()
+    assert futures[1].cancel() is True
+    with pytest.raises(CancelledError, match="was stopped"):
+        futures[2].result(timeout=120)
+    assert futures[0].result() == 0 and futures[0].cancel() is False
+    assert isinstance(futures[1].exception(), CancelledError)
