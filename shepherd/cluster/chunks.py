@@ -16,7 +16,7 @@ A retry of the run (the run's own budgets: `max_retries`, `max_retries_preemptio
 makes only the calls that have not returned; a call that raised is made again,
 as a run that raised is. The attempt exits 1 when one of its calls raised, so
 the run fails (and is retried) as a single call's would. Its progress.json counts
-the calls returned (`step`) out of `extra.calls`: `fray list` and `fray status`
+the calls returned (`step`) out of `extra.fray_chunk.calls`: `fray list` and `fray status`
 show a chunk as one run, `step 12` of its 25 calls, its point's `calls` naming
 their range in the map (`0-24`).
 """
@@ -104,7 +104,7 @@ def run(calls: Calls, paths: RunPaths, home: Path) -> int:
     indexes = range(calls.first, calls.last + 1)
     made_before = {i for i in indexes if returned(paths, i)}  # by earlier attempts: not made again
     done = len(made_before)
-    report.progress(step=done, calls=len(calls.items), first=calls.first)
+    report.progress(step=done, fray_chunk={"calls": len(calls.items), "first": calls.first})
     raised: list[int] = []
     for index, item in zip(indexes, calls.items):
         if index in made_before:
@@ -121,7 +121,7 @@ def run(calls: Calls, paths: RunPaths, home: Path) -> int:
         if outcome:
             raised.append(index)
         done += outcome == 0
-        report.progress(step=done, calls=len(calls.items), first=calls.first)
+        report.progress(step=done, fray_chunk={"calls": len(calls.items), "first": calls.first})
     if not raised:
         return 0
     # The last line of stderr is the reason `fray list` and `fray status` give for the run's failure.
