@@ -135,6 +135,13 @@ def test_the_future_of_a_call_is_found_again_by_run_and_index(home, daemon):
     again = fray.get_run(futures[1].run_id, call=1)
     assert again.result(timeout=120) == {"word": "yy", "length": 2} and again.done()
     assert futures[0].run_id == futures[1].run_id != futures[2].run_id
+    with pytest.raises(UsageError, match=r"holds calls 0-1, not call 2"):
+        fray.get_run(futures[0].run_id, call=2)
+    with pytest.raises(UsageError, match=r"not call .1."):
+        fray.get_run(futures[0].run_id, call="1")
+    plain = fray.map(parse, ["w"])[0]
+    with pytest.raises(UsageError, match=r"holds no chunk of calls"):
+        fray.get_run(plain.run_id, call=0)
 
 
 def test_the_docs_chunk_section_runs_as_written(home, daemon, tmp_path):

@@ -142,7 +142,15 @@ def get_run(run: str, home: str | os.PathLike[str] | None = None, call: int | No
     with `call`: of that call (its index in the map) of a chunk run (`fray.map(chunk=N)`)."""
     cluster = FrayCluster(home)
     run_id = runs.resolve(cluster.home, run)
-    return RunFuture(cluster, run_id) if call is None else CallFuture(cluster, run_id, call)
+    if call is None:
+        return RunFuture(cluster, run_id)
+    group = runs.read_meta(cluster.home, run_id).group or {}
+    first, _, last = str((group.get("params") or {}).get("calls", "")).partition("-")
+    if (not (first.isdigit() and last.isdigit()) or isinstance(call, bool) or not isinstance(call, int)
+            or not int(first) <= call <= int(last)):
+        held = f"calls {first}-{last}" if last else "no chunk of calls (fray.map(chunk=N) makes those)"
+        raise UsageError(f"run {run_id} holds {held}, not call {call!r}")
+    return CallFuture(cluster, run_id, call)
 
 
 class RunFuture:
