@@ -104,3 +104,20 @@ def test_a_checkpointable_function_preempted_by_scancel_resumes_from_its_checkpo
     meta = meta_of(home, future.run_id)
     assert meta["attempts"][0]["cause"] == "preempted" and meta["counters"]["workload_failures"] == 0
     assert "resuming the call checkpointed by attempt 1" in home.run(future.run_id).attempt(2).stderr.read_text()
+
+
+def where_it_ran(x: int) -> tuple[str, str, int, int]:
+    return os.environ["SLURM_ARRAY_JOB_ID"], os.environ["SLURM_ARRAY_TASK_ID"], os.getpid(), x * x
+
+
+def test_a_chunked_map_runs_each_chunk_as_one_task_of_one_job_array(home, daemon, slurm_cluster):
+    futures = fray.map(where_it_ran, range(7), backend="slurm", chunk=3, resources={"cpus": 1, "mem": "100M"})
+    said = [f.result(timeout=180) for f in futures]
+    assert [s[3] for s in said] == [x * x for x in range(7)]
+    assert len({s[0] for s in said}) == 1  # one array
+    by_chunk = [said[0:3], said[3:6], said[6:]]
+    assert [{(s[1], s[2]) for s in chunk} for chunk in by_chunk] == [{(str(i), chunk[0][2])} for i, chunk in
+                                                                     enumerate(by_chunk)]  # one task, one process each
+    runs = sorted({f.run_id for f in futures})
+    refs = [meta_of(home, run_id)["attempts"][0]["backend_ref"] for run_id in runs]
+    assert [r["array_index"] for r in refs] == [0, 1, 2] and {r["array_job_id"] for r in refs} == {said[0][0]}

@@ -8,7 +8,9 @@
     environment  virtual environments cached by the hash of their requirements
     entry        what a launched job runs (`python -m fray.cluster.entry`)
     resuming     checkpointable callables: the call saved on preemption, made by the next attempt
-    futures      fray.submit / fray.get_run: a function as a run, and its future
+    futures      fray.submit / fray.map / fray.get_run: a function as a run, and its future
+    chunks       fray.map(chunk=N): N calls in one run, each recorded as it finishes
+    call_records a call's outcome, written in the job: its value or exception, then its record
     payloads     cloudpickle files, unpickled only when private to this user inside FRAY_HOME
     job_view     the cluster a LocalCluster job thread sees as current
 

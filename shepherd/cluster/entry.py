@@ -9,8 +9,9 @@ run from FRAY_HOME and FRAY_RUN_ID, reads job.json, and:
    that it is a private file of this user inside FRAY_HOME), or the call an
    earlier attempt checkpointed (`resuming`), calls it, and writes the return
    value (or the exception raised) to the attempt's call-result.pkl, then
-   call-result.json (schemas/call-result.json: returned or raised, with the
-   traceback text) for `wait`, `poll` and futures; a raised exception exits 1;
+   call-result.json (fray.cluster.call_records) for `wait`, `poll` and
+   futures; a raised exception exits 1; a chunk of calls (`fray.map(chunk=N)`)
+   goes to `chunks.run`, which records each call so;
 3. for a script: replaces itself with the script's interpreter (same pid, so the
    wrapper's signals reach it).
 """
@@ -20,15 +21,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
-import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fray.wrapper import contract, fence, workload
-
-if TYPE_CHECKING:
-    from fray.state.layout import AttemptPaths
 
 SHIM = """\
 # Written by fray's cluster API: runs the job described by job.json in this folder.
@@ -41,7 +36,7 @@ IN_ENV = "FRAY_ENTRY_IN_ENV"
 
 def main(argv: list[str] | None = None) -> int:
     from fray.state import store
-    from fray.cluster import environment, resuming
+    from fray.cluster import call_records, chunks, environment, resuming
     from fray.state.layout import Home
 
     home_dir = os.environ.get(contract.ENV_HOME)
@@ -74,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     attempt = run.attempt(number)
     try:
         call, resumed_from = resuming.starting_call(run, number, home.root)
+        if isinstance(call.fn, chunks.Calls):  # fray.map(chunk=N): its calls one after another, each recorded
+            return chunks.run(call.fn, run, home.root)
         if resumed_from is not None:
             print(f"fray: resuming the call checkpointed by attempt {resumed_from}", file=sys.stderr, flush=True)
         guard = (resuming.Checkpointer(call, attempt.resume_call, lambda: fence.current(home_dir, run_id, number),
@@ -84,53 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the caller gets it back, with the traceback text
         if isinstance(exc, KeyboardInterrupt):
             raise
-        text = _traceback_text(exc)
-        sys.stderr.write(text)
-        _record(attempt, "raised", exc, str(exc), text, pickled=_pickle(attempt, exc) is None)
-        return 1
-    why = _pickle(attempt, value)
-    if why is not None:
-        text = f"the job's return value could not be pickled: {why}\n"
-        sys.stderr.write(text)
-        _record(attempt, "raised", value, f"the return value could not be pickled: {why}", text, pickled=False)
-        return 1
-    _record(attempt, "returned", value, "", None, pickled=True)
-    return 0
-
-
-def _traceback_text(exc: BaseException) -> str:
-    """The traceback from the caller's code down: the frames of this module and of Call.__call__ say nothing."""
-    from fray.cluster import api
-
-    ours = {os.path.abspath(__file__), os.path.abspath(api.__file__)}
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in ours:
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
-
-
-def _pickle(attempt: "AttemptPaths", value: object) -> str | None:
-    """Pickle the return value or exception to call-result.pkl; why it could not be (None: it was)."""
-    from fray.cluster import payloads
-
-    fence.guard()  # a job-side write: a superseded attempt writes nothing (Superseded)
-    try:
-        payloads.dump(attempt.call_value, value)
-    except Exception as exc:  # cloudpickle raises whatever the value's reducers raise
-        return f"{type(value).__name__}: {exc!r}"
-    return None
-
-
-def _record(attempt: "AttemptPaths", outcome: str, subject: object, message: str, text: str | None, *,
-            pickled: bool) -> None:
-    from fray.state import store
-
-    kind = type(subject)
-    fence.guard()
-    store.write_json(attempt.call_record, {
-        "outcome": outcome, "type": f"{kind.__module__}.{kind.__qualname__}", "message": message,
-        "traceback": text, "value_file": attempt.call_value.name if pickled else None,
-        "finished_at": time.time()}, "call-result")
+        return call_records.write_raised(exc, attempt.call_record, attempt.call_value)
+    return call_records.write_returned(value, attempt.call_record, attempt.call_value)
 
 
 if __name__ == "__main__":

@@ -12,17 +12,22 @@ of its own; `cancel` is `fray control stop`. A future holds no state but the
 run id: everything it says is read from FRAY_HOME when asked, so a new process
 reattaches by id, prefix or name. Results and exceptions are unpickled only
 after `payloads.load` has checked the file and every folder above it up to
-FRAY_HOME are private to this user.
+FRAY_HOME are private to this user. `fray.map(..., chunk=N)` packs N calls
+into each run (fray.cluster.chunks); each call's `CallFuture` is its run id
+and its index in the map, and reads that call's own record.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import time
 from concurrent.futures import CancelledError
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from fray.cluster import launching, payloads
-from fray.cluster.api import (EnvironmentConfig, Entrypoint, JobFailed, JobInfo, JobRequest, JobStatus,
+from fray.cluster import chunks, launching, payloads, resuming
+from fray.cluster.api import (Call, EnvironmentConfig, Entrypoint, JobFailed, JobInfo, JobRequest, JobStatus,
                               ResourceConfig)
 from fray.cluster.fray import FrayCluster
 from fray.core import backend_names, values
@@ -97,33 +102,55 @@ def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Ma
 def map(fn: Callable[..., Any], items: Iterable[Any], /, *, resources: ResourceConfig | Mapping[str, Any] | None = None,
         backend: str | None = None, name: str | None = None, max_parallel: int | None = None, max_retries: int = 0,
         max_retries_preemption: int = 100, environment: EnvironmentConfig | None = None,
-        home: str | os.PathLike[str] | None = None) -> list["RunFuture"]:
+        home: str | os.PathLike[str] | None = None, chunk: int = 1) -> list["RunFuture"]:
     """Run `fn(item)` for every item as one sweep of runs (at most `max_parallel` at once); their futures.
 
     The sweep is one row of `fray list` (`fray list --group NAME` shows its runs; `fray control stop
     --group NAME` stops them all); on Slurm its points go to one job array. Results come back in order:
-    `[f.result() for f in futures]`.
+    `[f.result() for f in futures]`. `chunk=N` makes each run N calls, one after another in one process
+    (fray.cluster.chunks): still one future per item, each resolving as its call returns.
     """
     if backend is not None and backend not in backend_names.BACKENDS:
         raise UsageError(f"backend {backend!r} is not known; choose one of {', '.join(backend_names.BACKENDS)}")
+    chunk = chunks.check_chunk(chunk)
     config, time_limit = resources_of(resources)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
-    requests = [JobRequest(label, Entrypoint.from_callable(fn, (item,)), resources=config,
-                           environment=environment or EnvironmentConfig(), max_retries_failure=max_retries,
-                           max_retries_preemption=max_retries_preemption, time_limit_sec=time_limit)
-                for item in items]
+    items = list(items)
+    if chunk > 1 and resuming.checkpointable(Call(fn)):
+        raise UsageError(f"{label}: a checkpointable callable resumes one call, not a chunk of them; "
+                         "map it with chunk=1")
+    parts = chunks.split(fn, items, chunk) if chunk > 1 else None
+    calls = [Entrypoint.from_callable(part) for part in parts] if parts else \
+        [Entrypoint.from_callable(fn, (item,)) for item in items]
+    requests = [JobRequest(label, entry, resources=config, environment=environment or EnvironmentConfig(),
+                           max_retries_failure=max_retries, max_retries_preemption=max_retries_preemption,
+                           time_limit_sec=time_limit) for entry in calls]
     if not requests:
         return []
     cluster = FrayCluster(home, backend=backend)
-    metas = launching.launch_sweep(cluster.home, requests, cluster._family(), label, max_parallel)
+    params = [{"calls": f"{p.first}-{p.last}"} for p in parts] if parts else None
+    metas = launching.launch_sweep(cluster.home, requests, cluster._family(), label, max_parallel, params)
     cluster._ensure_daemon()
-    return [RunFuture(cluster, meta.run_id) for meta in metas]
+    if parts is None:
+        return [RunFuture(cluster, meta.run_id) for meta in metas]
+    return [CallFuture(cluster, meta.run_id, index)
+            for meta, part in zip(metas, parts) for index in range(part.first, part.last + 1)]
 
 
-def get_run(run: str, home: str | os.PathLike[str] | None = None) -> "RunFuture":
-    """The future of an existing run, named by its id, a unique prefix of it, or its name."""
+def get_run(run: str, home: str | os.PathLike[str] | None = None, call: int | None = None) -> "RunFuture":
+    """The future of an existing run, named by its id, a unique prefix of it, or its name;
+    with `call`: of that call (its index in the map) of a chunk run (`fray.map(chunk=N)`)."""
     cluster = FrayCluster(home)
-    return RunFuture(cluster, runs.resolve(cluster.home, run))
+    run_id = runs.resolve(cluster.home, run)
+    if call is None:
+        return RunFuture(cluster, run_id)
+    group = runs.read_meta(cluster.home, run_id).group or {}
+    first, _, last = str((group.get("params") or {}).get("calls", "")).partition("-")
+    if (not (first.isdigit() and last.isdigit()) or isinstance(call, bool) or not isinstance(call, int)
+            or not int(first) <= call <= int(last)):
+        held = f"calls {first}-{last}" if last else "no chunk of calls (fray.map(chunk=N) makes those)"
+        raise UsageError(f"run {run_id} holds {held}, not call {call!r}")
+    return CallFuture(cluster, run_id, call)
 
 
 class RunFuture:
@@ -204,15 +231,97 @@ class RunFuture:
             record = store.read_json(files.call_record, "call-result")
         except CorruptFileError:
             record = None
-        if record is None or record["outcome"] != "raised" or record["value_file"] is None:
-            return JobFailed(info)
+        return _raised(record, files.call_value, self._cluster.home.root, info)
+
+
+def _raised(record: dict[str, Any] | None, value_file: Path, root: Path, info: JobInfo) -> BaseException:
+    """The exception a call's record says it raised (the remote traceback as its cause); JobFailed without one."""
+    if record is None or record["outcome"] != "raised" or record["value_file"] is None:
+        return JobFailed(info)
+    try:
+        exc = payloads.load(value_file, root)
+    except StateError:
+        raise  # not private to us: never fall back to something that hides it
+    except Exception:  # its class cannot be imported here: the text has to do
+        return JobFailed(info)
+    if not isinstance(exc, BaseException):
+        return JobFailed(info)
+    exc.__cause__ = RemoteTraceback(record["traceback"] or f"{record['type']}: {record['message']}")
+    return exc
+
+
+class CallFuture(RunFuture):
+    """Call `index` of a chunk run (`fray.map(chunk=N)`): resolves as soon as that call has returned, or, when
+    it has not, once the run has ended (its exception, CancelledError or JobFailed, as a run's future would).
+    `cancel` stops the whole chunk; `logs` is what this call printed."""
+
+    def __init__(self, cluster: FrayCluster, run_id: str, index: int) -> None:
+        super().__init__(cluster, run_id)
+        self._index = index
+        self._paths = cluster.home.run(run_id)
+
+    def __repr__(self) -> str:
+        return f"<CallFuture {self._run_id} call {self._index}>"
+
+    @property
+    def index(self) -> int:
+        """The call's index in the map (its item's)."""
+        return self._index
+
+    def info(self) -> JobInfo:
+        """The chunk run's JobInfo, with this call's return value (once it returned) or traceback text."""
+        info = self._cluster.poll(self._run_id)
+        record = chunks.read_record(self._paths, self._index)
+        if record is None:
+            return dataclasses.replace(info, result=None, error=None if info.status is JobStatus.SUCCEEDED
+                                       else info.error)
+        if record["outcome"] == "returned":
+            return dataclasses.replace(info, status=JobStatus.SUCCEEDED, result=self._load(chunks.call_value),
+                                       error=None)
+        return dataclasses.replace(info, result=None, error=record["traceback"] or record["message"])
+
+    def done(self) -> bool:
+        return chunks.returned(self._paths, self._index) or super().done()
+
+    def result(self, timeout: float | None = None) -> Any:
+        record = self._settled(timeout)
+        if record is not None and record["outcome"] == "returned":
+            return self._load(chunks.call_value)
+        raise self._call_failure(record)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        record = self._settled(timeout)
+        return None if record is not None and record["outcome"] == "returned" else self._call_failure(record)
+
+    def logs(self, stderr: bool = False) -> str:
         try:
-            exc = payloads.load(files.call_value, self._cluster.home.root)
-        except StateError:
-            raise  # not private to us: never fall back to something that hides it
-        except Exception:  # its class cannot be imported here: the text has to do
-            return JobFailed(info)
-        if not isinstance(exc, BaseException):
-            return JobFailed(info)
-        exc.__cause__ = RemoteTraceback(record["traceback"] or f"{record['type']}: {record['message']}")
-        return exc
+            return chunks.call_output(self._paths, self._index, stderr).read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def _load(self, where: Callable[..., Any]) -> Any:
+        return payloads.load(where(self._paths, self._index), self._cluster.home.root)
+
+    def _settled(self, timeout: float | None) -> dict[str, Any] | None:
+        """This call's record once it returned or the run ended (None: the run ended without one)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause, asked = 0.02, False
+        while True:
+            ended = super().done()  # looked at first: a call's record is written before its run ends
+            record = chunks.read_record(self._paths, self._index)
+            if ended or (record is not None and record["outcome"] == "returned"):
+                return record
+            if not asked:  # a daemon that died since the submit would leave us waiting forever
+                self._cluster._ensure_daemon()
+                asked = True
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"call {self._index} of run {self._run_id} not done after {timeout}s")
+            time.sleep(pause)
+            pause = min(0.5, pause * 1.5)
+
+    def _call_failure(self, record: dict[str, Any] | None) -> BaseException:
+        """What the ended run says of this call: its exception, else CancelledError or JobFailed."""
+        info = self._cluster.poll(self._run_id)
+        if info.status is JobStatus.STOPPED:
+            return CancelledError(f"run {self._run_id} was stopped: {info.reason}")
+        return _raised(record, chunks.call_value(self._paths, self._index), self._cluster.home.root, info)

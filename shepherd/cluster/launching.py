@@ -137,11 +137,12 @@ def launch(home: Home, requests: list[JobRequest], family: Family, group_id: str
 
 
 def launch_sweep(home: Home, requests: list[JobRequest], family: Family, name: str,
-                 max_parallel: int | None = None) -> list[Meta]:
+                 max_parallel: int | None = None, params: list[dict[str, Any]] | None = None) -> list[Meta]:
     """Write one run per request as the points of one sweep (`fray.map`): all of them or none.
 
-    Point i's parameters are `{"index": i}`; the sweep is listed, folded and
-    controlled like one made by `fray submit --sweep` (fray.state.groups).
+    Point i's parameters are `{"index": i}` and `params[i]` (a chunk's `calls`);
+    the sweep is listed, folded and controlled like one made by `fray submit
+    --sweep` (fray.state.groups).
     """
     from fray.state import groups
 
@@ -152,7 +153,7 @@ def launch_sweep(home: Home, requests: list[JobRequest], family: Family, name: s
         if index == 0:  # the points differ only in their arguments: one check speaks for all
             _refuse_what_can_never_start(home, prepared.meta)
         new = _new_run(home, prepared)
-        members.append(groups.PointRun(prepared.meta.spec, {"index": index}, new.files, SHIM_NAME,
+        members.append(groups.PointRun(prepared.meta.spec, {"index": index, **(params[index] if params else {})}, new.files, SHIM_NAME,
                                        prepared.meta.script["source"], prepared.job))
     return groups.create_group(home, name, members, max_parallel, workdir=family.workdir, now=now,
                                parent_run_id=family.parent_run_id, parent_attempt=family.parent_attempt,

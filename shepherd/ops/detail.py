@@ -81,6 +81,11 @@ def failures_summary(counters: dict[str, Any], budgets: dict[str, Any] | None = 
 def progress_summary(progress: dict[str, Any], now: float) -> str:
     parts = [f"{key} {human.number(progress[key])}" for key in ("step", "loss", "samples_per_sec", "checkpoint_version")
              if progress.get(key) is not None]
+    chunk = (progress.get("extra") or {}).get("fray_chunk")  # a chunk of fray.map's calls (cluster.chunks)
+    if isinstance(chunk, dict) and isinstance(chunk.get("calls"), int) and isinstance(chunk.get("first"), int):
+        calls, first = chunk["calls"], chunk["first"]
+        done = progress.get("step") or 0
+        parts = [f"{done} of {calls} calls returned (calls {first}-{first + calls - 1} of the map)"]
     return f"{', '.join(parts) or 'reported'} ({human.age(progress['updated_at'], now)})"
 
 

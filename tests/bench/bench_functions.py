@@ -8,6 +8,7 @@ Prints, measured in the same run on the same machine, for each size (100 and
     fresh FRAY_HOME (the daemon's start included, its stop not); warm (the
     default: wrappers and workloads forked from the warm worker) and, up to
     `--cold-max` functions, cold (`"warm_functions": false`, a new Python each);
+    and chunked (`chunk=25`, `chunk=100`: `--chunks`), N calls per run (fray.cluster.chunks);
   - ray: `ray.init(num_cpus=CPUs)`, one remote task per item, `ray.get`, and
     `ray.shutdown()` (all included), when ray imports in `--other-python`;
   - submitit: `LocalExecutor.map_array` and every `.result()`, when submitit
@@ -22,7 +23,7 @@ documents staged and committed as one batch (fray.state.commit_batch), in
 writes per second. Targets (issue 23): 100 functions <= 3 s, 1,000 <= 15 s.
 
     python tests/bench/bench_functions.py [--sizes 100,1000] [--other-python /tmp/bench-venv/bin/python]
-        [--cold-max 100] [--submitit-max 100]
+        [--cold-max 100] [--submitit-max 100] [--chunks 25,100]
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def floor(n: int) -> float:
     return time.perf_counter() - start
 
 
-def fray_map(n: int, warm: bool = True) -> float:
+def fray_map(n: int, warm: bool = True, chunk: int = 1) -> float:
     """In a child process of its own, as a user's script: a fresh FRAY_HOME, the daemon started by fray.map."""
     home = Path(tempfile.mkdtemp(prefix="bench-functions-"))
     (home / "config.json").write_text(json.dumps({"local": {"warm_functions": warm}}))
@@ -90,12 +91,12 @@ def fray_map(n: int, warm: bool = True) -> float:
         "import sys, time\nsys.path.insert(0, sys.argv[2])\nimport fray\n"
         "from tests.bench.bench_functions import square\n"
         "n = int(sys.argv[1])\nstart = time.perf_counter()\n"
-        "futures = fray.map(square, range(n), backend='local')\n"
+        "futures = fray.map(square, range(n), backend='local', chunk=int(sys.argv[3]))\n"
         "results = [f.result(timeout=3600) for f in futures]\n"
         "assert results == [i * i for i in range(n)]\nprint(time.perf_counter() - start)\n")
     env = env_for(home)
     try:
-        out = subprocess.run([sys.executable, "-c", script, str(n), str(REPO)], env=env, check=True,
+        out = subprocess.run([sys.executable, "-c", script, str(n), str(REPO), str(chunk)], env=env, check=True,
                              capture_output=True, text=True, cwd=REPO).stdout
         return float(out.split()[-1])
     finally:
@@ -162,6 +163,7 @@ def main() -> None:
                         help="a Python with ray and submitit installed (their rows are skipped where they do not import)")
     parser.add_argument("--cold-max", type=int, default=100, help="largest size also run with warm_functions off")
     parser.add_argument("--submitit-max", type=int, default=100, help="largest size run through submitit")
+    parser.add_argument("--chunks", default="25,100", help="chunk sizes (calls per run) of the chunked rows")
     parser.add_argument("--commit-files", type=int, default=500, help="meta.json documents for the commit rows")
     args = parser.parse_args()
     print(f"{CPUS} CPUs; other tools from {args.other_python}"
@@ -171,6 +173,8 @@ def main() -> None:
         floor_sec = floor(n)
         row("floor: ProcessPoolExecutor", floor_sec, floor_sec)
         row("fray.map, local backend (warm)", fray_map(n), floor_sec, TARGETS_SEC.get(n))
+        for chunk in [int(c) for c in args.chunks.split(",") if c]:
+            row(f"fray.map, chunk={chunk} (warm)", fray_map(n, chunk=chunk), floor_sec, TARGETS_SEC.get(n))
         row("fray.map, cold starts", fray_map(n, warm=False) if n <= args.cold_max else f"over --cold-max {args.cold_max}",
             floor_sec)
         for tool in ("ray", "submitit"):
