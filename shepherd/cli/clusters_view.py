@@ -20,8 +20,8 @@ from typing import Any
 from fray.errors import UsageError
 from fray.remote import clusters, forward
 
-# Every `fray` command asks `dispatch` first, so the renderers (list_cmd, ops) are imported only
-# inside the functions that draw a many-cluster view.
+# Every `fray` command with a --remote or a `remotes` default asks `spanned` first (fray.cli.route),
+# so the renderers (list_cmd, ops) are imported only inside the functions that draw a many-cluster view.
 
 FANNED = (["list"], ["usage"])
 ROUTED = (["status"], ["logs"], ["control"])
@@ -30,28 +30,33 @@ VALUE_OPTIONS = frozenset({"--home", "--attempt", "--lines", "-n", "--task", "--
                            "--node", "--ttl"})
 
 
-def dispatch(argv: list[str]) -> tuple[str, Any] | None:
-    """What to do with `argv` when it spans clusters: ("done", exit code), ("remote", host) to run it there
-    as `--remote HOST` does, ("local", None) to run it here; None when it does not span clusters."""
-    given, rest = forward.given(argv)
-    command = forward.command_words(rest)[:1]
+def spanned(given: str | None, args: list[str]) -> list[str] | None:
+    """The clusters `args` (the command's own words) spans, `local` first, or None when it runs on one;
+    `given` is what --remote said (None: not given). UsageError for a one-cluster command over several."""
+    command = forward.command_words(args)[:1]
     if given is None and command not in FANNED + ROUTED:
         return None  # `remotes` is for the views and the run's own cluster; the rest stays where it was
     names = clusters.chosen(given)
-    if names is None:
-        return None
-    if command in FANNED:
-        from fray.cli import output
-        from fray.ops import clusters as views
-
-        data = (views.list_view if command == ["list"] else views.usage_view)(names, rest)
-        output.emit(data, "--json" in rest, render_list if command == ["list"] else render_usage)
-        return "done", 0
-    if command in ROUTED:
-        where = locate(names, rest)
-        return ("local", None) if where == clusters.LOCAL else ("remote", where)
+    if names is None or command in FANNED + ROUTED:
+        return names
     raise UsageError(f"`fray {' '.join(command) or '...'}` acts on one cluster: give --remote HOST (one of "
                      f"{', '.join(names[1:])}), or none for this machine")
+
+
+def fanned(args: list[str]) -> bool:
+    """Whether the command is a view of every cluster (`list`, `usage`) rather than routed to one."""
+    return forward.command_words(args)[:1] in FANNED
+
+
+def show(names: list[str], args: list[str]) -> int:
+    """Print the many-cluster view `args` asks for (`list` or `usage`) over `names`; exit code 0."""
+    from fray.cli import output
+    from fray.ops import clusters as views
+
+    listing = forward.command_words(args)[:1] == ["list"]
+    data = (views.list_view if listing else views.usage_view)(names, args)
+    output.emit(data, "--json" in args, render_list if listing else render_usage)
+    return 0
 
 
 def locate(names: list[str], argv: list[str]) -> str:

@@ -4,8 +4,11 @@
 second or two, and its budget is 150 ms with 1,000 runs. Importing click and
 building its context costs a tenth of that, so an argument list of exactly
 that command (with `--home`, `--active`, `--limit N`, `--tree`) runs the same
-view without click. Anything else, a typo or `--help` included, goes to click
-(fray.cli.main), so usage errors and help text have one source.
+view without click, unless a host or a many-cluster view is asked for or is the
+default (fray.remote.forward.runs_here). The command line is read once
+(fray.cli.arguments), here, and handed to click as read. Anything else, a typo
+or `--help` included, goes to click (fray.cli.main), so usage errors and help
+text have one source.
 
 The process then ends without tearing down every module and object, which
 changes nothing a user can see and costs a listing of 1,000 runs about 20 ms.
@@ -20,7 +23,7 @@ import sys
 import threading
 from typing import NamedTuple
 
-from fray.cli.arguments import normalize
+from fray.cli.arguments import Invocation, normalize
 
 
 class ListArgs(NamedTuple):
@@ -31,59 +34,50 @@ class ListArgs(NamedTuple):
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    from fray.remote import forward  # no paramiko until a host is really used
-
-    host, local_args = forward.split(args)
-    fast = None if forward.handles(host, local_args) else parse_list_json(normalize(args).args)
+    invocation = normalize(sys.argv[1:] if argv is None else argv)  # the one reading of the command line
+    fast = list_json(invocation)
     if fast is not None:
-        _exit_now(_list_json(fast))
-    from fray.cli.main import run  # also forwards to a --remote host, reporting a failure as text or JSON
+        from fray.remote import forward  # the user config only: no paramiko until a host is really used
 
-    _exit_now(run(args))
+        if forward.runs_here(invocation.remote):
+            _exit_now(_list_json(fast))
+    from fray.cli.main import run_parsed  # also forwards to a --remote host, reporting a failure as text or JSON
+
+    _exit_now(run_parsed(invocation))
 
 
 def parse_list_json(args: list[str]) -> ListArgs | None:
     """`[--home DIR] list --json [--active] [--limit N] [--tree]` in click's syntax, else None."""
-    home: str | None = None
-    position = 0
-    while position < len(args) and args[position] != "list":
-        token = args[position]
-        if token == "--home" and position + 1 < len(args):
-            home = args[position + 1]
-            position += 2
-        elif token.startswith("--home="):
-            home = token.removeprefix("--home=")
-            position += 1
-        else:
-            return None
-    if position == len(args):
+    return list_json(normalize(args))
+
+
+def list_json(invocation: Invocation) -> ListArgs | None:
+    """The fast path's command, from the command line as read once, else None (click says what is wrong)."""
+    words = invocation.command
+    if words[:1] != ["list"] or not invocation.as_json:
         return None
-    active = tree = as_json = False
+    active = tree = False
     limit: int | None = None
-    rest = args[position + 1:]
-    index = 0
-    while index < len(rest):
-        token = rest[index]
-        if token == "--json":
-            as_json = True
-        elif token == "--active":
+    index = 1
+    while index < len(words):
+        token = words[index]
+        if token == "--active":
             active = True
         elif token == "--tree":
             tree = True
         elif token == "--limit" or token.startswith("--limit="):
             if token == "--limit":
                 index += 1
-                value = rest[index] if index < len(rest) else ""
+                value = words[index] if index < len(words) else ""
             else:
                 value = token.removeprefix("--limit=")
             if not (value.isascii() and value.isdigit()):
                 return None  # click explains what N must be
             limit = int(value)
-        else:
+        elif token != "--json":
             return None  # click says what is wrong with it
         index += 1
-    return ListArgs(home, active, limit, tree) if as_json else None
+    return ListArgs(invocation.home, active, limit, tree)
 
 
 def _list_json(args: ListArgs) -> int:

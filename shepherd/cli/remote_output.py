@@ -75,11 +75,11 @@ def explicit(argv: list[str]) -> list[str]:
     return [*argv[:at], DEFAULT_SUBCOMMANDS[words[0]], *argv[at:]]
 
 
-def run(host: str | None, argv: list[str]) -> int:
-    """Run `fray *argv` on `host` (or `fray sync` / `fray remote ...` here); its exit code."""
-    render = renderer_for(argv) if host is not None else None
+def run(host: str, argv: list[str]) -> int:
+    """Run `fray *argv` on `host`; its exit code."""
+    render = renderer_for(argv)
     if render is None:
-        return forward.main(host, argv)
+        return forward.run(host, argv)
     result = forward.answer(host, forward.with_json(explicit(argv)))
     try:
         data = orjson.loads(result.stdout)
