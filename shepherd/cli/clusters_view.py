@@ -23,37 +23,31 @@ from fray.remote import clusters, forward
 # Every `fray` command with a --remote or a `remotes` default asks `spanned` first (fray.cli.route),
 # so the renderers (list_cmd, ops) are imported only inside the functions that draw a many-cluster view.
 
-FANNED = (["list"], ["usage"])
-ROUTED = (["status"], ["logs"], ["control"])
+FANNED = ("list", "usage")
+ROUTED = ("status", "logs", "control")
 # Options of the routed commands that take a value (the value is not their RUN).
 VALUE_OPTIONS = frozenset({"--home", "--attempt", "--lines", "-n", "--task", "--group", "--id", "--reason", "--set",
                            "--node", "--ttl"})
 
 
-def spanned(given: str | None, args: list[str]) -> list[str] | None:
-    """The clusters `args` (the command's own words) spans, `local` first, or None when it runs on one;
-    `given` is what --remote said (None: not given). UsageError for a one-cluster command over several."""
-    command = forward.command_words(args)[:1]
+def spanned(given: str | None, command: str) -> list[str] | None:
+    """The clusters `command` spans, `local` first, or None when it runs on one; `given` is what --remote
+    said (None: not given). UsageError for a one-cluster command over several."""
     if given is None and command not in FANNED + ROUTED:
         return None  # `remotes` is for the views and the run's own cluster; the rest stays where it was
     names = clusters.chosen(given)
     if names is None or command in FANNED + ROUTED:
         return names
-    raise UsageError(f"`fray {' '.join(command) or '...'}` acts on one cluster: give --remote HOST (one of "
+    raise UsageError(f"`fray {command}` acts on one cluster: give --remote HOST (one of "
                      f"{', '.join(names[1:])}), or none for this machine")
 
 
-def fanned(args: list[str]) -> bool:
-    """Whether the command is a view of every cluster (`list`, `usage`) rather than routed to one."""
-    return forward.command_words(args)[:1] in FANNED
-
-
 def show(names: list[str], args: list[str]) -> int:
-    """Print the many-cluster view `args` asks for (`list` or `usage`) over `names`; exit code 0."""
+    """Print the many-cluster view `args` (`list ...` or `usage ...`) asks for over `names`; exit code 0."""
     from fray.cli import output
     from fray.ops import clusters as views
 
-    listing = forward.command_words(args)[:1] == ["list"]
+    listing = args[0] == "list"
     data = (views.list_view if listing else views.usage_view)(names, args)
     output.emit(data, "--json" in args, render_list if listing else render_usage)
     return 0
