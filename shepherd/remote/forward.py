@@ -58,9 +58,10 @@ def target(given: str | None) -> str | None:
 def runs_here(given: str | None) -> bool:
     """Whether `fray list` runs on this machine alone: no host named or defaulted, and no `remotes` list of
     the user config to span (fray.remote.clusters; a remote session never spans)."""
-    if target(given) is not None:
-        return False
-    return given is not None or ENV_REMOTE in os.environ or not user_config.load().get("remotes")
+    if given is not None or ENV_REMOTE in os.environ:
+        return target(given) is None
+    config = user_config.load()  # read once: this is the `fray list --json` fast path
+    return not config.get("remote") and not config.get("remotes")
 
 
 def interactive(words: list[str], argv: list[str]) -> bool:
