@@ -10,8 +10,13 @@ CLI's modules, so the two front ends stay apart.
 Errors: a `FrayError` prints `fray: error: <message>` on stderr and exits with
 its `exit_code` (2); click's usage errors exit 2 with a "Did you mean" for a
 mistyped subcommand; a run waited for that does not succeed exits 1. Under
---json each is one JSON object on stdout instead (fray.cli.failures). `--home`
-and `--json` may stand anywhere before `--` (fray.cli.arguments).
+--json each is one JSON object on stdout instead (fray.cli.failures).
+
+`--home`, `--remote` and `--json` may stand anywhere before `--`: the command
+line is read once (fray.cli.arguments, by the console script fray.cli.entry or
+by `run`) and then parsed by click. Where a subcommand runs (here, on the
+--remote HOST, over several clusters) is decided as click resolves it
+(fray.cli.route), from the group's options as click parsed them.
 """
 
 from __future__ import annotations
