@@ -301,6 +301,28 @@ def test_remote_is_an_option_of_fray_with_click_errors_and_local_help(home, tmp_
     assert helped.returncode == 0 and helped.stdout.startswith("Usage: fray status ")
 
 
+def test_status_json_prints_the_same_document_without_click(home, tmp_path):
+    """`fray status RUN --json` skips click too (fray.cli.entry, fray.cli.status_data) and must not differ."""
+    run_id = make_run(home, tmp_path, "only", now=1_700_000_000)
+    for args in (("status", run_id, "--json"), ("--home", str(home.root), "status", "--json", "only")):
+        fast, slow = _fray_via(WITH_MODULES, *args), _fray_via(CLICK_ONLY, *args)
+        assert (fast.returncode, slow.returncode) == (0, 0), fast.stderr + slow.stderr
+        documents = [json.loads(proc.stdout) for proc in (fast, slow)]
+        for document in documents:
+            schema_validate("cli-status", document)
+            document.pop("daemon"), document.pop("goodput")  # what moves with the clock between the two
+        assert documents[0] == documents[1]
+        assert "click" not in json.loads(fast.stderr.split("MODULES=", 1)[1])
+    missing = _fray_via(WITH_MODULES, "status", "nosuch", "--json")
+    assert missing.returncode == 2 and json.loads(missing.stdout)["error"]["code"] == "run_not_found"
+    from fray.cli.entry import parse_status_json
+
+    assert parse_status_json(["status", "r", "--json"]) == (None, "r")
+    assert parse_status_json(["--home=/h", "status", "r", "--json"]) == ("/h", "r")
+    for args in (["status", "--json"], ["status", "r"], ["status", "-x", "--json"], ["status", "r", "s", "--json"]):
+        assert parse_status_json(args) is None, args
+
+
 def test_the_list_fast_path_reads_its_options_as_click_does():
     from fray.cli.entry import ListArgs, parse_list_json
 

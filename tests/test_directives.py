@@ -108,6 +108,8 @@ EVERY_OPTION = [
     ("--progress-timeout 10m", "progress_timeout_sec", 600.0),
     ("--progress-timeout off", "progress_timeout_sec", None),
     ("--restart-on-progress-stall", "restart_on_progress_stall", True),
+    ("--idle-timeout 2m", "idle_timeout_sec", 120.0),
+    ("--idle-timeout 0", "idle_timeout_sec", None),
     ("--retry-window 6h", "retry_window_sec", 21600.0),
     ("--retry-window off", "retry_window_sec", None),
     ("--probes gpu,cuda", "probes", ["gpu", "cuda"]),

@@ -11,7 +11,7 @@ from fray.state import runs, store
 from fray.tui.screens.detail import DetailScreen
 from fray.wrapper import history
 from test_goodput_e2e import TRAIN
-from tests.tui_support import dashboard, make_runs, run, screen_text, until
+from tests.tui_support import dashboard, go_to, make_runs, run, screen_text, until
 
 
 def real_run(home, tmp_path) -> str:
@@ -131,3 +131,37 @@ def test_fray_plot_group_overlays_the_runs_of_a_sweep(home, daemon, tmp_path):
     assert data["group"]
     neither = run_fray("plot", home=home.root)
     assert neither.returncode == 2 and "give a RUN or --group GROUP" in neither.stderr
+
+
+def test_c_on_a_sweeps_row_overlays_its_runs_and_m_picks_another_metric(home, daemon, tmp_path):
+    script = tmp_path / "point.sh"
+    script.write_text("#!/bin/bash\n#FRAY --heartbeat-interval 0.5\n"
+                      "for s in 1 2 3; do python3 -m fray.wrapper.report progress --step $s "
+                      "--loss 0.$s$FRAY_SWEEP_INDEX --extra '{\"acc\": 0.'$s'}'; done\n")
+    run_fray("submit", str(script), "--name", "sw", "--sweep", "lr=0.1,0.01", "--json", home=home.root, check=True)
+
+    def ended() -> bool:
+        listed = json.loads(run_fray("list", "--group", "sw", "--json", home=home.root, check=True).stdout)
+        return len(listed["runs"]) == 2 and all(r["phase"] == "ended" for r in listed["runs"])
+
+    wait_until(ended, timeout=60, what="both points to end")
+
+    async def scenario():
+        async with dashboard(home, size=(160, 60)) as (app, pilot):
+            await go_to(app, pilot, "sw")  # the sweep's one row
+            await pilot.press("c")
+            await until(pilot, lambda: "loss by step" in screen_text(app), what="the sweep's loss curves")
+            text = screen_text(app)
+            assert "sweep sw" in text and "loss by wall time" in text
+            assert "loss: 6 points in 2 of 2 runs (sw-0 cyan, sw-1 orange)" in text
+            assert "m: next metric of" in text and "acc" in text
+            points = [line.split() for line in text.splitlines() if line.split()[:1] in (["sw-0"], ["sw-1"])]
+            assert points == [["sw-0", "lr=0.1", "✓", "completed_success", "3", "0.3"],  # last step, last loss
+                              ["sw-1", "lr=0.01", "✓", "completed_success", "3", "0.31"]], text
+            await pilot.press("m")
+            await until(pilot, lambda: "acc by step" in screen_text(app), what="the acc curves")
+            assert "acc: 6 points in 2 of 2 runs" in screen_text(app) and "LAST ACC" in screen_text(app)
+            await pilot.press("escape")
+            await until(pilot, lambda: "sweep sw" not in screen_text(app), what="back to the runs")
+
+    run(scenario())

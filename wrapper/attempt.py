@@ -4,9 +4,11 @@ Steps 2 to 5 of the order described in `fray.wrapper.main`:
 
 2. signal handlers, preflight probes (probe.json; a failed probe ends the
    attempt here with 42, 43 or 44), subreaper, the sweep of what closed
-   attempts left on this node, launch, started.json, the health command;
+   attempts left on this node, launch, started.json, the health command,
+   the hang watch (`fray.wrapper.hangwatch`);
 3. wait for the workload, or for a stop signal and then --stop-grace
-   (`fray.wrapper.stopping`: a planned stop asks for a checkpoint first);
+   (`fray.wrapper.stopping`: a planned stop asks for a checkpoint first), or
+   for the hang watch's verdict (its stacks into stacks.txt, then SIGKILL);
 4. stop the health command, kill whatever the workload left running, then
    final.json or failure.json;
 5. stop the heartbeat and write exit.json, the very last act.
@@ -25,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from . import code, contract, outcome, procs, records, tags, workload
+from . import code, contract, hangwatch, outcome, procs, records, tags, workload
 from .fence import Fence, Superseded, Writer, bind
 from .health import HealthCheck
 from .heartbeat import Heartbeat
@@ -61,6 +63,8 @@ class _Attempt:
         self.script = options.script  # what runs: the run's copy of its script once its code is laid out
         self.probe_failure: outcome.Outcome | None = None
         self.health: HealthCheck | None = None
+        self.watch: hangwatch.Watch | None = None
+        self.hang: hangwatch.Verdict | None = None  # the watch found the workload hung: it was ended for that
         self.end: outcome.WorkloadEnd | None = None
         self.received_signal: int | None = None
         self._cleaned = False
@@ -76,6 +80,8 @@ class _Attempt:
         self.heartbeat.silence()
         if self.health is not None:
             self.health.silence()
+        if self.watch is not None:
+            self.watch.stop()
         procs.kill_all_now(self.proc.pid if self.proc is not None else None)
         os._exit(contract.EXIT_FENCED)
 
@@ -169,6 +175,11 @@ class _Attempt:
         self.relay.attach(self.proc.pid)  # the pid is the group id: start_new_session
         self.reaper = procs.Reaper(self.proc.pid, self.wakeup.notify).start()
         self.log.write(f"workload started, pid {self.proc.pid}")
+        if os.path.isdir("/proc"):
+            self.watch = hangwatch.Watch(
+                self.proc.pid, options.attempt_dir, options.commands_dir, options.heartbeat_interval,
+                options.idle_timeout, options.progress_timeout, self.wakeup.notify, self.log.write,
+            ).start()
         if options.health_cmd is not None:
             self.health = HealthCheck(
                 options.health_cmd, options.health_interval, options.health_retries,
@@ -189,7 +200,12 @@ class _Attempt:
                 asked = request_checkpoint()
                 self.log.write(f"received SIGUSR1: passed on to pids {asked}" if asked
                                else "received SIGUSR1: no process of the workload catches it; not passed on")
+            if self.relay.stop_signum is None and self.watch is not None and self.watch.verdict is not None:
+                self.end_hung(self.watch.verdict)
+                break
             if self.relay.stop_signum is not None and stop is None:
+                if self.watch is not None:
+                    self.watch.stop()  # a workload being stopped may well sit still: not a hang
                 name = outcome.signal_name(self.relay.stop_signum)
                 self.log.write(
                     f"received {name}: " + ("a planned stop" if self.relay.planned else "forwarded to the workload")
@@ -207,6 +223,18 @@ class _Attempt:
         # Decided now: a stop that arrives after the workload has ended did not end it.
         self.received_signal = self.relay.stop_signum
 
+    def end_hung(self, verdict: hangwatch.Verdict) -> None:
+        """The workload is hung: its stacks into stacks.txt, then SIGKILL (a stopped process dies of it too)."""
+        assert self.watch is not None and self.proc is not None
+        capture = self.watch.take_stacks(f"{verdict.cause}: {verdict.detail}")
+        self.hang = verdict
+        self.log.write(f"ending the workload: {verdict.detail}"
+                       + (f"; hung in {capture.hung_in}" if capture.hung_in else "; no stack could be taken"))
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     # -- clean up ----------------------------------------------------------
 
     def clean_up(self) -> None:
@@ -216,6 +244,9 @@ class _Attempt:
         self._cleaned = True
         if self.health is not None:
             self.health.stop()
+        if self.watch is not None:
+            self.watch.stop()
+        hangwatch.forget_dumps(self.options.attempt_dir)
         if self.proc is None or self.reaper is None:
             return
         reaper = self.reaper
@@ -251,13 +282,19 @@ class _Attempt:
             script=self.options.module and f"-m {self.options.module}" or self.script,
             stderr_path=self.path(contract.STDERR),
         )
+        if self.hang is not None and self.received_signal is None:
+            capture = self.watch.capture if self.watch is not None else None
+            result = outcome.hang_outcome(self.hang.cause, self.hang.detail, capture.hung_in if capture else None)
         now = time.time()
         if result.cause is None:
             self.write(contract.FINAL, outcome.final_record(self.stamp, now, self.read_result()))
         else:
             self.log.write(f"failure ({result.cause}): {result.message}")
             tail = tail_lines(self.path(contract.STDERR), STDERR_TAIL_LINES)
-            self.write(contract.FAILURE, outcome.failure_record(self.stamp, result, self.end, tail, now))
+            record = outcome.failure_record(self.stamp, result, self.end, tail, now)
+            if self.hang is not None and self.watch is not None and self.watch.capture is not None:
+                record["stacks"] = self.watch.capture.record()
+            self.write(contract.FAILURE, record)
         return result.exit_code
 
     def read_result(self) -> dict[str, Any] | None:

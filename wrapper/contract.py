@@ -31,6 +31,8 @@ HEALTH_OUTPUT = "health.out"  # what the last health check printed
 RESULT = "result.json"  # what the workload passed to report.final()
 FINAL = "final.json"  # run_once success marker
 FAILURE = "failure.json"  # on every nonzero exit
+WATCH = "watch.json"  # what the hang watch sees: I/O waits, what it could not see, stacks taken (fray.wrapper.hangwatch)
+STACKS = "stacks.txt"  # the workload's Python stacks, taken before ending it for a hang or a stall
 EXIT = "exit.json"  # always, as the wrapper's last act
 
 # Code snapshots (fray.state.snapshots writes them, fray.wrapper.code materializes them):
@@ -90,6 +92,9 @@ RECORDS_MODES = (RECORDS_RENAME, RECORDS_WRITE_ONCE)  # the FRAY_CLUSTER_SPEC va
 # Defaults of the wrapper's command line (`python -m fray.wrapper run ...`).
 DEFAULT_HEARTBEAT_INTERVAL_SEC = 10.0
 DEFAULT_STOP_GRACE_SEC = 30.0
+# The whole tree idle (no CPU, no progress) this long is a hang: longer than an ML job's quiet spells
+# (a checkpoint to a slow file system, a collective waiting for a straggler, the first compile).
+DEFAULT_IDLE_TIMEOUT_SEC = 600.0
 DEFAULT_FENCE_GRACE_SEC = 60.0  # FRAY_HOME unreadable this long: the workload is killed (fray.wrapper.fence)
 
 # Exit codes outside the table above: a command line the wrapper cannot use
@@ -105,6 +110,9 @@ CAUSE_NODE_FAULT = "node_fault"
 CAUSE_FOREIGN_GPU_PROCESSES = "foreign_gpu_processes"
 CAUSE_CUDA_FAILURE = "cuda_failure"
 CAUSE_LAUNCH_FAILED = "launch_failed"
+CAUSE_HANG_STOPPED = "hang_stopped"  # the main process stopped (state T) for seconds (fray.wrapper.hangwatch)
+CAUSE_HANG_IDLE = "hang_idle"  # no CPU and no progress for --idle-timeout
+HANG_CAUSES = (CAUSE_HANG_STOPPED, CAUSE_HANG_IDLE)
 
 # Preflight probes (fray.wrapper.probes), in the order they run: cheap and general first.
 PROBE_NODE = "node"  # FRAY_HOME writable, free disk

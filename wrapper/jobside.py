@@ -50,7 +50,9 @@ if _real is not None and _real.loader is not None:  # this Python has fray itsel
     _sys.modules[__name__] = _module
     _real.loader.exec_module(_module)
 else:
-    from .wrapper import report  # noqa: F401
+    from .wrapper import faultsignal as _faultsignal, report  # noqa: F401
+
+    _faultsignal.arm()  # the stacks the wrapper asks for when the job hangs (fray.wrapper.stacks)
 
     def __getattr__(name):
         raise AttributeError(

@@ -9,6 +9,7 @@
         [--gpus N] [--tpu-devices N] [--tpu-device-glob GLOB ...]
         [--probes LIST] [--skip-probes LIST] [--probe-timeout SEC] [--min-free-disk MB]
         [--health-cmd CMD] [--health-interval SEC] [--health-retries K]
+        [--idle-timeout SEC] [--progress-timeout SEC]
         [-- SCRIPT_ARGS...]
 
 Everything after the first `--` goes to the script untouched. Paths are made
@@ -36,7 +37,7 @@ class Options:
         "workdir", "checkpoint_dir", "namespace", "heartbeat_interval", "stop_grace", "fence_grace",
         "commands_dir", "gpus", "tpu_devices", "tpu_device_globs", "probes", "skip_probes",
         "probe_timeout", "min_free_disk_mb", "health_cmd", "health_interval", "health_retries",
-        "code", "code_dir", "entry", "code_cwd", "module", "python", "python_env",
+        "code", "code_dir", "entry", "code_cwd", "module", "python", "python_env", "idle_timeout", "progress_timeout",
     )
 
     def __init__(
@@ -72,6 +73,8 @@ class Options:
         module: str | None = None,
         python: str | None = None,
         python_env: str | None = None,
+        idle_timeout: float = contract.DEFAULT_IDLE_TIMEOUT_SEC,
+        progress_timeout: float = 0.0,
     ) -> None:
         self.run_id = run_id
         self.attempt = attempt
@@ -104,6 +107,8 @@ class Options:
         self.module = module  # run `python -m module` instead of the script
         self.python = python  # the interpreter for Python work; None: the #! line, else this Python
         self.python_env = python_env  # a venv or conda prefix: its bin/ leads the workload's PATH
+        self.idle_timeout = idle_timeout  # 0: no idle check (fray.wrapper.hangwatch)
+        self.progress_timeout = progress_timeout  # the shepherd's; 0: no stacks taken ahead of a stall
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -247,6 +252,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds between health checks, and each check's deadline (default: %(default)g)")
     health.add_argument("--health-retries", type=_count(1), default=contract.DEFAULT_HEALTH_RETRIES, metavar="K",
                         help="failed checks in a row that stop the heartbeat (default: %(default)d)")
+    hangs = run.add_argument_group("hang watch (fray.wrapper.hangwatch)")
+    hangs.add_argument("--idle-timeout", type=_seconds(minimum_exclusive=False),
+                       default=contract.DEFAULT_IDLE_TIMEOUT_SEC, metavar="SEC",
+                       help="end the workload as hung when its processes use no CPU and report no progress "
+                       "this long; 0: never (default: %(default)g)")
+    hangs.add_argument("--progress-timeout", type=_seconds(minimum_exclusive=False), default=0.0, metavar="SEC",
+                       help="the shepherd's progress timeout: the stacks are taken just before it ends a stall; "
+                       "0: not known (default)")
     return parser
 
 
@@ -305,4 +318,6 @@ def parse(argv: Sequence[str]) -> Options:
         module=ns.module,
         python=ns.python,
         python_env=_absolute(ns.python_env),
+        idle_timeout=ns.idle_timeout,
+        progress_timeout=ns.progress_timeout,
     )

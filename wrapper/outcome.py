@@ -115,6 +115,12 @@ def decide(
     )
 
 
+def hang_outcome(cause: str, detail: str, hung_in: str | None) -> Outcome:
+    """The workload hung (fray.wrapper.hangwatch) and was killed for it: the workload's failure, exit 50."""
+    where = f"; hung in {hung_in}" if hung_in else "; no Python stack could be taken"
+    return Outcome(contract.EXIT_WORKLOAD_FAILURE, cause, f"hung: {detail}{where} (all stacks: {contract.STACKS})")
+
+
 def started_record(stamp: AttemptStamp, pid: int, workload_pid: int | None, python: str) -> dict[str, Any]:
     return {
         "run_id": stamp.run_id,

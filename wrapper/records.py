@@ -53,11 +53,11 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, sync: bool = True) ->
     `sync=False` leaves the fsync to the caller, who writes many files and then
     makes them all durable at once (os.sync) before anyone can see them."""
     path = os.fspath(path)
-    tmp = _synced_temp(path, data, sync)
+    tmp = temp_beside(path, data, sync)
     try:
         os.replace(tmp, path)
     except BaseException:
-        _discard(tmp)
+        discard(tmp)
         raise
 
 
@@ -128,14 +128,14 @@ def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
     path = os.fspath(path)
     if write_once():
         return _create_in_place(path, data)
-    tmp = _synced_temp(path, data)
+    tmp = temp_beside(path, data)
     try:
         os.link(tmp, path)
         return True
     except FileExistsError:
         return False
     finally:
-        _discard(tmp)
+        discard(tmp)
 
 
 def _create_in_place(path: str, data: bytes) -> bool:
@@ -150,8 +150,9 @@ def _create_in_place(path: str, data: bytes) -> bool:
     return True
 
 
-def _synced_temp(path: str, data: bytes, sync: bool = True) -> str:
-    """`data` in a new private file beside `path`, flushed to disk; its name."""
+def temp_beside(path: str, data: bytes, sync: bool = True) -> str:
+    """`data` in a new private file beside `path` (a dotfile no reader lists), flushed to disk unless `sync`
+    is False (fray.state.commit_batch syncs many at once); its name."""
     folder, name = os.path.split(path)
     # pid + random: the heartbeat thread, the main thread and a workload's
     # threads may all be writing in this folder at once.
@@ -164,12 +165,13 @@ def _synced_temp(path: str, data: bytes, sync: bool = True) -> str:
             if sync:
                 os.fsync(handle.fileno())
     except BaseException:
-        _discard(tmp)
+        discard(tmp)
         raise
     return tmp
 
 
-def _discard(tmp: str) -> None:
+def discard(tmp: str) -> None:
+    """Remove a temp file that will not be renamed into place (gone already is fine)."""
     try:
         os.unlink(tmp)
     except OSError:

@@ -25,7 +25,7 @@ import subprocess
 import sys
 from typing import Mapping, NamedTuple, Sequence
 
-from . import code, contract, jobside, procs, records, tags
+from . import code, contract, forked, jobside, procs, records, tags
 from .options import Options
 
 FIRST_LINE_MAX_BYTES = 1024
@@ -168,7 +168,8 @@ def _open_log(path: str) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, records.FILE_MODE)
 
 
-def start(argv: Sequence[str], env: Mapping[str, str], cwd: str, stdout_path: str, stderr_path: str) -> subprocess.Popen[bytes]:
+def start(argv: Sequence[str], env: Mapping[str, str], cwd: str, stdout_path: str,
+          stderr_path: str) -> subprocess.Popen[bytes] | forked.Forked:
     """Start the workload in a new session; LaunchError when it cannot be started."""
     if not os.path.isdir(cwd):
         raise LaunchError(f"the working directory {cwd} does not exist on this node or is not a directory; "
@@ -183,6 +184,8 @@ def start(argv: Sequence[str], env: Mapping[str, str], cwd: str, stdout_path: st
     except OSError as exc:
         raise LaunchError(f"cannot open the workload's logs in {os.path.dirname(stdout_path)}: {exc}") from None
     try:
+        if forked.applies(argv):  # in a warm worker: a fork of this interpreter runs the function
+            return forked.start(argv, env, cwd, out, err)
         return subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,

@@ -75,13 +75,6 @@ def remove(home: Home, namespace: str, name: str, actor_id: str) -> bool:
         return False
 
 
-def _actor_ids(folder: Path) -> list[str]:
-    try:
-        return [i for i in map(layout.record_id, os.listdir(folder)) if i is not None]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-
-
 class Directory:
     """Reads the endpoints registered under a name, remembering files already read.
 
@@ -119,7 +112,7 @@ class Directory:
         return records
 
 
-def _read(path: Path) -> Endpoint | None:
+def _read(path: Path | str) -> Endpoint | None:
     try:
         raw = store.read_json(path, "endpoint")
     except (CorruptFileError, OSError):
@@ -128,18 +121,24 @@ def _read(path: Path) -> Endpoint | None:
 
 
 def scan(home: Home) -> Iterator[Endpoint]:
-    """Every endpoint in FRAY_HOME (for the daemon's clean-up and `fray actors list`)."""
+    """Every endpoint in FRAY_HOME (for the daemon's clean-up and `fray actors list`).
+
+    Paths come from the folder listings themselves (os.scandir), one listing per name and no path built per
+    file: `fray actors list` with 10,000 names costs the reads, not 90,000 pathlib joins.
+    """
     try:
         namespaces = sorted(e.name for e in os.scandir(home.namespaces_dir) if e.is_dir())
     except FileNotFoundError:
         return
     for namespace in namespaces:
-        actors = home.actors_dir(namespace)
         try:
-            names = sorted(e.name for e in os.scandir(actors) if e.is_dir())
+            names = sorted((e for e in os.scandir(home.actors_dir(namespace)) if e.is_dir()), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
             continue
         for name in names:
-            ids = _actor_ids(home.actor_dir(namespace, name))
-            records = [r for r in (_read(home.endpoint(namespace, name, i)) for i in ids) if r]
+            try:
+                files = [e.path for e in os.scandir(name.path) if layout.record_id(e.name) is not None]
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # removed meanwhile
+            records = [r for r in map(_read, files) if r]
             yield from sorted(records, key=lambda e: (e.registered_at, e.actor_id))

@@ -86,6 +86,10 @@ def _probe_and_health(spec: RunSpec, commands_dir: object) -> list[str]:
         args += ["--probe-timeout", repr(spec.probe_timeout_sec)]
     if spec.min_free_disk_mb != contract.DEFAULT_MIN_FREE_DISK_MB:
         args += ["--min-free-disk", str(spec.min_free_disk_mb)]
+    if spec.idle_timeout_sec != contract.DEFAULT_IDLE_TIMEOUT_SEC:
+        args += ["--idle-timeout", repr(spec.idle_timeout_sec or 0.0)]
+    if spec.progress_timeout_sec:  # the stacks of a stall are taken just before the daemon ends it
+        args += ["--progress-timeout", repr(spec.progress_timeout_sec)]
     if spec.health_cmd is not None:
         args += ["--health-cmd", spec.health_cmd, "--health-interval", repr(spec.health_interval_sec),
                  "--health-retries", str(spec.health_retries)]

@@ -6,12 +6,15 @@ reading of the raw command line, before click (and before the `fray list
 --json` fast path, fray.cli.entry): `--home` and `--remote` are moved to the
 front, where click parses them as the group's options, and `--json` to the end
 of the command's own words, never past a `--` (what follows it is the
-workload's, untouched). The last of a repeated option wins, as in click. Pure.
+workload's, untouched). The last of a repeated option wins, as in click. Pure,
+but for `fray_prefix`: how a hint spells the command for this FRAY_HOME.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from fray.state.layout import Home
 
 SEPARATOR = "--"
 GLOBAL_OPTIONS = ("--home", "--remote")
@@ -58,3 +61,12 @@ def normalize(argv: list[str]) -> Invocation:
 
 def _has_subcommand(words: list[str]) -> bool:
     return any(not word.startswith("-") for word in words)
+
+
+def fray_prefix(home: Home) -> str:
+    """`fray`, plus `--home DIR` when `home` is not the one a bare `fray` would use (for hints)."""
+    if Home.resolve(None).root == home.root:
+        return "fray"
+    import shlex
+
+    return f"fray --home {shlex.quote(str(home.root))}"

@@ -7,6 +7,9 @@ merges them, every row carrying its `cluster` (schemas/cli-clusters-list.json, c
 and here they are rendered with a CLUSTER column. A cluster that could not answer (down, refused, timed out) is one
 row saying so; the others are shown all the same, and the exit code is 0 once the view is printed.
 
+The dashboard (`tui`, `web`) spanning clusters runs here, told which (a hidden `--clusters local,a,b`):
+it asks the hosts itself (fray.ops.remote_runs) and shows them with a CLUSTER column.
+
 A run-scoped command (`status RUN`, `logs RUN`, `control OP RUN`) first asks every cluster for RUN
 (`fray status RUN`) and then runs there, exactly as `--remote HOST` would: on the one cluster that
 has it, or refused (exit 2) when none or several do.
@@ -25,6 +28,7 @@ from fray.remote import clusters, forward
 
 FANNED = ("list", "usage")
 ROUTED = ("status", "logs", "control")
+DASHBOARD = ("tui", "web")
 # Options of the routed commands that take a value (the value is not their RUN).
 VALUE_OPTIONS = frozenset({"--home", "--attempt", "--lines", "-n", "--task", "--group", "--id", "--reason", "--set",
                            "--node", "--ttl"})
@@ -33,10 +37,10 @@ VALUE_OPTIONS = frozenset({"--home", "--attempt", "--lines", "-n", "--task", "--
 def spanned(given: str | None, command: str) -> list[str] | None:
     """The clusters `command` spans, `local` first, or None when it runs on one; `given` is what --remote
     said (None: not given). UsageError for a one-cluster command over several."""
-    if given is None and command not in FANNED + ROUTED:
+    if given is None and command not in FANNED + ROUTED + DASHBOARD:
         return None  # `remotes` is for the views and the run's own cluster; the rest stays where it was
     names = clusters.chosen(given)
-    if names is None or command in FANNED + ROUTED:
+    if names is None or command in FANNED + ROUTED + DASHBOARD:
         return names
     raise UsageError(f"`fray {command}` acts on one cluster: give --remote HOST (one of "
                      f"{', '.join(names[1:])}), or none for this machine")

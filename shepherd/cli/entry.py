@@ -1,14 +1,15 @@
-"""The console script `fray`: the command through click, or the list fast path; then a quick exit.
+"""The console script `fray`: the command through click, or a JSON fast path; then a quick exit.
 
-`fray list --json` is what scripts, shell prompts and status bars run every
-second or two, and its budget is 150 ms with 1,000 runs. Importing click and
-building its context costs a tenth of that, so an argument list of exactly
-that command (with `--home`, `--active`, `--limit N`, `--tree`) runs the same
-view without click, unless a host or a many-cluster view is asked for or is the
-default (fray.remote.forward.runs_here). The command line is read once
-(fray.cli.arguments), here, and handed to click as read. Anything else, a typo
-or `--help` included, goes to click (fray.cli.main), so usage errors and help
-text have one source.
+`fray list --json` and `fray status RUN --json` are what scripts, shell prompts
+and status bars run every second or two, with budgets of 100-200 ms with
+10,000 runs. Importing click and building its context costs 30 ms of that, so
+an argument list of exactly one of those commands (with `--home`; for list
+`--active`, `--limit N`, `--tree`) builds the same data without click, and
+prints it or its error as click's path would, unless a host or a many-cluster
+view is asked for or is the default (fray.remote.forward.runs_here). The command
+line is read once (fray.cli.arguments), here, and handed to click as read.
+Anything else, a typo or `--help` included, goes to click (fray.cli.main), so
+usage errors and help text have one source.
 
 The process then ends without tearing down every module and object, which
 changes nothing a user can see and costs a listing of 1,000 runs about 20 ms.
@@ -21,7 +22,7 @@ import gc
 import os
 import sys
 import threading
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from fray.cli.arguments import Invocation, normalize
 
@@ -35,15 +36,40 @@ class ListArgs(NamedTuple):
 
 def main(argv: list[str] | None = None) -> None:
     invocation = normalize(sys.argv[1:] if argv is None else argv)  # the one reading of the command line
-    fast = list_json(invocation)
-    if fast is not None:
-        from fray.remote import forward  # the user config only: no paramiko until a host is really used
-
-        if forward.runs_here(invocation.remote):
-            _exit_now(_list_json(fast))
+    listing, status = list_json(invocation), status_json(invocation)
+    if (listing is not None or status is not None) and _runs_here(invocation.remote):
+        if listing is not None:
+            _exit_now(_fast_json(lambda: _list_data(listing)))
+        if status is not None:
+            _exit_now(_fast_json(lambda: _status_data(*status)))
     from fray.cli.main import run_parsed  # also forwards to a --remote host, reporting a failure as text or JSON
 
     _exit_now(run_parsed(invocation))
+
+
+def _runs_here(given: str | None) -> bool:
+    """Whether the command runs on this machine alone: no host, no many-cluster view (`list` is then every
+    cluster's and `status` the run's own cluster's, fray.cli.route); a user config it cannot read, click's
+    path reports."""
+    from fray.remote import forward  # the user config only: no paramiko until a host is really used
+
+    try:
+        return forward.runs_here(given)
+    except Exception:
+        return False
+
+
+def parse_status_json(args: list[str]) -> tuple[str | None, str] | None:
+    """(--home, RUN) of `[--home DIR] status RUN --json` in click's syntax, else None."""
+    return status_json(normalize(args))
+
+
+def status_json(invocation: Invocation) -> tuple[str | None, str] | None:
+    """(--home, RUN) of the fast path's `status RUN --json`, from the command line as read once, else None."""
+    words = invocation.command
+    if len(words) != 3 or words[0] != "status" or words[2] != "--json" or words[1].startswith("-"):
+        return None
+    return invocation.home, words[1]
 
 
 def parse_list_json(args: list[str]) -> ListArgs | None:
@@ -52,7 +78,8 @@ def parse_list_json(args: list[str]) -> ListArgs | None:
 
 
 def list_json(invocation: Invocation) -> ListArgs | None:
-    """The fast path's command, from the command line as read once, else None (click says what is wrong)."""
+    """The fast path's `list --json ...`, from the command line as read once, else None (click says what is
+    wrong)."""
     words = invocation.command
     if words[:1] != ["list"] or not invocation.as_json:
         return None
@@ -80,18 +107,29 @@ def list_json(invocation: Invocation) -> ListArgs | None:
     return ListArgs(invocation.home, active, limit, tree)
 
 
-def _list_json(args: ListArgs) -> int:
+def _list_data(args: ListArgs) -> dict:
+    from fray.ops import views
+    from fray.state.layout import Home
+
+    return views.list_view(Home.resolve(args.home), include_ended=not args.active, limit=args.limit, tree=args.tree)
+
+
+def _status_data(home: str | None, run: str) -> dict:
+    from fray.cli.status_data import status_data
+    from fray.state.layout import Home
+
+    return status_data(Home.resolve(home), run)
+
+
+def _fast_json(build: Callable[[], dict]) -> int:
+    """Print what `build` returns as JSON, or the error it raises as JSON, as click's path would."""
     # A process that allocates tens of thousands of objects and exits right after
     # printing them: collecting cycles along the way would only cost time (~3%).
     gc.disable()
-    from fray.ops import views
-    from fray.cli.output import dumps
-    from fray.state.layout import Home
+    from fray.cli.output import json_bytes
 
     try:
-        data = views.list_view(Home.resolve(args.home), include_ended=not args.active, limit=args.limit,
-                               tree=args.tree)
-        sys.stdout.write(dumps(data) + "\n")
+        sys.stdout.buffer.write(json_bytes(build()))
         sys.stdout.flush()
     except BrokenPipeError:
         return 1  # as click does for a reader that went away

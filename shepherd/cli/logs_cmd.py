@@ -31,11 +31,13 @@ from fray.state import runs
 @click.option("--lines", "-n", "last", type=click.IntRange(min=0), metavar="N", help="Only the last N lines.")
 @click.option("--task", type=click.IntRange(min=0), metavar="N",
               help="Only task N of a multi-node attempt (default: every task, each line marked with its task).")
+@click.option("--stacks", "stacks", is_flag=True,
+              help="The Python stacks taken before a hang or a stall ended an attempt: every attempt's, or --attempt N's.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON (schemas/cli-logs.json; with -f one schemas/cli-logs-line.json object per line).")
 @click.pass_context
 def logs(ctx: click.Context, run: str, follow: bool, use_stderr: bool, attempt: int | None, last: int | None,
-         task: int | None, as_json: bool) -> None:
+         task: int | None, stacks: bool, as_json: bool) -> None:
     """Print the output of RUN's latest attempt (or --attempt N).
 
     RUN is a run id, a unique prefix of one, or a run name.
@@ -48,6 +50,13 @@ def logs(ctx: click.Context, run: str, follow: bool, use_stderr: bool, attempt: 
     if attempt is not None and attempt > count and not follow:
         have = f"it has attempts 1 to {count}" if count > 1 else "it has attempt 1" if count else "it has none yet"
         raise UsageError(f"run {run_id} has no attempt {attempt}: {have}")
+    if stacks:
+        clash = [flag for flag, given in (("--follow", follow), ("--stderr", use_stderr), ("--task", task is not None),
+                                          ("--lines", last is not None)) if given]
+        if clash:
+            raise UsageError(f"--stacks prints the stacks files whole; it does not go with {', '.join(clash)}")
+        _stacks(home, run_id, [attempt] if attempt else [a.number for a in meta.attempts], attempt, as_json)
+        return
     if follow:
         _follow(home, run_id, stream, attempt, last, task, as_json, waiting=count == 0)
         return
@@ -70,6 +79,19 @@ def logs(ctx: click.Context, run: str, follow: bool, use_stderr: bool, attempt: 
 
 def render_logs(data: dict[str, Any]) -> list[str]:
     return list(data["lines"])
+
+
+def _stacks(home: Any, run_id: str, numbers: list[int], attempt: int | None, as_json: bool) -> None:
+    """`--stacks`: the stacks.txt of each attempt asked for that has one (fray.wrapper.stacks)."""
+    lines, paths = runlogs.stacks_lines(home, run_id, numbers)
+    if not paths and not as_json:
+        which = f"attempt {attempt} of run {run_id}" if attempt else f"run {run_id}"
+        output.note(f"no stacks were taken for {which}: the wrapper takes them when it ends a hung workload, "
+                    "and just before a progress stall ends one")
+    data = {"run_id": run_id, "attempt": attempt, "stream": "stacks", "task": None,
+            "path": str(paths[-1]) if paths else None, "lines": lines,
+            "tasks": [{"task": 0, "path": str(path)} for path in paths]}
+    output.emit(data, as_json, render_logs)
 
 
 def _follow(home: Any, run_id: str, stream: str, attempt: int | None, last: int | None, task: int | None,

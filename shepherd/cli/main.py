@@ -30,6 +30,7 @@ import click
 
 from fray import __version__
 from fray.cli import arguments, failures
+from fray.cli.arguments import fray_prefix  # noqa: F401 - the commands' hints import it from here
 from fray.errors import FrayError
 from fray.state.layout import Home
 
@@ -73,15 +74,6 @@ def remote_of(ctx: click.Context) -> str | None:
     return ctx.find_object(State).remote  # type: ignore[union-attr]
 
 
-def fray_prefix(home: Home) -> str:
-    """`fray`, plus `--home DIR` when `home` is not the one a bare `fray` would use (for hints)."""
-    if Home.resolve(None).root == home.root:
-        return "fray"
-    import shlex
-
-    return f"fray --home {shlex.quote(str(home.root))}"
-
-
 class LazyGroup(click.Group):
     """A group whose subcommands are imported only when used."""
 
@@ -115,7 +107,7 @@ class LazyGroup(click.Group):
         if known and not ctx.resilient_parsing:
             from fray.cli import route
 
-            there = route.elsewhere(ctx.params.get("home"), ctx.params.get("remote"), args)
+            there, args = route.resolve(ctx.params.get("home"), ctx.params.get("remote"), args)
             if there is not None:
                 return name, there, []
         return super().resolve_command(ctx, args)

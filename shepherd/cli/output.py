@@ -22,6 +22,12 @@ def dumps(data: Any) -> str:
     return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
+def json_bytes(data: Any) -> bytes:
+    """`dumps`' JSON as one newline-terminated line of bytes, for stdout's buffer: a listing of 10,000 runs
+    is megabytes, not worth turning into a str only to encode it again."""
+    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+
 def emit(data: dict[str, Any], as_json: bool, render: Renderer) -> None:
     """Print `data` as one JSON line, or as the lines `render(data)` gives."""
     if as_json:
@@ -29,8 +35,9 @@ def emit(data: dict[str, Any], as_json: bool, render: Renderer) -> None:
         return
     import click
 
-    for line in render(data):
-        click.echo(line)
+    lines = list(render(data))
+    if lines:  # one write: echoing 10,000 lines of `fray list` one by one costs more than laying them out
+        click.echo("\n".join(lines))
 
 
 def json_line(data: Any) -> None:

@@ -95,20 +95,24 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int |
     `width`: cut shrinkable columns (with …) so each line fits in it.
     """
     plain = [[c if isinstance(c, str) else c[0] for c in row] for row in rows]
-    styles = [[{} if isinstance(c, str) else c[1] for c in row] for row in rows]
     widths = [max([len(col.title)] + [len(r[i]) for r in plain]) for i, col in enumerate(columns)]
     if width is not None:
         _fit(columns, widths, width, len(gap))
     header = gap.join(_pad(col.title, widths[i], col.align) for i, col in enumerate(columns)).rstrip()
     lines = [style(header, bold=True)]
-    for row, row_styles in zip(plain, styles):
-        cells = []
-        for i, col in enumerate(columns):
-            text = _pad(human.truncate(row[i], widths[i]), widths[i], col.align)
-            if i == len(columns) - 1:
-                text = text.rstrip()
-            cells.append(style(text, **row_styles[i]) if row_styles[i] else text)
-        lines.append(gap.join(cells).rstrip())
+    # Column by column, in comprehensions: `fray list` lays out 10,000 rows of 11 cells.
+    coloured, last, laid_out = colour_enabled(), len(columns) - 1, []
+    for i, col in enumerate(columns):
+        w = widths[i]
+        texts = [t if len(t) <= w else human.truncate(t, w) for t in (r[i] for r in plain)]
+        texts = [t.rjust(w) for t in texts] if col.align == ">" else [t.ljust(w) for t in texts]
+        if i == last:
+            texts = [t.rstrip() for t in texts]
+        if coloured:
+            texts = [t if isinstance(c, str) or not c[1] else click.style(t, **c[1])
+                     for t, c in zip(texts, (r[i] for r in rows))]
+        laid_out.append(texts)
+    lines.extend(gap.join(cells).rstrip() for cells in zip(*laid_out))
     return lines
 
 

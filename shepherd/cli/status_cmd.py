@@ -1,9 +1,4 @@
-"""`fray status RUN`: one run in full, from views.status_view.
-
-RUN is a run id, a unique id prefix, or a name. A run whose meta.json cannot be
-read is an error here (exit 2, with the reason): there is nothing to show but
-the reason, and `fray list` already shows that.
-"""
+"""`fray status RUN`: one run in full (fray.cli.status_data), as text or JSON."""
 
 from __future__ import annotations
 
@@ -14,11 +9,10 @@ from typing import Any
 import click
 
 from fray.cli import output, render
-from fray.cli.main import fray_prefix, home_of
-from fray.core import recovery, values
-from fray.errors import CorruptFileError
-from fray.ops import detail, human, views
-from fray.state import runs
+from fray.cli.main import home_of
+from fray.cli.status_data import status_data
+from fray.core import values
+from fray.ops import detail, human
 
 ATTEMPT_COLUMNS = (
     render.Column("#", ">"),
@@ -46,18 +40,7 @@ def status(ctx: click.Context, run: str, as_json: bool) -> None:
 
     RUN is a run id, a unique prefix of one, or a run name.
     """
-    home = home_of(ctx)
-    run_id = runs.resolve(home, run)
-    data = views.status_view(home, run_id)
-    if data["spec"] is None:
-        # Neither meta.json nor its last good copy: the state is damaged, not the command line.
-        raise CorruptFileError(home.run(run_id).meta, f"run {run_id} cannot be shown: {data['run']['reason']}", None)
-    data["next"] = [f"{fray_prefix(home)} logs {run_id}"]
-    row = data["run"]
-    data["next_steps"] = recovery.next_steps(row["status"], row["reason"], run_id, data["spec"],
-                                             data["daemon"]["state"], fray_prefix(home))
-    data["family"] = views.family_view(home, runs.read_meta(home, run_id))
-    output.emit(data, as_json, render_status)
+    output.emit(status_data(home_of(ctx), run), as_json, render_status)
 
 
 def render_status(data: dict[str, Any]) -> list[str]:
@@ -88,6 +71,7 @@ def render_status(data: dict[str, Any]) -> list[str]:
     tasks = detail.tasks_summary(spec)
     if tasks:
         facts.append(("tasks", tasks))
+    facts += detail.hang_summaries(data["attempts"])
     progress = data["progress"]
     if progress:
         facts.append(("progress", detail.progress_summary(progress, now)))

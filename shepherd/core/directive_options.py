@@ -190,6 +190,12 @@ OPTIONS: tuple[DirectiveOption, ...] = (
         values.duration_or_off,
     ),
     DirectiveOption(
+        "--idle-timeout", "idle_timeout_sec", "DURATION",
+        "a hang: the workload's processes use no CPU and report no progress for this long; the wrapper takes "
+        f"their stacks and restarts it (default {format_duration(_DEFAULT.idle_timeout_sec or 0)}; 0 or off disables)",
+        values.duration_or_off,
+    ),
+    DirectiveOption(
         "--restart-on-progress-stall", "restart_on_progress_stall", "",
         "restart the run when its step stops advancing (default true); false only shows it as degraded",
         values.parse_bool, is_flag=True,

@@ -23,6 +23,9 @@ def classify_exit(exit_record: dict[str, Any], final: dict[str, Any] | None, fai
         return Cause.CLEAN_EXIT.value, "exited 0 without final.json"
     if code in contract.NODE_FAULT_EXITS:
         return Cause.NODE_FAULT.value, message or f"node fault (wrapper exit {code})"
+    if code == contract.EXIT_WORKLOAD_FAILURE and failure and failure.get("cause") in contract.HANG_CAUSES:
+        # The wrapper saw it hung and ended it: the cause says how (fray.wrapper.hangwatch).
+        return failure["cause"], failure.get("message") or failure["cause"]
     if code >= contract.EXIT_SIGNALLED_BASE:
         signal = exit_record.get("received_signal") or f"signal {code - contract.EXIT_SIGNALLED_BASE}"
         if attempt.stop_reason:

@@ -98,6 +98,8 @@ class Cause(str, Enum):
     EXPIRED = "expired"
     PREEMPTED = "preempted"
     PROGRESS_STALL = "progress_stall"
+    HANG_STOPPED = "hang_stopped"  # the wrapper saw the main process stopped (state T) and ended it
+    HANG_IDLE = "hang_idle"  # the wrapper saw no CPU and no progress for --idle-timeout and ended it
     UNSCHEDULABLE = "unschedulable"  # not placed within --scheduling-timeout: the run ends, failed
     CONFIG_REFUSED = "config_refused"  # the backend refused the submission for good: the run ends, failed_config
 
@@ -170,6 +172,7 @@ class RunSpec:
     health_cmd: str | None = None
     health_interval_sec: float = contract.DEFAULT_HEALTH_INTERVAL_SEC
     health_retries: int = contract.DEFAULT_HEALTH_RETRIES
+    idle_timeout_sec: float | None = contract.DEFAULT_IDLE_TIMEOUT_SEC  # None: off (fray.wrapper.hangwatch)
     # Cloud TPU slices (backend tpu): accelerator type, zones to try in order, runtime, provisioning.
     tpu: str | None = None
     zones: list[str] = field(default_factory=list)

@@ -29,7 +29,7 @@ BLAMES_PARTITION = frozenset({Cause.NODE_FAULT.value, Cause.LOST.value, Cause.HE
                               Cause.PREEMPTED.value, Cause.SUBMIT_FAILED.value})
 # ... and outcomes that show it works (the workload ran there, well or not).
 CLEARS_PARTITION = frozenset({Cause.SUCCESS.value, Cause.CLEAN_EXIT.value, Cause.WORKLOAD_FAILURE.value,
-                              Cause.PROGRESS_STALL.value})
+                              Cause.PROGRESS_STALL.value, Cause.HANG_STOPPED.value, Cause.HANG_IDLE.value})
 # Anything else (stopped, paused, restarted, expired) says nothing either way.
 
 

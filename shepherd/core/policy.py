@@ -40,7 +40,7 @@ STOP_MARGIN_SEC = 5.0
 FORCED_DETAIL = "killed: did not stop within the grace period"
 
 WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE.value, Cause.CLEAN_EXIT.value, Cause.SUCCESS.value,
-                             Cause.PROGRESS_STALL.value})
+                             Cause.PROGRESS_STALL.value, Cause.HANG_STOPPED.value, Cause.HANG_IDLE.value})
 # Causes that make the node a suspect: it goes on the blacklist for a while.
 SUSPECT_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.HEARTBEAT_STALL.value})
 # What `fray control config-set` may change on a live run.

@@ -16,6 +16,8 @@ from typing import Any
 
 _WORKLOAD = re.compile(r"workload failures, more than --max-retries (\d+)")
 _NODE = re.compile(r"node-side failures, more than --max-retries-preemption (\d+)")
+# The last failure was a hang (the wrapper's watch) or a progress stall: its stacks say where, not its stderr.
+_HUNG = re.compile(r"last: (hung: |step \S+ has not advanced)")
 _ACTIVE = frozenset({"pending", "restarting", "crash_loop", "healthy_running", "running_degraded", "unresponsive"})
 
 
@@ -32,7 +34,9 @@ def next_steps(status: str, reason: str, run_id: str, spec: Mapping[str, Any] | 
         workload, node = _WORKLOAD.search(reason), _NODE.search(reason)
         if workload:
             more = max(1, 2 * int(workload[1]))
-            return [f"{prefix} logs {run_id} --stderr  # why the workload failed",
+            why = (f"{prefix} logs {run_id} --stacks  # where it hung: every thread's stack" if _HUNG.search(reason)
+                   else f"{prefix} logs {run_id} --stderr  # why the workload failed")
+            return [why,
                     f"{run} config-set {run_id} max-retries={more}  # a larger budget, if retrying can help",
                     f"{run} start {run_id}  # start it again (budgets counted afresh)"]
         if node:

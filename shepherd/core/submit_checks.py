@@ -58,7 +58,17 @@ class Asked:
 
 def problems(spec: RunSpec, name: str, offer: Offer, asked: Asked = Asked()) -> list[str]:
     """Every reason this run can never be submitted as it stands, each with its fix; empty: it may go."""
-    return _name_problems(name) + backend_problems(spec, offer, asked)
+    return _name_problems(name) + _idle_problems(spec) + backend_problems(spec, offer, asked)
+
+
+def _idle_problems(spec: RunSpec) -> list[str]:
+    """The wrapper samples the workload's CPU every heartbeat: an idle timeout needs two samples to be judged."""
+    idle, beat = spec.idle_timeout_sec, spec.heartbeat_interval_sec
+    if idle and idle < 2 * beat:
+        return [f"--idle-timeout {values.format_duration(idle)} is shorter than two heartbeats "
+                f"(--heartbeat-interval {values.format_duration(beat)}), the least the hang watch can judge "
+                f"idleness over: give --idle-timeout {values.format_duration(2 * beat)} or more, or 0 to turn it off"]
+    return []
 
 
 def backend_problems(spec: RunSpec, offer: Offer, asked: Asked = Asked()) -> list[str]:

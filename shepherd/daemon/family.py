@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -238,15 +238,26 @@ def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan
             continue
         by_id = {m.run_id: m for m in metas}
         result = place_on_machine(metas, _machine(ledger), now, credits)
+        placed = [by_id[run_id] for run_id in dict.fromkeys(a.task_id.split("/", 1)[0] for a in result.assignments)]
+        after = _after_placements(ledger, placed)
+        # The scheduler's line (band, then submission): who is ahead of a run left waiting.
+        first_placed = min((_in_line(m, result.bands) for m in placed), default=None)
+        someone_ahead = False  # result.waiting is in the line's order
         for task_id, reason in result.waiting.items():
             run_id = task_id.split("/", 1)[0]
             meta = by_id[run_id]
             if reason.startswith("waiting for resources"):
-                # The ledger's words (and its "can never start here"); if it has room, the scheduler
-                # gave that room to runs of a higher band or older ones.
+                # The ledger's words (and its "can never start here") once this cycle's placed runs hold what
+                # they take, and whether runs ahead in line took or wait for that room: the same words from the
+                # cycle a slot frees to the next, so an end does not rewrite every waiting run's meta.json.
                 spec = meta.spec
-                reason = ledger.explain(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas)) or \
-                    "waiting for resources: runs of a higher priority band, or older ones, go first"
+                ahead = someone_ahead or (first_placed is not None and first_placed < _in_line(meta, result.bands))
+                someone_ahead = True
+                why = after.explain(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas))
+                if not why:  # room left, and the scheduler gave it to others
+                    reason = f"waiting for resources: {AHEAD}"
+                else:
+                    reason = f"{why}; {AHEAD}" if ahead else why
             band = result.bands.get(run_id)
             if band is not None and band != parse_band(meta.spec.priority):
                 user = meta.submitted_by.get("user", "its user")
@@ -255,6 +266,22 @@ def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan
         for late in result.timed_out:
             held[late.task_id.split("/", 1)[0]] = Admission(False, late.reason, unschedulable=True)
     return held
+
+
+AHEAD = "runs of a higher priority band, or older ones, go first"
+
+
+def _in_line(meta: Meta, bands: dict[str, Any]) -> tuple[Any, float, str]:
+    """Where `meta` stands in the scheduler's line (fray.core.placement.placement: band, then submission)."""
+    return (bands.get(meta.run_id), meta.created_at, meta.run_id)
+
+
+def _after_placements(ledger: Ledger, placed: list[Meta]) -> Ledger:
+    """A copy of `ledger` with the runs placed this cycle admitted: what the runs left waiting see."""
+    after = replace(ledger, used_gpu_ids=set(ledger.used_gpu_ids))
+    for meta in placed:
+        after.admit(run_request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus, meta.spec.replicas))
+    return after
 
 
 def _may_start(meta: Meta, control: Control, now: float) -> bool:

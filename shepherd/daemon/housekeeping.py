@@ -1,24 +1,50 @@
 """Removing what no run needs any more, now and then, at the end of a cycle: finished job arrays' folders
-(fray.daemon.array_folders) and code snapshots no run refers to (fray.daemon.snapshot_collector).
+(fray.daemon.array_folders), code snapshots no run refers to (fray.daemon.snapshot_collector), and the
+uncommitted temp files of a daemon killed mid-cycle (fray.state.commit_batch).
 
-Each keeps its own pace; both need every run's meta, which the cycle has in hand.
+Each keeps its own pace; the first two need every run's meta, which the cycle has in hand. The temp files
+are looked for in the first cycle and hourly after it, in a thread: a look at every run folder must not hold
+up the first cycle of a daemon started over thousands of runs.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+import time
 from typing import Any, Callable, Iterable
 
 from fray.core.model import Meta
 from fray.daemon.array_folders import ArrayFolders
 from fray.daemon.snapshot_collector import SnapshotCollector
+from fray.state import commit_batch
 from fray.state.layout import Home
+
+log = logging.getLogger("fray.daemon")
+
+TEMPS_EVERY_SEC = 3600.0
 
 
 class Housekeeping:
     def __init__(self, home: Home, backends: Callable[[], Iterable[Any]]) -> None:
         self.arrays = ArrayFolders(home, backends)
         self.snapshots = SnapshotCollector(home)
+        self.home = home
+        self._temps_at = float("-inf")
+
+    def remove_left_behind(self) -> None:
+        try:
+            removed = commit_batch.remove_left_behind(self.home, os.getpid())
+        except OSError as exc:
+            log.warning("removing temp files left by a killed daemon (retried later): %s", exc)
+            return
+        if removed:
+            log.info("removed %d temp files a killed daemon left in run folders", removed)
 
     def tidy(self, metas: list[Meta | None], now: float) -> None:
         self.arrays.sweep(metas, now)
         self.snapshots.collect(metas, now)
+        if time.monotonic() - self._temps_at >= TEMPS_EVERY_SEC:
+            self._temps_at = time.monotonic()
+            threading.Thread(target=self.remove_left_behind, name="fray-temps", daemon=True).start()

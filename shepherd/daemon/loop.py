@@ -13,7 +13,8 @@ Crash-only: it may be killed at any line. An attempt is recorded as
 (and adopts it) instead of submitting twice. One daemon per FRAY_HOME: it holds
 locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
-Submissions go through `fray.daemon.submitting` (a sweep's attempts together, at the end of the cycle); a new
+Submissions go through `fray.daemon.submitting` (at the end of the cycle, once its group commit,
+`fray.state.commit_batch`, made every meta.json it changed durable; a sweep's attempts together); a new
 sweep's record becomes runs through `fray.daemon.launching`; `fray.daemon.process` is the process entry,
 `fray.daemon.watching` the file watcher and `fray.daemon.strays` the sweeper of closed attempts' processes.
 """
@@ -54,6 +55,7 @@ from fray.daemon.strays import Sweeper
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, CorruptFileError, FrayError
 from fray.state import meta_file as run_meta, store
+from fray.state.commit_batch import CommitBatch
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import stat_key
 
@@ -93,8 +95,9 @@ class Daemon:
         self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
         self._alerter = alerts.Alerter.from_config(self._config)
         self._notifications = Notifications(self._config, f"fray daemon on {socket.gethostname()} for {home.root}")
+        self._batch = CommitBatch(home.root)  # the cycle's meta.json writes, made durable together
         self._submitter = Submitter(home, self._backend, self._commit, self._finish, self._event, clock,
-                                    lambda: self.jitter(), self._seen_in_flight)
+                                    lambda: self.jitter(), self._seen_in_flight, self._batch)
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
         self._housekeeping = Housekeeping(home, lambda: list(self._backends.values()))
         self._sweeper = Sweeper(home, self._event)
@@ -309,11 +312,8 @@ class Daemon:
                 self._exclude = self._nodes.excluded()  # the resubmission this same cycle must already avoid it
                 self._event(run.paths, "suspect_node", f"{action.node} blacklisted for {ttl:.0f}s ({entry.strikes} "
                             f"strikes): {action.reason}", attempt_number, {"node": action.node})
-        # An attempt held for its sweep's batch: its intent is made durable with the batch's, by one sync
-        # before the backend is asked (daemon.submitting), not by an fsync per run.
-        held = meta.sweep is not None and any(isinstance(a, policy.Submit) for a in plan.actions) \
-            and self._submitter.submits_together(meta.spec.backend)
-        self._commit(run.paths, meta, plan, sync=not held)
+        # Staged in the cycle's group commit, made durable before any backend is asked (daemon.submitting).
+        self._commit(run.paths, meta, plan)
         self._sweeper.note(attempt, plan.meta)  # one it closes is swept in this cycle, not later
         for action in plan.actions:
             if isinstance(action, policy.Submit):
@@ -385,12 +385,12 @@ class Daemon:
             task_count=len(indexes),
         )
 
-    def _commit(self, paths: RunPaths, before: Meta, plan: policy.Plan, sync: bool = True) -> None:
-        """Write meta.json if the plan changed it, then log the plan's events (`sync=False`: the caller syncs)."""
+    def _commit(self, paths: RunPaths, before: Meta, plan: policy.Plan) -> None:
+        """Stage meta.json if the plan changed it (committed with the cycle's batch), then log the plan's events."""
         after = plan.meta
         if after != before:  # dataclass equality: no dicts built for the common case of no change
             after.updated_at = plan.now
-            run_meta.write(paths, after.to_dict(), sync)
+            run_meta.stage(self._batch, paths, after.to_dict())
             indexed = self._runs.get(paths.run_id)
             if indexed is not None:  # what we wrote is what a re-read would give
                 indexed.meta, indexed.meta_key = after.copy(), stat_key(paths.meta)

@@ -1,19 +1,23 @@
-"""Carrying out the policy's Submit decisions: each attempt at once, or a sweep's together at the end of the cycle.
+"""Carrying out the policy's Submit decisions: held until the end of the cycle, after its group commit.
 
-The loop has already written the attempt as `submitting` into meta.json
-(crash-only: a restarted daemon looks for it before submitting again). Here
-the backend is asked, and what it answered is recorded: `submitted` with its
+The loop has already staged the attempt as `submitting` in meta.json
+(crash-only: a restarted daemon looks for it before submitting again), in the
+cycle's group commit (fray.state.commit_batch). `flush` commits that batch
+first, so every intent is durable before any backend is asked, by one barrier
+for the cycle rather than an fsync per run. Then the backend is asked, and what
+it answered is recorded (and committed together): `submitted` with its
 reference, an ambiguous answer left `submitting` to be looked for, or a
 failure handed to `policy.record_submit_failure`: a BackendError that is not
 `temporary` (the backend refused what no retry changes) ends the run
-`failed_config`; any other failure is retried with backoff.
+`failed_config`; any other failure is retried with backoff. A crash before that
+last commit leaves an attempt `submitting`: the next daemon looks for it, and
+gives it up (its wrapper then fenced) if it cannot tell.
 
 A run with `--after` is told where its upstreams' outputs are (FRAY_AFTER_*,
 fray.state.upstreams) in every attempt's environment.
 
 Attempts of sweep members whose backend submits groups (`GroupBackend`:
-Slurm's job arrays) are held until `flush`, after every run of the cycle was
-reconciled, and go to the backend together, one batch per sweep: a sweep's
+Slurm's job arrays) go to the backend together, one batch per sweep: a sweep's
 first start is one `sbatch --array`, and its retries in one cycle one more.
 """
 
@@ -29,7 +33,8 @@ from fray.core import policy
 from fray.core.model import AttemptState, Meta
 from fray.daemon.records import CycleStats
 from fray.errors import AmbiguousSubmission, BackendError
-from fray.state import runs, store, upstreams
+from fray.state import runs, upstreams
+from fray.state.commit_batch import CommitBatch
 from fray.state.layout import Home, RunPaths
 
 
@@ -45,7 +50,7 @@ class Submitter:
                  commit: Callable[..., None],
                  finish: Callable[[RunPaths, Meta, policy.Finish], None],
                  event: Callable[..., None], clock: Callable[[], float], jitter: Callable[[], float],
-                 seen: set[AttemptKey]) -> None:
+                 seen: set[AttemptKey], batch: CommitBatch) -> None:
         self.home = home
         self.backend = backend
         self.commit = commit
@@ -54,6 +59,7 @@ class Submitter:
         self.clock = clock
         self.jitter = jitter
         self.seen = seen  # attempts the loop has in sight (no "adopted" event for them)
+        self.batch = batch  # the cycle's group commit, which the loop's `commit` stages into
         self._held: list[_Held] = []
 
     def submits_together(self, name: str) -> bool:
@@ -64,46 +70,52 @@ class Submitter:
 
     def submit(self, paths: RunPaths, meta: Meta, action: policy.Submit, exclude: tuple[str, ...],
                stats: CycleStats) -> None:
-        if meta.sweep is not None and self.submits_together(meta.spec.backend):
-            self._held.append(_Held(paths, meta, action))
-            return
-        request = self.request(paths, meta, action, exclude)
+        """Hold the attempt until `flush`, when its `submitting` record has been committed."""
+        self._held.append(_Held(paths, meta, action))
+
+    def flush(self, exclude: tuple[str, ...], stats: CycleStats) -> None:
+        """Commit the cycle's writes, submit the held attempts (one batch per sweep where the backend submits
+        groups), and commit what the backends answered."""
+        held, self._held = self._held, []
         try:
-            backend = self.backend(meta.spec.backend)
-            changed = offers.recheck(backend, meta.spec)  # since submit: a partition removed, say
+            self.batch.commit()  # every `submitting` record durable before any backend is asked
+            batches: dict[tuple[str, str], list[_Held]] = {}
+            for item in held:
+                sweep = item.meta.sweep
+                if sweep is not None and self.submits_together(item.meta.spec.backend):
+                    batches.setdefault((item.meta.spec.backend, sweep["id"]), []).append(item)
+                else:
+                    self._submit_one(item, exclude, stats)
+            for (name, group_id), items in batches.items():
+                self._submit_batch(name, group_id, items, exclude, stats)
+        finally:
+            self.batch.commit()
+
+    def _submit_one(self, item: _Held, exclude: tuple[str, ...], stats: CycleStats) -> None:
+        request = self.request(item.paths, item.meta, item.action, exclude)
+        try:
+            backend = self.backend(item.meta.spec.backend)
+            changed = offers.recheck(backend, item.meta.spec)  # since submit: a partition removed, say
             if changed:
                 raise BackendError("; ".join(changed), temporary=False)
             outcome: Any = backend.submit(request)
         except (BackendError, OSError) as exc:
             outcome = exc
-        self._record(paths, meta, request, outcome, stats)
+        self._record(item.paths, item.meta, request, outcome, stats)
 
-    def flush(self, exclude: tuple[str, ...], stats: CycleStats) -> None:
-        """Submit the held attempts, one batch per (backend, sweep)."""
-        held, self._held = self._held, []
-        if not held:
-            return
-        store.sync_all()  # the held attempts' `submitting` records, written unsynced: durable before any is submitted
-        batches: dict[tuple[str, str], list[_Held]] = {}
-        for item in held:
-            sweep = item.meta.sweep
-            assert sweep is not None
-            batches.setdefault((item.meta.spec.backend, sweep["id"]), []).append(item)
-        for (name, group_id), items in batches.items():
-            items.sort(key=lambda item: item.meta.sweep["index"] if item.meta.sweep else 0)
-            requests = [self.request(i.paths, i.meta, i.action, exclude) for i in items]
-            sweep = items[0].meta.sweep or {}
-            batch = GroupSubmit(group_id, tuple(requests), sweep.get("max_parallel"))
-            try:
-                outcomes: dict[AttemptKey, Any] = self.backend(name).submit_group(batch)  # type: ignore[attr-defined]
-            except (BackendError, OSError) as exc:
-                outcomes = {request.key: exc for request in requests}
-            for item, request in zip(items, requests):
-                outcome = outcomes.get(request.key, BackendError(f"{name} gave no answer for this attempt"))
-                self._record(item.paths, item.meta, request, outcome, stats, sync=False)
-        # One sync for the batch's records. Lost in a crash before it, an attempt is still `submitting`:
-        # the next daemon looks for it, and gives it up (its wrapper then fenced) if it cannot tell.
-        store.sync_all()
+    def _submit_batch(self, name: str, group_id: str, items: list[_Held], exclude: tuple[str, ...],
+                      stats: CycleStats) -> None:
+        items.sort(key=lambda item: item.meta.sweep["index"] if item.meta.sweep else 0)
+        requests = [self.request(i.paths, i.meta, i.action, exclude) for i in items]
+        sweep = items[0].meta.sweep or {}
+        batch = GroupSubmit(group_id, tuple(requests), sweep.get("max_parallel"))
+        try:
+            outcomes: dict[AttemptKey, Any] = self.backend(name).submit_group(batch)  # type: ignore[attr-defined]
+        except (BackendError, OSError) as exc:
+            outcomes = {request.key: exc for request in requests}
+        for item, request in zip(items, requests):
+            outcome = outcomes.get(request.key, BackendError(f"{name} gave no answer for this attempt"))
+            self._record(item.paths, item.meta, request, outcome, stats)
 
     def request(self, paths: RunPaths, meta: Meta, action: policy.Submit, exclude: tuple[str, ...]) -> SubmitRequest:
         attempt = meta.attempts[action.attempt - 1]
@@ -116,8 +128,7 @@ class Submitter:
                              checkpoint_dir=paths.checkpoints_dir, gpu_ids=action.gpu_ids,
                              exclude_nodes=exclude, partition=attempt.partition, namespace=meta.job_namespace)
 
-    def _record(self, paths: RunPaths, meta: Meta, request: SubmitRequest, outcome: Any, stats: CycleStats,
-                sync: bool = True) -> None:
+    def _record(self, paths: RunPaths, meta: Meta, request: SubmitRequest, outcome: Any, stats: CycleStats) -> None:
         """What the backend answered for one attempt: a reference (dict), or the error it met."""
         number = request.key.attempt
         if isinstance(outcome, AmbiguousSubmission):
@@ -132,7 +143,7 @@ class Submitter:
             for action in plan.actions:
                 if isinstance(action, policy.Finish):
                     self.finish(paths, plan.meta, action)
-            self.commit(paths, meta, plan, sync=sync)
+            self.commit(paths, meta, plan)
             return
         self.seen.add(request.key)
         before = meta.copy()
@@ -143,5 +154,5 @@ class Submitter:
         done.log("submitted", f"attempt {number} submitted to {meta.spec.backend}", number,
                  ref={k: v for k, v in outcome.items() if isinstance(v, (str, int))},
                  exclude=list(request.exclude_nodes))
-        self.commit(paths, before, done, sync=sync)
+        self.commit(paths, before, done)
         stats.submitted += 1

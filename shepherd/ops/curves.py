@@ -49,6 +49,7 @@ def curves_view(home: Home, run_id: str, metric: str | None = None) -> dict[str,
     view = _empty(run_id, meta.name, chosen, None)
     view["metrics"] = series.metrics
     view["skipped"] = series.skipped
+    view["params"] = (meta.group or {}).get("params")  # a sweep's point
     if chosen is None or chosen not in series.metrics:
         view["note"] = ("no steps reported yet (report.progress(step=..., loss=...))" if not series.points
                         else f"no metric {chosen!r}: reported {', '.join(series.metrics) or 'none'}")
@@ -76,9 +77,11 @@ def sweep_view(home: Home, group: str, metric: str | None = None) -> dict[str, A
     """A sweep's runs overlaid: one curve per run (its points not redone, all attempts), in index order.
 
     Shaped as `curves_view` (so `draw` and the PNG take it), each curve labelled
-    by its run; no restarts or checkpoints are marked (`fray plot RUN` has them)."""
+    by its run; no restarts or checkpoints are marked (`fray plot RUN` has them).
+    `points` has every run of the sweep, drawn or not: its parameters, status, and
+    the metric's last step and value."""
     group_id, members = groups.resolve(views.list_view(home, fold=False)["runs"], group)
-    view = _empty(group_id, group_id, metric, None)
+    view = {**_empty(group_id, group_id, metric, None), "points": []}
     names: dict[str, None] = {}
     for index, row in enumerate(members):
         one = curves_view(home, row["run_id"], metric or DEFAULT_METRIC)
@@ -90,6 +93,9 @@ def sweep_view(home: Home, group: str, metric: str | None = None) -> dict[str, A
             values += curve["values"]
         view["skipped"] += one["skipped"]
         view["not_finite"] += one["not_finite"]
+        view["points"].append({"run_id": row["run_id"], "name": row["name"], "curve": index + 1,
+                               "params": one.get("params") or {}, "status": row["status"], "icon": row["icon"],
+                               "step": steps[-1] if steps else None, "value": values[-1] if values else None})
         if values:
             view["attempts"].append({"attempt": index + 1, "label": row["name"], "steps": steps, "times": times,
                                      "values": values})
@@ -140,6 +146,15 @@ def draw(plt: Any, view: dict[str, Any], axis: str) -> None:
         top = max(values)
         plt.scatter([p["step" if axis == "step" else "time"] for p in view["not_finite"]],
                     [top] * len(view["not_finite"]), marker="x", color="red", label="nan/inf")
+
+
+def next_metric(view: dict[str, Any] | None) -> str | None:
+    """The metric `m` moves to: the one after the view's among those reported (None: none reported)."""
+    names = (view or {}).get("metrics") or []
+    if not names:
+        return None
+    current = view["metric"] if view else None
+    return names[(names.index(current) + 1) % len(names)] if current in names else names[0]
 
 
 def summary(view: dict[str, Any]) -> str:

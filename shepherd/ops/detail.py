@@ -146,6 +146,27 @@ def cause_kind(cause: str | None) -> str:
     return "good" if cause in GOOD_CAUSES else "bad"
 
 
+def hang_summaries(attempts: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """What the hang watch says (fray.wrapper.hangwatch): where the last hung or stalled attempt hung, from its
+    stacks, and what the running one is stuck in: [("hung in", "worker, train.py:12 (attempt 2, hang_idle; ...)")]."""
+    facts = []
+    hung = next((a for a in reversed(attempts) if (a.get("watch") or {}).get("stacks")), None)
+    if hung is not None:
+        stacks = hung["watch"]["stacks"]
+        why = f"attempt {hung['number']}" + (f", {hung['cause']}" if hung["cause"] else "")
+        if stacks["hung_in"]:
+            facts.append(("hung in", f"{stacks['hung_in']} ({why}; all stacks: fray logs --stacks)"))
+        else:
+            facts.append(("hung in", f"unknown ({why}): {'; '.join(stacks['notes']) or 'no stack could be taken'}"))
+    watch = (attempts[-1].get("watch") or {}) if attempts and attempts[-1]["state"] != "ended" else {}
+    for stuck in watch.get("stuck_io") or ():
+        facts.append(("stuck", f"in I/O (D state) on {stuck['wchan']}: pid {stuck['pid']} for "
+                               f"{values.format_duration(stuck['for_sec'])} (usually the file system, not the job)"))
+    if watch.get("could_not_see"):
+        facts.append(("not seen", watch["could_not_see"]))
+    return facts
+
+
 def last_failure(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The last attempt that failed and left a failure record (not one fray stopped on request)."""
     return next((a for a in reversed(attempts)

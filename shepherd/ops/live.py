@@ -133,8 +133,12 @@ class RunsModel:
 
     # -- scanning ---------------------------------------------------------------------
 
-    def scan(self, now: float | None = None, hint: Hint | None = None) -> Snapshot:
-        """Bring the rows up to date: everything (hint None or full), else the runs in `hint`."""
+    def scan(self, now: float | None = None, hint: Hint | None = None, newest: int | None = None) -> Snapshot:
+        """Bring the rows up to date: everything (hint None or full), else the runs in `hint`.
+
+        `newest`: only that many of the newest runs, and nothing removed: what a dashboard paints first, so
+        its first screen does not wait for 10,000 runs to be read; the next scan is a full one.
+        """
         started = time.perf_counter()
         now = time.time() if now is None else now
         full = hint is None or hint.full or self.scans == 0
@@ -142,10 +146,12 @@ class RunsModel:
             self._cache = RowCache.load(self.home)
         changed: set[str] = set()
         removed: set[str] = set()
-        if full:
+        if full and newest is not None:
+            check: Iterable[str] = self.home.run_ids()[-newest:]
+        elif full:
             ids = self.home.run_ids()
             removed = set(self.rows) - set(ids) - self._new_points(set(ids), now, changed)
-            check: Iterable[str] = ids
+            check = ids
         else:
             assert hint is not None
             check = []
@@ -179,15 +185,17 @@ class RunsModel:
             if row != self.rows.get(run_id):
                 self.rows[run_id] = row
                 changed.add(run_id)
-        if full:
-            self._cache.save(set(ids))
-        self._poll_events(full, changed, hint)
+        partial = full and newest is not None
+        if not partial:  # the full scan that follows a first paint saves, polls events and counts as the first
+            if full:
+                self._cache.save(set(ids))
+            self._poll_events(full, changed, hint)
+            self.scans += 1
         counts = Counter(row["status"] for row in self.rows.values())
-        self.scans += 1
         return Snapshot(rows=dict(self.rows), changed=changed, removed=removed,
                         counts={s.value: counts.get(s.value, 0) for s in Status},
                         daemon=views.daemon_view(self.home, now), events=self.events.latest(),
-                        generated_at=now, full=full, hint=hint or Hint(full=True),
+                        generated_at=now, full=full and not partial, hint=hint or Hint(full=not partial),
                         scan_ms=(time.perf_counter() - started) * 1000)
 
     def _new_points(self, written: set[str], now: float, changed: set[str]) -> set[str]:

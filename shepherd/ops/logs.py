@@ -26,6 +26,7 @@ from fray.errors import CorruptFileError
 from fray.ops.wait import POLL_SEC, DaemonKeeper
 from fray.state import runs, store
 from fray.state.layout import Home
+from fray.wrapper import contract
 
 CHUNK = 1 << 16
 STREAMS = ("stdout", "stderr")
@@ -75,6 +76,20 @@ def read_tasks(home: Home, run_id: str, attempt: int, stream: str, task: int | N
         path = log_path(home, run_id, attempt, stream, index)
         logs.append(TaskLog(index, path, read_lines(path, last)))
     return logs
+
+
+def stacks_lines(home: Home, run_id: str, attempts: list[int]) -> tuple[list[str], list[Path]]:
+    """The Python stacks the wrapper took (attempts/N/stacks.txt) of these attempts, each under a separator
+    naming its attempt; and the files read (attempts without stacks are skipped)."""
+    lines: list[str] = []
+    found: list[Path] = []
+    for number in attempts:
+        path = home.run(run_id).attempt(number).dir / contract.STACKS
+        text = read_lines(path)
+        if text:
+            found.append(path)
+            lines += [f"=== attempt {number}: {path} ===", *text, ""]
+    return lines, found
 
 
 def merged_lines(logs: list[TaskLog]) -> list[str]:

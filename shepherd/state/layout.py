@@ -26,6 +26,7 @@ BLACKLIST = "blacklist.json"
 RUNS = contract.RUNS_DIR
 FROZEN_SCRIPT_STEM = "script"  # runs/<id>/script<.suffix>: the submitted script, frozen
 ENTRYPOINT_STEM = "entrypoint"  # a launched job's own script, beside the shim
+ATTEMPTS = "attempts"  # runs/<id>/attempts/<n>/: one folder per attempt
 TASKS_DIR = "tasks"  # attempts/<n>/tasks/<i>/: the files of task i > 0 of a multi-node attempt
 NEW_RUN_PREFIX = ".new-"  # a dot: `run_ids` and the daemon never see a run being built
 LAUNCHED_SHIM = f"{FROZEN_SCRIPT_STEM}.py"  # the frozen script of a job launched through the cluster API
@@ -36,15 +37,13 @@ RECORD_SUFFIX = ".json"  # namespaces/<ns>/actors/<name>/<actor id>.json, reserv
 
 
 def record_id(file_name: str) -> str | None:
-    """The id a record file's name carries (an endpoint, a reservation); None for any other file
-    (temporary files being written start with a dot)."""
+    """The id a record file's name carries (endpoint, reservation); None for others (temp files start with '.')."""
     if file_name.endswith(RECORD_SUFFIX) and not file_name.startswith("."):
         return file_name[: -len(RECORD_SUFFIX)]
     return None
 
 
-def corrupt_name(path: Path, stamp: str) -> Path:
-    """Where a corrupt file is moved aside: beside it, under a name no reader looks for."""
+def corrupt_name(path: Path, stamp: str) -> Path:  # beside it, under a name no reader looks for
     return path.with_name(f"{path.name}{CORRUPT_MARK}{stamp}")
 
 
@@ -247,7 +246,7 @@ class RunPaths:
 
     @property
     def attempts_dir(self) -> Path:
-        return self.dir / "attempts"
+        return self.dir / ATTEMPTS
 
     @property
     def checkpoints_dir(self) -> Path:
@@ -281,14 +280,16 @@ class RunPaths:
         return sorted(n[: -len(suffix)] for n in names if n.endswith(suffix) and pattern.fullmatch(n[: -len(suffix)]))
 
     def ended_archive(self, stamp: int) -> Path:
-        """Where a reactivated run's previous ended.json is kept."""
-        return self.dir / f"ended.{stamp}.json"
+        return self.dir / f"ended.{stamp}.json"  # a reactivated run's previous ended.json
 
     def script(self, frozen_name: str) -> Path:
         return self.dir / frozen_name
 
     def attempt(self, number: int) -> AttemptPaths:
         return AttemptPaths(self.attempts_dir / str(number))
+
+    def attempt_file(self, number: int, name: str) -> str:  # a plain string: `fray list` reads heartbeat, progress
+        return f"{self.dir}{os.sep}{ATTEMPTS}{os.sep}{number}{os.sep}{name}"
 
     @property
     def job(self) -> Path:
@@ -373,6 +374,10 @@ class Home:
     @property
     def list_cache(self) -> Path:
         return self.cache_dir / "list-rows.json"
+
+    @property
+    def parents_index(self) -> Path:
+        return self.cache_dir / "parents.json"  # run id -> parent run id (fray.state.parents_index)
 
     @property
     def namespaces_dir(self) -> Path:
@@ -463,16 +468,14 @@ class Home:
     def lock_file(self, name: str) -> Path:
         return self.locks_dir / f"{name}.lock"
 
+    # Plain strings, no Path: `fray list` and the daemon's cycle stat and read these for every run.
     def meta_file(self, run_id: str) -> str:
-        """runs/<id>/meta.json as a plain string: `fray list` stats a thousand of these."""
         return f"{self._runs_prefix}{run_id}{os.sep}{META}"
 
     def control_file(self, run_id: str) -> str:
-        """runs/<id>/control.json as a plain string (the daemon stats it every cycle)."""
         return f"{self._runs_prefix}{run_id}{os.sep}{CONTROL}"
 
     def run_folder(self, run_id: str) -> str:
-        """runs/<id> as a plain string."""
         return f"{self._runs_prefix}{run_id}"
 
     @property
@@ -486,12 +489,10 @@ class Home:
     def run(self, run_id: str) -> RunPaths:
         return RunPaths(self.runs_dir / run_id)
 
-    def new_run(self, run_id: str) -> RunPaths:
-        """Where a new run's folder is built, under a hidden name, before it is renamed into place."""
+    def new_run(self, run_id: str) -> RunPaths:  # where a new run is built, hidden, before it is renamed into place
         return RunPaths(self.runs_dir / f"{NEW_RUN_PREFIX}{run_id}")
 
-    def run_ids(self) -> list[str]:
-        """Every run folder's name, oldest first (run ids sort by creation time)."""
+    def run_ids(self) -> list[str]:  # every run folder's name, oldest first (run ids sort by creation time)
         try:
             names = [e.name for e in os.scandir(self.runs_dir) if e.is_dir() and not e.name.startswith(".")]
         except FileNotFoundError:

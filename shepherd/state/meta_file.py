@@ -17,6 +17,7 @@ from typing import Any
 
 from fray.errors import CorruptFileError
 from fray.state import store
+from fray.state.commit_batch import CommitBatch
 from fray.state.layout import RunPaths
 
 
@@ -24,6 +25,13 @@ def write(paths: RunPaths, document: dict[str, Any], sync: bool = True) -> None:
     """meta.json, then its copy (validated once: the copy is the same bytes)."""
     store.write_json(paths.meta, document, "meta", sync)
     store.write_bytes_atomic(paths.meta_copy, store.dumps(document), sync)
+
+
+def stage(batch: CommitBatch, paths: RunPaths, document: dict[str, Any]) -> None:
+    """meta.json and its copy as the next versions in the daemon's group commit (durable and visible together
+    with the cycle's other writes when the batch is committed)."""
+    batch.write_json(paths.meta, document, "meta")
+    batch.write_bytes(paths.meta_copy, store.dumps(document))
 
 
 def read(paths: RunPaths, on_restored: Callable[[str], None] | None = None) -> tuple[dict[str, Any] | None, str | None]:

@@ -1,5 +1,5 @@
-"""Runs from the CLI's side: creating one, finding one by what a person typed,
-and writing a person's requests into control.json (the CLI is its only writer).
+"""Runs from the CLI's side: creating one, and writing a person's requests into control.json (the CLI is
+its only writer); finding one by what a person typed is fray.state.run_lookup's.
 """
 
 from __future__ import annotations
@@ -17,28 +17,23 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from fray.state import audit, meta_file, run_code, store, sweep_records, upstreams
+from fray.state import audit, meta_file, run_code, store, upstreams
 
 from fray.core import directives
-from fray.errors import CorruptFileError, RunLookupError, UsageError
+from fray.errors import UsageError
 from fray.state import layout
+from fray.state.run_lookup import read_control, read_meta, resolve, slug
 from fray.state.layout import Home, RunPaths
 from fray.core.model import Control, Meta, Phase, RunSpec
 
 CONTROL_OPS = ("stop", "start", "restart", "pause", "unpause")
 SYNC_EACH_UP_TO = 8  # runs written together; more share one sync (write_runs)
-_NAME_SEGMENT = re.compile(r"^[0-9]{8}-[0-9]{6}-(.+)-[0-9a-f]{4}$")
 
 
 def make_run_id(name: str, now: float, suffix: str | None = None) -> str:
     """Sortable and readable: `YYYYMMDD-HHMMSS-<name>-<4 hex>` (UTC)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
     return f"{stamp}-{slug(name)}-{suffix or secrets.token_hex(2)}"
-
-
-def slug(name: str) -> str:
-    cleaned = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40].strip("-")
-    return cleaned or "run"
 
 
 @dataclass(frozen=True)
@@ -254,62 +249,6 @@ def _read_script(path: Path) -> bytes:
         raise UsageError(f"{path} is a directory; give the script to run") from None
     except PermissionError:
         raise UsageError(f"cannot read {path}: permission denied") from None
-
-
-def resolve(home: Home, ref: str) -> str:
-    """The run id that `ref` names: an id, a unique id prefix, or a run name."""
-    ids = home.run_ids()
-    if ref in ids:
-        return ref
-    prefixed = [i for i in ids if i.startswith(ref)]
-    if len(prefixed) == 1:
-        return prefixed[0]
-    named = [i for i in ids if _name_segment(i) == slug(ref)]
-    if len(named) == 1:
-        return named[0]
-    if len(named) > 1:
-        active = [i for i in named if not home.run(i).ended.exists()]
-        if len(active) == 1:
-            return active[0]
-        raise RunLookupError(_ambiguous(ref, named, "runs are named"))
-    if prefixed:
-        raise RunLookupError(_ambiguous(ref, prefixed, "run ids start with"))
-    point = sweep_records.find(home, ref)
-    if point is not None:  # a new sweep's point: the daemon writes its folder in a moment
-        if sweep_records.wait_for(home, point):
-            return point
-        raise RunLookupError(f"run {point} is a point of a new sweep whose runs the daemon has not written yet; "
-                             "it writes them once it runs (`fray daemon status`, `fray daemon start`)")
-    hint = f"; newest: {ids[-1]}" if ids else ""
-    raise RunLookupError(f"no run matches {ref!r} in {home.root} (give an id, a unique id prefix, or a name; "
-                         f"`fray list` shows them{hint})")
-
-
-def _ambiguous(ref: str, candidates: list[str], what: str) -> str:
-    shown = "\n  ".join(reversed(candidates[-10:]))
-    more = f"\n  ... and {len(candidates) - 10} more" if len(candidates) > 10 else ""
-    return f"{len(candidates)} {what} {ref!r}; give the run id:\n  {shown}{more}"
-
-
-def _name_segment(run_id: str) -> str | None:
-    match = _NAME_SEGMENT.match(run_id)
-    return match.group(1) if match else None
-
-
-def read_meta(home: Home, run_id: str) -> Meta:
-    """The run's meta, or a UsageError explaining why it cannot be read."""
-    paths = home.run(run_id)
-    raw, problem = meta_file.read(paths)  # a corrupt meta.json: its last good copy
-    if raw is None:
-        raise CorruptFileError(paths.meta, f"run {run_id} cannot be used: {problem}. Its files are in {paths.dir}", None)
-    return Meta.from_dict(raw)
-
-
-def read_control(home: Home, run_id: str) -> Control:
-    try:
-        return Control.from_dict(store.read_json(home.run(run_id).control, "control"))
-    except CorruptFileError:
-        return Control()  # moved aside (and reported by status); the next request rewrites it
 
 
 def set_overrides(home: Home, run_id: str, settings: dict[str, Any]) -> Control:

@@ -12,6 +12,12 @@ a missed event costs seconds, not correctness. Each scan is handed to every scre
 that fails (a permission problem, a bug) is reported on screen and retried; it
 never ends the app.
 
+Other clusters (`clusters`: `fray tui --remote a,b`, `--remote all`, the user
+config's `remotes`): every REMOTE_SCAN_SEC, and on R, the hosts are asked for
+their runs (fray.ops.remote_runs, in a worker thread, in parallel, each within
+the per-host timeout) and each screen gets them (`on_remote`); a host that is
+down is one row saying so, and never holds up this machine's rows.
+
 Writing intent: the screens call fray.tui.actions (fray.ops, as the CLI commands do)
 and then `intent_written`, which makes sure a daemon serves FRAY_HOME
 (lease.ensure_running, in a thread: it may wait for the daemon's first cycle)
@@ -30,6 +36,7 @@ from textual.theme import Theme
 
 from fray.daemon import lease
 from fray.errors import FrayError
+from fray.ops import remote_runs
 from fray.ops.live import Hint, RunsModel, Snapshot, Watcher
 from fray.state.layout import Home
 from fray.tui import theme as themes
@@ -38,6 +45,8 @@ FULL_SCAN_WITH_WATCHER_SEC = 30.0
 FULL_SCAN_WITHOUT_WATCHER_SEC = 2.0
 FULL_SCAN_SHARE = 10  # a full scan runs at most every 10x its own duration
 SCREENS = ("runs", "queue", "nodes")
+FIRST_PAINT_ROWS = 200  # read before every other run: more than a terminal shows
+REMOTE_SCAN_SEC = 5.0
 
 
 class FrayApp(App):
@@ -60,7 +69,8 @@ class FrayApp(App):
 
     def __init__(self, home: Home, *, start: str = "runs", run_id: str | None = None, theme_name: str | None = None,
                  watch: bool = True, tick: float | None = 1.0,
-                 ensure_daemon: Callable[[Home], Any] | None = lease.ensure_running) -> None:
+                 ensure_daemon: Callable[[Home], Any] | None = lease.ensure_running,
+                 clusters: list[str] | None = None) -> None:
         super().__init__()
         self.home = home
         self.start = start
@@ -82,6 +92,9 @@ class FrayApp(App):
         self._last_full = 0.0
         self._full_scan_sec = 0.0
         self.scans_applied = 0
+        self.clusters = clusters if clusters and len(clusters) > 1 else None  # `local` first
+        self.remote: remote_runs.RemoteRuns | None = None
+        self.asking = False  # the hosts are being asked now (request_remotes)
 
     # -- start and stop -------------------------------------------------------------------
 
@@ -105,6 +118,10 @@ class FrayApp(App):
         if self.tick:
             self.set_interval(self.tick, self._on_tick, name="fray-tick")
         self.request_refresh(None)
+        if self.clusters:
+            if self.tick:
+                self.set_interval(REMOTE_SCAN_SEC, self.request_remotes, name="fray-remotes")
+            self.request_remotes()
 
     def on_unmount(self) -> None:
         if self.watcher is not None:
@@ -155,6 +172,8 @@ class FrayApp(App):
         async with self._scan_lock:
             full = hint.full or self.snapshot is None
             try:
+                if self.snapshot is None:  # first paint: the newest screenful now, every run a moment later
+                    self._apply(await asyncio.to_thread(self.model.scan, time.time(), None, FIRST_PAINT_ROWS))
                 snapshot = await asyncio.to_thread(self.model.scan, time.time(), None if full else hint)
             except Exception as exc:  # never let a bad file or a bug end the app: show it, retry next tick
                 message = f"could not read {self.home.root}: {type(exc).__name__}: {exc}"
@@ -181,6 +200,29 @@ class FrayApp(App):
                 self.notify(f"{type(screen).__name__}: {type(exc).__name__}: {exc}", severity="error")
         self.scans_applied += 1
 
+    def request_remotes(self) -> None:
+        """Ask the other clusters for their runs soon (one asking at a time)."""
+        if self.clusters and not self.asking:
+            self.asking = True
+            self.run_worker(self.refresh_remotes(), group="remotes", exit_on_error=False)
+
+    async def refresh_remotes(self) -> remote_runs.RemoteRuns:
+        """Ask the other clusters now and hand their rows to every screen (tests await this)."""
+        hosts = [c for c in self.clusters or () if c != remote_runs.LOCAL]
+        try:
+            remote = await asyncio.to_thread(remote_runs.ask, hosts)
+        except Exception as exc:  # a bug or a bad config must not end the app: every host is one row saying so
+            remote = remote_runs.RemoteRuns({remote_runs.key_of(h, ""): remote_runs.down_row(h, str(exc))
+                                             for h in hosts})
+        finally:
+            self.asking = False
+        self.remote = remote
+        for screen in list(self.screen_stack):
+            handler = getattr(screen, "on_remote", None)
+            if handler is not None:
+                handler(remote)
+        return remote
+
     def intent_written(self, daemon: bool = True) -> None:
         """After a screen wrote intent: make sure a daemon acts on it, and show the change now."""
         if daemon and self.ensure_daemon is not None:
@@ -203,6 +245,7 @@ class FrayApp(App):
 
     async def action_refresh(self) -> None:
         snapshot = await self.refresh_now(full=True)
+        self.request_remotes()
         if snapshot is not None:
             self.notify(f"refreshed {len(snapshot.rows):,} runs in {snapshot.scan_ms:.0f} ms", timeout=2)
 
@@ -222,14 +265,25 @@ class FrayApp(App):
         elif name == "nodes":
             self.push_screen(NodesScreen())
 
-    def open_details(self, run_id: str) -> None:
-        """The run's screen (screens open it through the app, which imports them: no cycle)."""
+    def open_details(self, run_id: str, cluster: str | None = None) -> None:
+        """The run's screen (screens open it through the app, which imports them: no cycle); a run of
+        another cluster: its screen as that cluster tells it."""
+        if cluster is not None and cluster != remote_runs.LOCAL:
+            from fray.tui.screens.remote_run import RemoteDetailScreen
+
+            self.push_screen(RemoteDetailScreen(cluster, run_id))
+            return
         from fray.tui.screens.detail import DetailScreen
 
         self.push_screen(DetailScreen(run_id))
 
-    def open_logs(self, run_id: str) -> None:
-        """The run's logs screen."""
+    def open_logs(self, run_id: str, cluster: str | None = None) -> None:
+        """The run's logs screen; a run of another cluster: the tail its cluster gives."""
+        if cluster is not None and cluster != remote_runs.LOCAL:
+            from fray.tui.screens.remote_run import RemoteLogsScreen
+
+            self.push_screen(RemoteLogsScreen(cluster, run_id))
+            return
         from fray.tui.screens.logs import LogsScreen
 
         self.push_screen(LogsScreen(run_id))

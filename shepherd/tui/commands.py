@@ -18,6 +18,10 @@ import click
 from fray.state.layout import Home
 
 THEMES = click.Choice(["dark", "light", "ansi"])
+# Set by fray.cli.clusters_view from `--remote a,b`, `--remote all` or the user config's `remotes`
+# (`local` first); hidden: people name the hosts with --remote.
+CLUSTERS = click.option("--clusters", hidden=True, default=None, metavar="LOCAL,HOST,...",
+                        help="Show the runs of these clusters too.")
 THEME_HELP = "Colours: dark or light (256 colours), or ansi (the terminal's own 8/16). Default: ansi on an " \
              "8-colour terminal, else dark; $FRAY_TUI_THEME sets it too."
 
@@ -27,19 +31,22 @@ THEME_HELP = "Colours: dark or light (256 colours), or ansi (the terminal's own 
 @click.option("--screen", type=click.Choice(["runs", "queue", "nodes"]), default="runs", show_default=True,
               help="The screen to open on.")
 @click.option("--theme", type=THEMES, help=THEME_HELP)
+@CLUSTERS
 @click.pass_context
-def tui(ctx: click.Context, run: str | None, screen: str, theme: str | None) -> None:
+def tui(ctx: click.Context, run: str | None, screen: str, theme: str | None, clusters: str | None) -> None:
     """A live dashboard of every run: status, details, logs, nodes, queue; act on runs from it.
 
     RUN opens that run's details first (an id, a unique prefix of one, or a name).
-    Press ? inside for the keys.
+    Press ? inside for the keys. With `--remote a,b`, `--remote all` or the user config's
+    `remotes`, it shows every cluster's runs with a CLUSTER column, and acts on each
+    run on its own cluster.
     """
     from fray.state import runs
     from fray import tui as dashboard
 
     home = _home(ctx)
     run_id = runs.resolve(home, run) if run else None
-    dashboard.run(home, start=screen, run_id=run_id, theme=theme)
+    dashboard.run(home, start=screen, run_id=run_id, theme=theme, clusters=_clusters(clusters))
 
 
 @click.command("web")
@@ -48,8 +55,10 @@ def tui(ctx: click.Context, run: str | None, screen: str, theme: str | None) -> 
               help="The address to bind. Keep the default and reach it through an SSH tunnel.")
 @click.option("--token", metavar="TOKEN", help="The access token (default: a new random one, printed at start).")
 @click.option("--theme", type=THEMES, help=THEME_HELP)
+@CLUSTERS
 @click.pass_context
-def web(ctx: click.Context, port: int, host: str, token: str | None, theme: str | None) -> None:
+def web(ctx: click.Context, port: int, host: str, token: str | None, theme: str | None,
+        clusters: str | None) -> None:
     """Serve the dashboard to a browser (textual-serve), protected by a token.
 
     It binds 127.0.0.1 by default: from your laptop, tunnel to it with
@@ -57,9 +66,13 @@ def web(ctx: click.Context, port: int, host: str, token: str | None, theme: str 
     """
     from fray.tui import web as serving
 
-    serving.serve(_home(ctx), host=host, port=port, token=token, theme=theme)
+    serving.serve(_home(ctx), host=host, port=port, token=token, theme=theme, clusters=_clusters(clusters))
 
 
 def _home(ctx: click.Context) -> Home:
     """FRAY_HOME as the top-level `fray --home` resolved it (its context object carries `home`)."""
     return ctx.find_root().obj.home  # type: ignore[no-any-return]
+
+
+def _clusters(text: str | None) -> list[str] | None:
+    return [name for name in text.split(",") if name] if text else None

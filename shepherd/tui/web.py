@@ -10,7 +10,8 @@ terminal over a websocket. This wraps its server so that:
 - the page's websocket URL is built from the address the browser used, so a
   tunnel on another local port works;
 - the app runs as `python -m fray.cli.main --home HOME tui`, the same
-  program as in a terminal, reading the same FRAY_HOME.
+  program as in a terminal, reading the same FRAY_HOME (and asking the same
+  clusters, `--clusters`, when `fray web` spans several).
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from fray.state.layout import Home
 TOKEN_BYTES = 24
 
 
-def app_command(home: Home, theme: str | None = None) -> str:
+def app_command(home: Home, theme: str | None = None, clusters: list[str] | None = None) -> str:
     """The shell command textual-serve starts for each browser session."""
     argv = [sys.executable, "-m", "fray.cli.main", "--home", str(home.root), "tui"]
     if theme:
         argv += ["--theme", theme]
+    if clusters:
+        argv += ["--clusters", ",".join(clusters)]
     return shlex.join(argv)
 
 
@@ -41,7 +44,8 @@ def urls(host: str, port: int, token: str) -> tuple[str, str]:
             f"ssh -N -L {port}:127.0.0.1:{port} <this login node>")
 
 
-def make_server(home: Home, host: str, port: int, token: str, theme: str | None = None) -> Any:
+def make_server(home: Home, host: str, port: int, token: str, theme: str | None = None,
+                clusters: list[str] | None = None) -> Any:
     """A textual-serve Server for the dashboard that demands `token` (tests start it in a thread)."""
     import aiohttp_jinja2
     import jinja2
@@ -93,11 +97,11 @@ def make_server(home: Home, host: str, port: int, token: str, theme: str | None 
                 return web.Response(status=403, text="fray web: bad token\n")
             return await self.handle_websocket(request)
 
-    return TokenServer(app_command(home, theme), host=host, port=port, title="fray")
+    return TokenServer(app_command(home, theme, clusters), host=host, port=port, title="fray")
 
 
 def serve(home: Home, host: str = "127.0.0.1", port: int = 8000, token: str | None = None,
-          theme: str | None = None) -> None:
+          theme: str | None = None, clusters: list[str] | None = None) -> None:
     """Print where to connect, then serve until Ctrl-C."""
     import click
 
@@ -112,4 +116,4 @@ def serve(home: Home, host: str = "127.0.0.1", port: int = 8000, token: str | No
                    "can act on your runs", err=True)
     click.echo("  the token is the password: do not share the URL. Ctrl-C stops the server.")
     sys.stdout.flush()
-    make_server(home, host, port, token, theme).serve()
+    make_server(home, host, port, token, theme, clusters).serve()

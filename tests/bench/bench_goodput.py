@@ -7,21 +7,29 @@ under the same schedule of faults, each injected the first time its step is reac
   - node failure at NODE_AT: the job's processes, its slurmstepd and the node's
     slurmd are killed (as a node that loses power);
   - crash at CRASH_AT: the script exits 1;
-  - hang at HANG_AT: the script sleeps for ever.
+  - hang at HANG_AT: the script stops itself (SIGSTOP: as a stray `kill -STOP`, a
+    debugger, a terminal's Ctrl-Z would) and never goes on.
 
-Once by fray (`#FRAY --backend slurm`, heartbeat and progress timeouts below),
+Once by fray (`#FRAY --backend slurm`, the heartbeat timeout below, every hang
+setting at its default),
 once by plain `sbatch --requeue` of the same script (the #FRAY lines are comments
-there). For each it prints: finished or not, wall time (submit to the last step),
-goodput from the steps (STEPS x STEP_SEC of work over the wall time; an
+there), and once by submitit (a `submitit.helpers.Checkpointable` whose call runs
+the same script, with submitit's defaults) when submitit is installed in the
+bench's own venv (it is never a fray dependency). For each it prints: finished
+or not, wall time (submit to the last step), goodput from the steps (STEPS x STEP_SEC of work over the wall time; an
 unfinished run counts the distinct steps it made by the deadline), steps redone,
 and each fault's time to recovery (the fault to the first step after it). Then
 the schedule's ideal goodput, where each fault costs only its detection window
-(the heartbeat timeout for the node, nothing for the crash, the progress timeout
-for the hang) plus the steps since the last checkpoint, and fray's ratio to it,
+(the heartbeat timeout for the node, nothing for the crash, the wrapper's
+stopped-process threshold for the hang) plus the steps since the last checkpoint, and fray's ratio to it,
 and fray's own figure (`fray status`, fray.core.goodput) beside the steps' one.
 
     export FRAY_SLURM_DIR=/tmp/fray-slurm-i24 FRAY_SLURM_PORT=20817   # optional: a cluster of your own
     python tests/bench/bench_goodput.py [--steps 240] [--step-sec 0.5]
+
+    # with the submitit row: a venv of its own
+    python3 -m venv /tmp/bench-venv && /tmp/bench-venv/bin/pip install -e . submitit
+    /tmp/bench-venv/bin/python tests/bench/bench_goodput.py
 """
 
 from __future__ import annotations
@@ -43,18 +51,18 @@ sys.path.insert(0, str(REPO))
 from fray.state import runs, store  # noqa: E402
 from fray.state.layout import Home  # noqa: E402
 from tests.slurm.fixture import SlurmCluster, start_cluster  # noqa: E402
+from fray.wrapper.hangwatch import STOPPED_AFTER_SEC  # noqa: E402
 
 EVERY = 10
 HEARTBEAT_TIMEOUT = 8.0
-PROGRESS_TIMEOUT = 6.0
 FAST = {"poll_interval_sec": 0.5, "min_snapshot_interval_sec": 0.3, "command_timeout_sec": 60, "sinfo_ttl_sec": 5}
 
 TRAIN = '''#!{python}
 #FRAY --backend slurm --name goodput --max-retries 10 --backoff-base 0 --startup-grace 30s
-#FRAY --heartbeat-interval 1 --heartbeat-timeout {heartbeat}s --progress-timeout {progress}s
+#FRAY --heartbeat-interval 1 --heartbeat-timeout {heartbeat}s
 #SBATCH --partition=cpu
 """A training loop that checkpoints every {every} steps and resumes from its newest checkpoint."""
-import json, os, sys, time
+import json, os, signal, sys, time
 from pathlib import Path
 
 WORK = Path({work!r})
@@ -87,7 +95,7 @@ for step in range(start + 1, STEPS + 1):
             marker.write_text(str(time.time()))
             if kind == "crash":
                 sys.exit(f"crash at step {{step}}")
-            time.sleep(10 ** 6)  # the hang
+            os.kill(os.getpid(), signal.SIGSTOP)  # the hang: stopped, never to go on by itself
 '''
 
 
@@ -181,7 +189,7 @@ def fault_times(work: Path, node_fault: float | None) -> dict[str, float | None]
 
 
 def script_for(work: Path, args: argparse.Namespace) -> str:
-    return TRAIN.format(python=sys.executable, heartbeat=HEARTBEAT_TIMEOUT, progress=PROGRESS_TIMEOUT, every=EVERY,
+    return TRAIN.format(python=sys.executable, heartbeat=HEARTBEAT_TIMEOUT, every=EVERY,
                         work=str(work), steps=args.steps, step_sec=args.step_sec, crash_at=args.crash_at,
                         hang_at=args.hang_at)
 
@@ -226,14 +234,19 @@ def run_sbatch(cluster: SlurmCluster, root: Path, args: argparse.Namespace) -> O
     work.mkdir()
     script = root / "train-sbatch.py"
     script.write_text(script_for(work, args))
+    submitted = time.time()
+    job = cluster.run("sbatch", "--parsable", "--requeue", f"--output={work}/slurm-%j.out",
+                      f"--chdir={work}", str(script)).stdout.strip().split(";")[0]
+    return follow_job(cluster, job, work, submitted, args)
+
+
+def follow_job(cluster: SlurmCluster, job: str, work: Path, submitted: float, args: argparse.Namespace) -> Outcome:
+    """Inject the node failure into Slurm job `job`, then wait until it is gone or has made every step."""
     node = None
     try:
-        submitted = time.time()
-        job = cluster.run("sbatch", "--parsable", "--requeue", f"--output={work}/slurm-%j.out",
-                          f"--chdir={work}", str(script)).stdout.strip().split(";")[0]
         deadline = time.monotonic() + args.deadline
         node_at, node = inject_node_failure(cluster, work, args.node_at, deadline)
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # squeue: this cluster has no accounting (sacct) to ask
             state = cluster.run("squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip()
             if not state:
                 break  # gone: completed, or failed and not requeued (a crash is not requeued by Slurm)
@@ -244,6 +257,37 @@ def run_sbatch(cluster: SlurmCluster, root: Path, args: argparse.Namespace) -> O
         return outcome(work, submitted, args.steps, args.step_sec, fault_times(work, node_at))
     finally:
         cleanup(cluster, node)
+
+
+def run_submitit(cluster: SlurmCluster, root: Path, args: argparse.Namespace) -> Outcome:
+    """The same script as a submitit Checkpointable on the same cluster. submitit checkpoints and requeues
+    on Slurm's preemption or time-limit signal; a node failure is requeued by Slurm itself (JobRequeue
+    defaults to 1); nothing restarts a crash or notices a hang."""
+    import runpy
+
+    import submitit
+
+    class Train(submitit.helpers.Checkpointable):
+        def __init__(self, script: str) -> None:
+            self.script = script
+
+        def __call__(self) -> None:
+            runpy.run_path(self.script, run_name="__main__")
+
+    work = root / "submitit-work"
+    work.mkdir()
+    script = root / "train-submitit.py"
+    script.write_text(script_for(work, args))
+    executor = submitit.AutoExecutor(folder=work / "submitit", cluster="slurm")
+    executor.update_parameters(slurm_partition="cpu", timeout_min=60)
+    submitted = time.time()
+    return follow_job(cluster, executor.submit(Train(str(script))).job_id, work, submitted, args)
+
+
+def have_submitit() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("submitit") is not None
 
 
 def cleanup(cluster: SlurmCluster, node: str | None) -> None:
@@ -270,13 +314,13 @@ def main() -> None:
     parser.add_argument("--crash-at", type=int, default=125)
     parser.add_argument("--hang-at", type=int, default=195)
     parser.add_argument("--deadline", type=float, default=420.0, help="seconds each system gets")
-    parser.add_argument("--only", choices=("fray", "sbatch"))
+    parser.add_argument("--only", choices=("fray", "sbatch", "submitit"))
     args = parser.parse_args()
     cluster = start_cluster()
     os.environ.update(cluster.env)
     work = args.steps * args.step_sec
     redo = sum((at - at // EVERY * EVERY) * args.step_sec for at in (args.node_at, args.crash_at, args.hang_at))
-    ideal = work / (work + redo + HEARTBEAT_TIMEOUT + 0.0 + PROGRESS_TIMEOUT)
+    ideal = work / (work + redo + HEARTBEAT_TIMEOUT + 0.0 + STOPPED_AFTER_SEC)
     print(f"Goodput under faults, real Slurm test cluster ({cluster.root}); {args.steps} steps x {args.step_sec}s, "
           f"checkpoint every {EVERY}; node failure at step {args.node_at}, crash at {args.crash_at}, "
           f"hang at {args.hang_at}")
@@ -284,7 +328,7 @@ def main() -> None:
         root = Path(tmp)
         os.chmod(root, 0o755)
         fray_goodput = None
-        if args.only != "sbatch":
+        if args.only in (None, "fray"):
             result, status = run_fray(cluster, root, args)
             fray_goodput = show("fray", result, args.steps, args.step_sec)
             figures = status["goodput"]
@@ -293,11 +337,16 @@ def main() -> None:
             print(f"{'':<16} fray status: goodput {figures['goodput']:.1%} from the {figures['basis']} "
                   f"(useful {figures['useful_sec']:.1f}s of {figures['wall_sec']:.1f}s; lost {lost}; "
                   f"{figures['redone_steps']} steps redone)")
-        if args.only != "fray":
+        if args.only in (None, "sbatch"):
             show("sbatch --requeue", run_sbatch(cluster, root, args), args.steps, args.step_sec)
+        if args.only in (None, "submitit"):
+            if have_submitit():
+                show("submitit", run_submitit(cluster, root, args), args.steps, args.step_sec)
+            else:
+                print(f"{'submitit':<16} not installed in this venv ({sys.executable}): pip install submitit there")
     print(f"ideal for this schedule: {ideal:.1%} (work {work:.0f}s; redo since the last checkpoint {redo:.1f}s; "
-          f"detection: node {HEARTBEAT_TIMEOUT:.0f}s heartbeat timeout, crash 0s, hang {PROGRESS_TIMEOUT:.0f}s "
-          "progress timeout; no queue or start time)")
+          f"detection: node {HEARTBEAT_TIMEOUT:.0f}s heartbeat timeout, crash 0s, hang {STOPPED_AFTER_SEC:.0f}s "
+          "stopped; no queue or start time)")
     if fray_goodput is not None:
         print(f"fray / ideal: {fray_goodput / ideal:.2f}")
 

@@ -1,10 +1,10 @@
-"""Make the screenshots of the dashboard (README, docs/watching.md): runs, run detail, logs and a run's curves, as SVG.
+"""Make the screenshots of the dashboard (README, docs/watching.md): runs, run detail, logs, a run's curves and a sweep's, as SVG.
 
 A demo FRAY_HOME is filled with runs in every state (tests/tui_support.make_runs plus
 a few more), the app is driven headless with Textual's pilot, and each screen is
 saved with App.save_screenshot. Run it again after changing how a screen looks:
 
-    python tests/screenshots/make_screenshots.py [--out tests/screenshots] [--only curves]
+    python tests/screenshots/make_screenshots.py [--out tests/screenshots] [--only curves|sweep]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from fray.core.model import Attempt, Counters, Meta  # noqa: E402
-from fray.state import runs, store  # noqa: E402
+from fray.state import groups, runs, store  # noqa: E402
 from fray.state.layout import Home  # noqa: E402
 from fray.wrapper import history  # noqa: E402
 from tests.tui_support import dashboard, go_to, make_runs, screen_text, until  # noqa: E402
@@ -95,6 +95,42 @@ def curves_run(home: Home, scripts: Path, now: float) -> str:
     return meta.run_id
 
 
+def sweep_runs(home: Home, scripts: Path, now: float) -> str:
+    """A sweep of four learning rates, each run's loss written as the wrapper writes it (1 step a second);
+    returns the group id."""
+    ready = runs.prepare(runs.SubmitOptions(script=scripts / "train.py", overrides={}, name="lr-sweep"), home)
+    rates = (1e-3, 3e-4, 1e-4, 3e-5)
+    members = [groups.PointRun(spec=ready.spec, params={"lr": lr}, files={ready.frozen: ready.data},
+                               frozen=ready.frozen, source=ready.source) for lr in rates]
+    metas = groups.create_group(home, "lr-sweep", members, now=now - 4000)
+    for meta, lr in zip(metas, rates):
+        paths = home.run(meta.run_id)
+        files = paths.attempt(1)
+        store.make_dirs(files.dir)
+        started = now - 3900
+        speed = 600 * (lr / 1e-4) ** 0.5  # a larger rate learns faster and settles higher
+        floor = 0.8 + 2e2 * lr
+        files.history.write_bytes(b"".join(
+            history.line(started + step, step, {"loss": 3.0 * math.exp(-step / speed) + floor +
+                                                0.03 * math.sin(step / 23 + lr * 1e4)})
+            for step in range(0, 3800 if lr > 5e-5 else 3100, 20)))
+        attempt = Attempt(number=1, state="running", backend="local", submitted_at=started - 10, started_at=started,
+                          node="gpu-node-2", backend_ref={"pid": 1})
+        store.write_json(paths.meta, Meta.from_dict({**meta.to_dict(), "phase": "active",
+                                                     "attempts": [attempt.to_dict()]}).to_dict(), "meta")
+        files.heartbeat.write_text(f"{now}\n")
+    return metas[0].group["id"]  # type: ignore[index]
+
+
+async def shoot_sweep(home: Home, out: Path) -> None:
+    async with dashboard(home, size=(130, 36)) as (app, pilot):
+        await go_to(app, pilot, "lr-sweep")
+        await pilot.press("c")
+        await until(pilot, lambda: "loss by step" in screen_text(app), what="the sweep's curves")
+        await pilot.pause(0.3)
+        app.save_screenshot(str(out / "sweep.svg"))
+
+
 async def shoot_curves(home: Home, run_id: str, out: Path) -> None:
     async with dashboard(home, size=(130, 44), run_id=run_id) as (app, pilot):
         await until(pilot, lambda: "loss by step" in screen_text(app), what="the curves")
@@ -139,7 +175,7 @@ async def shoot(home: Home, ids: dict[str, str], out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
-    parser.add_argument("--only", choices=("screens", "curves"), help="make only these (default: all)")
+    parser.add_argument("--only", choices=("screens", "curves", "sweep"), help="make only these (default: all)")
     args = parser.parse_args()
     made = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,12 +185,16 @@ def main() -> None:
         more_runs(home, Path(tmp) / "scripts", now)
         curves_id = curves_run(home, Path(tmp) / "scripts", now)
         pretend_daemon(home, now)
-        if args.only != "curves":
+        if args.only in (None, "screens"):
             asyncio.run(shoot(home, ids, args.out))
             made += ["dashboard", "detail", "logs"]
-        if args.only != "screens":
+        if args.only in (None, "curves"):
             asyncio.run(shoot_curves(home, curves_id, args.out))
             made.append("curves")
+        if args.only in (None, "sweep"):
+            sweep_runs(home, Path(tmp) / "scripts", now)
+            asyncio.run(shoot_sweep(home, args.out))
+            made.append("sweep")
     for name in made:
         print(args.out / f"{name}.svg")
 

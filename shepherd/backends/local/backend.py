@@ -16,6 +16,7 @@ arrive after a quick wrapper has already written its exit record there.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -28,8 +29,9 @@ from typing import Any, Callable
 from fray.state import store
 from fray.backends import wrapper_command
 from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
-from fray.backends.local import replicas
+from fray.backends.local import replicas, warm
 from fray.errors import BackendError
+from fray.state import layout
 from fray.state.layout import AttemptPaths, Home
 from fray.core.observation import BackendView
 from fray.core.placement.attributes import local_attributes
@@ -37,6 +39,7 @@ from fray.core.scheduler import Capacity
 from fray.wrapper import contract, procs, tags
 
 PROC = Path("/proc")
+log = logging.getLogger("fray.daemon")
 
 
 class LocalBackend:
@@ -54,6 +57,8 @@ class LocalBackend:
         self._capacity: Capacity | None = None
         self._gpu_type: str | None | bool = False  # False: not looked up yet
         self._tasks: dict[AttemptKey, dict[int, int]] = {}  # from the last scan: every task's wrapper pid
+        # Function runs' wrappers are forked from a warm Python (fray.backends.local.warm) unless turned off.
+        self._warm = warm.WarmWorker(home.root, on_attempt_exit) if self._config.get("warm_functions", True) else None
 
     def capacity(self) -> Capacity:
         if self._capacity is None:
@@ -70,12 +75,13 @@ class LocalBackend:
         count = request.spec.replicas
         for index in reversed(range(1, count)):
             self._start(request, index, count)
-        child = self._start(request, 0, count)
-        ref = {"pid": child.pid, "start_ticks": _start_ticks(child.pid), "host": self.host,
+        pid = self._start(request, 0, count)
+        ref = {"pid": pid, "start_ticks": _start_ticks(pid), "host": self.host,
                "gpu_ids": list(request.gpu_ids)}
         return {**ref, "tasks": count} if count > 1 else ref
 
-    def _start(self, request: SubmitRequest, index: int, count: int) -> subprocess.Popen[bytes]:
+    def _start(self, request: SubmitRequest, index: int, count: int) -> int:
+        """Start one task's wrapper; its pid."""
         spec = request.spec
         folder = replicas.task_dir(request.attempt_dir, index)
         store.make_dirs(folder)
@@ -83,6 +89,14 @@ class LocalBackend:
         env = {**tags.untagged(os.environ), **spec.env, **(replicas.task_env(request.key.run_id, index, count) if count > 1 else {})}
         # A CPU run must not land on a GPU another run was given.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, replicas.gpu_share(request.gpu_ids, index, count)))
+        if self._warm is not None and count == 1 and Path(request.script).name == layout.LAUNCHED_SHIM:
+            try:
+                return self._warm.start(argv, env, str(folder), str(AttemptPaths(folder).wrapper_log))
+            except OSError as exc:  # started cold instead: slower, the same run
+                log.warning("warm worker: %s; starting the wrapper cold", exc)
+        return self._start_cold(argv, env, folder)
+
+    def _start_cold(self, argv: list[str], env: dict[str, str], folder: Path) -> int:
         log_fd = os.open(AttemptPaths(folder).wrapper_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
         try:
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, env=env,
@@ -95,7 +109,7 @@ class LocalBackend:
         if self._on_attempt_exit is not None:
             threading.Thread(target=_wait_then, args=(child, self._on_attempt_exit),
                              name=f"fray-wait-{child.pid}", daemon=True).start()
-        return child
+        return child.pid
 
     def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
         self._reap()
@@ -178,10 +192,16 @@ class LocalBackend:
                     raw = handle.read()
             except OSError:
                 continue
-            if _WRAPPER_MODULE not in raw or home_arg not in raw:
+            if home_arg not in raw:
                 continue
             argv = raw.split(b"\0")
-            key = _wrapper_key(argv, home_arg)
+            if _WARM_MODULE in argv:  # forked by the warm worker: known by its working folder
+                forked = warm.attempt_of(int(entry.name), self.home.root)
+                key, argv = (AttemptKey(*forked) if forked is not None else None), []  # one task: task 0
+            elif _WRAPPER_MODULE in raw:
+                key = _wrapper_key(argv, home_arg)
+            else:
+                continue
             if key is not None:
                 ticks = _start_ticks(int(entry.name))
                 if ticks is not None:
@@ -193,6 +213,7 @@ class LocalBackend:
 
 
 _WRAPPER_MODULE = wrapper_command.WRAPPER_MODULE.encode()
+_WARM_MODULE = warm.MODULE.encode()
 
 
 def _wrapper_key(argv: list[bytes], home_arg: bytes) -> AttemptKey | None:

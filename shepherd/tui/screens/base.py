@@ -4,6 +4,9 @@ and the `/` filter box of the list screens.
 The run actions write intent through fray.tui.actions (fray.ops, as the CLI
 does), ask first when they are destructive, then have the app make sure a
 daemon serves FRAY_HOME and refresh at once, so the change shows without waiting.
+On a run of another cluster (its row's `cluster`) they run on that cluster's
+host instead (fray.ops.remote_runs, in a worker thread), as `fray control OP
+RUN --remote HOST` would.
 
 Screens never import the app (fray.tui.app imports them): what they use of it
 is the `Dashboard` protocol, and they open the run and logs screens through it
@@ -18,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from fray.errors import FrayError
+from fray.ops import remote_runs
 from fray.ops.live import Snapshot
 from fray.state.layout import Home
 from fray.tui import actions
@@ -33,9 +37,15 @@ class Dashboard(Protocol):
 
     def intent_written(self, daemon: bool = True) -> None: ...
 
-    def open_details(self, run_id: str) -> None: ...
+    def open_details(self, run_id: str, cluster: str | None = None) -> None: ...
 
-    def open_logs(self, run_id: str) -> None: ...
+    def open_logs(self, run_id: str, cluster: str | None = None) -> None: ...
+
+    def request_remotes(self) -> None: ...
+
+    def run_worker(self, work: Any, **options: Any) -> Any: ...
+
+    def call_from_thread(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
 
     def notify(self, message: str, *, severity: str = "information", timeout: float | None = None) -> None: ...
 
@@ -100,6 +110,12 @@ class FilterBox:
         self.app.action_back()  # type: ignore[attr-defined]
 
 
+def elsewhere(row: dict[str, Any]) -> str | None:
+    """The cluster that holds the row's run, when it is not this machine."""
+    cluster = row.get("cluster")
+    return cluster if cluster not in (None, remote_runs.LOCAL) else None
+
+
 class RunActions:
     """r/s/p/t/b/e on the run a screen shows or has selected (`current_row`)."""
 
@@ -110,6 +126,9 @@ class RunActions:
         row = self.current_row()
         if row is None:
             self.notify("no run selected", severity="warning")  # type: ignore[attr-defined]
+        elif row.get("kind") == "cluster":
+            self.notify(row["reason"], severity="warning")  # type: ignore[attr-defined]
+            return None
         elif row.get("kind") == "group":
             self.notify(f"{row['name']} is a sweep of {row['size']} runs: Enter shows them; r, s and p act on "
                         f"all of them", severity="warning")  # type: ignore[attr-defined]
@@ -127,8 +146,28 @@ class RunActions:
         app.notify(outcome.message, timeout=6)
         app.intent_written(daemon)
 
+    def _do_there(self, cluster: str, work: Callable[[], str]) -> None:
+        """Run `work` (an action on `cluster`'s host) in a thread; report it; ask the clusters again."""
+        app: Dashboard = self.app  # type: ignore[attr-defined]
+
+        def there() -> None:
+            try:
+                message, severity = work(), "information"
+            except FrayError as exc:
+                message, severity = str(exc), "error"
+            app.call_from_thread(app.notify, message, severity=severity, timeout=8)
+            app.call_from_thread(app.request_remotes)
+
+        app.notify(f"asking {cluster}…", timeout=3)
+        app.run_worker(there, thread=True, group="remote-action", exit_on_error=False)
+
     def _control(self, key: str) -> None:
         selected = self.current_row()
+        cluster = elsewhere(selected) if selected is not None and selected.get("kind") != "cluster" else None
+        if selected is not None and cluster is not None:
+            op = actions.op_for(key, selected)
+            self._ask_then_do(op, selected, lambda: remote_runs.control(cluster, selected, op), cluster)
+            return
         if selected is not None and selected.get("kind") == "group":
             self._control_group(key, selected)
             return
@@ -156,18 +195,24 @@ class RunActions:
         home = self.app.home  # type: ignore[attr-defined]
         self._ask_then_do(op, row, lambda: actions.control_group(home, row["group"], row["name"], op))
 
-    def _ask_then_do(self, op: str, row: dict[str, Any], run: Callable[[], actions.Outcome]) -> None:
-        """A destructive operation is confirmed first; the others are done at once."""
+    def _ask_then_do(self, op: str, row: dict[str, Any], run: Callable[[], Any], cluster: str | None = None) -> None:
+        """A destructive operation is confirmed first; the others are done at once (on `cluster`, if given)."""
         if op in actions.DESTRUCTIVE:
-            self._confirm(actions.describe(op, row), op.capitalize(), run)
+            question = actions.describe(op, row) + (f" (on {cluster})" if cluster else "")
+            self._confirm(question, op.capitalize(), run, cluster=cluster)
+        elif cluster:
+            self._do_there(cluster, run)
         else:
             self._do(run)
 
-    def _confirm(self, question: str, yes: str, run: Callable[[], actions.Outcome], daemon: bool = True) -> None:
+    def _confirm(self, question: str, yes: str, run: Callable[[], Any], daemon: bool = True,
+                 cluster: str | None = None) -> None:
         from fray.tui.screens.dialogs import ConfirmScreen
 
         def answered(ok: bool | None) -> None:
-            if ok:
+            if ok and cluster:
+                self._do_there(cluster, run)
+            elif ok:
                 self._do(run, daemon)
 
         self.app.push_screen(ConfirmScreen(question, yes), answered)  # type: ignore[attr-defined]
@@ -184,12 +229,12 @@ class RunActions:
     def action_logs(self) -> None:
         row = self._row_or_warn()
         if row is not None:
-            self.app.open_logs(row["run_id"])  # type: ignore[attr-defined]
+            self.app.open_logs(row["run_id"], elsewhere(row))  # type: ignore[attr-defined]
 
     def action_details(self) -> None:
         row = self._row_or_warn()
         if row is not None:
-            self.app.open_details(row["run_id"])  # type: ignore[attr-defined]
+            self.app.open_details(row["run_id"], elsewhere(row))  # type: ignore[attr-defined]
 
     def action_blacklist(self) -> None:
         row = self._row_or_warn()
@@ -198,15 +243,19 @@ class RunActions:
         from fray.tui.screens.dialogs import BanScreen
 
         home = self.app.home  # type: ignore[attr-defined]
+        cluster = elsewhere(row)
         try:
-            node = actions.node_of(home, row["run_id"]) or ""
+            node = (row.get("node") if cluster else actions.node_of(home, row["run_id"])) or ""
         except FrayError:
             node = ""
         title = (f"Blacklist the node of {row['name']}" + (f" ({node})" if node else " (it has run on none yet)") +
                  ": new attempts avoid it; a run on it now restarts elsewhere.")
 
         def chosen(result: tuple[str, str, str] | None) -> None:
-            if result:
+            if result and cluster:
+                target, ttl, reason = result
+                self._do_there(cluster, lambda: remote_runs.ban(cluster, row, target, ttl, reason))
+            elif result:
                 target, ttl, reason = result
                 self._do(lambda: actions.ban_run_node(home, row["run_id"], target, ttl, reason))
 
@@ -216,6 +265,12 @@ class RunActions:
     def action_edit_config(self) -> None:
         row = self._row_or_warn()
         if row is None:
+            return
+        cluster = elsewhere(row)
+        if cluster:
+            where = f"`fray control config-set {row['run_id']} KEY=VALUE --remote {cluster}`"
+            self.notify(f"{row['name']} runs on {cluster}: change its settings there, with {where}",  # type: ignore[attr-defined]
+                        severity="warning")
             return
         from fray.tui.screens.config import ConfigScreen
 

@@ -1,15 +1,22 @@
 """The dashboard: every run with its status, counts per status, the daemon's health, recent actions.
 
-The table is `RunTable` (virtual, updated in place); `/` starts a filter that
+The table is `RunTable` (virtual, updated in place); `c` on a sweep's row
+overlays the curves of its runs (fray.tui.screens.sweep); `/` starts a filter that
 narrows it as you type (every word must appear in the run's id, name, status,
 node, mode, backend or reason); Enter keeps the filter, Esc clears it. The
 filter is typed into the table itself and echoed on a one-line prompt, so a
 keystroke repaints the table without laying the screen out again.
+
+Spanning clusters (the app's `clusters`), the table has a CLUSTER column and
+holds, beside this machine's rows, each host's (`on_remote`, keyed
+`@HOST/RUN_ID`); a host that did not answer is one row saying why. Enter, t, r,
+s, p and b on a host's run act on that host (fray.tui.screens.base).
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 from textual.app import ComposeResult
@@ -18,8 +25,9 @@ from rich.text import Text
 from textual.widgets import Footer, Static
 
 from fray.core import group_rows
+from fray.ops import human, remote_runs
 from fray.ops.live import Snapshot
-from fray.tui.screens.base import FrayScreen, RunActions
+from fray.tui.screens.base import FrayScreen, RunActions, elsewhere
 from fray.tui.widgets.run_table import RunTable
 from fray.tui.widgets.status_bar import DaemonBanner, EventsPane, StatusBar, counts_text
 
@@ -33,6 +41,7 @@ class DashboardScreen(RunActions, FrayScreen):
         Binding("t", "logs", "Logs"),
         Binding("b", "blacklist", "Ban node"),
         Binding("n", "new_run", "New run"),
+        Binding("c", "curves", "Curves"),
         Binding("slash", "search", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
@@ -45,6 +54,7 @@ class DashboardScreen(RunActions, FrayScreen):
         super().__init__()
         self._snapshot: Snapshot | None = None
         self._folder = group_rows.Folder()
+        self._remote: remote_runs.RemoteRuns | None = None
 
     def compose(self) -> ComposeResult:
         yield StatusBar("reading runs…", id="status")
@@ -65,8 +75,13 @@ class DashboardScreen(RunActions, FrayScreen):
         self.table.palette = self.fray.palette.status
         self.table.filter_listener = self._show_filter  # same frame as the table: no second repaint
         self.query_one("#runs").focus()
+        if getattr(self.app, "clusters", None):
+            self.table.show_clusters()
         if self.fray.snapshot is not None:
             self.on_snapshot(self.fray.snapshot, first=True)
+        remote = getattr(self.app, "remote", None)
+        if remote is not None:
+            self.on_remote(remote)
 
     @property
     def table(self) -> RunTable:
@@ -87,12 +102,20 @@ class DashboardScreen(RunActions, FrayScreen):
         # Each sweep shows as one row counting its runs per status (Enter unfolds it), as in `fray list`.
         if first:
             rows, changed, _ = self._folder.apply(snapshot.rows, set(snapshot.rows), set())
-            table.apply(rows, changed, set(table.rows) - set(rows))
+            theirs = set(self._remote.rows) if self._remote else set()
+            table.apply(rows, changed, set(table.rows) - set(rows) - theirs)
         else:
             table.apply(*self._folder.apply(snapshot.rows, snapshot.changed, snapshot.removed))
         self._header()
         now = time.time()
         self.query_one("#events", EventsPane).show(snapshot.events, now, self.fray.palette)
+
+    def on_remote(self, remote: remote_runs.RemoteRuns) -> None:
+        """The hosts answered: their rows replace their last ones; a host that did not is one row."""
+        gone = set(self._remote.rows) - set(remote.rows) if self._remote else set()
+        self._remote = remote
+        self.table.apply(remote.rows, set(remote.rows), gone)
+        self._header()
 
     def _header(self) -> None:
         snapshot = self._snapshot
@@ -100,6 +123,15 @@ class DashboardScreen(RunActions, FrayScreen):
             return
         shown = len(self.table.order) if self.table.filter_text else None
         text = counts_text(snapshot.counts, snapshot.daemon, self.fray.palette, shown)
+        if self._remote is not None:
+            text.append("  ·  on local; ", style="dim")
+            held = Counter(row["cluster"] for row in self._remote.rows.values() if row.get("kind") != "cluster")
+            for index, state in enumerate(self._remote.clusters):
+                ok = state["state"] == "ok"
+                text.append(", " if index else "")
+                text.append(f"{state['cluster']} ", style="bold")
+                text.append(human.plural(held[state["cluster"]], "run") if ok else "unavailable",
+                            style="" if ok else self.fray.palette.bad)
         if self.table.filter_text:
             text.append(f"  ·  filter: {self.table.filter_text}", style="bold")
         self.query_one("#status", StatusBar).show(text)
@@ -108,12 +140,40 @@ class DashboardScreen(RunActions, FrayScreen):
     # -- keys ---------------------------------------------------------------------------
 
     def on_run_table_selected(self, event: RunTable.Selected) -> None:
+        row = self.table.rows.get(event.run_id) or {}
+        if row.get("kind") == "cluster" or elsewhere(row):
+            self._there(row)
+            return
         if event.run_id.startswith(group_rows.KEY_PREFIX):  # a sweep: show or fold its runs
             self._folder.toggle(event.run_id)
             if self._snapshot is not None:
                 self.table.apply(*self._folder.apply(self._snapshot.rows, set(), set()))
             return
         self.fray.open_details(event.run_id)
+
+    def _there(self, row: dict[str, Any]) -> None:
+        """Enter on a host's row: its run's screen as the host tells it (a sweep there: how to see it)."""
+        if row.get("kind") == "cluster":
+            self.notify(row["reason"], severity="warning")
+        elif row.get("kind") == "group":
+            self.notify(f"{row['name']} is a sweep on {row['cluster']}: `fray list --group {row['group']} --remote "
+                        f"{row['cluster']}` lists its runs", severity="warning")
+        else:
+            self.fray.open_details(row["run_id"], row["cluster"])
+
+    def action_curves(self) -> None:
+        """A sweep's row: its runs' curves overlaid; a run's: its own screen, whose curves show each attempt."""
+        row = self.current_row()
+        if row is None:
+            self.notify("no run selected", severity="warning")
+        elif row.get("kind") == "cluster" or elsewhere(row):
+            self._there(row)
+        elif row.get("kind") == "group":
+            from fray.tui.screens.sweep import SweepScreen
+
+            self.app.push_screen(SweepScreen(row["group"], row["name"]))
+        else:
+            self.fray.open_details(row["run_id"])
 
     def action_search(self) -> None:
         self.table.focus()

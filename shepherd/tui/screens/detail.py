@@ -85,12 +85,11 @@ class DetailScreen(RunActions, FrayScreen):
         body.scroll_to(y=body.scroll_y + lines, animate=False)
 
     def action_next_metric(self) -> None:
-        names = (self.curves or {}).get("metrics") or []
-        if not names:
+        chosen = curves.next_metric(self.curves)
+        if chosen is None:
             self.notify("no metric reported yet")
             return
-        current = self.curves["metric"] if self.curves else None
-        self.metric = names[(names.index(current) + 1) % len(names)] if current in names else names[0]
+        self.metric = chosen
         self._show_curves()
 
     def _show_curves(self) -> None:
@@ -166,6 +165,8 @@ class DetailScreen(RunActions, FrayScreen):
         table.add_row("heartbeat", f"every {human.duration(spec['heartbeat_interval_sec'])}, restart after "
                                    f"{human.duration(spec['heartbeat_timeout_sec'])} without one")
         table.add_row("failures", detail.failures_summary(counters, data.get("budgets")))
+        for key, value in detail.hang_summaries(data["attempts"]):
+            table.add_row(key, value)
         if data["progress"]:
             table.add_row("progress", detail.progress_summary(data["progress"], now))
         if data.get("goodput") and data["goodput"]["goodput"] is not None:

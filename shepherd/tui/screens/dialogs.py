@@ -113,9 +113,11 @@ HELP = """\
   Enter  details     t  logs             n  new run           o/O  sort by / reverse
   r  restart (start an ended run)        s  stop              p  pause/unpause
   b  blacklist the run's node            Esc  clear the filter
+  c  curves (a sweep's row: its runs overlaid, m: next metric)
 
 [b]Run details[/b]
   r/s/p  as above    t  logs             b  blacklist node    e  edit config
+  m  next metric of the curves
   Backspace/Esc  back
 
 [b]Logs[/b]
@@ -127,6 +129,8 @@ HELP = """\
 
 Stop, restart, pause, start and ban ask first: y confirms, n or Esc cancels.
 Changes are written as `fray control` writes them; the daemon acts on them.
+Over several clusters (--remote a,b, remotes = [...]): Enter, t, r, s, p and b on
+a run of another cluster act there, as `fray ... --remote HOST` would.
 """
 
 

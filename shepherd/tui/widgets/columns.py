@@ -48,6 +48,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("where", "WHERE", 8, 5, max_width=14),
     Column("reason", "REASON", 16, 1, min_width=16, flex=True),
 )
+# Shown first when the dashboard spans clusters (fray.ops.remote_runs): which cluster holds the run.
+CLUSTER = Column("cluster", "CLUSTER", 7, 0, min_width=5, max_width=12)
 REASON_WANTS = 30  # columns of lower priority give way until the reason has this much room
 SORTS = ("created", "name", "status", "node", "attempt", "uptime", "heartbeat", "step", "loss", "mode", "where")
 
@@ -58,6 +60,7 @@ def cells_of(row: Row) -> dict[str, str]:
     if row.get("paused") and row.get("phase") != "ended":
         status += " (paused)"
     return {
+        "cluster": row.get("cluster") or "local",
         "icon": row["icon"], "name": " ".join(filter(None, (row["name"], human.edges(row.get("after"))))), "mode": row.get("mode") or human.MISSING, "status": status,
         "node": row.get("node") or human.MISSING, "attempt": human.number(row.get("attempt")),
         "uptime": human.duration(row.get("uptime_sec")), "heartbeat": human.duration(row.get("heartbeat_age_sec")),

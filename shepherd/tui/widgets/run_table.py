@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from fray.tui.widgets.columns import COLUMNS, GAP, SORTS, Column, Row, cells_of, fit, layout, sort_key
+from fray.tui.widgets.columns import CLUSTER, COLUMNS, GAP, SORTS, Column, Row, cells_of, fit, layout, sort_key
 from fray.tui.widgets.virtual import set_virtual_size
 
 
@@ -88,6 +88,7 @@ class RunTable(ScrollView, can_focus=True):
         self.filter_listener: Callable[[str, bool], None] | None = None
         self._name_width = 12
         self._node_width = 8
+        self.columns = COLUMNS  # with CLUSTER first when the dashboard spans clusters (show_clusters)
         self._layout: list[tuple[Column, int]] = []
         self._layout_for: tuple[int, int, int] = (-1, -1, -1)
         self.palette: dict[str, str] = {}
@@ -182,12 +183,18 @@ class RunTable(ScrollView, can_focus=True):
         self._rebuild()
         self.refresh()
 
+    def show_clusters(self) -> None:
+        """A CLUSTER column first: the rows come from several clusters."""
+        self.columns = (CLUSTER, *COLUMNS)
+        self._layout_for = (-1, -1, -1)
+        self.refresh()
+
     def _hay(self, run_id: str) -> str:
-        """The lower-cased text a filter searches: id, name, status, node, mode, where, reason."""
+        """The lower-cased text a filter searches: id, name, status, node, mode, where, reason, cluster."""
         hay = self._haystack.get(run_id)
         if hay is None:
             row = self.rows[run_id]
-            hay = " ".join(str(v) for v in (run_id, row["name"], row["status"], row.get("node"), row.get("mode"),
+            hay = " ".join(str(v) for v in (run_id, row.get("cluster") or "", row["name"], row["status"], row.get("node"), row.get("mode"),
                                             row.get("where") or row.get("backend"), row.get("reason"),
                                             "paused" if row.get("paused") else "")).lower()
             self._haystack[run_id] = hay
@@ -366,7 +373,7 @@ class RunTable(ScrollView, can_focus=True):
     def _columns(self) -> list[tuple[Column, int]]:
         width = self.scrollable_content_region.width
         if self._layout_for != (width, self._name_width, self._node_width):
-            self._layout = layout(COLUMNS, max(20, width), self._name_width, self._node_width)
+            self._layout = layout(self.columns, max(20, width), self._name_width, self._node_width)
             self._layout_for = (width, self._name_width, self._node_width)
         return self._layout
 

@@ -1,0 +1,141 @@
+"""Group commit: the daemon's writes of one cycle made durable together, by one barrier, not an fsync each.
+
+A file written alone is temp file + fsync + rename (fray.state.store): one
+journal commit per file, about a millisecond each, most of the daemon's time
+when hundreds of runs change at once (a sweep starting, `fray.map`, a group
+stopped). A batch keeps the same guarantees at the cost of two barriers:
+
+1. `write` puts each new version in a temp file beside its target (a dotfile
+   no reader lists), not synced, and remembers it; readers still see the old file;
+2. `commit` makes every temp file's data durable with one barrier, renames each
+   over its target (a reader sees the old file or the new one, never half), then
+   makes the renames durable with a second barrier.
+
+After a crash each target is its old version (its temp file was lost or never
+renamed) or its new one, complete; the daemon being the one writer of the files
+it batches, a version written twice in one batch keeps only the newest. The
+barrier is syncfs(2) on the file system of FRAY_HOME, which also flushes the
+folders the renames changed (one call instead of an fsync per folder); where
+there is no syncfs (not Linux) it is sync(2). Nothing that must follow a file's
+durability may happen before `commit` returns: the daemon commits before it asks
+a backend to start or stop anything (fray.daemon.submitting).
+
+A daemon killed between `write` and `commit` leaves its temp files behind
+(hidden, never read); `remove_left_behind` removes those of meta.json and its
+copy that another process wrote: one daemon per FRAY_HOME writes them, so
+another pid's temp file can only be a dead daemon's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from fray.core import validation
+from fray.state import store
+from fray.state.layout import Home
+from fray.wrapper import contract, records
+
+BATCHED = (contract.META, contract.META_COPY)  # what the daemon commits in batches
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.syncfs  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+_SYNCFS = _load_syncfs()
+
+
+def barrier(folder: Path) -> None:
+    """Everything written so far on `folder`'s file system, data and names, on disk when this returns."""
+    if _SYNCFS is not None:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if _SYNCFS(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    os.sync()
+
+
+class CommitBatch:
+    """Writes staged in temp files until `commit` makes them durable and visible together."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root  # any folder on the file system the batched files live on (FRAY_HOME)
+        self._staged: dict[str, str] = {}  # target path -> its temp file, in the order first staged
+
+    def __len__(self) -> int:
+        return len(self._staged)
+
+    def write_bytes(self, path: Path | str, data: bytes) -> None:
+        """Stage `data` as the next version of `path` (raises OSError, nothing staged, when it cannot)."""
+        target = os.fspath(path)
+        tmp = records.temp_beside(target, data, sync=False)
+        earlier = self._staged.pop(target, None)
+        if earlier is not None:
+            records.discard(earlier)  # two versions in one batch: the newer is the one that counts
+        self._staged[target] = tmp
+
+    def write_json(self, path: Path | str, document: Any, schema: str) -> None:
+        """Stage a validated document (store.write_json's refusal of an invalid one, before any write)."""
+        problems = validation.errors(schema, document)
+        if problems:
+            raise ValueError(f"refusing to write {path} that violates schema {schema!r}: {'; '.join(problems)}")
+        self.write_bytes(path, store.dumps(document))
+
+    def commit(self) -> int:
+        """Barrier, renames, barrier; how many files were committed. A rename that fails drops that file's new
+        version (its temp file removed) and, once the others are in place, raises the first such OSError."""
+        staged, self._staged = self._staged, {}
+        if not staged:
+            return 0
+        failed: OSError | None = None
+        try:
+            barrier(self.root)
+        except OSError as exc:  # the data may not be on disk: renaming now could leave an empty file after a crash
+            for tmp in staged.values():
+                records.discard(tmp)
+            raise exc
+        for target, tmp in staged.items():
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                records.discard(tmp)
+                failed = failed or exc
+        barrier(self.root)
+        if failed is not None:
+            raise failed
+        return len(staged)
+
+    def discard(self) -> None:
+        """Drop every staged version (their targets keep the versions they had)."""
+        staged, self._staged = self._staged, {}
+        for tmp in staged.values():
+            records.discard(tmp)
+
+
+def remove_left_behind(home: Home, writer: int) -> int:
+    """Remove the temp files of meta.json and its copy in every run folder that a process other than
+    `writer` (this daemon) staged and never committed; how many."""
+    prefixes = tuple(f".{name}.tmp-" for name in BATCHED)
+    ours = tuple(f"{prefix}{writer}-" for prefix in prefixes)  # records.temp_beside: .<name>.tmp-<pid>-<hex>
+    removed = 0
+    for run_id in home.run_ids():
+        try:
+            entries = os.scandir(home.run_folder(run_id))
+        except OSError:  # removed meanwhile
+            continue
+        with entries:
+            for entry in entries:
+                if entry.name.startswith(prefixes) and not entry.name.startswith(ours):
+                    records.discard(entry.path)
+                    removed += 1
+    return removed

@@ -1,0 +1,191 @@
+"""Benchmark: trivial functions through `fray.map` on the local backend, beside a floor and other tools.
+
+Prints, measured in the same run on the same machine, for each size (100 and
+1,000 by default), the wall time from the call until every result is back:
+  - floor: the same function in a `concurrent.futures.ProcessPoolExecutor` with
+    one process per CPU (its start and shutdown included);
+  - fray: `fray.map(fn, range(N), backend="local")` then every `.result()`, in a
+    fresh FRAY_HOME (the daemon's start included, its stop not); warm (the
+    default: wrappers and workloads forked from the warm worker) and, up to
+    `--cold-max` functions, cold (`"warm_functions": false`, a new Python each);
+  - ray: `ray.init(num_cpus=CPUs)`, one remote task per item, `ray.get`, and
+    `ray.shutdown()` (all included), when ray imports in `--other-python`;
+  - submitit: `LocalExecutor.map_array` and every `.result()`, when submitit
+    imports in `--other-python` (up to `--submitit-max` functions: it starts a
+    new Python for each, as fray's cold start does).
+Ray and submitit are benchmark-only: install them in a venv of their own
+(`python -m venv /tmp/bench-venv && /tmp/bench-venv/bin/pip install ray submitit`),
+never as fray's dependencies; rows whose tool does not import say so.
+Then the daemon's commit cost: meta.json documents (with their last good copy)
+written one fsync'd file at a time, as before group commit, against the same
+documents staged and committed as one batch (fray.state.commit_batch), in
+writes per second. Targets (issue 23): 100 functions <= 3 s, 1,000 <= 15 s.
+
+    python tests/bench/bench_functions.py [--sizes 100,1000] [--other-python /tmp/bench-venv/bin/python]
+        [--cold-max 100] [--submitit-max 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.bench._common import env_for  # noqa: E402
+
+TARGETS_SEC = {100: 3.0, 1000: 15.0}
+CPUS = os.cpu_count() or 1
+
+OTHER = r'''
+import sys, time
+tool, n, cpus = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+def square(x):
+    return x * x
+
+start = time.perf_counter()
+if tool == "ray":
+    import ray
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(square)
+    results = ray.get([remote.remote(i) for i in range(n)])
+    ray.shutdown()
+else:
+    import tempfile, submitit
+    executor = submitit.LocalExecutor(folder=tempfile.mkdtemp(prefix="bench-submitit-"))
+    executor.update_parameters(timeout_min=60)
+    results = [job.result() for job in executor.map_array(square, range(n))]
+assert results == [i * i for i in range(n)]
+print(time.perf_counter() - start)
+'''
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def floor(n: int) -> float:
+    start = time.perf_counter()
+    with concurrent.futures.ProcessPoolExecutor(max_workers=CPUS) as pool:
+        results = list(pool.map(square, range(n)))
+    assert results == [i * i for i in range(n)]
+    return time.perf_counter() - start
+
+
+def fray_map(n: int, warm: bool = True) -> float:
+    """In a child process of its own, as a user's script: a fresh FRAY_HOME, the daemon started by fray.map."""
+    home = Path(tempfile.mkdtemp(prefix="bench-functions-"))
+    (home / "config.json").write_text(json.dumps({"local": {"warm_functions": warm}}))
+    script = (
+        "import sys, time\nsys.path.insert(0, sys.argv[2])\nimport fray\n"
+        "from tests.bench.bench_functions import square\n"
+        "n = int(sys.argv[1])\nstart = time.perf_counter()\n"
+        "futures = fray.map(square, range(n), backend='local')\n"
+        "results = [f.result(timeout=3600) for f in futures]\n"
+        "assert results == [i * i for i in range(n)]\nprint(time.perf_counter() - start)\n")
+    env = env_for(home)
+    try:
+        out = subprocess.run([sys.executable, "-c", script, str(n), str(REPO)], env=env, check=True,
+                             capture_output=True, text=True, cwd=REPO).stdout
+        return float(out.split()[-1])
+    finally:
+        subprocess.run([sys.executable, "-m", "fray.cli.main", "daemon", "stop", "--json"], env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def other(python: str, tool: str, n: int) -> float | str:
+    """Seconds, or why the row has no figure."""
+    probe = subprocess.run([python, "-c", f"import {tool}"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"not importable in {python}"
+    proc = subprocess.run([python, "-c", OTHER, tool, str(n), str(CPUS)], capture_output=True, text=True,
+                          timeout=3600)
+    if proc.returncode != 0:
+        return "failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:100]
+    return float(proc.stdout.split()[-1])
+
+
+def commit_rates(count: int, rounds: int = 3) -> tuple[float, float]:
+    """meta.json + copy writes per second (medians of `rounds`, taken in turn): one fsync'd file at a time,
+    and one batch for all of them."""
+    from fray.core.model import RunSpec
+    from fray.state import meta_file, runs
+    from fray.state.commit_batch import CommitBatch
+    from fray.state.layout import Home
+
+    home = Home(Path(tempfile.mkdtemp(prefix="bench-commit-")))
+    now = time.time()
+    documents = []
+    for index in range(count):
+        meta = runs.new_meta(f"point-{index}", now, "/tmp", RunSpec(backend="local"), source="bench",
+                             frozen="script.sh", script=b"#!/bin/bash\n")
+        paths = home.run(meta.run_id)
+        paths.dir.mkdir(parents=True)
+        documents.append((paths, meta.to_dict()))
+    alone, together = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for paths, document in documents:
+            meta_file.write(paths, document)
+        alone.append(time.perf_counter() - start)
+        batch = CommitBatch(home.root)
+        start = time.perf_counter()
+        for paths, document in documents:
+            meta_file.stage(batch, paths, document)
+        batch.commit()
+        together.append(time.perf_counter() - start)
+    return 2 * count / statistics.median(alone), 2 * count / statistics.median(together)
+
+
+def row(label: str, seconds: float | str, floor_sec: float, target: float | None = None) -> None:
+    if isinstance(seconds, str):
+        print(f"  {label:<34} {'-':>9}    ({seconds})")
+        return
+    verdict = "" if target is None else f"  target <= {target:.0f} s: " + ("PASS" if seconds <= target else "MISS")
+    print(f"  {label:<34} {seconds:8.2f} s  ({seconds / floor_sec:6.1f} x floor){verdict}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,1000", help="how many functions, comma-separated")
+    parser.add_argument("--other-python", default="/tmp/bench-venv/bin/python",
+                        help="a Python with ray and submitit installed (their rows are skipped where they do not import)")
+    parser.add_argument("--cold-max", type=int, default=100, help="largest size also run with warm_functions off")
+    parser.add_argument("--submitit-max", type=int, default=100, help="largest size run through submitit")
+    parser.add_argument("--commit-files", type=int, default=500, help="meta.json documents for the commit rows")
+    args = parser.parse_args()
+    print(f"{CPUS} CPUs; other tools from {args.other_python}"
+          + ("" if os.path.exists(args.other_python) else " (missing: their rows are skipped)"))
+    for n in [int(size) for size in args.sizes.split(",")]:
+        print(f"{n} trivial functions (x -> x * x), wall time until every result is back:")
+        floor_sec = floor(n)
+        row("floor: ProcessPoolExecutor", floor_sec, floor_sec)
+        row("fray.map, local backend (warm)", fray_map(n), floor_sec, TARGETS_SEC.get(n))
+        row("fray.map, cold starts", fray_map(n, warm=False) if n <= args.cold_max else f"over --cold-max {args.cold_max}",
+            floor_sec)
+        for tool in ("ray", "submitit"):
+            if not os.path.exists(args.other_python):
+                result: float | str = "no --other-python"
+            elif tool == "submitit" and n > args.submitit_max:
+                result = f"over --submitit-max {args.submitit_max}"
+            else:
+                result = other(args.other_python, tool, n)
+            row(tool + (" (init + tasks + shutdown)" if tool == "ray" else " LocalExecutor"), result, floor_sec)
+    alone, together = commit_rates(args.commit_files)
+    print(f"daemon commit, {args.commit_files} meta.json documents and their copies:")
+    print(f"  {'one fsync per file (before)':<34} {alone:8.0f} writes/s")
+    print(f"  {'group commit (one batch)':<34} {together:8.0f} writes/s  ({together / alone:.1f} x)")
+
+
+if __name__ == "__main__":
+    main()

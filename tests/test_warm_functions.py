@@ -1,0 +1,130 @@
+"""Function runs on the local backend forked from a warm worker (fray.backends.local.warm, fray.wrapper.forked).
+
+The same calls give the same records warm as cold (`"warm_functions": false`): the value, the exception and
+its traceback, what the function printed, its retries, its exit record. A workload killed mid-function ends
+its attempt as a kill by that signal, and the policy retries it. A warm worker that died is started again.
+Real daemons, real processes; waiting is `result(timeout)` or `wait_until`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+import fray
+from conftest import start_daemon, stop_daemon, wait_until
+from fray.backends.local import warm
+from fray.state import store
+from fray.state.layout import Home
+
+import cloudpickle  # noqa: E402
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the jobs cannot import this module
+
+pytestmark = pytest.mark.slow
+
+
+def shout(text: str) -> str:
+    print(f"shouting {text!r}", flush=True)
+    return text.upper()
+
+
+def refuses(word: str) -> None:
+    raise ValueError(f"no {word!r} here")
+
+
+def fails_first(_: int) -> int:
+    if os.environ["FRAY_ATTEMPT"] == "1":
+        raise RuntimeError("first attempt fails")
+    return int(os.environ["FRAY_ATTEMPT"])
+
+
+def waits_unless_retried(path: str) -> str:
+    while os.environ["FRAY_ATTEMPT"] == "1" and not os.path.exists(path):
+        pass  # spins: killed from outside before the file ever appears
+    return f"attempt {os.environ['FRAY_ATTEMPT']}"
+
+
+def warm_workers(home: Home) -> list[int]:
+    """Pids of this home's warm worker processes."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if warm.MODULE.encode() in argv and str(home.root).encode() in argv:
+            found.append(int(name))
+    return found
+
+
+def _calls(home: Home) -> list[dict]:
+    """Run the same calls; what a user can see of each: result, records, logs (times and hosts left out)."""
+    futures = [fray.submit(shout, "hello"), fray.submit(refuses, "fish"),
+               *fray.map(fails_first, [0, 1], max_retries=1)]
+    seen = []
+    for future in futures:
+        try:
+            value: object = future.result(timeout=120)
+        except Exception as exc:  # noqa: BLE001  the call's own exception, compared below
+            value = f"{type(exc).__name__}: {exc} / {exc.__cause__}"
+        meta = store.read_json(home.meta_file(future.run_id), "meta")
+        attempts = []
+        for attempt in meta["attempts"]:
+            files = home.run(future.run_id).attempt(attempt["number"])
+            record = json.loads(files.call_record.read_text()) if files.call_record.exists() else {}
+            exit_record = json.loads(files.exit.read_text())
+            attempts.append({
+                "cause": attempt["cause"], "stdout": files.stdout.read_text(),
+                "record": {k: v for k, v in record.items() if k != "finished_at"},
+                "exit": {k: v for k, v in exit_record.items() if k not in ("started_at", "ended_at", "run_id")},
+            })
+        seen.append({"value": value, "status": meta["end"]["status"], "attempts": attempts})
+    return seen
+
+
+def test_warm_and_cold_function_runs_leave_the_same_records(tmp_path, monkeypatch):
+    results = {}
+    for mode in ("cold", "warm"):
+        home = Home(tmp_path / mode)
+        store.ensure_home(home)
+        home.config.write_text(json.dumps({"local": {"warm_functions": mode == "warm"}}))
+        monkeypatch.setenv("FRAY_HOME", str(home.root))
+        daemon = start_daemon(home)
+        try:
+            results[mode] = _calls(home)
+            assert bool(warm_workers(home)) == (mode == "warm")
+        finally:
+            stop_daemon(daemon)
+    assert results["warm"] == results["cold"]
+    assert [r["status"] for r in results["warm"]] == ["completed_success", "failed", "completed_success",
+                                                      "completed_success"]
+    assert results["warm"][0]["value"] == "HELLO" and "shouting 'hello'" in results["warm"][0]["attempts"][0]["stdout"]
+    assert "no 'fish' here" in results["warm"][1]["attempts"][0]["record"]["traceback"]
+    assert [len(r["attempts"]) for r in results["warm"][2:]] == [2, 2]
+
+
+def test_a_workload_killed_mid_function_ends_its_attempt_killed_and_is_retried(home, daemon, tmp_path):
+    future = fray.submit(waits_unless_retried, str(tmp_path / "never"), max_retries=1)
+    started = home.run(future.run_id).attempt(1).started
+    wait_until(started.exists, timeout=60, what="the function to start")
+    os.kill(json.loads(started.read_text())["workload_pid"], signal.SIGKILL)
+    assert future.result(timeout=60) == "attempt 2"
+    first = json.loads(home.run(future.run_id).attempt(1).exit.read_text())
+    assert first["workload_signal"] == "SIGKILL" and first["workload_exit_code"] is None
+    meta = store.read_json(home.meta_file(future.run_id), "meta")
+    assert [a["cause"] for a in meta["attempts"]] == ["workload_failure", "success"]
+
+
+def test_a_warm_worker_that_died_is_started_again(home, daemon):
+    assert fray.submit(shout, "one").result(timeout=60) == "ONE"
+    [first] = warm_workers(home)
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: first not in warm_workers(home), what="the warm worker gone")
+    assert fray.submit(shout, "two").result(timeout=60) == "TWO"
+    assert [pid for pid in warm_workers(home) if pid != first], "no new warm worker"

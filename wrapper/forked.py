@@ -1,0 +1,129 @@
+"""A launched function's workload forked from a warm interpreter, instead of started as a new one.
+
+A wrapper forked by a warm worker (fray.backends.local.warm) runs in a Python
+that has already imported fray's function entry point and cloudpickle. Where
+its workload is that entry point's shim (`python <run>/script.py`, the frozen
+script of every function run) run by this very interpreter, starting a new
+Python only to import the same modules again costs more than most short
+functions: the workload is forked from this process instead. The child is set
+up as `workload.start` sets up a new process (own session, dies with the
+wrapper, stdin from /dev/null, the attempt's logs, the working folder, the
+workload's environment, the script's folder and PYTHONPATH first on sys.path),
+then runs the entry point and exits with its code. Its records, result files,
+signals and exit status are those of the new process it replaces.
+
+Forking a process with threads (the heartbeat's) is safe here because the child
+only runs code already imported, takes no lock those threads hold (they write
+files with os calls and log through their own object), and ends with os._exit.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NoReturn
+
+from . import procs
+
+_entry: tuple[str, Callable[[], int]] | None = None  # (shim file name, its main), set by a warm worker
+
+
+@dataclass
+class Forked:
+    """What the wrapper keeps of a started workload (the subset of Popen it uses)."""
+
+    pid: int
+    returncode: int | None = None
+
+
+def set_entry(shim_name: str, main: Callable[[], int]) -> None:
+    """In a warm worker, before it forks any wrapper: workloads `python <folder>/<shim_name>` run `main`."""
+    global _entry
+    _entry = (shim_name, main)
+
+
+def applies(argv: Sequence[str]) -> bool:
+    """Whether `argv` is the shim run by this interpreter, which a fork of this process can run instead."""
+    return (_entry is not None and len(argv) == 2 and os.path.basename(argv[1]) == _entry[0]
+            and os.path.realpath(argv[0]) == os.path.realpath(sys.executable))
+
+
+def start(argv: Sequence[str], env: Mapping[str, str], cwd: str, out: int, err: int) -> Forked:
+    """Fork the workload; OSError when the fork fails. The caller closes `out` and `err` (the child has its own)."""
+    assert _entry is not None
+    main = _entry[1]
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # nothing the wrapper buffered may be written twice
+    arm = procs.die_with_this_process()
+    pid = os.fork()
+    if pid:
+        return Forked(pid)
+
+    def workload() -> int:
+        become_new_process(out, err, cwd, env, unbuffered=bool(env.get("PYTHONUNBUFFERED")))
+        if arm is not None:
+            arm()
+        sys.argv = [argv[1]]
+        extra = [path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path]
+        sys.path[:0] = [os.path.dirname(os.path.realpath(argv[1])), *extra]
+        return main()
+
+    exit_with(workload)
+
+
+def become_new_process(out: int, err: int, cwd: str, env: Mapping[str, str], unbuffered: bool) -> None:
+    """In a forked child: what `subprocess.Popen(stdin=DEVNULL, stdout=out, stderr=err, cwd=cwd, env=env,
+    start_new_session=True, close_fds=True)` makes of a new process."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    close_from(3)
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    new_std_streams(unbuffered)
+
+
+def exit_with(main: Callable[[], int | None]) -> NoReturn:
+    """Run `main` as a forked child's whole life and end the child as `python` ends: its return value, a
+    SystemExit's code (a text printed, then 1), 1 after an uncaught exception's traceback."""
+    code = 1
+    try:
+        code = main() or 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def new_std_streams(unbuffered: bool) -> None:
+    """sys.stdin/stdout/stderr on descriptors 0, 1, 2 as a new Python makes them (the old objects may hold
+    what the parent buffered, and were made for the parent's descriptors)."""
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=unbuffered,
+                                  line_buffering=not unbuffered)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+
+
+def close_from(lowest: int) -> None:
+    """Close every descriptor from `lowest` up (close_fds=True of Popen): the wrapper's must not leak."""
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) >= lowest:
+            try:
+                os.close(int(name))
+            except OSError:
+                pass  # the listing's own descriptor, closed already
