@@ -273,6 +273,34 @@ def test_anything_but_exactly_list_json_is_left_to_click(home, args):
     assert "click" in json.loads(proc.stderr.split("MODULES=", 1)[1])  # usage errors and help have one source
 
 
+def test_the_console_script_spans_the_clusters_the_user_config_names(home, tmp_path):
+    """`fray list --json` with `remotes = [...]` in the user config is the many-cluster view, on the console
+    script's fast path as through click: a host the ssh config lacks is refused before anything is asked."""
+    config = tmp_path / "xdg" / "fray" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('remotes = ["nosuch"]\n')
+    env = {k: v for k, v in os.environ.items() if k != "FRAY_REMOTE"}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "xdg"), FRAY_SSH_CONFIG=str(tmp_path / "no ssh config"))
+    script = [sys.executable, "-c", "from fray.cli.entry import main; main()", "list", "--json"]
+    spanned = subprocess.run(script, capture_output=True, text=True, timeout=60, env=env)
+    assert spanned.returncode == 2
+    assert "nosuch is not a Host" in json.loads(spanned.stdout)["error"]["message"]
+    here = subprocess.run(script, capture_output=True, text=True, timeout=60, env={**env, "FRAY_REMOTE": ""})
+    assert here.returncode == 0 and json.loads(here.stdout)["runs"] == []  # a remote session never spans
+
+
+def test_remote_is_an_option_of_fray_with_click_errors_and_local_help(home, tmp_path):
+    missing = run_fray("list", "--json", "--remote")
+    assert missing.returncode == 2
+    error = json.loads(missing.stdout)
+    schema_validate("cli-error", error)
+    assert error["error"]["message"] == "Option '--remote' requires an argument."
+    unknown = run_fray("lsit", "--remote", "login", env={"FRAY_SSH_CONFIG": str(tmp_path / "none")})
+    assert unknown.returncode == 2 and "Did you mean 'list'?" in unknown.stderr  # said here, not asked there
+    helped = run_fray("status", "--help", "--remote", "127.0.0.1:1")  # no host is asked for help
+    assert helped.returncode == 0 and helped.stdout.startswith("Usage: fray status ")
+
+
 def test_status_json_prints_the_same_document_without_click(home, tmp_path):
     """`fray status RUN --json` skips click too (fray.cli.entry, fray.cli.status_data) and must not differ."""
     run_id = make_run(home, tmp_path, "only", now=1_700_000_000)

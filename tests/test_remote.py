@@ -171,7 +171,7 @@ def test_sync_refuses_a_huge_folder_without_force(remote_host, tmp_path):
 @pytest.mark.slow
 def test_bootstrap_installs_this_fray_when_the_remote_has_none_or_an_older_one(remote_host, tmp_path, monkeypatch):
     from fray.remote import bootstrap
-    from fray.remote.run import run_fray
+    from fray.remote.session import run_fray
 
     # The remote is this machine: a fray may already be on its PATH (CI installs one). Claiming a
     # newer local version makes any fray found there "older", so both cases take the install path.
@@ -227,8 +227,8 @@ def test_an_offline_cluster_gets_fray_and_its_dependencies_from_a_wheelhouse_sen
 
 @pytest.mark.slow
 def test_a_second_command_reuses_the_background_master(remote_host, tmp_path, monkeypatch):
-    from fray.remote import master
-    from fray.remote.run import run_fray
+    from fray.remote import session
+    from fray.remote.session import run_fray
     from tests.conftest import _kill_everything_of, wait_until
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
@@ -236,16 +236,16 @@ def test_a_second_command_reuses_the_background_master(remote_host, tmp_path, mo
     home = tmp_path / "remote home"
     try:
         first = run_fray(remote_host.alias, ["list"], home=str(home))  # connects, installs, leaves a master
-        sock = master.socket_path(remote_host.alias, str(home))
+        sock = session.socket_path(remote_host.alias, str(home))
         wait_until(sock.exists, timeout=60, what="the master's socket")
-        served = master.ask(remote_host.alias, str(home), ["list", "--json"], timeout=30)
+        served = session.ask(remote_host.alias, str(home), ["list", "--json"], timeout=30)
         assert served is not None and served.exit_code == 0
         assert json.loads(served.stdout)["runs"] == json.loads(first.stdout)["runs"] == []
         assert oct(sock.parent.stat().st_mode & 0o777) == "0o700"
 
         # While it serves, commands go through it: even with this machine's trust in the host gone, a
         # sync and a submit inside the synced copy work (they never open a connection of their own).
-        from fray.remote.run import sync_project
+        from fray.remote.session import sync_project
 
         remote_host.known_hosts.write_text("")
         project = tmp_path / "project"
@@ -268,16 +268,23 @@ def test_a_second_command_reuses_the_background_master(remote_host, tmp_path, mo
 
 
 def test_remote_option_is_found_anywhere_before_the_separator(monkeypatch, tmp_path):
-    from fray.remote.forward import split
+    from fray.cli.arguments import normalize
+    from fray.remote.forward import target
+
+    def split(argv):  # the host a command line runs on, and the command's own words
+        invocation = normalize(argv)
+        return target(invocation.remote), invocation.command
 
     monkeypatch.delenv("FRAY_REMOTE", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     assert split(["list", "--remote", "gpu", "--json"]) == ("gpu", ["list", "--json"])
     assert split(["--remote=gpu", "logs", "r1", "--", "--remote", "x"]) == ("gpu", ["logs", "r1", "--", "--remote", "x"])
+    assert normalize(["logs", "r1", "--remote", "gpu"]).args == ["--remote", "gpu", "logs", "r1"]  # click's order
     assert split(["list"]) == (None, ["list"])
     (tmp_path / "fray").mkdir()
     (tmp_path / "fray" / "config.toml").write_text('remote = "from-config"\n')
     assert split(["list"]) == ("from-config", ["list"])
+    assert split(["list", "--remote", ""]) == (None, ["list"])  # `--remote ''`: here, whatever the default
     monkeypatch.setenv("FRAY_REMOTE", "from-env")
     assert split(["list"]) == ("from-env", ["list"])
     monkeypatch.setenv("FRAY_REMOTE", "")  # what the remote side is given: never forward again

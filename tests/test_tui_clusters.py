@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from fray.cli import clusters_view
+from fray.cli import route
+from fray.cli.arguments import normalize
 from fray.state.layout import Home
 from fray.tui import web
 from fray.tui.screens.dialogs import BanScreen, ConfirmScreen
@@ -134,12 +135,15 @@ def test_the_dashboard_shows_every_cluster_acts_on_each_runs_own_and_a_host_goin
 
 
 def test_tui_and_web_span_the_clusters_of_remote_or_the_config(many):
-    assert clusters_view.dispatch(["tui", "--remote", "east,west"]) == ("argv", ["tui", "--clusters",
-                                                                               "local,east,west"])
-    assert clusters_view.dispatch(["web", "--port", "9"]) == ("argv", ["web", "--port", "9", "--clusters",
-                                                                       "local,east,west"])  # `remotes`
-    assert clusters_view.dispatch(["tui", "--clusters", "local,east"]) is None  # fray web's own app: already told
-    assert clusters_view.dispatch(["tui", "--remote", "east"]) is None  # one host: the dashboard runs there
+    def resolved(*argv: str):  # what the fray group runs: these args here, or "there" (on the one host)
+        read = normalize(list(argv))
+        elsewhere, args = route.resolve(read.home, read.remote, read.command)
+        return "there" if elsewhere is not None else args
+
+    assert resolved("tui", "--remote", "east,west") == ["tui", "--clusters", "local,east,west"]
+    assert resolved("web", "--port", "9") == ["web", "--port", "9", "--clusters", "local,east,west"]  # `remotes`
+    assert resolved("tui", "--clusters", "local,east") == ["tui", "--clusters", "local,east"]  # fray web's own app
+    assert resolved("tui", "--remote", "east") == "there"  # one host: the dashboard runs there
     assert web.app_command(Home(many.root), clusters=["local", "east"]).endswith("tui --clusters local,east")
     refused = fray("tui", "--remote", "east,nosuch", "--json", check=False)
     assert refused.returncode == 2 and "nosuch is not a Host" in json.loads(refused.stdout)["error"]["message"]

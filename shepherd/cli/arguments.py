@@ -1,10 +1,13 @@
-"""Global options in any position: `fray nodes --json list` means `fray nodes list --json`.
+"""The command line, read once: the global options in any position, `fray nodes --json list` = `fray nodes list --json`.
 
-`--home DIR` belongs to the `fray` group and `--json` to every command; people
-put them wherever they think of them. Before click parses anything, `--home`
-is moved to the front and `--json` to the end of the command's own words,
-never past a `--` (what follows it is the workload's, untouched). Pure, but for
-`fray_prefix`: how a hint spells the command for this FRAY_HOME.
+`--home DIR` and `--remote HOST` belong to the `fray` group and `--json` to
+every command; people put them wherever they think of them. This is the one
+reading of the raw command line, before click (and before the `fray list
+--json` fast path, fray.cli.entry): `--home` and `--remote` are moved to the
+front, where click parses them as the group's options, and `--json` to the end
+of the command's own words, never past a `--` (what follows it is the
+workload's, untouched). The last of a repeated option wins, as in click. Pure,
+but for `fray_prefix`: how a hint spells the command for this FRAY_HOME.
 """
 
 from __future__ import annotations
@@ -14,38 +17,46 @@ from typing import NamedTuple
 from fray.state.layout import Home
 
 SEPARATOR = "--"
+GLOBAL_OPTIONS = ("--home", "--remote")
 
 
 class Invocation(NamedTuple):
-    args: list[str]  # what click parses
+    args: list[str]  # what click parses: the global options first, then `command`
     as_json: bool  # --json was given anywhere: errors are JSON too
+    command: list[str]  # the command's own words (`--json` at their end), then `--` and the workload's
+    home: str | None = None  # --home, when given
+    remote: str | None = None  # --remote, when given ('' means here, whatever the default)
 
 
 def normalize(argv: list[str]) -> Invocation:
-    """`argv` with the global options where click expects them, and whether --json was asked for."""
+    """`argv` with the global options where click expects them, and what they said."""
     cut = argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)
     words, tail = argv[:cut], argv[cut:]
+    given: dict[str, str] = {}
     front: list[str] = []
     rest: list[str] = []
     as_json = False
     index = 0
     while index < len(words):
         word = words[index]
-        if word == "--home" and index + 1 < len(words):
+        name, equals, value = word.partition("=")
+        if word in GLOBAL_OPTIONS:
+            if index + 1 == len(words):  # no value: click says so ("Option '--remote' requires an argument")
+                return Invocation([*front, word], as_json or "--json" in words, [])
+            given[word] = words[index + 1]
             front += [word, words[index + 1]]
             index += 2
             continue
-        if word.startswith("--home="):
+        if equals and name in GLOBAL_OPTIONS:
+            given[name] = value
             front.append(word)
         elif word == "--json":
             as_json = True
         else:
             rest.append(word)
         index += 1
-    command = [*front, *rest]
-    if as_json and _has_subcommand(rest):
-        command.append("--json")  # a bare `fray --json` has no command to give it to
-    return Invocation(command + tail, as_json)
+    command = [*rest, "--json"] if as_json and _has_subcommand(rest) else rest  # a bare `fray --json`: no command
+    return Invocation([*front, *command, *tail], as_json, [*command, *tail], given.get("--home"), given.get("--remote"))
 
 
 def _has_subcommand(words: list[str]) -> bool:

@@ -23,44 +23,38 @@ from typing import Any
 from fray.errors import UsageError
 from fray.remote import clusters, forward
 
-# Every `fray` command asks `dispatch` first, so the renderers (list_cmd, ops) are imported only
-# inside the functions that draw a many-cluster view.
+# Every `fray` command with a --remote or a `remotes` default asks `spanned` first (fray.cli.route),
+# so the renderers (list_cmd, ops) are imported only inside the functions that draw a many-cluster view.
 
-FANNED = (["list"], ["usage"])
-ROUTED = (["status"], ["logs"], ["control"])
-DASHBOARD = (["tui"], ["web"])
+FANNED = ("list", "usage")
+ROUTED = ("status", "logs", "control")
+DASHBOARD = ("tui", "web")
 # Options of the routed commands that take a value (the value is not their RUN).
 VALUE_OPTIONS = frozenset({"--home", "--attempt", "--lines", "-n", "--task", "--group", "--id", "--reason", "--set",
                            "--node", "--ttl"})
 
 
-def dispatch(argv: list[str]) -> tuple[str, Any] | None:
-    """What to do with `argv` when it spans clusters: ("done", exit code), ("remote", host) to run it there
-    as `--remote HOST` does, ("local", None) to run it here, ("argv", new argv) to run that here (the
-    dashboard, told the clusters); None when it does not span clusters."""
-    given, rest = forward.given(argv)
-    command = forward.command_words(rest)[:1]
+def spanned(given: str | None, command: str) -> list[str] | None:
+    """The clusters `command` spans, `local` first, or None when it runs on one; `given` is what --remote
+    said (None: not given). UsageError for a one-cluster command over several."""
     if given is None and command not in FANNED + ROUTED + DASHBOARD:
         return None  # `remotes` is for the views and the run's own cluster; the rest stays where it was
-    if command in DASHBOARD and any(w == "--clusters" or w.startswith("--clusters=") for w in rest):
-        return None  # `fray web`'s own dashboard process: already told
     names = clusters.chosen(given)
-    if names is None:
-        return None
-    if command in DASHBOARD:
-        return "argv", [*rest, "--clusters", ",".join(names)]
-    if command in FANNED:
-        from fray.cli import output
-        from fray.ops import clusters as views
-
-        data = (views.list_view if command == ["list"] else views.usage_view)(names, rest)
-        output.emit(data, "--json" in rest, render_list if command == ["list"] else render_usage)
-        return "done", 0
-    if command in ROUTED:
-        where = locate(names, rest)
-        return ("local", None) if where == clusters.LOCAL else ("remote", where)
-    raise UsageError(f"`fray {' '.join(command) or '...'}` acts on one cluster: give --remote HOST (one of "
+    if names is None or command in FANNED + ROUTED + DASHBOARD:
+        return names
+    raise UsageError(f"`fray {command}` acts on one cluster: give --remote HOST (one of "
                      f"{', '.join(names[1:])}), or none for this machine")
+
+
+def show(names: list[str], args: list[str]) -> int:
+    """Print the many-cluster view `args` (`list ...` or `usage ...`) asks for over `names`; exit code 0."""
+    from fray.cli import output
+    from fray.ops import clusters as views
+
+    listing = args[0] == "list"
+    data = (views.list_view if listing else views.usage_view)(names, args)
+    output.emit(data, "--json" in args, render_list if listing else render_usage)
+    return 0
 
 
 def locate(names: list[str], argv: list[str]) -> str:

@@ -5,9 +5,11 @@ and status bars run every second or two, with budgets of 100-200 ms with
 10,000 runs. Importing click and building its context costs 30 ms of that, so
 an argument list of exactly one of those commands (with `--home`; for list
 `--active`, `--limit N`, `--tree`) builds the same data without click, and
-prints it or its error as click's path would. Anything else, a typo or `--help`
-included, goes to click (fray.cli.main), so usage errors and help text have one
-source.
+prints it or its error as click's path would, unless a host or a many-cluster
+view is asked for or is the default (fray.remote.forward.runs_here). The command
+line is read once (fray.cli.arguments), here, and handed to click as read.
+Anything else, a typo or `--help` included, goes to click (fray.cli.main), so
+usage errors and help text have one source.
 
 The process then ends without tearing down every module and object, which
 changes nothing a user can see and costs a listing of 1,000 runs about 20 ms.
@@ -22,7 +24,7 @@ import sys
 import threading
 from typing import Callable, NamedTuple
 
-from fray.cli.arguments import normalize
+from fray.cli.arguments import Invocation, normalize
 
 
 class ListArgs(NamedTuple):
@@ -33,90 +35,76 @@ class ListArgs(NamedTuple):
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    from fray.remote import forward  # no paramiko until a host is really used
-
-    host, local_args = forward.split(args)
-    if not forward.handles(host, local_args) and not _spans_clusters():
-        words = normalize(args).args
-        listing, status = parse_list_json(words), parse_status_json(words)
+    invocation = normalize(sys.argv[1:] if argv is None else argv)  # the one reading of the command line
+    listing, status = list_json(invocation), status_json(invocation)
+    if (listing is not None or status is not None) and _runs_here(invocation.remote):
         if listing is not None:
             _exit_now(_fast_json(lambda: _list_data(listing)))
         if status is not None:
             _exit_now(_fast_json(lambda: _status_data(*status)))
-    from fray.cli.main import run  # also forwards to a --remote host, reporting a failure as text or JSON
+    from fray.cli.main import run_parsed  # also forwards to a --remote host, reporting a failure as text or JSON
 
-    _exit_now(run(args))
+    _exit_now(run_parsed(invocation))
 
 
-def _spans_clusters() -> bool:
-    """Whether the user config names `remotes`: `list` is then every cluster's and `status` the run's own
-    cluster's (fray.cli.clusters_view), which click's path decides (and a config it cannot read, it reports)."""
-    from fray.remote import forward, user_config
+def _runs_here(given: str | None) -> bool:
+    """Whether the command runs on this machine alone: no host, no many-cluster view (`list` is then every
+    cluster's and `status` the run's own cluster's, fray.cli.route); a user config it cannot read, click's
+    path reports."""
+    from fray.remote import forward  # the user config only: no paramiko until a host is really used
 
-    if forward.ENV_REMOTE in os.environ:
-        return False  # a remote session: one host, this one
     try:
-        return bool(user_config.load().get("remotes"))
+        return forward.runs_here(given)
     except Exception:
-        return True
-
-
-def _command(args: list[str], name: str) -> tuple[str | None, list[str]] | None:
-    """(--home, the words after `name`) of `[--home DIR] name ...`, else None."""
-    home: str | None = None
-    position = 0
-    while position < len(args) and args[position] != name:
-        token = args[position]
-        if token == "--home" and position + 1 < len(args):
-            home = args[position + 1]
-            position += 2
-        elif token.startswith("--home="):
-            home = token.removeprefix("--home=")
-            position += 1
-        else:
-            return None
-    return None if position == len(args) else (home, args[position + 1:])
+        return False
 
 
 def parse_status_json(args: list[str]) -> tuple[str | None, str] | None:
-    """(--home, RUN) of `[--home DIR] status RUN --json` (as fray.cli.arguments.normalize leaves it), else None."""
-    found = _command(args, "status")
-    if found is None or len(found[1]) != 2 or found[1][1] != "--json" or found[1][0].startswith("-"):
+    """(--home, RUN) of `[--home DIR] status RUN --json` in click's syntax, else None."""
+    return status_json(normalize(args))
+
+
+def status_json(invocation: Invocation) -> tuple[str | None, str] | None:
+    """(--home, RUN) of the fast path's `status RUN --json`, from the command line as read once, else None."""
+    words = invocation.command
+    if len(words) != 3 or words[0] != "status" or words[2] != "--json" or words[1].startswith("-"):
         return None
-    return found[0], found[1][0]
+    return invocation.home, words[1]
 
 
 def parse_list_json(args: list[str]) -> ListArgs | None:
     """`[--home DIR] list --json [--active] [--limit N] [--tree]` in click's syntax, else None."""
-    found = _command(args, "list")
-    if found is None:
+    return list_json(normalize(args))
+
+
+def list_json(invocation: Invocation) -> ListArgs | None:
+    """The fast path's `list --json ...`, from the command line as read once, else None (click says what is
+    wrong)."""
+    words = invocation.command
+    if words[:1] != ["list"] or not invocation.as_json:
         return None
-    home, rest = found
-    active = tree = as_json = False
+    active = tree = False
     limit: int | None = None
-    index = 0
-    while index < len(rest):
-        token = rest[index]
-        if token == "--json":
-            as_json = True
-        elif token == "--active":
+    index = 1
+    while index < len(words):
+        token = words[index]
+        if token == "--active":
             active = True
         elif token == "--tree":
             tree = True
         elif token == "--limit" or token.startswith("--limit="):
             if token == "--limit":
                 index += 1
-                value = rest[index] if index < len(rest) else ""
+                value = words[index] if index < len(words) else ""
             else:
                 value = token.removeprefix("--limit=")
             if not (value.isascii() and value.isdigit()):
                 return None  # click explains what N must be
             limit = int(value)
-        else:
+        elif token != "--json":
             return None  # click says what is wrong with it
         index += 1
-    return ListArgs(home, active, limit, tree) if as_json else None
+    return ListArgs(invocation.home, active, limit, tree)
 
 
 def _list_data(args: ListArgs) -> dict:

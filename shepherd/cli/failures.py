@@ -3,7 +3,7 @@
 Under `--json` a script reads one document whatever happens: the command's
 result, or `{"error": {code, message, hint, exit_code}}` (schemas/cli-error.json)
 with the same exit code the human form has. `json_errors` is set once per
-invocation by `fray.cli.main.run`, before click parses anything.
+invocation by `fray.cli.main.run_parsed`, before click parses anything.
 """
 
 from __future__ import annotations

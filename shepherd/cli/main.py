@@ -1,4 +1,4 @@
-"""`fray`: the command group, the global `--home` option, and error handling.
+"""`fray`: the command group, its global options `--home` and `--remote`, and error handling.
 
 Subcommands load lazily: `fray --help` imports none of them, and `fray list`
 imports only list_cmd and what it needs, never textual, paramiko, cloudpickle,
@@ -10,8 +10,13 @@ CLI's modules, so the two front ends stay apart.
 Errors: a `FrayError` prints `fray: error: <message>` on stderr and exits with
 its `exit_code` (2); click's usage errors exit 2 with a "Did you mean" for a
 mistyped subcommand; a run waited for that does not succeed exits 1. Under
---json each is one JSON object on stdout instead (fray.cli.failures). `--home`
-and `--json` may stand anywhere before `--` (fray.cli.arguments).
+--json each is one JSON object on stdout instead (fray.cli.failures).
+
+`--home`, `--remote` and `--json` may stand anywhere before `--`: the command
+line is read once (fray.cli.arguments, by the console script fray.cli.entry or
+by `run`) and then parsed by click. Where a subcommand runs (here, on the
+--remote HOST, over several clusters) is decided as click resolves it
+(fray.cli.route), from the group's options as click parsed them.
 """
 
 from __future__ import annotations
@@ -57,10 +62,16 @@ class State:
     """What every subcommand receives as click's `obj`."""
 
     home: Home
+    remote: str | None = None  # what --remote said (None: not given; fray.remote.forward.target applies the default)
 
 
 def home_of(ctx: click.Context) -> Home:
     return ctx.find_object(State).home  # type: ignore[union-attr]
+
+
+def remote_of(ctx: click.Context) -> str | None:
+    """What --remote said (None: not given)."""
+    return ctx.find_object(State).remote  # type: ignore[union-attr]
 
 
 class LazyGroup(click.Group):
@@ -84,13 +95,21 @@ class LazyGroup(click.Group):
         return command
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """The subcommand to run: its own, or the one that runs it elsewhere (fray.cli.route)."""
         name = args[0]
-        if self.get_command(ctx, name) is None and not name.startswith("-") and not ctx.resilient_parsing:
+        known = name in self.lazy or name in self.commands  # no import: a forwarded command never loads here
+        if not known and not name.startswith("-") and not ctx.resilient_parsing:
             import difflib
 
             guesses = difflib.get_close_matches(name, self.list_commands(ctx), n=2, cutoff=0.7)
             hint = f" Did you mean {' or '.join(repr(g) for g in guesses)}?" if guesses else ""
             raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
+        if known and not ctx.resilient_parsing:
+            from fray.cli import route
+
+            there, args = route.resolve(ctx.params.get("home"), ctx.params.get("remote"), args)
+            if there is not None:
+                return name, there, []
         return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -114,62 +133,33 @@ class LazyGroup(click.Group):
                     "--remote HOST to run on a cluster's login node over SSH (`fray remote trust HOST` once; "
                     "`fray sync --remote HOST` copies the project).")
 @click.option("--home", metavar="DIR", help="The state directory (default: $FRAY_HOME, else ~/.fray).")
-# Taken off the command line before click sees it (fray.remote.forward): listed here so --help shows it.
-@click.option("--remote", metavar="HOST", expose_value=False,
-              help="Run the command on HOST's login node over SSH, anywhere before `--` (default: $FRAY_REMOTE).")
+@click.option("--remote", metavar="HOST",
+              help="Run the command on HOST's login node over SSH (default: $FRAY_REMOTE, else `remote` in "
+                   "~/.config/fray/config.toml; '' for this machine). `a,b` or `all` (the config's `remotes`): "
+                   "list and usage over every cluster, status, logs and control on the run's own.")
 @click.version_option(__version__, "-V", "--version", prog_name="fray")
 @click.pass_context
-def cli(ctx: click.Context, home: str | None) -> None:
+def cli(ctx: click.Context, home: str | None, remote: str | None) -> None:
     """fray keeps ML jobs making progress: it submits them, watches their
     heartbeats and restarts what has stopped, elsewhere when the node is at fault.
+
+    --home, --remote and --json may stand anywhere before `--`.
     """
-    ctx.obj = State(Home.resolve(home))
+    ctx.obj = State(Home.resolve(home), remote)
 
 
 def run(argv: list[str]) -> int:
-    """Run `fray` with `argv` (global options in any position); its exit code.
+    """Run `fray` with `argv` (global options in any position); its exit code."""
+    return run_parsed(arguments.normalize(argv))
+
+
+def run_parsed(invocation: arguments.Invocation) -> int:
+    """Run `fray` on the command line as fray.cli.arguments read it; its exit code.
 
     Every failure is reported here or in `LazyGroup.invoke`: as text on stderr,
     or, when --json was given anywhere, as one JSON object on stdout.
     """
-    from fray.remote import forward  # `--remote HOST`: the command runs there (no paramiko until then)
-
-    invocation = arguments.normalize(argv)
     failures.json_errors.set(invocation.as_json)
-    host, local_argv = forward.split(argv)
-    from fray.cli import clusters_view  # `--remote a,b`, `--remote all`, `remotes = [...]`: every cluster
-
-    try:
-        spanned = clusters_view.dispatch(argv)
-    except FrayError as exc:
-        return failures.report(exc) or 2
-    if spanned is not None:
-        what, value = spanned
-        if what == "done":
-            return value
-        if what == "argv":  # the dashboard over several clusters: here, told which
-            host, local_argv = None, value
-        else:
-            host = value  # the run's own cluster: a host, or None for this machine
-        invocation = arguments.normalize(local_argv)
-    if forward.handles(host, local_argv):
-        from fray.cli import remote_output
-
-        try:
-            return remote_output.run(host, local_argv)
-        except FrayError as exc:
-            return failures.report(exc) or 2
-        except BrokenPipeError:  # `fray status --remote H RUN | head`: as quiet as the local command
-            from fray.cli import output
-
-            return output.reader_gone()
-        except Exception as exc:  # a failure of the link itself: exit 255 with what to do, never a traceback
-            from fray.remote.errors import from_transport
-
-            failure = from_transport(exc, host or "the remote")
-            if failure is None:
-                raise
-            return failures.report(failure) or failure.exit_code
     try:
         result = cli.main(args=invocation.args, prog_name="fray", standalone_mode=False)
     except click.ClickException as exc:

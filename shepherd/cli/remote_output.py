@@ -75,11 +75,31 @@ def explicit(argv: list[str]) -> list[str]:
     return [*argv[:at], DEFAULT_SUBCOMMANDS[words[0]], *argv[at:]]
 
 
-def run(host: str | None, argv: list[str]) -> int:
-    """Run `fray *argv` on `host` (or `fray sync` / `fray remote ...` here); its exit code."""
-    render = renderer_for(argv) if host is not None else None
+def run(host: str, argv: list[str]) -> int:
+    """Run `fray *argv` on `host`; its exit code.
+
+    A failure of the link itself (down, refused, dropped) is a RemoteError with what to do (exit 255),
+    never a traceback; a reader that went away, or Ctrl-C (130), ends the command quietly, as a local one does.
+    """
+    try:
+        return _run(host, argv)
+    except BrokenPipeError:  # `fray status --remote H RUN | head`
+        return output.reader_gone()
+    except KeyboardInterrupt:  # Ctrl-C in a relayed stream (`fray logs -f --remote H RUN | grep x`): as locally
+        return 130
+    except Exception as exc:
+        from fray.remote.errors import from_transport
+
+        failure = from_transport(exc, host)
+        if failure is None:
+            raise
+        raise failure from None
+
+
+def _run(host: str, argv: list[str]) -> int:
+    render = renderer_for(argv)
     if render is None:
-        return forward.main(host, argv)
+        return forward.run(host, argv)
     result = forward.answer(host, forward.with_json(explicit(argv)))
     try:
         data = orjson.loads(result.stdout)

@@ -16,7 +16,7 @@ included. It is a FrayCluster whose files are on the other side:
 - terminating runs `fray control stop` there, so the stop is audited as any.
 
 fray is installed on the remote when missing or older (fray.remote.bootstrap),
-and one SSH connection serves every call. A pickled result is read only when
+and one SSH session (fray.remote.session) serves every call. A pickled result is read only when
 the remote file is private (mode 600) and belongs to the owner of the remote
 FRAY_HOME, as payloads.load demands locally. Reservations are local to a
 FRAY_HOME's daemon and are not offered over SSH: create them from a job.
@@ -48,12 +48,12 @@ COMMAND_TIMEOUT = 120.0
 class RemoteCluster(FrayCluster):
     def __init__(self, host: str, home: str | None = None, namespace: str | None = None, backend: str | None = None,
                  workdir: str | None = None) -> None:
-        from fray.remote import bootstrap
-        from fray.remote.connection import connect
+        from fray.remote import session
 
         self.host = host
-        self._conn = connect(host)
-        self._remote = bootstrap.ensure(self._conn, home)
+        self._ssh = session.connect(host, home)
+        self._conn = self._ssh.conn
+        self._remote = self._ssh.fray
         self.home = Home(Path(self._remote.home))  # paths on the remote; never opened here
         self.job_id = None
         self.attempt = None
@@ -126,10 +126,7 @@ class RemoteCluster(FrayCluster):
                 raise ClusterError(f"stopping {job_id} on {self.host}: {error}")
 
     def _fray(self, *argv: str) -> Any:
-        from fray.remote import command
-
-        return command.run(self._conn, [self._remote.executable, *argv, "--json"],
-                           env={"FRAY_HOME": self._remote.home, "FRAY_REMOTE": ""}, timeout=COMMAND_TIMEOUT)
+        return self._ssh.run([*argv, "--json"], timeout=COMMAND_TIMEOUT)
 
     # -- the remote's files --------------------------------------------------------------
 

@@ -12,6 +12,13 @@ project folder, and nothing of the front ends. Modules by job:
     submit_args  a remote submit's SCRIPT named inside the synced copy
     wheels       the wheels an install needs (fray's, its dependencies', pip's), made once and cached here
     bootstrap    fray found on the remote, or installed from those wheels
+    session      the one owner of the SSH session: connection, host keys, bootstrap, master reuse;
+                 every remote path (the CLI, sync, RemoteCluster, the master) goes through it
+    master       the background process that holds a session for the next commands
+    pty          a remote screen on this terminal
+    forward      which host a command runs on, and running it there (`--remote HOST`)
+    clusters     every cluster in one view (`--remote a,b`, `--remote all`, `remotes`)
+    user_config  ~/.config/fray/config.toml: the default host, the hosts to span, remote homes
     errors       what goes wrong, said so a person can act on it
 
 paramiko is imported only when a connection is made, so commands that never
