@@ -128,3 +128,24 @@ def test_a_warm_worker_that_died_is_started_again(home, daemon):
     wait_until(lambda: first not in warm_workers(home), what="the warm worker gone")
     assert fray.submit(shout, "two").result(timeout=60) == "TWO"
     assert [pid for pid in warm_workers(home) if pid != first], "no new warm worker"
+
+
+def sleeps_long() -> None:
+    import time
+
+    time.sleep(600)
+
+
+def test_a_stopped_warm_function_dies_of_the_stop_not_after_the_grace_period(home, daemon):
+    # A fork keeps its parent's signal handlers: the workload must die of the wrapper's SIGTERM as a new
+    # Python would, not run the wrapper's handler and live on until the grace period's SIGKILL (30 s).
+    future = fray.submit(sleeps_long)
+    started = home.run(future.run_id).attempt(1).started
+    wait_until(started.exists, timeout=60, what="the function to start")
+    pid = json.loads(started.read_text())["workload_pid"]
+    assert future.cancel()
+    wait_until(lambda: not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z",
+               timeout=20, what="the stopped workload to die")
+    exit_file = home.run(future.run_id).attempt(1).exit
+    wait_until(exit_file.exists, timeout=20, what="the exit record")
+    assert json.loads(exit_file.read_text())["workload_signal"] == "SIGTERM"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -88,6 +89,23 @@ def become_new_process(out: int, err: int, cwd: str, env: Mapping[str, str], unb
     os.environ.clear()
     os.environ.update(env)
     new_std_streams(unbuffered)
+    default_signals()
+
+
+def default_signals() -> None:
+    """Signal dispositions as a new Python has them. exec resets every caught signal to its default and
+    Python then catches only SIGINT; a fork keeps the parent's handlers, so without this a forked workload
+    would run the wrapper's SIGTERM/SIGUSR2 handlers instead of dying of a stop, and would outlive it."""
+    signal.set_wakeup_fd(-1)
+    for number in signal.valid_signals():
+        try:
+            handler = signal.getsignal(number)
+        except (OSError, ValueError):
+            continue
+        if callable(handler):
+            signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
 def exit_with(main: Callable[[], int | None]) -> NoReturn:
