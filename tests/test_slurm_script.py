@@ -109,8 +109,8 @@ def test_every_value_reaches_the_wrapper_intact_through_bash(tmp_path: Path) -> 
                        "--heartbeat-interval", "0.5", "--stop-grace", "2.0",
                        "--fence-grace", repr(r.spec.heartbeat_timeout_sec / 2),
                        "--commands-dir", str(Home(r.home).run(r.key.run_id).commands_dir),
-                       "--gpus", "2", "--health-cmd", "nvidia-smi -q | grep -q 'ECC'; $X", "--health-interval",
-                       repr(spec.health_interval_sec), "--health-retries", str(spec.health_retries), "--", *args,
+                       "--gpus", "2", "--progress-timeout", repr(spec.progress_timeout_sec),
+                       "--health-cmd", "nvidia-smi -q | grep -q 'ECC'; $X", "--health-interval", repr(spec.health_interval_sec), "--health-retries", str(spec.health_retries), "--", *args,
                        "ENV:a b $c \"d\" \\e `x`", "ENV:0", "ENV:1"]
 
 
