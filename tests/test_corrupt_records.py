@@ -37,6 +37,9 @@ def serving(home: Home, tmp_path: Path) -> tuple[str, dict]:
     run_id = runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, workdir=str(tmp_path))).run_id
     started = wait_until(lambda: home.run(run_id).attempt(1).started.exists()
                          and json.loads(home.run(run_id).attempt(1).started.read_text()), what="attempt 1")
+    # The daemon's own write of the start (a cycle later) would replace a meta.json damaged before it.
+    wait_until(lambda: json.loads(home.run(run_id).meta.read_text())["attempts"][0]["state"] == "running",
+               what="the daemon to record attempt 1 as running")
     return run_id, started
 
 

@@ -70,7 +70,11 @@ def test_production_starts_before_older_batch_and_an_unmet_constraint_says_why(h
 GROUP = """#!/bin/bash
 #FRAY --replicas 3 --max-retries 1 --backoff-base 0 --heartbeat-interval 0.5 --stop-grace 2
 echo "$FRAY_TASK_INDEX of $FRAY_NUM_TASKS at $FRAY_COORDINATOR_ADDRESS pid $$" > "task-$FRAY_TASK_INDEX-attempt-$FRAY_ATTEMPT"
-if [ "$FRAY_TASK_INDEX" = 1 ]; then echo "replica 1 lost its shard" >&2; exit 3; fi
+if [ "$FRAY_TASK_INDEX" = 1 ]; then
+  # fails once its siblings are up (each task starts when its own wrapper does, later under load)
+  for _ in $(seq 100); do [ -e "task-0-attempt-$FRAY_ATTEMPT" ] && [ -e "task-2-attempt-$FRAY_ATTEMPT" ] && break; sleep 0.1; done
+  echo "replica 1 lost its shard" >&2; exit 3
+fi
 exec sleep 300
 """
 
