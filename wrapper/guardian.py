@@ -4,9 +4,9 @@ The parent-death signal kills the workload with its wrapper, and the
 subreaper keeps what the workload daemonizes a descendant of the wrapper while
 the wrapper lives (fray.wrapper.procs). Once the wrapper itself is SIGKILLed
 (the OOM killer, a crash, `kill -9`), those escaped descendants are reparented
-to init, and until now only a sweep found them: the daemon's on the login
-node, every 2 s; on a Slurm node without cgroups or a TPU host, only the next
-fray wrapper started there - possibly never.
+to init, and without the guardian only a sweep finds them: the daemon's on
+the login node, every 2 s; on a Slurm node without cgroups or a TPU host, only
+the next fray wrapper started there - possibly never.
 
 The guardian closes that gap without root and without the scheduler's help.
 Before its first thread starts, the wrapper double-forks a small watcher: in
