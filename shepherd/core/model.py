@@ -344,8 +344,13 @@ class Meta:
         return self.namespace or self.run_id
 
     def copy(self) -> "Meta":
-        """An independent copy (what policy changes never touches the original)."""
-        return _copied(self)
+        """An independent copy (what policy changes never touches the original).
+
+        The spec is shared, not copied: it is most of a meta, and every change of it replaces it whole
+        (policy's safe overrides, sweep_record), so a copy that changes it leaves the original's alone."""
+        clone = object.__new__(Meta)
+        clone.__dict__.update({name: item if name == "spec" else _copied(item) for name, item in self.__dict__.items()})
+        return clone
 
     @property
     def current(self) -> Attempt | None:
