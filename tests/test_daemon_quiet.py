@@ -78,9 +78,11 @@ def test_waiting_runs_are_not_decided_again_until_room_opens_or_they_change(home
     daemon.cycle(True)  # a full cycle, the safety net, decides every run
     assert {waiting[0], waiting[2]} <= set(decided)
 
+    decided.clear()
     runs.request(home, blocker, "stop")
     cycle_until("the oldest waiting run to start once room is made", lambda: phase(home, waiting[0]) == "active")
-    assert phase(home, waiting[2]) == "queued"  # one CPU: the younger one still waits
+    assert phase(home, waiting[2]) == "queued"  # one CPU: the younger one still waits,
+    assert waiting[2] not in decided  # and room for one run is not a reason to decide every waiting run
     for run_id in (waiting[0], waiting[2]):
         runs.request(home, run_id, "stop")
     cycle_until("every run to end", lambda: all(phase(home, r) == "ended" for r in [blocker, *waiting]))

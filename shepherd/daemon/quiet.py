@@ -13,7 +13,9 @@ cycle skips it:
   a --scheduling-timeout, a keep-alive, a partition's retry) and it depends on
   no other run's state (no --after, no parent, no job group, no reservation);
 - its backend's ledger, with every attempt in flight held, has no room for
-  what it asks for (the ledger says why it would wait).
+  it: of the runs alike (the same request, constraints, priority, user and
+  sweep), the scheduler's line starts the oldest first, so only as many of
+  them as the room could take on their own are decided, oldest first.
 
 When room opens, a run changes or a full cycle comes (`FULL_SCAN_EVERY_SEC`,
 the level-triggered safety net), it is decided as before, so what it is told
@@ -22,6 +24,8 @@ wait reason may only lag a change of other runs' line in front of it.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from fray.core.model import Control, Meta, Mode, Phase
 from fray.core.scheduler import Ledger, Request, run_request
@@ -42,8 +46,23 @@ class QuietRuns:
         """The runs of `active` to decide this cycle: every one on a full cycle, else all but the quiet ones."""
         if full or not self._waiting:
             return active
-        no_room: dict[tuple[str, Request], bool] = {}  # most waiting runs ask for the same: asked once
-        return [run for run in active if not self._quiet(run, ledgers, no_room)]
+        alike: dict[tuple[Any, ...], list[RunState]] = {}
+        decide = []
+        for run in active:
+            seen = self._waiting.get(run.paths.run_id)
+            meta = run.meta
+            ledger = ledgers.get(meta.spec.backend) if meta is not None else None
+            if (seen is None or seen != (run.meta_key, run.control_key) or meta is None or run.problem is not None
+                    or ledger is None or ledger.capacity is None):  # a backend that queues by itself: no queue here
+                decide.append(run)
+            else:
+                alike.setdefault(_kind(meta), []).append(run)
+        for key, runs in alike.items():
+            # Of runs alike, the scheduler's line (fray.core.placement) takes the oldest first: only as many as
+            # could start if they alone took the room can start at all.
+            room = _room(ledgers[key[0]], key[1], len(runs))
+            decide.extend(sorted(runs, key=_in_line)[:room])
+        return sorted(decide, key=lambda run: run.paths.run_id) if len(decide) < len(active) else active
 
     def note(self, decided: list[RunState], now: float) -> None:
         """After the cycle: remember the decided runs left waiting (and forget the others among them)."""
@@ -54,19 +73,28 @@ class QuietRuns:
             else:
                 self._waiting.pop(run_id, None)
 
-    def _quiet(self, run: RunState, ledgers: dict[str, Ledger], no_room: dict[tuple[str, Request], bool]) -> bool:
-        seen = self._waiting.get(run.paths.run_id)
-        if seen is None or seen != (run.meta_key, run.control_key) or run.meta is None or run.problem is not None:
-            return False
-        spec = run.meta.spec
-        ledger = ledgers.get(spec.backend)
-        if ledger is None or ledger.capacity is None:
-            return False  # a backend that queues by itself admits at once: nothing to save
-        request = run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas)
-        key = (spec.backend, request)
-        if key not in no_room:
-            no_room[key] = bool(ledger.explain(request))
-        return no_room[key]
+
+def _kind(meta: Meta) -> tuple[Any, ...]:
+    """What the scheduler tells runs apart by, but their place in line: runs of one kind are interchangeable."""
+    spec = meta.spec
+    sweep = meta.sweep
+    return (spec.backend, run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas), tuple(spec.constraints),
+            tuple(spec.tolerations), spec.group_by, spec.priority, meta.submitted_by.get("user"),
+            sweep["id"] if sweep else None)
+
+
+def _in_line(run: RunState) -> tuple[float, str]:
+    assert run.meta is not None
+    return run.meta.created_at, run.paths.run_id
+
+
+def _room(ledger: Ledger, request: Request, most: int) -> int:
+    """How many of `request` the ledger could still admit, up to `most` (the ledger itself is left as it is)."""
+    trial = Ledger(ledger.capacity, ledger.used_cpus, ledger.used_mem_mb, set(ledger.used_gpu_ids), ledger.closed)
+    room = 0
+    while room < most and trial.admit(request).admitted:
+        room += 1
+    return room
 
 
 def _only_room_starts(meta: Meta, control: Control, now: float) -> bool:
