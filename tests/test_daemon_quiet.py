@@ -3,8 +3,9 @@
 A real in-process daemon on the local backend with one CPU, real wrappers: one
 run holds the CPU, others wait. Cycles that change nothing for the waiting runs
 do not decide them again, yet a stop request reaches a waiting run at once, the
-waiting runs start in submission order as room opens, and a full cycle decides
-every run.
+waiting runs start in submission order as room opens (room for one run decides
+the oldest and the next in line, not every waiting run), and a full cycle
+decides every run.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def test_waiting_runs_are_not_decided_again_until_room_opens_or_they_change(home
     serve = tmp_path / "serve.sh"
     serve.write_text(LONG_RUNNING)
     blocker = submit(home, serve)
-    waiting = [submit(home, serve) for _ in range(3)]
+    waiting = [submit(home, serve) for _ in range(4)]
     decided: list[str] = []
     real_decide = policy.decide
 
@@ -76,13 +77,38 @@ def test_waiting_runs_are_not_decided_again_until_room_opens_or_they_change(home
 
     decided.clear()
     daemon.cycle(True)  # a full cycle, the safety net, decides every run
-    assert {waiting[0], waiting[2]} <= set(decided)
+    assert {waiting[0], waiting[2], waiting[3]} <= set(decided)
 
     decided.clear()
     runs.request(home, blocker, "stop")
     cycle_until("the oldest waiting run to start once room is made", lambda: phase(home, waiting[0]) == "active")
-    assert phase(home, waiting[2]) == "queued"  # one CPU: the younger one still waits,
-    assert waiting[2] not in decided  # and room for one run is not a reason to decide every waiting run
-    for run_id in (waiting[0], waiting[2]):
+    assert phase(home, waiting[2]) == phase(home, waiting[3]) == "queued"  # one CPU: the younger ones wait,
+    assert waiting[3] not in decided  # and room for one run is not a reason to decide every waiting run
+    for run_id in (waiting[0], waiting[2], waiting[3]):
         runs.request(home, run_id, "stop")
     cycle_until("every run to end", lambda: all(phase(home, r) == "ended" for r in [blocker, *waiting]))
+
+
+def test_a_skipped_runs_wait_reason_follows_the_room_it_waits_for(home, tmp_path):
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 2, "gpus": 0, "warm_functions": False}}))
+    serve = tmp_path / "serve.sh"
+    serve.write_text(LONG_RUNNING)
+    first, second = submit(home, serve), submit(home, serve)
+    big = runs.create_run(home, runs.SubmitOptions(script=serve, overrides={"cpus": 2}, workdir=str(tmp_path))).run_id
+    daemon = Daemon(home)
+
+    def reason() -> str:
+        return meta_of(home, big)["wait_reason"] or ""
+
+    wait_until(lambda: daemon.cycle(True) is not None and phase(home, second) == "active", timeout=30,
+               what="two runs on the two CPUs")
+    wait_until(lambda: daemon.cycle(False) is not None and "2 CPUs wanted, 0 of 2 free" in reason(), timeout=30,
+               what="the two-CPU run to wait")
+    runs.request(home, second, "stop")  # one CPU free: not enough for it, but its reason says so
+    wait_until(lambda: daemon.cycle(False) is not None and "2 CPUs wanted, 1 of 2 free" in reason(), timeout=30,
+               what="the reason to follow the room")
+    for run_id in (first, big):
+        runs.request(home, run_id, "stop")
+    wait_until(lambda: daemon.cycle(False) is not None and all(phase(home, r) == "ended" for r in (first, second, big)),
+               timeout=30, what="every run to end")

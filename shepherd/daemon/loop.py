@@ -79,7 +79,7 @@ class Daemon:
         self._backends: dict[str, Backend] = dict(backends or {})
         self._reader = store.CachedReader()
         self._index = RunIndex(home, lambda paths, kind, reason: self._event(paths, kind, reason))
-        self._quiet = QuietRuns()  # waiting runs that nothing can start this cycle: not decided again
+        self._quiet = QuietRuns(lambda: self._config)  # waiting runs nothing can start now: not decided again
         self._batch = CommitBatch(home.root)  # the cycle's meta.json writes, made durable together
         self._writes = RunWrites(self._batch, self._index, clock)
         self._event, self._commit, self._finish = self._writes.event, self._writes.commit, self._writes.finish
