@@ -66,7 +66,7 @@ class QuietRuns:
             # unless the ledger, once that room is taken, would give other words for it.
             room, why = _room(ledgers[kind[0]], kind[1], len(runs))
             rest = sorted(runs, key=_in_line)[room + 1:] if room else runs
-            skipped.update(id(run) for run in rest if self._waiting[run.meta.run_id][3] == why)  # type: ignore[union-attr]
+            skipped.update(id(run) for run in rest if self._waiting[_id(run)][3] == why)
         return [run for run in active if id(run) not in skipped] if skipped else active
 
     def note(self, decided: list[RunState], now: float) -> None:
@@ -91,6 +91,11 @@ def _kind(meta: Meta) -> tuple[Any, ...]:
     return (spec.backend, run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas), tuple(spec.constraints),
             tuple(spec.tolerations), spec.group_by, spec.priority, meta.submitted_by.get("user"),
             sweep["id"] if sweep else None)
+
+
+def _id(run: RunState) -> str:
+    assert run.meta is not None
+    return run.meta.run_id
 
 
 def _in_line(run: RunState) -> tuple[float, str]:
