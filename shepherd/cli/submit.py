@@ -22,8 +22,7 @@ from fray.core import directives, sweep_record
 from fray.core.waiting import EXIT_NEVER_STARTS
 from fray.core.model import Meta
 from fray.errors import UsageError
-from fray.ops import human, logs as runlogs, submit as submitting, sweep as sweeping, wait as waiting
-from fray.state import runs
+from fray.ops import human, logs as runlogs, lookup, submit as submitting, sweep as sweeping, wait as waiting
 from fray.state.layout import Home
 
 SUCCESS = "completed_success"
@@ -196,7 +195,7 @@ def _narrated_wait(home: Home, run_id: str) -> Meta | None:
     watch = waiting.Watch(home, [run_id], lambda line: output.line(line, err=True))
     if watch.run() == EXIT_NEVER_STARTS:
         return None
-    return runs.read_meta(home, run_id)
+    return lookup.read_meta(home, run_id)
 
 
 def _follow(home: Home, run_id: str, as_json: bool) -> Meta | None:

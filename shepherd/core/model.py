@@ -83,7 +83,7 @@ class AttemptState(str, Enum):
 
 
 class Cause(str, Enum):
-    """Why an attempt ended. Which budget it draws on is `policy.budget_of`."""
+    """Why an attempt ended. Which budget, if any, it draws on is fray.core.budgets' (attempt_ended)."""
 
     SUCCESS = "success"
     WORKLOAD_FAILURE = "workload_failure"
