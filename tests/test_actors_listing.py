@@ -1,0 +1,53 @@
+"""`fray actors list` reads endpoints through a cache of the records it validated (fray.actors.listing):
+it must show exactly the endpoint files there are, whatever the cache holds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from fray.actors import endpoints, listing
+from fray.actors.endpoints import Endpoint
+
+
+def register(home, namespace: str, name: str, actor_id: str, port: int = 5000) -> None:
+    """What ActorServer.register writes."""
+    endpoints.write(home, Endpoint(actor_id=actor_id, name=name, namespace=namespace, host="127.0.0.1", port=port,
+                                   pid=os.getpid(), node="vm", run_id=None, attempt=None, registered_at=time.time(),
+                                   metadata={}))
+
+
+def shown(home) -> list[tuple[str, str, str, str]]:
+    out = subprocess.run([sys.executable, "-m", "fray.cli.entry", "actors", "list", "--json"], capture_output=True,
+                         text=True, check=True, env={**os.environ, "FRAY_HOME": str(home.root)}).stdout
+    return [(e["namespace"], e["name"], e["actor_id"], e["address"]) for e in json.loads(out)["endpoints"]]
+
+
+def test_the_listing_follows_endpoints_registered_and_removed_after_it_was_cached(home):
+    register(home, "ns", "trainer", "a" * 16)
+    register(home, "ns", "trainer", "b" * 16, port=5001)
+    register(home, "other", "ps", "c" * 16)
+    assert shown(home) == [("ns", "trainer", "a" * 16, "127.0.0.1:5000"), ("ns", "trainer", "b" * 16, "127.0.0.1:5001"),
+                           ("other", "ps", "c" * 16, "127.0.0.1:5000")]
+    assert (home.cache_dir / listing.CACHE_NAME).is_file()
+    endpoints.remove(home, "ns", "trainer", "a" * 16)
+    register(home, "ns", "eval", "d" * 16, port=5002)
+    assert shown(home) == [("ns", "eval", "d" * 16, "127.0.0.1:5002"), ("ns", "trainer", "b" * 16, "127.0.0.1:5001"),
+                           ("other", "ps", "c" * 16, "127.0.0.1:5000")]
+
+
+def test_a_cache_that_is_damaged_or_lies_about_a_replaced_file_changes_nothing_shown(home):
+    register(home, "ns", "trainer", "a" * 16)
+    expected = shown(home)
+    cache = home.cache_dir / listing.CACHE_NAME
+    cache.write_bytes(b'{"version": 1, "files": ')  # a torn write (a writer killed before its rename cannot leave one)
+    assert shown(home) == expected
+    path = home.endpoint("ns", "trainer", "a" * 16)
+    document = json.loads(path.read_text())
+    fresh = path.with_name(".fresh")  # written beside it, then renamed over it: a new inode while the old lives
+    fresh.write_text(json.dumps({**document, "port": 6000}))
+    os.replace(fresh, path)
+    assert shown(home) == [("ns", "trainer", "a" * 16, "127.0.0.1:6000")]
