@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
 import time
@@ -51,3 +53,40 @@ def test_a_cache_that_is_damaged_or_lies_about_a_replaced_file_changes_nothing_s
     fresh.write_text(json.dumps({**document, "port": 6000}))
     os.replace(fresh, path)
     assert shown(home) == [("ns", "trainer", "a" * 16, "127.0.0.1:6000")]
+
+
+WRITER = """
+import os, sys, time
+from fray.actors import endpoints, listing
+from fray.actors.endpoints import Endpoint
+from fray.state.layout import Home
+home, n = Home(sys.argv[1]), 0
+print("ready", flush=True)
+while True:
+    n += 1
+    actor_id = f"{os.getpid():08x}{n:08x}"
+    endpoints.write(home, Endpoint(actor_id, f"name-{n % 7}", "ns", "127.0.0.1", 5000, os.getpid(), "vm", None, None,
+                                   time.time(), {}))
+    listing.records(home)  # rewrites the cache: a new file was read
+    if n % 2:
+        endpoints.remove(home, "ns", f"name-{n % 7}", actor_id)
+        listing.records(home)  # and again: a file is gone
+"""
+
+
+def test_listings_killed_while_writing_the_cache_leave_nothing_hidden_or_invented(home):
+    """SIGKILL a process that keeps registering endpoints, removing some and rewriting the cache, 30 times at
+    random moments; after each, `fray actors list --json` shows exactly the endpoint files on disk."""
+    register(home, "ns", "first", "f" * 16)
+    rng = random.Random(23)
+    for kill in range(30):
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(home.root)], stdout=subprocess.PIPE, text=True)
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.0, 0.2))  # the moment of the kill is the point, not a synchronization
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        if kill % 3 == 0:  # one appears and one goes while no listing runs
+            register(home, "ns", "late", f"{kill:016x}")
+            endpoints.remove(home, "ns", "first", "f" * 16)
+        on_disk = {(p.parent.name, p.stem) for p in home.namespaces_dir.glob("ns/actors/*/*.json")}
+        assert {(name, actor_id) for _, name, actor_id, _ in shown(home)} == on_disk, f"after kill {kill}"
