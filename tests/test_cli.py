@@ -262,10 +262,26 @@ def test_list_json_prints_the_same_document_without_click(home, tmp_path, args):
         assert "click" not in modules
 
 
-@pytest.mark.parametrize("args", [("list",), ("list", "--json", "--limit", "-1"), ("list", "--json", "--limit"),
+@pytest.mark.parametrize("args", [("list",), ("list", "--limit", "1"), ("list", "--active", "--tree")])
+def test_list_prints_the_same_table_without_click(home, tmp_path, args):
+    """`fray list` (the table) skips click too (fray.cli.entry, fray.cli.list_render) and must not differ."""
+    make_run(home, tmp_path, "first", now=1_700_000_000)
+    make_run(home, tmp_path, "second", now=1_700_000_050)
+    for full_args in (args, ("--home", str(home.root), *args)):
+        fast, slow = _fray_via(WITH_MODULES, *full_args), _fray_via(CLICK_ONLY, *full_args)
+        assert (fast.returncode, slow.returncode) == (0, 0), fast.stderr + slow.stderr
+        assert fast.stdout == slow.stdout and "second" in fast.stdout
+        assert "click" not in json.loads(fast.stderr.split("MODULES=", 1)[1])
+    (tmp_path / "a file").write_text("")  # a FRAY_HOME that cannot be read: the same error, the same exit code
+    fast, slow = (_fray_via(program, "--home", str(tmp_path / "a file"), "list") for program in (WITH_MODULES, CLICK_ONLY))
+    assert fast.returncode == slow.returncode != 0 and fast.stderr.split("MODULES=")[0] == slow.stderr
+
+
+@pytest.mark.parametrize("args", [("list", "--limit", "-1"), ("list", "--bogus"), ("list", "--help"),
+                                  ("list", "--json", "--limit", "-1"), ("list", "--json", "--limit"),
                                   ("list", "--json", "--bogus"), ("--help",), ("list", "--json", "--help"),
                                   ("status", "--json"), ("--home",), ("--verbose", "list", "--json")])
-def test_anything_but_exactly_list_json_is_left_to_click(home, args):
+def test_anything_but_exactly_list_or_list_json_is_left_to_click(home, args):
     from fray.cli.entry import parse_list_json
 
     assert parse_list_json(list(args)) is None

@@ -16,8 +16,6 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import click
-
 from fray.core.status import Status
 from fray.ops import human
 
@@ -53,7 +51,11 @@ def colour_enabled(stream: Any = None) -> bool:
 
 
 def style(text: str, **styles: Any) -> str:
-    return click.style(text, **styles) if styles and colour_enabled() else text
+    if not (styles and colour_enabled()):
+        return text
+    import click  # only for a terminal: `fray list` into a pipe or file loads no click (fray.cli.entry)
+
+    return click.style(text, **styles)
 
 
 def status_style(status: str | None) -> dict[str, Any]:
@@ -109,6 +111,8 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int |
         if i == last:
             texts = [t.rstrip() for t in texts]
         if coloured:
+            import click
+
             texts = [t if isinstance(c, str) or not c[1] else click.style(t, **c[1])
                      for t, c in zip(texts, (r[i] for r in rows))]
         laid_out.append(texts)
