@@ -98,12 +98,17 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int |
     """
     plain = [[c if isinstance(c, str) else c[0] for c in row] for row in rows]
     widths = [max([len(col.title)] + [len(r[i]) for r in plain]) for i, col in enumerate(columns)]
+    natural = list(widths)
     if width is not None:
         _fit(columns, widths, width, len(gap))
     header = gap.join(_pad(col.title, widths[i], col.align) for i, col in enumerate(columns)).rstrip()
     lines = [style(header, bold=True)]
-    # Column by column, in comprehensions: `fray list` lays out 10,000 rows of 11 cells.
     coloured, last, laid_out = colour_enabled(), len(columns) - 1, []
+    if not coloured and widths == natural:  # nothing to cut or colour (output to a pipe): one format per line
+        layout = gap.join(f"{{:{col.align}{w}}}" for col, w in zip(columns, widths))
+        lines.extend(layout.format(*cells).rstrip() for cells in plain)
+        return lines
+    # Column by column, in comprehensions: `fray list` lays out 10,000 rows of 11 cells.
     for i, col in enumerate(columns):
         w = widths[i]
         texts = [t if len(t) <= w else human.truncate(t, w) for t in (r[i] for r in plain)]
