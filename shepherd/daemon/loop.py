@@ -1,7 +1,7 @@
 """The daemon: a level-triggered reconcile loop over every run in FRAY_HOME.
 
 Each cycle reads the runs that are not ended (unchanged files are not
-re-parsed), takes one snapshot per backend for all its attempts, asks `policy`
+re-parsed: `fray.daemon.run_index`), takes one snapshot per backend for all its attempts, asks `policy`
 what to do for each run, and carries that out: submit, cancel (batched), end.
 It wakes on a timer, on file changes (watchfiles), and when a local wrapper it
 started exits, so a control request or a finished attempt is acted on at once.
@@ -17,6 +17,8 @@ Submissions go through `fray.daemon.submitting` (at the end of the cycle, once i
 `fray.state.commit_batch`, made every meta.json it changed durable; a sweep's attempts together); a new
 sweep's record becomes runs through `fray.daemon.launching`; `fray.daemon.process` is the process entry,
 `fray.daemon.watching` the file watcher and `fray.daemon.strays` the sweeper of closed attempts' processes.
+This module is the cycle and the order of its steps; the writes a plan makes are `fray.daemon.run_writes`,
+and what the policy is told of an attempt `fray.daemon.attempt_files`.
 """
 
 from __future__ import annotations
@@ -28,21 +30,20 @@ import random
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 from fray import __version__
 from fray.backends import cli_health, load_backend
 from fray.backends.base import AttemptKey, Backend, CancelTarget, Tracked
 from fray.core import family, policy
-from fray.core.model import AttemptState, Control, Meta, Phase
+from fray.core.model import AttemptState, Control, Meta
 from fray.core.partition_policy import Candidates as PartitionCandidates
-from fray.core.placement.groups import TaskEnd
 from fray.core.policy import AttemptFiles, Situation
 from fray.core.observation import BackendView
 from fray.core.scheduler import Ledger, run_request
 from fray.core.run_row import row_of
 from fray.daemon import alerts
+from fray.daemon.attempt_files import read_attempt_files
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.daemon.housekeeping import Housekeeping
@@ -50,21 +51,21 @@ from fray.daemon.launching import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
 from fray.daemon.records import CycleStats, RunState
+from fray.daemon.run_index import RunIndex
+from fray.daemon.run_writes import RunWrites
 from fray.daemon.settings import Settings
 from fray.daemon.strays import Sweeper
 from fray.daemon.submitting import Submitter
-from fray.errors import BackendError, CorruptFileError, FrayError
-from fray.state import meta_file as run_meta, store
+from fray.errors import BackendError, FrayError
+from fray.state import store
 from fray.state.commit_batch import CommitBatch
-from fray.state.layout import Home, RunPaths
-from fray.state.row_cache import stat_key
+from fray.state.layout import Home
 
 log = logging.getLogger("fray.daemon")
 
 # Between full scans, ended runs are looked at only when the watcher saw their
 # folder change; a full scan every so often is the level-triggered safety net.
 FULL_SCAN_EVERY_SEC = 30.0
-_ENDED = Phase.ENDED.value  # compared for every run each cycle; an Enum's .value is a slow lookup
 INVENTORY_EVERY_SEC = 60.0
 
 
@@ -76,12 +77,11 @@ class Daemon:
         self.jitter = jitter
         self._backends: dict[str, Backend] = dict(backends or {})
         self._reader = store.CachedReader()
-        self._runs: dict[str, RunState] = {}
-        self._unsettled: set[str] = set()  # run ids looked at every cycle, whatever the watcher saw
-        self._dirty: set[str] = set()
-        self._dirty_lock = threading.Lock()
+        self._index = RunIndex(home, lambda paths, kind, reason: self._event(paths, kind, reason))
+        self._batch = CommitBatch(home.root)  # the cycle's meta.json writes, made durable together
+        self._writes = RunWrites(self._batch, self._index, clock)
+        self._event, self._commit, self._finish = self._writes.event, self._writes.commit, self._writes.finish
         self._seen_in_flight: set[AttemptKey] = set()
-        self._reported_problems: set[str] = set()
         self.started_at = clock()
         self.cycles = 0
         self._wake = threading.Event()
@@ -95,7 +95,6 @@ class Daemon:
         self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
         self._alerter = alerts.Alerter.from_config(self._config)
         self._notifications = Notifications(self._config, f"fray daemon on {socket.gethostname()} for {home.root}")
-        self._batch = CommitBatch(home.root)  # the cycle's meta.json writes, made durable together
         self._submitter = Submitter(home, self._backend, self._commit, self._finish, self._event, clock,
                                     lambda: self.jitter(), self._seen_in_flight, self._batch)
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
@@ -106,18 +105,16 @@ class Daemon:
     # -- one cycle -----------------------------------------------------------------
 
     def cycle(self, full: bool = True) -> CycleStats:
-        """One reconcile pass. `full=False` trusts the file watcher for ended runs (see _load_runs)."""
+        """One reconcile pass. `full=False` trusts the file watcher for ended runs (daemon.run_index)."""
         stats = CycleStats()
         changed = self._settings.reload()
         if changed is not None:
             self._apply_config(changed)
         written = self._launcher.cycle(self._exclude)  # new sweeps: submitted, then their runs written
         if written:
-            self._mark_dirty(written)
-        runs = self._load_runs(stats, full)
-        # In run id order, which is submission order: admission serves the oldest first.
-        active = [state for run_id in sorted(self._unsettled) if (state := self._runs[run_id]).meta is not None
-                  and _needs_attention(state.meta, state.control)]
+            self._index.mark_dirty(written)
+        runs = self._index.load(stats, full)
+        active = self._index.active()
         stats.runs, stats.active = len(runs), len(active)
         views = self._snapshots(active, stats)
         ledgers = self._ledgers(active)
@@ -145,7 +142,7 @@ class Daemon:
             except (BackendError, OSError) as exc:
                 stats.errors.append(f"cancel on {name}: {exc}")
                 log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
-        self._sweeper.cycle(self._runs)  # what closed attempts left running: killed
+        self._sweeper.cycle(self._index.runs)  # what closed attempts left running: killed
         try:
             self._family.sweep_endpoints(runs)
         except OSError as exc:
@@ -155,80 +152,9 @@ class Daemon:
         for notice in message.notices if message else ():
             sinks = ", ".join(self._notifications.sinks)
             self._event(self.home.run(notice.run_id), "notify", f"{notice.status}: notifying {sinks}")
-        # Those the policy just ended leave the per-cycle set.
-        self._unsettled.difference_update(run.paths.run_id for run in active if _settled(run))
+        self._index.drop_settled(active)
         self.cycles += 1
         return stats
-
-    def _load_runs(self, stats: CycleStats, full: bool) -> list[RunState]:
-        """Every run, re-reading only the files whose stat changed since the last cycle.
-
-        A full cycle lists the runs folder and looks at every run. Otherwise the
-        file watcher is trusted: only the runs not settled (not ended, unreadable,
-        or with a start request pending) and the folders it saw change (new,
-        removed, or a control.json written) are looked at, so a steady cycle costs
-        the runs still going, not the thousands that ended. An ended run changes
-        only through its control.json (`fray control start`).
-        """
-        dirty = self._take_dirty()
-        if full:
-            self._runs = {run_id: self._refresh(run_id, self._runs.get(run_id), stats) for run_id in self.home.run_ids()}
-            self._unsettled = {run_id for run_id, state in self._runs.items() if not _settled(state)}
-            return list(self._runs.values())
-        added = False
-        for run_id in dirty:
-            if run_id.startswith(".") or not os.path.isdir(self.home.run_folder(run_id)):
-                self._runs.pop(run_id, None)
-                self._unsettled.discard(run_id)
-                continue
-            added = added or run_id not in self._runs
-            self._look_at(run_id, stats)
-        for run_id in list(self._unsettled - dirty):
-            self._look_at(run_id, stats)
-        if added:
-            self._runs = dict(sorted(self._runs.items()))
-        return list(self._runs.values())
-
-    def _look_at(self, run_id: str, stats: CycleStats) -> None:
-        state = self._refresh(run_id, self._runs.get(run_id), stats)
-        self._runs[run_id] = state
-        if _settled(state):
-            self._unsettled.discard(run_id)
-        else:
-            self._unsettled.add(run_id)
-
-    def _refresh(self, run_id: str, state: RunState | None, stats: CycleStats) -> RunState:
-        meta_file, control_file = self.home.meta_file(run_id), self.home.control_file(run_id)
-        meta_key = stat_key(meta_file)  # taken before reading: a later change shows
-        control_key = stat_key(control_file)
-        # No meta.json (moved aside) is never "unchanged": it is restored from its copy below.
-        if state is not None and state.problem is None and meta_key is not None \
-                and (meta_key, control_key) == (state.meta_key, state.control_key):
-            return state
-        paths = state.paths if state is not None else self.home.run(run_id)
-        # A corrupt or missing meta.json is put back from its last good copy, and that said in the run's events.
-        raw, problem = run_meta.read(paths, on_restored=lambda what: self._event(paths, "error", what))
-        meta = Meta.from_dict(raw) if raw is not None else None
-        try:
-            control = Control.from_dict(store.read_json(control_file, "control"))
-        except CorruptFileError as exc:
-            # The CLI rewrites control.json on the next request; until then act on no request.
-            control, problem = Control(), problem or str(exc)
-        if problem and run_id + problem not in self._reported_problems:
-            self._reported_problems.add(run_id + problem)
-            log.error("run %s: %s", run_id, problem)
-            stats.errors.append(f"{run_id}: {problem}")
-            self._event(paths, "error", problem)
-        return RunState(paths, meta, control, problem, meta_key, control_key)
-
-    def _take_dirty(self) -> set[str]:
-        with self._dirty_lock:
-            dirty, self._dirty = self._dirty, set()
-        return dirty
-
-    def _mark_dirty(self, run_ids: set[str]) -> None:
-        with self._dirty_lock:
-            self._dirty |= run_ids
 
     def _snapshots(self, active: list[RunState], stats: CycleStats) -> dict[AttemptKey, BackendView]:
         tracked: dict[str, list[Tracked]] = {}
@@ -285,7 +211,7 @@ class Daemon:
         if attempt is not None:
             key = AttemptKey(meta.run_id, attempt.number)
             view = views.get(key, BackendView("unknown"))
-            files = self._attempt_files(run.paths, attempt.number, view.state == "gone")
+            files = read_attempt_files(self._reader, run.paths, attempt.number, view.state == "gone", self._event)
             first_sight = key not in self._seen_in_flight
             if first_sight:
                 self._seen_in_flight.add(key)
@@ -351,73 +277,6 @@ class Daemon:
             return None  # a backend that cannot load fails the submission itself, with its message
         return offer(meta.spec) if offer is not None else None
 
-    def _attempt_files(self, paths: RunPaths, number: int, gone: bool) -> AttemptFiles:
-        attempt = paths.attempt(number)
-        read = self._reader.read
-
-        def safe(path: Path, schema: str) -> dict[str, Any] | None:
-            try:
-                return read(path, schema)
-            except CorruptFileError as exc:
-                log.error("%s", exc)
-                self._event(paths, "error", str(exc), number)
-                return None
-
-        exit_record = safe(attempt.exit, "exit")
-        indexes = [0]
-        tasks: list[TaskEnd] = []
-        if exit_record is not None or gone:
-            # In a group that failed the task that failed first says why; one whose task 0 succeeded waits
-            # for the others to end (placement.groups).
-            indexes = attempt.task_indexes()
-            for index in indexes[1:]:
-                task_exit = safe(attempt.task(index).exit, "exit")
-                if task_exit is not None:
-                    tasks.append(TaskEnd(index, task_exit, safe(attempt.task(index).failure, "failure")))
-        return AttemptFiles(
-            started=safe(attempt.started, "started"),
-            heartbeat_at=store.read_heartbeat(attempt.heartbeat),
-            exit=exit_record,
-            final=safe(attempt.final, "final"),
-            failure=safe(attempt.failure, "failure"),
-            progress=safe(attempt.progress, "progress"),
-            tasks=tuple(tasks),
-            task_count=len(indexes),
-        )
-
-    def _commit(self, paths: RunPaths, before: Meta, plan: policy.Plan) -> None:
-        """Stage meta.json if the plan changed it (committed with the cycle's batch), then log the plan's events."""
-        after = plan.meta
-        if after != before:  # dataclass equality: no dicts built for the common case of no change
-            after.updated_at = plan.now
-            run_meta.stage(self._batch, paths, after.to_dict())
-            indexed = self._runs.get(paths.run_id)
-            if indexed is not None:  # what we wrote is what a re-read would give
-                indexed.meta, indexed.meta_key = after.copy(), stat_key(paths.meta)
-        for event in plan.events:
-            self._event(paths, event.kind, event.reason, event.attempt, event.data, at=plan.now)
-
-    def _finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None:
-        last = meta.current
-        final = store.read_json(paths.attempt(last.number).final, "final") if last and last.cause == "success" else None
-        store.create_json(paths.ended, {
-            "run_id": meta.run_id, "status": action.status, "reason": action.reason,
-            "ended_at": meta.end.at if meta.end else self.clock(), "attempts": len(meta.attempts),
-            "final_attempt": last.number if last else None, "result": (final or {}).get("result"),
-        }, "ended")
-
-    def _event(self, paths: RunPaths, kind: str, reason: str, attempt: int | None = None,
-               data: dict[str, Any] | None = None, at: float | None = None) -> None:
-        record: dict[str, Any] = {"at": at or self.clock(), "run_id": paths.run_id, "kind": kind,
-                                  "attempt": attempt, "reason": reason}
-        if data:
-            record["data"] = data
-        try:
-            store.append_jsonl(paths.events, record, "event")
-        except OSError as exc:
-            log.warning("could not append to %s: %s", paths.events, exc)
-        log.info("%s %s%s: %s", paths.run_id, kind, f" #{attempt}" if attempt else "", reason)
-
     def _backend(self, name: str) -> Backend:
         if name not in self._backends:
             self._backends[name] = load_backend(name, self.home, on_attempt_exit=self._wake.set)
@@ -451,7 +310,7 @@ class Daemon:
     def serve(self) -> None:
         """Cycle until `request_stop`, waking on the timer and on file changes."""
         stop, wake, watching = self._stop, self._wake, threading.Event()
-        watcher = threading.Thread(target=watching_runs.watch_runs, args=(self.home, wake, stop, self._mark_dirty, watching),
+        watcher = threading.Thread(target=watching_runs.watch_runs, args=(self.home, wake, stop, self._index.mark_dirty, watching),
                                    name="fray-watch", daemon=True)
         full_scan_at = float("-inf")
         watcher.start()
@@ -488,11 +347,3 @@ class Daemon:
         except OSError as exc:
             log.warning("could not write the lease: %s", exc)
 
-
-def _needs_attention(meta: Meta, control: Control) -> bool:
-    return meta.phase != _ENDED or control.start_nonce > meta.applied.start_nonce
-
-
-def _settled(state: RunState) -> bool:
-    """Ended, readable, and nothing asked of it: a steady cycle need not look at it."""
-    return state.problem is None and state.meta is not None and not _needs_attention(state.meta, state.control)

@@ -1,0 +1,126 @@
+"""The daemon's index of the runs in FRAY_HOME: which to look at this cycle, each as last read.
+
+A run's files are re-read only when their stat changed since the last cycle. A
+full cycle lists the runs folder and looks at every run. Otherwise the file
+watcher is trusted: only the runs not settled (not ended, unreadable, or with a
+start request pending) and the folders it saw change (new, removed, or a
+control.json written) are looked at, so a steady cycle costs the runs still
+going, not the thousands that ended. An ended run changes only through its
+control.json (`fray control start`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Callable
+
+from fray.core.model import Control, Meta, Phase
+from fray.daemon.records import CycleStats, RunState
+from fray.errors import CorruptFileError
+from fray.state import meta_file as run_meta, store
+from fray.state.layout import Home, RunPaths
+from fray.state.row_cache import stat_key
+
+log = logging.getLogger("fray.daemon")
+
+_ENDED = Phase.ENDED.value  # compared for every run each cycle; an Enum's .value is a slow lookup
+
+# Records a problem with a run in its events: (run folder, kind, reason).
+EventSink = Callable[[RunPaths, str, str], None]
+
+
+class RunIndex:
+    """Every run as last read, the ones still to be looked at each cycle, and what the watcher saw change."""
+
+    def __init__(self, home: Home, event: EventSink) -> None:
+        self.home = home
+        self._event = event
+        self.runs: dict[str, RunState] = {}
+        self.unsettled: set[str] = set()  # run ids looked at every cycle, whatever the watcher saw
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
+        self._reported_problems: set[str] = set()
+
+    def mark_dirty(self, run_ids: set[str]) -> None:
+        """The watcher (another thread) saw these runs' folders change."""
+        with self._dirty_lock:
+            self._dirty |= run_ids
+
+    def load(self, stats: CycleStats, full: bool) -> list[RunState]:
+        """Every run, re-reading only the files whose stat changed; `full` lists the runs folder (module doc)."""
+        dirty = self._take_dirty()
+        if full:
+            self.runs = {run_id: self._refresh(run_id, self.runs.get(run_id), stats) for run_id in self.home.run_ids()}
+            self.unsettled = {run_id for run_id, state in self.runs.items() if not settled(state)}
+            return list(self.runs.values())
+        added = False
+        for run_id in dirty:
+            if run_id.startswith(".") or not os.path.isdir(self.home.run_folder(run_id)):
+                self.runs.pop(run_id, None)
+                self.unsettled.discard(run_id)
+                continue
+            added = added or run_id not in self.runs
+            self._look_at(run_id, stats)
+        for run_id in list(self.unsettled - dirty):
+            self._look_at(run_id, stats)
+        if added:
+            self.runs = dict(sorted(self.runs.items()))
+        return list(self.runs.values())
+
+    def active(self) -> list[RunState]:
+        """The runs the policy must look at this cycle, in run id order (submission order: the oldest is admitted first)."""
+        return [state for run_id in sorted(self.unsettled) if (state := self.runs[run_id]).meta is not None
+                and needs_attention(state.meta, state.control)]
+
+    def drop_settled(self, looked_at: list[RunState]) -> None:
+        """Those the policy just ended leave the per-cycle set."""
+        self.unsettled.difference_update(run.paths.run_id for run in looked_at if settled(run))
+
+    def _look_at(self, run_id: str, stats: CycleStats) -> None:
+        state = self._refresh(run_id, self.runs.get(run_id), stats)
+        self.runs[run_id] = state
+        if settled(state):
+            self.unsettled.discard(run_id)
+        else:
+            self.unsettled.add(run_id)
+
+    def _refresh(self, run_id: str, state: RunState | None, stats: CycleStats) -> RunState:
+        meta_file, control_file = self.home.meta_file(run_id), self.home.control_file(run_id)
+        meta_key = stat_key(meta_file)  # taken before reading: a later change shows
+        control_key = stat_key(control_file)
+        # No meta.json (moved aside) is never "unchanged": it is restored from its copy below.
+        if state is not None and state.problem is None and meta_key is not None \
+                and (meta_key, control_key) == (state.meta_key, state.control_key):
+            return state
+        paths = state.paths if state is not None else self.home.run(run_id)
+        # A corrupt or missing meta.json is put back from its last good copy, and that said in the run's events.
+        raw, problem = run_meta.read(paths, on_restored=lambda what: self._event(paths, "error", what))
+        meta = Meta.from_dict(raw) if raw is not None else None
+        try:
+            control = Control.from_dict(store.read_json(control_file, "control"))
+        except CorruptFileError as exc:
+            # The CLI rewrites control.json on the next request; until then act on no request.
+            control, problem = Control(), problem or str(exc)
+        if problem and run_id + problem not in self._reported_problems:
+            self._reported_problems.add(run_id + problem)
+            log.error("run %s: %s", run_id, problem)
+            stats.errors.append(f"{run_id}: {problem}")
+            self._event(paths, "error", problem)
+        return RunState(paths, meta, control, problem, meta_key, control_key)
+
+    def _take_dirty(self) -> set[str]:
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+        return dirty
+
+
+def needs_attention(meta: Meta, control: Control) -> bool:
+    """Not ended, or asked to start again."""
+    return meta.phase != _ENDED or control.start_nonce > meta.applied.start_nonce
+
+
+def settled(state: RunState) -> bool:
+    """Ended, readable, and nothing asked of it: a steady cycle need not look at it."""
+    return state.problem is None and state.meta is not None and not needs_attention(state.meta, state.control)

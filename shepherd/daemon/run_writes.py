@@ -1,0 +1,65 @@
+"""What carrying out a plan writes into a run's folder: meta.json (staged in the cycle's group commit), ended.json, events.
+
+The daemon's cycle (`fray.daemon.loop`) decides the order, records first, then
+meta.json, then what reaches the backend; these are the writes themselves, shared
+with the submitter (`fray.daemon.submitting`) and the sweeper of strays.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from fray.core import policy
+from fray.core.model import Meta
+from fray.daemon.run_index import RunIndex
+from fray.state import meta_file as run_meta, store
+from fray.state.commit_batch import CommitBatch
+from fray.state.layout import RunPaths
+from fray.state.row_cache import stat_key
+
+log = logging.getLogger("fray.daemon")
+
+
+class RunWrites:
+    """The daemon's writes of one run's records (one writer per file: DESIGN's writers table)."""
+
+    def __init__(self, batch: CommitBatch, index: RunIndex, clock: Callable[[], float]) -> None:
+        self._batch = batch
+        self._index = index
+        self._clock = clock
+
+    def commit(self, paths: RunPaths, before: Meta, plan: policy.Plan) -> None:
+        """Stage meta.json if the plan changed it (committed with the cycle's batch), then log the plan's events."""
+        after = plan.meta
+        if after != before:  # dataclass equality: no dicts built for the common case of no change
+            after.updated_at = plan.now
+            run_meta.stage(self._batch, paths, after.to_dict())
+            indexed = self._index.runs.get(paths.run_id)
+            if indexed is not None:  # what we wrote is what a re-read would give
+                indexed.meta, indexed.meta_key = after.copy(), stat_key(paths.meta)
+        for event in plan.events:
+            self.event(paths, event.kind, event.reason, event.attempt, event.data, at=plan.now)
+
+    def finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None:
+        """ended.json: the run's final status, reason and result, written once."""
+        last = meta.current
+        final = store.read_json(paths.attempt(last.number).final, "final") if last and last.cause == "success" else None
+        store.create_json(paths.ended, {
+            "run_id": meta.run_id, "status": action.status, "reason": action.reason,
+            "ended_at": meta.end.at if meta.end else self._clock(), "attempts": len(meta.attempts),
+            "final_attempt": last.number if last else None, "result": (final or {}).get("result"),
+        }, "ended")
+
+    def event(self, paths: RunPaths, kind: str, reason: str, attempt: int | None = None,
+              data: dict[str, Any] | None = None, at: float | None = None) -> None:
+        """One line in the run's events.jsonl (and the daemon's log); a full disk loses the line, not the cycle."""
+        record: dict[str, Any] = {"at": at or self._clock(), "run_id": paths.run_id, "kind": kind,
+                                  "attempt": attempt, "reason": reason}
+        if data:
+            record["data"] = data
+        try:
+            store.append_jsonl(paths.events, record, "event")
+        except OSError as exc:
+            log.warning("could not append to %s: %s", paths.events, exc)
+        log.info("%s %s%s: %s", paths.run_id, kind, f" #{attempt}" if attempt else "", reason)
