@@ -37,7 +37,7 @@ log = logging.getLogger("fray.daemon")
 
 VERSION = 1
 SAVE_EVERY_SEC = 60.0
-LOAD_BUDGET_SEC = 0.05  # of reading deferred runs per cycle, after the first
+LOAD_BUDGET_SEC = 0.1  # of reading deferred runs per cycle, after the first
 
 
 def _keys(home: Home, run_id: str) -> list[StatKey | None]:
