@@ -339,6 +339,7 @@ class Daemon:
                 stats, error = CycleStats(), f"cycle failed: {exc}"
             self._write_lease(stats, (time.perf_counter() - started) * 1000, error)
             self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
+            self._index.read_deferred_share()
             self._index.save_settled()
             wake.wait(self.poll_interval)
         self._index.save_settled(force=True)

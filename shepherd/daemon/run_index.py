@@ -7,8 +7,8 @@ start request pending) and the folders it saw change (new, removed, or a
 control.json written) are looked at, so a steady cycle costs the runs still
 going, not the thousands that ended. An ended run changes only through its
 control.json (`fray control start`). A daemon's first cycle defers the runs
-the index of settled runs vouches for (`fray.daemon.settled`): its later
-cycles read them, a share each.
+the index of settled runs vouches for (`fray.daemon.settled`): they are read
+a share between each two cycles after it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from fray.core.model import Control, Meta, Phase
@@ -87,10 +87,18 @@ class RunIndex:
         return [run_id for run_id in run_ids if not self.deferral.holds(run_id)] if self.deferral.pending else run_ids
 
     def _read_deferred(self, stats: CycleStats) -> bool:
-        """Read the deferred runs the runs going refer to, and a share of the others; whether any was read."""
-        added = False
+        """Read the deferred runs that the runs going refer to; whether any was read."""
         metas = [self.runs[run_id].meta for run_id in self.unsettled]
-        for run_id in self.deferral.wanted(metas, self.runs):
+        return self._read(self.deferral.referenced(metas, self.runs), stats)
+
+    def read_deferred_share(self) -> None:
+        """Between two cycles: read a share of the runs still deferred (fray.daemon.settled)."""
+        if self.deferral.pending and self._read(self.deferral.share(), CycleStats()):
+            self.runs = dict(sorted(self.runs.items()))
+
+    def _read(self, run_ids: Iterable[str], stats: CycleStats) -> bool:
+        added = False
+        for run_id in run_ids:
             if os.path.isdir(self.home.run_folder(run_id)):
                 self._look_at(run_id, stats)
                 added = True

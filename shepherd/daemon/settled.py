@@ -8,9 +8,9 @@ cache/daemon-settled.json, rewritten every SAVE_EVERY_SEC when it changed and as
 A daemon starting over the home reads the index and defers every run whose two files still have the keys it
 lists. Its first cycle reads the other runs (those still going, and those the index does not know) and the
 deferred runs they refer to: a parent, an --after upstream, the other members of a gang or a sweep (all that the
-cycle's decisions about the runs going read of other runs). Each later cycle reads a share of the rest
-(LOAD_BUDGET_SEC of reading), and any deferred run whose folder changes is read at once, so a new run is acted
-on from the daemon's first second while it learns the thousands that ended. What needs every run (housekeeping,
+cycle's decisions about the runs going read of other runs). After each cycle the daemon reads a share of the
+rest (LOAD_BUDGET_SEC of reading), and any deferred run whose folder changes is read at once, so a new run is
+acted on from the daemon's first second while it learns the thousands that ended. What needs every run (housekeeping,
 the sweep of actor endpoints) waits until none is deferred. Priority credits count every run's usage: where
 they are configured, nothing is deferred.
 
@@ -37,7 +37,7 @@ log = logging.getLogger("fray.daemon")
 
 VERSION = 1
 SAVE_EVERY_SEC = 60.0
-LOAD_BUDGET_SEC = 0.1  # of reading deferred runs per cycle, after the first
+LOAD_BUDGET_SEC = 0.03  # of reading deferred runs after each cycle: a run submitted meanwhile waits no longer
 
 
 def _keys(home: Home, run_id: str) -> list[StatKey | None]:
@@ -123,26 +123,26 @@ class Deferral:
         del self._deferred[run_id]
         return False
 
-    def wanted(self, metas: Iterable[Meta | None], loaded: Mapping[str, Any]) -> Iterator[str]:
-        """Deferred runs to read now, each as the caller reads the one before: those these runs (the ones the
-        cycle decides about) refer to, then, after the first cycle, a share of the others (LOAD_BUDGET_SEC of
-        the caller's reading). Those handed out, or in `loaded`, are deferred no more."""
+    def referenced(self, metas: Iterable[Meta | None], loaded: Mapping[str, Any]) -> list[str]:
+        """The deferred runs these runs (the ones a cycle decides about) refer to: to read before the cycle's
+        decisions. They, and those in `loaded` (read since: their folder changed), are deferred no more."""
         if not self._deferred:
-            return
-        for run_id in [r for r in self._deferred if r in loaded]:  # read since (its folder changed)
+            return []
+        for run_id in [r for r in self._deferred if r in loaded]:
             del self._deferred[run_id]
         ids, gangs, sweeps = _refs(metas)
         found = [run_id for run_id, (_, _, gang, sweep) in self._deferred.items()
                  if run_id in ids or gang in gangs or sweep in sweeps]
         for run_id in found:
             del self._deferred[run_id]
-        yield from found
+        return found
+
+    def share(self) -> Iterator[str]:
+        """Deferred runs to read between two cycles, each as the caller reads the one before, for LOAD_BUDGET_SEC
+        of the caller's reading (none just after the first cycle: its lease is written first)."""
         if self._fresh:
             self._fresh = False
             return
-        yield from self._share()
-
-    def _share(self) -> Iterator[str]:
         deadline = time.perf_counter() + LOAD_BUDGET_SEC
         while self._deferred and time.perf_counter() < deadline:
             run_id = next(iter(self._deferred))
