@@ -7,10 +7,11 @@ It wakes on a timer, on file changes (watchfiles), and when a local wrapper it
 started exits, so a control request or a finished attempt is acted on at once.
 Between full scans (every FULL_SCAN_EVERY_SEC) it trusts the watcher for the
 runs that ended, so a steady cycle costs the runs still going, not all of them.
-Its first cycle does not wait for the watch to be set up (a moment per thousand
-folders): every cycle is full until one began with the watch on, so a run
-submitted meanwhile is found by a scan, and the watch's being on (the watcher
-reported a probe file, `watching.await_watch`) wakes the loop at once.
+Its first cycle comes before the watch is set up (which holds the GIL for a
+moment per thousand folders): every cycle is full until one began with the
+watch on, so a run submitted meanwhile is found by a scan, and the watch's
+being on (the watcher reported a probe file, `watching.await_watch`) wakes
+the loop at once.
 
 Crash-only: it may be killed at any line. An attempt is recorded as
 `submitting` before the backend is asked, so a restarted daemon looks for it
@@ -318,11 +319,7 @@ class Daemon:
         watcher = threading.Thread(target=watching_runs.watch_runs, args=(self.home, wake, stop, self._index.mark_dirty, watching),
                                    name="fray-watch", daemon=True)
         full_scan_at, watched = float("-inf"), False
-        watcher.start()
         self._backend("local")  # the embedded default: ready before the first run arrives
-        # The first cycles do not wait for the watch: each is full until one began with the watch on (module doc).
-        threading.Thread(target=watching_runs.await_watch, args=(self.home.watch_probe, watching, watcher, wake),
-                         name="fray-watch-probe", daemon=True).start()
         while not stop.is_set() and self.holds_lock():
             wake.clear()
             started = time.perf_counter()
@@ -338,6 +335,10 @@ class Daemon:
                 log.exception("cycle failed")
                 stats, error = CycleStats(), f"cycle failed: {exc}"
             self._write_lease(stats, (time.perf_counter() - started) * 1000, error)
+            if watcher.ident is None:  # after the first cycle: setting the watch up holds the GIL a while
+                watcher.start()  # the cycles are full until one began with the watch on (module doc)
+                threading.Thread(target=watching_runs.await_watch, args=(self.home.watch_probe, watching, watcher,
+                                                                         wake), name="fray-watch-probe", daemon=True).start()
             self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
             self._index.read_deferred_share()
             self._index.save_settled()
