@@ -55,6 +55,6 @@ if __name__ == "__main__":
     while "step 10\n" not in future.logs() and not future.done():  # let it train a little
         time.sleep(0.1)
     # What a preemption does, by hand: `fray control restart RUN`.
-    subprocess.run([sys.executable, "-m", "fray.cli.main", "control", "restart", future.run_id], check=True)
+    subprocess.run([sys.executable, "-m", "fray", "control", "restart", future.run_id], check=True)
     result = future.result(timeout=300)
     print(f"trained {result['steps']} steps to w={result['weight']}; attempts started at steps {result['starts']}")

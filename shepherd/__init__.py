@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "map": "fray.cluster.futures",
     "RunFuture": "fray.cluster.futures",
     "RemoteTraceback": "fray.errors",
+    "FrayError": "fray.errors",  # the root of every error fray raises on purpose: `except fray.FrayError`
     "Call": "fray.cluster.api",
 }
 
@@ -67,7 +68,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
                                   JobInfo, JobRequest, JobStatus, Reservation, ReservationConfig, ResourceConfig)
     from fray.cluster.fray import FrayCluster
     from fray.cluster.futures import RunFuture, get_run, map, submit
-    from fray.errors import RemoteTraceback
+    from fray.errors import FrayError, RemoteTraceback
     from fray.cluster.remote import RemoteCluster
     from fray.cluster.local import LocalCluster
     from fray.cluster.workers import WorkerPool

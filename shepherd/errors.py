@@ -1,4 +1,4 @@
-"""Every error fray raises on purpose, rooted in one exception: catch `FrayError` to catch them all.
+"""Every error fray raises on purpose, rooted in one exception: catch `FrayError` (`fray.FrayError`) to catch them all.
 
     FrayError                     anything fray reports to a person (exit_code 2 unless said)
     ├── UsageError                bad input on the command line, in a directive or an API call
@@ -53,6 +53,9 @@ from pathlib import Path
 
 
 class FrayError(Exception):
+    """Anything fray reports to a person (`fray.FrayError`): `str()` says what went wrong and what to do next;
+    `exit_code` is what the CLI exits with."""
+
     exit_code = 2
 
 

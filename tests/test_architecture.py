@@ -1,4 +1,5 @@
-"""The architecture holds: layer contracts (import-linter), no import cycles, small modules.
+"""The architecture holds: layer contracts (import-linter), no import cycles, small modules, no private name
+of one module used by another.
 
 The contracts live in pyproject.toml ([tool.importlinter]). They are checked on
 the tree as it is installed (the `fray` package is the shepherd/ folder with
@@ -10,10 +11,12 @@ breaks the contract as surely as one at the top.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -54,10 +57,35 @@ def with_module(tree: Path, package: str, name: str, source: str) -> None:
     (folder / f"{name}.py").write_text(source)
 
 
-def test_the_layer_contracts_hold(tmp_path: Path) -> None:
+def with_import_added(tree: Path, package: str, name: str, line: str) -> None:
+    """`fray.<package>.<name>`, an existing module, with one more import: a copy, the checkout untouched."""
+    real = (REPO / "shepherd" / package / f"{name}.py").read_text()
+    with_module(tree, package, f"{name}_copy", "")  # the folder of symlinks (the copy's name is a placeholder)
+    folder = tree / "fray" / package
+    (folder / f"{name}_copy.py").unlink()
+    (folder / f"{name}.py").unlink()  # a symlink: writing through it would change the checkout
+    (folder / f"{name}.py").write_text(real + line)
+
+
+def contracts() -> list[dict]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def test_the_layer_contracts_are_there_and_hold(tmp_path: Path) -> None:
+    front_ends = [c for c in contracts() if c["type"] == "forbidden" and set(c["source_modules"]) == {"fray.cli", "fray.tui"}]
+    assert front_ends, "no contract keeps the front ends to ops"
+    assert {"fray.state", "fray.daemon", "fray.backends", "fray.cluster", "fray.actors", "fray.remote",
+            "fray.wrapper"} <= set(front_ends[0]["forbidden_modules"])
+    inside_core = [c["layers"] for c in contracts() if c["type"] == "layers" and c.get("containers") == ["fray.core"]]
+    assert any(layers[:2] == ["policy", "budgets"] and layers[-1] == "model" for layers in inside_core), inside_core
+    assert any(layers[0] == "directives" for layers in inside_core), inside_core
+
     proc = lint_imports(installed_tree(tmp_path))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout
+    report = " ".join(proc.stdout.split())  # lint-imports wraps long names
+    for contract in contracts():
+        assert f"{' '.join(contract['name'].split())} KEPT" in report, contract["name"]
 
 
 @pytest.mark.parametrize(("package", "source", "broken"), [
@@ -66,10 +94,36 @@ def test_the_layer_contracts_hold(tmp_path: Path) -> None:
     ("core", "from fray.state import store\n", "fray.core.scratch -> fray.state.store"),
     ("wrapper", "from fray.core import model\n", "fray.wrapper.scratch -> fray.core.model"),
     ("wrapper", "import orjson\n", "fray.wrapper.scratch -> orjson"),
+    ("cli", "from fray.state import runs\n", "fray.cli.scratch -> fray.state.runs"),
+    ("tui", "def later():\n    from fray.daemon import lease\n", "fray.tui.scratch -> fray.daemon.lease"),
+    ("tui", "from fray.remote import forward\n", "fray.tui.scratch -> fray.remote.forward"),
 ])
 def test_a_forbidden_import_breaks_a_contract(tmp_path: Path, package: str, source: str, broken: str) -> None:
     tree = installed_tree(tmp_path)
     with_module(tree, package, "scratch", source)
+    proc = lint_imports(tree)
+    assert proc.returncode == 1, proc.stdout[-4000:]
+    assert broken in proc.stdout
+
+
+def test_what_a_front_end_may_import_keeps_the_contracts(tmp_path: Path) -> None:
+    tree = installed_tree(tmp_path)
+    with_module(tree, "cli", "scratch", "import fray\nfrom fray.ops import lookup\nfrom fray.core import status\n"
+                "from fray.errors import UsageError\nfrom fray.state.layout import Home\nfrom fray.remote import forward\n")
+    proc = lint_imports(tree)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+@pytest.mark.parametrize(("module", "line", "broken"), [
+    ("run_plan", "from fray.core import policy\n", "fray.core.run_plan -> fray.core.policy"),
+    ("status", "from fray.core import budgets\n", "fray.core.status -> fray.core.budgets"),
+    ("status", "from fray.core import scheduler\n", "fray.core.status -> fray.core.scheduler"),  # side by side
+    ("model", "from fray.core import directives\n", "fray.core.model -> fray.core.directives"),
+])
+def test_a_core_module_importing_above_its_layer_breaks_a_contract(tmp_path: Path, module: str, line: str,
+                                                                   broken: str) -> None:
+    tree = installed_tree(tmp_path)
+    with_import_added(tree, "core", module, line)
     proc = lint_imports(tree)
     assert proc.returncode == 1, proc.stdout[-4000:]
     assert broken in proc.stdout
@@ -119,3 +173,73 @@ def test_no_module_is_over_500_lines() -> None:
             if (count := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
     assert long == {}
 
+
+
+# Private names of other libraries, used on purpose (each says why where it is used).
+THEIRS = {
+    ("shepherd/tui/widgets/virtual.py", "widget._scroll_update"),  # Textual's own no-layout path
+}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_names_crossing(source: str) -> list[str]:
+    """Private names (`_x`) this module uses but does not define: imported from fray, or read off a fray
+    module or another object. `self._x`, `cls._x`, `super()._x` and other libraries' modules (`os._exit`)
+    are their own affair."""
+    tree = ast.parse(source)
+    theirs: set[str] = set()  # names bound to modules that are not fray's
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            theirs |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] != "fray"}
+        elif isinstance(node, ast.ImportFrom):
+            ours = node.level > 0 or (node.module or "").split(".")[0] == "fray"
+            if not ours:
+                theirs |= {a.asname or a.name for a in node.names}
+            found += [f"from {node.module} import {a.name}" for a in node.names if ours and _private(a.name)]
+    defined = {name for node in ast.walk(tree) for name in _bound(node) if _private(name)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not _private(node.attr) or node.attr in defined:
+            continue
+        base = node.value
+        if isinstance(base, ast.Name) and base.id in {"self", "cls", *theirs}:
+            continue
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
+            continue
+        found.append(ast.unparse(node))
+    return found
+
+
+def _bound(node: ast.AST) -> list[str]:
+    """The names `node` defines in its module: a function, a class, a variable, an attribute set, an argument."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        return [node.id]
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+        return [node.attr]
+    return [node.arg] if isinstance(node, ast.arg) else []
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    crossing = {(str(path.relative_to(REPO)), use) for top in ("shepherd", "wrapper")
+                for path in (REPO / top).rglob("*.py") for use in private_names_crossing(path.read_text())}
+    assert crossing - THEIRS == set()
+
+
+@pytest.mark.parametrize(("source", "found"), [
+    ("from fray.state.runs import _read\n", ["from fray.state.runs import _read"]),
+    ("from .runs import _read\n", ["from runs import _read"]),
+    ("from fray.state import runs\nruns._read(1)\n", ["runs._read"]),
+    ("def f(cluster):\n    cluster._family()\n", ["cluster._family"]),
+    ("class A:\n    def f(self):\n        self._pool._alive()\n", ["self._pool._alive"]),
+    ("import os\nimport atexit\natexit._run_exitfuncs()\nos._exit(0)\n", []),
+    ("class A:\n    def __init__(self):\n        self._n = 1\n    def same(self, other):\n"
+     "        return other._n == self._n\n", []),
+    ("class B(A):\n    def f(self):\n        return super()._f() + self._g\n", []),
+])
+def test_the_private_name_scan_finds_what_crosses(source: str, found: list[str]) -> None:
+    assert private_names_crossing(source) == found

@@ -249,7 +249,9 @@ def test_an_edited_config_takes_effect_without_a_restart_and_a_bad_edit_keeps_th
 
         home.config.write_text(json.dumps({"local": {"cpus": 3}}))
         wait_until(lambda: meta_of(home, third)["phase"] == "active", what="a good config to clear the error")
-        assert json.loads(home.daemon_lease.read_text())["config_error"] is None
+        # The lease is written once the cycle that started it is over: a moment after the run shows active.
+        wait_until(lambda: json.loads(home.daemon_lease.read_text())["config_error"] is None,
+                   what="the lease to drop the config error")
     finally:
         stop_daemon(daemon)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 
 import pytest
 
@@ -13,10 +14,26 @@ from fray import errors
 from fray.errors import FrayError, failure_message
 
 
-def _every_fray_error() -> set[type[FrayError]]:
+# Exceptions fray defines outside the tree, and why no person meets them as fray's error.
+OUTSIDE_THE_TREE = {
+    "fray.errors.RemoteTraceback": "the text of a job's or an actor's own traceback (errors.py says so)",
+    "fray.core.validation.SchemaCompileError": "fray's own schema uses a keyword its compiler lacks: a bug in fray",
+    "fray.daemon.sinks.SinkError": "stays in the daemon: the notification outbox logs it and tries again",
+    # The wrapper is standard-library only: it cannot derive from FrayError (errors.py says so of Superseded).
+    "fray.wrapper.fence.Superseded": "raised in a job whose attempt was replaced (`report.Superseded`)",
+    "fray.wrapper.code.CodeError": "caught by the wrapper, which records why the attempt could not start",
+    "fray.wrapper.workload.LaunchError": "caught by the wrapper, which records why the attempt could not start",
+}
+
+
+def _import_every_module() -> None:
     for module in pkgutil.walk_packages(fray.__path__, "fray."):
         if not module.name.endswith(".__main__"):  # those run a program when imported
             importlib.import_module(module.name)
+
+
+def _every_fray_error() -> set[type[FrayError]]:
+    _import_every_module()
     found, todo = set(), [FrayError]
     while todo:
         for sub in todo.pop().__subclasses__():
@@ -37,8 +54,25 @@ def test_every_exported_error_is_in_the_tree() -> None:
     exported = [getattr(fray, name) for name in fray.__all__ if name != "__version__"]
     exceptions = [member for member in exported if isinstance(member, type) and issubclass(member, BaseException)]
     assert {e.__name__ for e in exceptions} >= {"ClusterError", "JobFailed", "ActorConnectionError", "RemoteActorError"}
+    assert {name for name in fray.__all__ if name.endswith("Error")} <= {e.__name__ for e in exceptions}
     for exception in exceptions:
-        assert issubclass(exception, FrayError) or exception is fray.RemoteTraceback, exception
+        if exception is fray.RemoteTraceback:  # listed among the errors that are not fray's, and why
+            assert "`RemoteTraceback`" in errors.__doc__
+            continue
+        assert issubclass(exception, FrayError), exception
+        assert f" {exception.__name__} " in errors.__doc__, exception
+        assert isinstance(exception.exit_code, int) and exception.exit_code > 0
+
+
+def test_every_exception_fray_defines_is_a_fray_error_or_said_otherwise() -> None:
+    _import_every_module()
+    outside = set()
+    for name, module in list(sys.modules.items()):
+        if name == "fray" or name.startswith("fray."):
+            outside |= {f"{name}.{key}" for key, value in vars(module).items()
+                        if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == name
+                        and not issubclass(value, FrayError)}
+    assert outside == set(OUTSIDE_THE_TREE)
 
 
 @pytest.mark.parametrize("raised", [

@@ -149,3 +149,40 @@ def test_a_stopped_warm_function_dies_of_the_stop_not_after_the_grace_period(hom
     exit_file = home.run(future.run_id).attempt(1).exit
     wait_until(exit_file.exists, timeout=20, what="the exit record")
     assert json.loads(exit_file.read_text())["workload_signal"] == "SIGTERM"
+
+
+def leaves_a_child(marker: str) -> None:
+    import subprocess
+    import time
+
+    child = subprocess.Popen(["sleep", "600"], start_new_session=True)  # escapes the workload's group
+    Path(marker).write_text(str(child.pid))
+    time.sleep(600)
+
+
+def test_a_killed_warm_wrappers_guardian_is_a_fork_and_kills_what_its_function_left(home, tmp_path):
+    # The guardian of a wrapper forked from the warm worker is a fork too, not a new Python (its start would
+    # cost a short function more than the function), and it still does its job: with no daemon left to
+    # sweep, it kills what the function left running once the wrapper is SIGKILLed, and says so.
+    daemon = start_daemon(home)
+    marker = tmp_path / "child"
+    future = fray.submit(leaves_a_child, str(marker))
+    started = home.run(future.run_id).attempt(1).started
+    wait_until(lambda: started.exists() and marker.exists(), timeout=60, what="the function and its child")
+    exec_d = [name for name in os.listdir("/proc") if name.isdigit() and b"fray.wrapper.guardian" in
+              _cmdline(name) and future.run_id.encode() in _cmdline(name)]
+    assert exec_d == []
+    stop_daemon(daemon)  # the warm worker goes with it; the wrapper, its guardian and the function live on
+    child = int(marker.read_text())
+    os.kill(json.loads(started.read_text())["pid"], signal.SIGKILL)
+    wait_until(lambda: not Path(f"/proc/{child}").exists(), timeout=10, what="the guardian to kill the child")
+    log = home.run(future.run_id).attempt(1).wrapper_log
+    wait_until(lambda: f"guardian: killed pids" in log.read_text() and str(child) in log.read_text(),
+               what="the guardian's line in wrapper.log")
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -47,6 +47,34 @@ def set_entry(shim_name: str, main: Callable[[], int]) -> None:
     _entry = (shim_name, main)
 
 
+def warm() -> bool:
+    """Whether this process is a warm worker or a wrapper forked from one (set_entry was called)."""
+    return _entry is not None
+
+
+def guard_here(read_end: int, exec_pipe: tuple[int, int], ignored: Sequence[signal.Signals],
+               guard: Callable[[], None]) -> NoReturn:
+    """In the guardian's fork of a warm wrapper (fray.wrapper.guardian): run `guard` here instead of exec'ing
+    a new Python for it, which costs a short function's wrapper more than the function. Set up as the exec'd
+    guardian starts: `ignored` signals ignored, the others at their defaults, 0-2 on /dev/null, nothing else
+    open but `read_end`. Its working folder becomes / before the middle process may go (closing `exec_pipe`,
+    as the exec would): a fork of the warm worker in an attempt folder passes for that attempt's wrapper
+    (fray.backends.local.warm.attempt_of)."""
+    default_signals()
+    for signum in ignored:
+        signal.signal(signum, signal.SIG_IGN)
+    os.chdir("/")
+    for fd in exec_pipe:
+        os.close(fd)
+    close_from(3, keep=read_end)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    new_std_streams(unbuffered=True)
+    exit_with(guard)
+
+
 def applies(argv: Sequence[str]) -> bool:
     """Whether `argv` is the shim run by this interpreter, which a fork of this process can run instead."""
     return (_entry is not None and len(argv) == 2 and os.path.basename(argv[1]) == _entry[0]
@@ -137,10 +165,10 @@ def new_std_streams(unbuffered: bool) -> None:
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
 
 
-def close_from(lowest: int) -> None:
-    """Close every descriptor from `lowest` up (close_fds=True of Popen): the wrapper's must not leak."""
+def close_from(lowest: int, keep: int = -1) -> None:
+    """Close every descriptor from `lowest` up but `keep` (close_fds=True of Popen): the wrapper's must not leak."""
     for name in os.listdir("/proc/self/fd"):
-        if int(name) >= lowest:
+        if int(name) >= lowest and int(name) != keep:
             try:
                 os.close(int(name))
             except OSError:

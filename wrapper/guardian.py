@@ -16,7 +16,11 @@ descendant of the wrapper (so the wrapper's own clean-up neither waits for nor
 kills it, and Slurm's `proctrack/linuxproc` does not count it as the job's),
 holding the read end of a pipe whose write end only the wrapper holds. It execs
 `python -m fray.wrapper.guardian`, so that it never looks like a wrapper to
-whoever finds wrappers by their command line (the local backend does). When the
+whoever finds wrappers by their command line (the local backend does); a
+wrapper forked from the local backend's warm worker guards from the fork
+itself, in / (that backend finds those wrappers by their working folder), as a
+new Python would cost a short function more than the function
+(fray.wrapper.forked.guard_here). When the
 wrapper ends, however it ends, the kernel closes that end; the guardian's read
 returns, it SIGKILLs every process tagged with this attempt (fray.wrapper.tags)
 that was started under this wrapper's attempt folder (FRAY_ATTEMPT_DIR: one
@@ -35,6 +39,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+
+from . import forked
 
 # The signals a scheduler or a terminal sends to a job to stop it politely: the wrapper handles them itself;
 # the guardian outlives them and ends when the wrapper does.
@@ -62,6 +68,9 @@ def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
             execed, exec_signal = os.pipe()  # close-on-exec: EOF once the guardian has exec'd (or died)
             if os.fork() == 0:
                 os.close(write_end)
+                if forked.warm():  # a Python that has all it needs: guard from this fork (fray.wrapper.forked)
+                    forked.guard_here(read_end, (execed, exec_signal), IGNORED,
+                                      lambda: guard(read_end, run_id, attempt, home, attempt_dir))
                 _exec_guardian(read_end, [run_id, str(attempt), home, attempt_dir])
             os.close(exec_signal)
             # Not gone before the exec: a fork of the wrapper that init had adopted would look like a second

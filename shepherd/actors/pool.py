@@ -57,7 +57,8 @@ class ActorPool:
                 self._dead = {k: v for k, v in self._dead.items() if v > now}
         return self._targets
 
-    def _alive(self, force: bool = False) -> list[Target]:
+    def alive_targets(self, force: bool = False) -> list[Target]:
+        """The actors registered under the name, less those marked dead lately; `force` reads the registry now."""
         targets = self._refresh(force)
         now = time.monotonic()
         return [t for t in targets if self._dead.get(str(t), 0.0) <= now]
@@ -65,19 +66,19 @@ class ActorPool:
     @property
     def size(self) -> int:
         """How many actors are registered under the name now (dead ones excluded)."""
-        return len(self._alive(force=True))
+        return len(self.alive_targets(force=True))
 
     @property
     def endpoints(self) -> list[str]:
         """Their addresses, as `actor@host:port`."""
-        return [str(t) for t in self._alive(force=True)]
+        return [str(t) for t in self.alive_targets(force=True)]
 
     def wait_for_size(self, n: int, timeout: float | None = None) -> int:
         """Wait until at least `n` actors are registered; their number. TimeoutError at the deadline."""
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = 0.02
         while True:
-            count = len(self._alive(force=True))
+            count = len(self.alive_targets(force=True))
             if count >= n:
                 return count
             if deadline is not None and time.monotonic() >= deadline:
@@ -85,7 +86,8 @@ class ActorPool:
             time.sleep(pause if deadline is None else min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(0.25, pause * 1.5)
 
-    def _mark_dead(self, target: Target) -> None:
+    def mark_dead(self, target: Target) -> None:
+        """Skip `target` for a while (it did not answer) and read the registry afresh on the next call."""
         client.forget(target.address)
         with self._lock:
             self._dead[str(target)] = time.monotonic() + DEAD_SEC
@@ -113,9 +115,9 @@ class ActorPool:
     def _pick(self, deadline: float | None) -> Target:
         pause = 0.01
         while True:
-            alive = self._alive()
+            alive = self.alive_targets()
             if not alive:
-                alive = self._alive(force=True)
+                alive = self.alive_targets(force=True)
             if alive:
                 return alive[next(self._turn) % len(alive)]
             if deadline is not None and time.monotonic() >= deadline:
@@ -149,7 +151,7 @@ class ActorPool:
                 if client.is_remote(exc) and not isinstance(exc, client.ActorNotFound):
                     raise  # the actor itself raised it (e.g. calling another actor): not ours to retry
                 last = exc  # connection lost, or unregistered at that server meanwhile: resolve again
-                self._mark_dead(target)
+                self.mark_dead(target)
                 time.sleep(RETRY_PAUSE_SEC)
 
     def _submit(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> ActorFuture:
@@ -159,18 +161,18 @@ class ActorPool:
             try:
                 return client.connect(target.address, self._secret_bytes()).submit(target.actor, method, args, kwargs)
             except ActorConnectionError:
-                self._mark_dead(target)
+                self.mark_dead(target)
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
 
     def _broadcast(self, method: str, args: tuple, kwargs: dict) -> list[ActorFuture]:
         futures = []
-        for target in self._alive(force=True):
+        for target in self.alive_targets(force=True):
             try:
                 futures.append(client.connect(target.address, self._secret_bytes()).submit(target.actor, method, args,
                                                                                            kwargs))
             except ActorConnectionError as exc:
-                self._mark_dead(target)
+                self.mark_dead(target)
                 failed = ActorFuture(str(target))
                 failed.set_exception(exc)
                 futures.append(failed)

@@ -26,10 +26,8 @@ import click
 
 from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
-from fray.daemon import lease
 from fray.errors import UsageError
-from fray.ops import control as requests, nodes as node_table, runtime, settings as live_settings
-from fray.state import runs, runtime_commands as commands
+from fray.ops import control as requests, daemon, lookup, nodes as node_table, runtime, settings as live_settings
 from fray.state.layout import Home
 
 HELP = {
@@ -62,16 +60,16 @@ def _request(ctx: click.Context, run: str | None, op: str, as_json: bool, group:
     if group is not None:
         asked = requests.request_group(home, group, op)
         if asked.requested:
-            lease.ensure_running(home)
+            daemon.ensure_running(home)
         output.emit(group_data(asked, fray_prefix(home)), as_json, render_group)
         return
     assert run is not None
-    run_id = runs.resolve(home, run)
+    run_id = lookup.resolve(home, run)
     chain = requests.dependents_of(home, run_id) if with_dependents else []
     # The farthest first: no dependent may see its upstream stopped and start in between (an :any one would).
     also = [requests.request(home, dependent, op) for dependent, _name in reversed(chain)][::-1]
     asked = requests.request(home, run_id, op)
-    lease.ensure_running(home)
+    daemon.ensure_running(home)
     data = {"run_id": run_id, "name": asked.meta.name, "op": op, "control": asked.control.to_dict(),
             "effect": asked.effect, "next": f"{fray_prefix(home)} status {run_id}"}
     if with_dependents:
@@ -96,7 +94,7 @@ def _make(op: str) -> click.Command:
     return command
 
 
-for _op in runs.CONTROL_OPS:
+for _op in requests.CONTROL_OPS:
     if _op != "pause":  # pause also sends the runtime command: below
         control.add_command(_make(_op))
 
@@ -112,7 +110,7 @@ REASON = click.option("--reason", metavar="TEXT", help="Why, for the workload an
 def _send(ctx: click.Context, run: str, op: str, payload: dict[str, Any], command_id: str | None, as_json: bool,
           found: list[str] | None = None) -> None:
     home = home_of(ctx)
-    run_id = runs.resolve(home, run)
+    run_id = lookup.resolve(home, run)
     sent = runtime.send(home, run_id, op, payload, command_id, found=found)
     data = {"run_id": run_id, "name": sent.meta.name, "op": op, "command": sent.command, "created": sent.created,
             "effect": sent.effect, "next": f"{fray_prefix(home)} status {run_id}"}
@@ -163,8 +161,8 @@ def resume(ctx: click.Context, run: str, reason: str | None, command_id: str | N
     `fray control unpause RUN` resumes that one.
     """
     home = home_of(ctx)
-    run_id = runs.resolve(home, run)
-    if runs.read_control(home, run_id).paused:
+    run_id = lookup.resolve(home, run)
+    if lookup.read_control(home, run_id).paused:
         raise UsageError(f"run {run_id} is paused by fray (`fray control pause`), so no workload runs to resume; "
                          f"`{fray_prefix(home)} control unpause {run_id}` starts it again")
     _send(ctx, run_id, "resume", {"reason": reason} if reason is not None else {}, command_id, as_json)
@@ -180,7 +178,7 @@ def resume(ctx: click.Context, run: str, reason: str | None, command_id: str | N
 @click.pass_context
 def tune(ctx: click.Context, run: str, settings: tuple[str, ...], command_id: str | None, as_json: bool) -> None:
     """Ask RUN's workload to change hyperparameters as it runs, e.g. `--set learning_rate=1e-4`."""
-    payload, found = commands.parse_settings(list(settings))
+    payload, found = runtime.parse_settings(list(settings))
     _send(ctx, run, "tune", payload, command_id, as_json, found)
 
 
@@ -212,11 +210,11 @@ def config_set(ctx: click.Context, run: str, settings: tuple[str, ...], as_json:
     Retries, keep-alive, timeouts, grace periods and backoff can change; resources cannot.
     """
     home = home_of(ctx)
-    run_id = runs.resolve(home, run)
+    run_id = lookup.resolve(home, run)
     parsed = dict(live_settings.parse_setting(item) for item in settings)
     record, effect = live_settings.change(home, run_id, parsed)
-    meta = runs.read_meta(home, run_id)
-    lease.ensure_running(home)
+    meta = lookup.read_meta(home, run_id)
+    daemon.ensure_running(home)
     data = {"run_id": run_id, "name": meta.name, "op": "config-set", "control": record.to_dict(),
             "effect": effect, "settings": parsed, "next": f"{fray_prefix(home)} status {run_id}"}
     output.emit(data, as_json, render_control)
@@ -253,10 +251,10 @@ def render_group(data: dict[str, Any]) -> list[str]:
 def blacklist_add(ctx: click.Context, run: str, node: str | None, ttl: str, reason: str | None, as_json: bool) -> None:
     """Ban the node RUN is on and move RUN elsewhere (a restart that costs no retry)."""
     home = home_of(ctx)
-    run_id = runs.resolve(home, run)
+    run_id = lookup.resolve(home, run)
     target = node or _node_of(home, run_id)
     change = requests.ban_run_node(home, run_id, target, node_table.parse_ttl(ttl), reason)
-    lease.ensure_running(home)
+    daemon.ensure_running(home)
     data = {"run_id": run_id, "name": change.meta.name, "op": "blacklist-add", "control": change.control.to_dict(),
             "effect": change.effect, "node": change.node, "next": f"{fray_prefix(home)} nodes list"}
     output.emit(data, as_json, render_control)
@@ -270,7 +268,7 @@ def blacklist_add(ctx: click.Context, run: str, node: str | None, ttl: str, reas
 def blacklist_remove(ctx: click.Context, run: str, node: str | None, as_json: bool) -> None:
     """Let runs use RUN's node again."""
     home = home_of(ctx)
-    run_id = runs.resolve(home, run)
+    run_id = lookup.resolve(home, run)
     change = requests.unban_run_node(home, run_id, node or _node_of(home, run_id))
     data = {"run_id": run_id, "name": change.meta.name, "op": "blacklist-remove", "control": change.control.to_dict(),
             "effect": change.effect, "node": change.node, "next": f"{fray_prefix(home)} nodes list"}
@@ -278,7 +276,7 @@ def blacklist_remove(ctx: click.Context, run: str, node: str | None, as_json: bo
 
 
 def _node_of(home: Home, run_id: str) -> str:
-    node = requests.node_of(runs.read_meta(home, run_id))
+    node = requests.node_of(lookup.read_meta(home, run_id))
     if node is None:
         raise UsageError(f"run {run_id} has not run on any node yet; name one with --node")
     return node

@@ -19,8 +19,7 @@ import click
 from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
 from fray.errors import UsageError
-from fray.ops import logs as runlogs
-from fray.state import runs
+from fray.ops import logs as runlogs, lookup
 
 
 @click.command("logs")
@@ -43,8 +42,8 @@ def logs(ctx: click.Context, run: str, follow: bool, use_stderr: bool, attempt: 
     RUN is a run id, a unique prefix of one, or a run name.
     """
     home = home_of(ctx)
-    run_id = runs.resolve(home, run)
-    meta = runs.read_meta(home, run_id)
+    run_id = lookup.resolve(home, run)
+    meta = lookup.read_meta(home, run_id)
     stream = "stderr" if use_stderr else "stdout"
     count = len(meta.attempts)
     if attempt is not None and attempt > count and not follow:

@@ -16,8 +16,7 @@ import click
 
 from fray.cli.main import home_of
 from fray.errors import UsageError
-from fray.ops import curves, png_chart
-from fray.state import runs
+from fray.ops import curves, lookup, png_chart
 
 
 @click.command("plot")
@@ -40,7 +39,7 @@ def plot(ctx: click.Context, run: str | None, group: str | None, metric: str | N
     if group is not None:
         view = curves.sweep_view(home, group, metric)
     else:
-        view = curves.curves_view(home, runs.resolve(home, run), metric)
+        view = curves.curves_view(home, lookup.resolve(home, run), metric)
     if metric is not None and metric not in view["metrics"]:
         known = ", ".join(view["metrics"]) or "none yet"
         raise UsageError(f"run {view['run_id']} has no metric {metric!r}; it reported: {known}")

@@ -14,13 +14,12 @@ from typing import Any
 from fray.cli.arguments import fray_prefix
 from fray.core import recovery
 from fray.errors import CorruptFileError
-from fray.ops import views
-from fray.state import run_lookup
+from fray.ops import lookup, views
 from fray.state.layout import Home
 
 
 def status_data(home: Home, run: str) -> dict[str, Any]:
-    run_id = run_lookup.resolve(home, run)
+    run_id = lookup.resolve(home, run)
     data = views.status_view(home, run_id)
     if data["spec"] is None:
         # Neither meta.json nor its last good copy: the state is damaged, not the command line.
@@ -30,5 +29,5 @@ def status_data(home: Home, run: str) -> dict[str, Any]:
     row = data["run"]
     data["next_steps"] = recovery.next_steps(row["status"], row["reason"], run_id, data["spec"],
                                              data["daemon"]["state"], prefix)
-    data["family"] = views.family_view(home, run_lookup.read_meta(home, run_id))
+    data["family"] = views.family_view(home, lookup.read_meta(home, run_id))
     return data

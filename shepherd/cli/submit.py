@@ -22,7 +22,7 @@ from fray.core import directives
 from fray.core.waiting import EXIT_NEVER_STARTS
 from fray.core.model import Meta
 from fray.errors import UsageError
-from fray.ops import human, submit as submitting
+from fray.ops import human, lookup, submit as submitting
 from fray.state.layout import Home
 
 # Only a sweep, --wait or --follow loads fray.ops.sweep, .wait and .logs: a plain submit's time to its
@@ -199,12 +199,11 @@ def render_sweep(data: dict[str, Any], shown: int = 5) -> list[str]:
 def _narrated_wait(home: Home, run_id: str) -> Meta | None:
     """Wait for the run, telling each change on stderr; its meta once ended, None if it can never start."""
     from fray.ops import wait as waiting
-    from fray.state import runs
 
     watch = waiting.Watch(home, [run_id], lambda line: output.line(line, err=True))
     if watch.run() == EXIT_NEVER_STARTS:
         return None
-    return runs.read_meta(home, run_id)
+    return lookup.read_meta(home, run_id)
 
 
 def _follow(home: Home, run_id: str, as_json: bool) -> Meta | None:

@@ -16,8 +16,7 @@ from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
 from fray.core import waiting
 from fray.errors import UsageError
-from fray.ops import wait as waits
-from fray.state import runs
+from fray.ops import lookup, wait as waits
 from fray.state.layout import Home
 
 
@@ -41,7 +40,7 @@ def wait_cmd(ctx: click.Context, refs: tuple[str, ...], group: str | None, as_js
         _, names = waits.group_members(home, group)
         run_ids = list(names)
     else:
-        run_ids = [runs.resolve(home, ref) for ref in refs]
+        run_ids = [lookup.resolve(home, ref) for ref in refs]
     ctx.exit(watch_and_report(home, run_ids, as_json, names))
 
 

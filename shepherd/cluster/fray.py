@@ -62,7 +62,8 @@ class FrayCluster(ClusterBase):
 
     # -- launching ---------------------------------------------------------------------
 
-    def _family(self) -> launching.Family:
+    def launch_family(self) -> launching.Family:
+        """What each run launched from here inherits: its parent (this job, inside one), namespace, backend, workdir."""
         return launching.Family(parent_run_id=self.job_id, parent_attempt=self.attempt, namespace=self.namespace,
                                 backend=self.backend, workdir=os.getcwd())
 
@@ -70,7 +71,7 @@ class FrayCluster(ClusterBase):
         """Write the job as a run (a child of this job, when inside one); its job id (the run id)."""
         self._check_reservation(request)
         meta = self._write([request])[0]
-        self._ensure_daemon()
+        self.ensure_daemon()
         return meta.run_id
 
     def launch_group(self, group: JobGroupConfig) -> list[str]:
@@ -82,13 +83,14 @@ class FrayCluster(ClusterBase):
             self._check_reservation(request)
         group_id = f"{runs.slug(group.name)[:60]}-{secrets.token_hex(3)}"
         metas = self._write(list(group.jobs), group_id)
-        self._ensure_daemon()
+        self.ensure_daemon()
         return [m.run_id for m in metas]
 
     def _write(self, requests: list[JobRequest], group_id: str | None = None) -> list[Meta]:
-        return launching.launch(self.home, requests, self._family(), group_id=group_id)
+        return launching.launch(self.home, requests, self.launch_family(), group_id=group_id)
 
-    def _ensure_daemon(self) -> None:
+    def ensure_daemon(self) -> None:
+        """Make sure a daemon serves FRAY_HOME, so launched runs start (inside a job, the one that started it does)."""
         if self.job_id is None:  # inside a job, the daemon that started it is serving
             from fray.daemon import lease
 

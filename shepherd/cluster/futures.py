@@ -129,8 +129,8 @@ def map(fn: Callable[..., Any], items: Iterable[Any], /, *, resources: ResourceC
         return []
     cluster = FrayCluster(home, backend=backend)
     params = [{"calls": f"{p.first}-{p.last}"} for p in parts] if parts else None
-    metas = launching.launch_sweep(cluster.home, requests, cluster._family(), label, max_parallel, params)
-    cluster._ensure_daemon()
+    metas = launching.launch_sweep(cluster.home, requests, cluster.launch_family(), label, max_parallel, params)
+    cluster.ensure_daemon()
     if parts is None:
         return [RunFuture(cluster, meta.run_id) for meta in metas]
     return [CallFuture(cluster, meta.run_id, index)
@@ -219,7 +219,7 @@ class RunFuture:
 
     def _finished(self, timeout: float | None) -> JobInfo:
         if not self.done():
-            self._cluster._ensure_daemon()  # a daemon that died since the submit would leave us waiting forever
+            self._cluster.ensure_daemon()  # a daemon that died since the submit would leave us waiting forever
         return self._cluster.wait(self._run_id, timeout=timeout)
 
     def _failure(self, info: JobInfo) -> BaseException:
@@ -312,7 +312,7 @@ class CallFuture(RunFuture):
             if ended or (record is not None and record["outcome"] == "returned"):
                 return record
             if not asked:  # a daemon that died since the submit would leave us waiting forever
-                self._cluster._ensure_daemon()
+                self._cluster.ensure_daemon()
                 asked = True
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"call {self._index} of run {self._run_id} not done after {timeout}s")

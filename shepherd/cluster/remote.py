@@ -85,7 +85,8 @@ class RemoteCluster(FrayCluster):
     def __repr__(self) -> str:
         return f"RemoteCluster(host={self.host!r}, home={self._remote.home!r}, namespace={self.namespace!r})"
 
-    def _family(self) -> launching.Family:
+    def launch_family(self) -> launching.Family:
+        """What every run launched from here inherits on the host: no parent, this namespace, backend and workdir."""
         return launching.Family(parent_run_id=None, parent_attempt=None, namespace=self.namespace,
                                 backend=self.backend, workdir=self.workdir)
 
@@ -94,7 +95,7 @@ class RemoteCluster(FrayCluster):
     def _write(self, requests: list[JobRequest], group_id: str | None = None) -> list[Meta]:
         staging = Path(tempfile.mkdtemp(prefix="fray-launch-"))  # 0700: payloads stay private here too
         try:
-            metas = launching.launch(Home(staging), requests, self._family(), group_id=group_id)
+            metas = launching.launch(Home(staging), requests, self.launch_family(), group_id=group_id)
             with self._lock:
                 self._upload(Home(staging), [m.run_id for m in metas])
         finally:
@@ -112,7 +113,8 @@ class RemoteCluster(FrayCluster):
         for target, final in hidden:
             files.rename(target, final)
 
-    def _ensure_daemon(self) -> None:
+    def ensure_daemon(self) -> None:
+        """Start the host's daemon unless one is running (`fray daemon start` there); ClusterError when it cannot."""
         result = self._fray("daemon", "start")
         if result.exit_code != 0:
             raise ClusterError(f"could not start the daemon of {self._remote.home} on {self.host}: "

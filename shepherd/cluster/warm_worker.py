@@ -26,6 +26,7 @@ from typing import Any, Callable, NoReturn
 
 def serve() -> int:
     """Import once, then fork a wrapper per request until stdin closes."""
+    import ctypes  # noqa: F401  what every wrapper imports late (fray.wrapper.procs: prctl), a tenth of its start
     import cloudpickle  # noqa: F401  what every function's workload unpickles with
     from fray.cluster import call_records, chunks, entry, environment, payloads, resuming  # noqa: F401  the workload's imports
     from fray.state import layout, store  # noqa: F401

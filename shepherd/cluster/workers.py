@@ -158,7 +158,7 @@ class WorkerPool:
     def _watch(self) -> None:
         while not self._closed:
             try:
-                targets = self._actors._alive(force=True)
+                targets = self._actors.alive_targets(force=True)
             except Exception:  # a transient read error: look again
                 targets = []
             for target in targets:
@@ -196,7 +196,7 @@ class WorkerPool:
                     task.future.set_exception(exc)  # the task itself raised it
                     continue
                 self._requeue(task, exc)
-                self._actors._mark_dead(target)
+                self._actors.mark_dead(target)
                 return  # this worker is gone; a restarted one gets a dispatcher of its own
             except BaseException as exc:  # the task raised: its future says so
                 task.future.set_exception(exc)

@@ -1,18 +1,36 @@
-"""Retry budgets and backoff (pure): what a failure costs a run, and how long it waits before the next try.
+"""Retry budgets and backoff (pure): what an ended attempt costs a run, and how long it waits before the next try.
 
-Each ended attempt that drew on a budget says which (`counted_as`); the counts
-are recomputed from the attempts inside the sliding retry window, never kept as
-a running total that could drift. The backoff grows with the streak of fast
-failures, capped, half of it random so runs do not restart in lockstep.
+Workload failures (exit 50, or exit 0 where that is not success, or a
+progress stall, or a hang) draw on `max_retries`; node-side failures (node
+fault exits, lost process, stalled heartbeat, preemption, failed submission)
+on `max_retries_preemption`. Manual restarts, pauses and stops draw on neither.
+A budget counts only the failures inside the sliding `retry_window_sec` (as
+Kubernetes forgets a crash-loop back-off after a healthy while), so a service
+kept alive for weeks is not ended by crashes days apart. Each ended attempt
+that drew on a budget says which (`counted_as`); the counts are recomputed
+from the attempts inside the window, never kept as a running total that could
+drift. The backoff grows with the streak of fast failures, capped, half of it
+random so runs do not restart in lockstep.
+
+`attempt_ended` is where every attempt is closed (fray.core.policy calls it
+for each way an attempt can end): it ends the run, makes it wait, or counts
+the failure and backs off, writing into the run's `Plan` (fray.core.run_plan).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fray.core.model import Meta, RunSpec
+from fray.core.model import Attempt, AttemptState, Cause, EndStatus, Meta, Mode, Phase, RunSpec
+from fray.core.run_plan import Cancel, Plan, SuspectNode
+from fray.core.status import healthy_period
+from fray.core.values import format_duration
 
 WORKLOAD_BUDGET, NODE_BUDGET = "workload", "node"
+WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE.value, Cause.CLEAN_EXIT.value, Cause.SUCCESS.value,
+                             Cause.PROGRESS_STALL.value, Cause.HANG_STOPPED.value, Cause.HANG_IDLE.value})
+# Causes that make the node a suspect: it goes on the blacklist for a while.
+SUSPECT_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.HEARTBEAT_STALL.value})
 
 
 @dataclass(frozen=True)
@@ -45,3 +63,92 @@ def backoff_delay(spec: RunSpec, streak: int, jitter: float) -> float:
         return 0.0
     ceiling = min(spec.backoff_max_sec, spec.backoff_base_sec * 2 ** min(streak - 1, 32))
     return ceiling * (0.5 + 0.5 * jitter)
+
+
+def attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | None, detail: str, jitter: float,
+                  ended_at: float | None = None, replace_now: bool = False) -> None:
+    """Close `attempt` with its cause, and settle what that means for the run: it ends (success, a stop,
+    a refusal, the keep-alive passed), waits (paused, restarted), or draws on a budget and backs off."""
+    meta, now = plan.meta, plan.now
+    attempt.state = AttemptState.ENDED.value
+    attempt.ended_at = ended_at or now
+    attempt.cause = cause
+    attempt.exit_code = exit_code
+    attempt.detail = detail
+    meta.phase = Phase.QUEUED.value
+    plan.log("attempt_ended", f"{cause}: {detail}", attempt.number, exit_code=exit_code)
+    if cause in SUSPECT_CAUSES and attempt.node:
+        plan.actions.append(SuspectNode(attempt.node, f"{cause}: {detail}"))
+    spec = meta.spec
+    if cause == Cause.SUCCESS.value and spec.mode == Mode.RUN_ONCE.value:
+        plan.end(EndStatus.COMPLETED_SUCCESS.value, f"attempt {attempt.number} succeeded")
+    elif cause == Cause.STOPPED.value:
+        plan.end(EndStatus.STOPPED_MANUAL.value, "stopped on request")
+    elif cause == Cause.UNSCHEDULABLE.value:
+        plan.end(EndStatus.FAILED.value, f"unschedulable: {detail}")
+    elif cause == Cause.CONFIG_REFUSED.value:
+        # Retrying the same submission gets the same answer: end now, not after a budget of backoffs.
+        plan.end(EndStatus.FAILED_CONFIG.value, detail)
+    elif cause == Cause.EXPIRED.value:
+        plan.end(EndStatus.ENDED_EXPIRED.value, f"keep-alive of {spec.keep_alive_sec:.0f}s has passed")
+    elif cause == Cause.PAUSED.value:
+        meta.wait_reason = "paused"
+    elif cause == Cause.RESTARTED.value:
+        meta.next_attempt_at = None
+    elif cause in (Cause.SUCCESS.value, Cause.CLEAN_EXIT.value) and spec.mode == Mode.INDEFINITE.value and spec.clean_exit_ok:
+        meta.counters.consecutive_fast_failures = 0
+        meta.next_attempt_at = now + backoff_delay(spec, 1, jitter)
+    else:
+        _count_failure(plan, attempt, cause, jitter, replace_now)
+
+
+def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float, replace_now: bool = False) -> None:
+    """Draw on the cause's budget (ending the run when it is spent) and back off before the next attempt.
+
+    `replace_now`: a stalled attempt that had run a healthy while is replaced
+    without a backoff (there is no crash loop to slow down).
+    """
+    meta, now, spec = plan.meta, plan.now, plan.meta.spec
+    counters = meta.counters
+    ran = (attempt.ended_at or now) - attempt.started_at if attempt.started_at else 0.0
+    counters.consecutive_fast_failures = 1 if ran >= healthy_period(spec) else counters.consecutive_fast_failures + 1
+    used = budgets_used(meta, now)
+    window = f" within --retry-window {format_duration(spec.retry_window_sec)}" if spec.retry_window_sec else ""
+    if cause in WORKLOAD_CAUSES:
+        counters.workload_failures += 1
+        attempt.counted_as = WORKLOAD_BUDGET
+        if used.workload + 1 > spec.max_retries:
+            plan.end(EndStatus.FAILED.value,
+                 f"{used.workload + 1} workload failures, more than --max-retries {spec.max_retries}{window}; "
+                 f"last: {attempt.detail}")
+            return
+    else:
+        counters.node_failures += 1
+        attempt.counted_as = NODE_BUDGET
+        if used.node + 1 > spec.max_retries_preemption:
+            plan.end(EndStatus.FAILED.value,
+                 f"{used.node + 1} node-side failures, more than --max-retries-preemption "
+                 f"{spec.max_retries_preemption}{window}; last: {attempt.detail}")
+            return
+    if replace_now and counters.consecutive_fast_failures <= 1:
+        meta.next_attempt_at = None
+        return
+    delay = backoff_delay(spec, counters.consecutive_fast_failures, jitter)
+    meta.next_attempt_at = now + delay
+    plan.log("backoff", f"retrying in {delay:.1f}s (failure streak {counters.consecutive_fast_failures})",
+             attempt.number, delay_sec=round(delay, 3))
+
+
+def supersede(plan: Plan, attempt: Attempt, cause: str, detail: str, jitter: float) -> None:
+    """Close a stalled attempt now and let the next one start this very cycle.
+
+    Waiting for a frozen attempt to die could take as long as the node takes to
+    come back. Closing it in meta.json fences it instead: its wrapper, if it
+    ever runs again, sees it is no longer current and kills its workload without
+    writing anything (fray.wrapper.fence). The backend is still told to kill it.
+    """
+    attempt.stop_reason = cause
+    attempt.stop_requested_at = plan.now
+    plan.actions.append(Cancel(attempt.number, force=True))
+    plan.log("cancel", f"{detail}: closing attempt {attempt.number} and starting another", attempt.number)
+    attempt_ended(plan, attempt, cause, None, detail, jitter, replace_now=True)

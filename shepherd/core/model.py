@@ -83,7 +83,7 @@ class AttemptState(str, Enum):
 
 
 class Cause(str, Enum):
-    """Why an attempt ended. Which budget it draws on is `policy.budget_of`."""
+    """Why an attempt ended. Which budget, if any, it draws on is fray.core.budgets' (attempt_ended)."""
 
     SUCCESS = "success"
     WORKLOAD_FAILURE = "workload_failure"
@@ -344,8 +344,13 @@ class Meta:
         return self.namespace or self.run_id
 
     def copy(self) -> "Meta":
-        """An independent copy (what policy changes never touches the original)."""
-        return _copied(self)
+        """An independent copy (what policy changes never touches the original).
+
+        The spec is shared, not copied: it is most of a meta, and every change of it replaces it whole
+        (policy's safe overrides, sweep_record), so a copy that changes it leaves the original's alone."""
+        clone = object.__new__(Meta)
+        clone.__dict__.update({name: item if name == "spec" else _copied(item) for name, item in self.__dict__.items()})
+        return clone
 
     @property
     def current(self) -> Attempt | None:

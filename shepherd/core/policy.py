@@ -1,36 +1,38 @@
 """What to do next for one run: a pure function of what the daemon can see.
 
 `decide(situation, admit)` takes the run's meta and control, the files of its in-flight attempt,
-the backend's view of that attempt, the time and a jitter value, and returns a `Plan`: the updated
-meta, the actions for the daemon to carry out (submit, cancel, finish, reactivate) and the events
-to log with their reasons. Time and randomness are inputs, so every branch is testable as values.
+the backend's view of that attempt, the time and a jitter value, and returns a `Plan`
+(fray.core.run_plan): the updated meta, the actions for the daemon to carry out (submit, cancel,
+finish, reactivate, suspect a node) and the events to log with their reasons. Time and randomness
+are inputs, so every branch is testable as values. `record_submit_failure` is its answer to a
+submission the backend refused or failed.
 
-Budgets: workload failures (exit 50, or exit 0 where that is not success, or a
-progress stall) draw on `max_retries`; node-side failures (node fault exits,
-lost process, stalled heartbeat, preemption, failed submission) on
-`max_retries_preemption`. Manual restarts, pauses and stops draw on neither.
-A budget counts only the failures inside the sliding `retry_window_sec` (as
-Kubernetes forgets a crash-loop back-off after a healthy while), so a service
-kept alive for weeks is not ended by crashes days apart; each attempt records
-the budget it drew on (`counted_as`), and the counts are recomputed from the
-attempts, never kept as a running total that could drift.
+This module decides when an attempt has ended (and why); what that costs the run (its retry
+budgets, the backoff, ending it when a budget is spent) is fray.core.budgets'. The plan's types
+are exported from here too, since the daemon reads them off the plan this module returns.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from fray.core import partition_policy
+from fray.core.budgets import attempt_ended, supersede
 from fray.core.exit_causes import classify_exit
-from fray.core.budgets import NODE_BUDGET, WORKLOAD_BUDGET, backoff_delay, budgets_used
 from fray.core.observation import BackendView
 from fray.core.placement.groups import TaskEnd, reporting_task, siblings_finishing
-from fray.core.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
+from fray.core.model import Attempt, AttemptState, Cause, Control, EndStatus, Meta, Mode, Phase, RunSpec
+from fray.core.run_plan import Action, Cancel, Event, Finish, Plan, Reactivate, Submit, SuspectNode
 from fray.core.scheduler import Admission, Request, run_request
-from fray.core.status import PAUSED_REASON, healthy_period, progress_stalled_for
+from fray.core.status import PAUSED_REASON, progress_stalled_for
 from fray.core.values import format_duration
+
+__all__ = [
+    "decide", "record_submit_failure", "Situation", "AttemptFiles", "SAFE_OVERRIDES", "SUBMIT_RESOLVE_SEC",
+    "Plan", "Event", "Action", "Submit", "Cancel", "Finish", "Reactivate", "SuspectNode",
+]
 
 # An attempt stuck in SUBMITTING this long (the daemon died mid-submit and the
 # backend does not know it) is given up and resubmitted.
@@ -39,18 +41,12 @@ SUBMIT_RESOLVE_SEC = 30.0
 STOP_MARGIN_SEC = 5.0
 FORCED_DETAIL = "killed: did not stop within the grace period"
 
-WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE.value, Cause.CLEAN_EXIT.value, Cause.SUCCESS.value,
-                             Cause.PROGRESS_STALL.value, Cause.HANG_STOPPED.value, Cause.HANG_IDLE.value})
-# Causes that make the node a suspect: it goes on the blacklist for a while.
-SUSPECT_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.HEARTBEAT_STALL.value})
 # What `fray control config-set` may change on a live run.
 SAFE_OVERRIDES = frozenset({
     "max_retries", "max_retries_preemption", "keep_alive_sec", "clean_exit_ok", "heartbeat_interval_sec",
     "heartbeat_timeout_sec", "startup_grace_sec", "stop_grace_sec", "backoff_base_sec", "backoff_max_sec",
     "progress_timeout_sec", "restart_on_progress_stall", "retry_window_sec",
 })
-NODE_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.LOST.value, Cause.HEARTBEAT_STALL.value,
-                         Cause.PREEMPTED.value, Cause.SUBMIT_FAILED.value})
 
 
 @dataclass(frozen=True)
@@ -79,59 +75,6 @@ class Situation:
     first_sight: bool = False  # this daemon has not seen the in-flight attempt before (a previous one started it)
 
 
-@dataclass(frozen=True)
-class Submit:
-    attempt: int
-    gpu_ids: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class Cancel:
-    attempt: int
-    force: bool = False
-
-
-@dataclass(frozen=True)
-class Finish:
-    status: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Reactivate:
-    pass
-
-
-@dataclass(frozen=True)
-class SuspectNode:
-    """Put `node` on the blacklist: an attempt there failed in a way that blames the node."""
-
-    node: str
-    reason: str
-
-
-Action = Submit | Cancel | Finish | Reactivate | SuspectNode
-
-
-@dataclass(frozen=True)
-class Event:
-    kind: str
-    reason: str
-    attempt: int | None = None
-    data: dict[str, Any] | None = None
-
-
-@dataclass
-class Plan:
-    meta: Meta
-    now: float
-    actions: list[Action] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-
-    def log(self, kind: str, reason: str, attempt: int | None = None, **data: Any) -> None:
-        self.events.append(Event(kind, reason, attempt, data or None))
-
-
 def decide(s: Situation, admit: Callable[[Request], Admission]) -> Plan:
     plan = Plan(s.meta.copy(), s.now)
     _apply_control(plan, s)
@@ -153,10 +96,10 @@ def record_submit_failure(meta: Meta, attempt_number: int, error: str, now: floa
     plan = Plan(meta.copy(), now)
     attempt = plan.meta.attempts[attempt_number - 1]
     if final and len(meta.spec.partitions) <= 1:  # with a chain, the next partition may take it (fallback)
-        _attempt_ended(plan, attempt, Cause.CONFIG_REFUSED.value, None,
+        attempt_ended(plan, attempt, Cause.CONFIG_REFUSED.value, None,
                        f"the {meta.spec.backend} backend refused the submission: {error}", jitter)
     else:
-        _attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None, f"submission failed: {error}", jitter)
+        attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None, f"submission failed: {error}", jitter)
     return plan
 
 
@@ -188,7 +131,7 @@ def _apply_control(plan: Plan, s: Situation) -> None:
     attempt = meta.in_flight
     if control.stop_requested:
         if attempt is None:
-            _end(plan, EndStatus.STOPPED_MANUAL.value, f"stopped by {control.updated_by or 'a user'}")
+            plan.end(EndStatus.STOPPED_MANUAL.value, f"stopped by {control.updated_by or 'a user'}")
         elif attempt.stop_reason != Cause.STOPPED.value:
             _stop(plan, attempt, Cause.STOPPED.value, f"stop requested by {control.updated_by or 'a user'}")
     elif control.paused and attempt is not None and attempt.state != AttemptState.STOPPING.value:
@@ -230,7 +173,7 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
             attempt.backend_ref = view.ref or attempt.backend_ref
             plan.log("adopted", "found the attempt a previous daemon was submitting", attempt.number)
         elif view.state == "gone" and files.started is None and now - attempt.submitted_at > SUBMIT_RESOLVE_SEC:
-            _attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None,
+            attempt_ended(plan, attempt, Cause.SUBMIT_FAILED.value, None,
                            "the submission never reached the backend", s.jitter)
             return
         if attempt.state == AttemptState.SUBMITTING.value:
@@ -252,16 +195,16 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
             attempt.node = _recorded_node(files)
         cause, detail = classify_exit(end.exit, files.final, end.failure, attempt)
-        _attempt_ended(plan, attempt, cause, end.exit["exit_code"], task + detail, s.jitter,
+        attempt_ended(plan, attempt, cause, end.exit["exit_code"], task + detail, s.jitter,
                        ended_at=end.exit.get("ended_at"))
         return
     if view.state == "gone":
         if attempt.state == AttemptState.STOPPING.value and attempt.stop_reason:
-            _attempt_ended(plan, attempt, attempt.stop_reason, None, attempt.detail or "stopped", s.jitter)
+            attempt_ended(plan, attempt, attempt.stop_reason, None, attempt.detail or "stopped", s.jitter)
         elif view.cause:
-            _attempt_ended(plan, attempt, view.cause, None, view.detail or view.cause, s.jitter)
+            attempt_ended(plan, attempt, view.cause, None, view.detail or view.cause, s.jitter)
         else:
-            _attempt_ended(plan, attempt, Cause.LOST.value, None,
+            attempt_ended(plan, attempt, Cause.LOST.value, None,
                            "the attempt vanished without an exit record (killed, out of memory, node lost?)", s.jitter)
         return
     if view.state == "unknown":
@@ -312,33 +255,18 @@ def _check_stall(plan: Plan, attempt: Attempt, files: AttemptFiles, view: Backen
     if attempt.state == AttemptState.RUNNING.value and attempt.started_at is not None:
         last = max(x for x in (files.heartbeat_at, attempt.started_at) if x is not None)
         if now - attempt.started_at > spec.startup_grace_sec and now - last > spec.heartbeat_timeout_sec:
-            _supersede(plan, attempt, Cause.HEARTBEAT_STALL.value,
+            supersede(plan, attempt, Cause.HEARTBEAT_STALL.value,
                        f"no heartbeat for {now - last:.0f}s (timeout {spec.heartbeat_timeout_sec:.0f}s)", jitter)
             return
         stalled = progress_stalled_for(spec, files.progress, attempt.started_at, now)
         if stalled is not None and spec.restart_on_progress_stall:
-            _supersede(plan, attempt, Cause.PROGRESS_STALL.value,
+            supersede(plan, attempt, Cause.PROGRESS_STALL.value,
                        f"step {files.progress['step']} has not advanced for {stalled:.0f}s", jitter)  # type: ignore[index]
     elif attempt.state == AttemptState.SUBMITTED.value and view.state == "running":
         silent = now - attempt.submitted_at
         if silent > spec.startup_grace_sec + spec.heartbeat_timeout_sec:
-            _supersede(plan, attempt, Cause.HEARTBEAT_STALL.value,
+            supersede(plan, attempt, Cause.HEARTBEAT_STALL.value,
                        f"the backend runs it but the wrapper never reported in {silent:.0f}s", jitter)
-
-
-def _supersede(plan: Plan, attempt: Attempt, cause: str, detail: str, jitter: float) -> None:
-    """Close a stalled attempt now and let the next one start this very cycle.
-
-    Waiting for a frozen attempt to die could take as long as the node takes to
-    come back. Closing it in meta.json fences it instead: its wrapper, if it
-    ever runs again, sees it is no longer current and kills its workload without
-    writing anything (fray.wrapper.fence). The backend is still told to kill it.
-    """
-    attempt.stop_reason = cause
-    attempt.stop_requested_at = plan.now
-    plan.actions.append(Cancel(attempt.number, force=True))
-    plan.log("cancel", f"{detail}: closing attempt {attempt.number} and starting another", attempt.number)
-    _attempt_ended(plan, attempt, cause, None, detail, jitter, replace_now=True)
 
 
 def _expired(meta: Meta, now: float) -> bool:
@@ -349,82 +277,10 @@ def _expired(meta: Meta, now: float) -> bool:
     return first_start is not None and now >= first_start + spec.keep_alive_sec
 
 
-def _attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | None, detail: str, jitter: float,
-                   ended_at: float | None = None, replace_now: bool = False) -> None:
-    meta, now = plan.meta, plan.now
-    attempt.state = AttemptState.ENDED.value
-    attempt.ended_at = ended_at or now
-    attempt.cause = cause
-    attempt.exit_code = exit_code
-    attempt.detail = detail
-    meta.phase = Phase.QUEUED.value
-    plan.log("attempt_ended", f"{cause}: {detail}", attempt.number, exit_code=exit_code)
-    if cause in SUSPECT_CAUSES and attempt.node:
-        plan.actions.append(SuspectNode(attempt.node, f"{cause}: {detail}"))
-    spec = meta.spec
-    if cause == Cause.SUCCESS.value and spec.mode == Mode.RUN_ONCE.value:
-        _end(plan, EndStatus.COMPLETED_SUCCESS.value, f"attempt {attempt.number} succeeded")
-    elif cause == Cause.STOPPED.value:
-        _end(plan, EndStatus.STOPPED_MANUAL.value, "stopped on request")
-    elif cause == Cause.UNSCHEDULABLE.value:
-        _end(plan, EndStatus.FAILED.value, f"unschedulable: {detail}")
-    elif cause == Cause.CONFIG_REFUSED.value:
-        # Retrying the same submission gets the same answer: end now, not after a budget of backoffs.
-        _end(plan, EndStatus.FAILED_CONFIG.value, detail)
-    elif cause == Cause.EXPIRED.value:
-        _end(plan, EndStatus.ENDED_EXPIRED.value, f"keep-alive of {spec.keep_alive_sec:.0f}s has passed")
-    elif cause == Cause.PAUSED.value:
-        meta.wait_reason = "paused"
-    elif cause == Cause.RESTARTED.value:
-        meta.next_attempt_at = None
-    elif cause in (Cause.SUCCESS.value, Cause.CLEAN_EXIT.value) and spec.mode == Mode.INDEFINITE.value and spec.clean_exit_ok:
-        meta.counters.consecutive_fast_failures = 0
-        meta.next_attempt_at = now + backoff_delay(spec, 1, jitter)
-    else:
-        _count_failure(plan, attempt, cause, jitter, replace_now)
-
-
-def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float, replace_now: bool = False) -> None:
-    """Draw on the cause's budget (ending the run when it is spent) and back off before the next attempt.
-
-    `replace_now`: a stalled attempt that had run a healthy while is replaced
-    without a backoff (there is no crash loop to slow down).
-    """
-    meta, now, spec = plan.meta, plan.now, plan.meta.spec
-    counters = meta.counters
-    ran = (attempt.ended_at or now) - attempt.started_at if attempt.started_at else 0.0
-    counters.consecutive_fast_failures = 1 if ran >= healthy_period(spec) else counters.consecutive_fast_failures + 1
-    used = budgets_used(meta, now)
-    window = f" within --retry-window {format_duration(spec.retry_window_sec)}" if spec.retry_window_sec else ""
-    if cause in WORKLOAD_CAUSES:
-        counters.workload_failures += 1
-        attempt.counted_as = WORKLOAD_BUDGET
-        if used.workload + 1 > spec.max_retries:
-            _end(plan, EndStatus.FAILED.value,
-                 f"{used.workload + 1} workload failures, more than --max-retries {spec.max_retries}{window}; "
-                 f"last: {attempt.detail}")
-            return
-    else:
-        counters.node_failures += 1
-        attempt.counted_as = NODE_BUDGET
-        if used.node + 1 > spec.max_retries_preemption:
-            _end(plan, EndStatus.FAILED.value,
-                 f"{used.node + 1} node-side failures, more than --max-retries-preemption "
-                 f"{spec.max_retries_preemption}{window}; last: {attempt.detail}")
-            return
-    if replace_now and counters.consecutive_fast_failures <= 1:
-        meta.next_attempt_at = None
-        return
-    delay = backoff_delay(spec, counters.consecutive_fast_failures, jitter)
-    meta.next_attempt_at = now + delay
-    plan.log("backoff", f"retrying in {delay:.1f}s (failure streak {counters.consecutive_fast_failures})",
-             attempt.number, delay_sec=round(delay, 3))
-
-
 def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> None:
     meta, now = plan.meta, s.now
     if _expired(meta, now):
-        _end(plan, EndStatus.ENDED_EXPIRED.value, f"keep-alive of {meta.spec.keep_alive_sec:.0f}s has passed")
+        plan.end(EndStatus.ENDED_EXPIRED.value, f"keep-alive of {meta.spec.keep_alive_sec:.0f}s has passed")
         return
     if s.control.paused:
         _wait(plan, PAUSED_REASON)
@@ -443,7 +299,7 @@ def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> 
     admission = admit(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas))
     if not admission.admitted:
         if admission.unschedulable:  # past --scheduling-timeout, or an --after that can no longer hold
-            _end(plan, admission.final or EndStatus.FAILED.value, admission.end_reason)
+            plan.end(admission.final or EndStatus.FAILED.value, admission.end_reason)
         else:
             _wait(plan, admission.reason)
         return
@@ -464,13 +320,3 @@ def _wait(plan: Plan, reason: str, quiet: bool = False) -> None:
     if meta.wait_reason != reason and not quiet:
         plan.log("waiting", reason)
     meta.wait_reason = reason
-
-
-def _end(plan: Plan, status: str, reason: str) -> None:
-    meta = plan.meta
-    meta.phase = Phase.ENDED.value
-    meta.end = End(status=status, reason=reason, at=plan.now)
-    meta.wait_reason = None
-    meta.next_attempt_at = None
-    plan.actions.append(Finish(status, reason))
-    plan.log("ended", f"{status}: {reason}")

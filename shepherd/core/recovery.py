@@ -4,8 +4,9 @@ under the run and mirrored by the table of docs/failures.md ("What to type").
     next_steps(status, reason, run_id, spec, daemon_state, prefix="fray") -> list[str]
 
 Each step is a command line, with why after `#`. The reason strings matched
-here are the policy's own (fray.core.policy `_end`, fray.core.status), so a
-new way to end needs a line here and a row in docs/failures.md.
+here are the policy's own (its `plan.end` calls, in fray.core.policy and
+fray.core.budgets; fray.core.status), so a new way to end needs a line here
+and a row in docs/failures.md.
 """
 
 from __future__ import annotations

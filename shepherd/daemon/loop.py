@@ -56,6 +56,7 @@ from fray.daemon.launching import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
 from fray.daemon.records import CycleStats, RunState
+from fray.daemon.quiet import QuietRuns
 from fray.daemon.run_index import RunIndex
 from fray.daemon.run_writes import RunWrites
 from fray.daemon.settings import Settings
@@ -83,6 +84,7 @@ class Daemon:
         self._backends: dict[str, Backend] = dict(backends or {})
         self._reader = store.CachedReader()
         self._index = RunIndex(home, lambda paths, kind, reason: self._event(paths, kind, reason), lambda: self._config)
+        self._quiet = QuietRuns(lambda: self._config)  # waiting runs nothing can start now: not decided again
         self._batch = CommitBatch(home.root)  # the cycle's meta.json writes, made durable together
         self._writes = RunWrites(self._batch, self._index, clock)
         self._event, self._commit, self._finish = self._writes.event, self._writes.commit, self._writes.finish
@@ -121,8 +123,9 @@ class Daemon:
         runs = self._index.load(stats, full)
         active = self._index.active()
         stats.runs, stats.active = len(runs), len(active)
-        views = self._snapshots(active, stats)
         ledgers = self._ledgers(active)
+        active = self._quiet.select(active, ledgers, full)
+        views = self._snapshots(active, stats)
         self._exclude = self._nodes.excluded() if active else ()
         cancels: dict[str, list[CancelTarget]] = {}
         now = self.clock()
@@ -159,6 +162,7 @@ class Daemon:
             sinks = ", ".join(self._notifications.sinks)
             self._event(self.home.run(notice.run_id), "notify", f"{notice.status}: notifying {sinks}")
         self._index.drop_settled(active)
+        self._quiet.note(active, now)
         self.cycles += 1
         return stats
 
@@ -247,6 +251,8 @@ class Daemon:
         # Staged in the cycle's group commit, made durable before any backend is asked (daemon.submitting).
         self._commit(run.paths, meta, plan)
         self._sweeper.note(attempt, plan.meta)  # one it closes is swept in this cycle, not later
+        if attempt is not None and plan.meta.in_flight is None:
+            self._wake.set()  # its room is free: the next cycle, at once, starts what waits for it (daemon.quiet)
         for action in plan.actions:
             if isinstance(action, policy.Submit):
                 self._submitter.submit(run.paths, plan.meta, action, self._exclude, stats)

@@ -9,7 +9,7 @@ record, which each of them starts from (fray.state.sweep_records).
 here, and both say what will happen in the same words (`effect`). Requests
 go into the run's control.json (runs.request, which also audits them); the
 daemon acts on them, so each front end then makes sure one serves FRAY_HOME
-(fray.daemon.lease.ensure_running; the dashboard does it in a thread).
+(fray.ops.daemon.ensure_running; the dashboard does it in a thread).
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from fray.ops import groups, human, nodes, views
 from fray.state import blacklist, runs, sweep_records
 from fray.state.layout import Home
 
+# What a person may ask of a run (runs.request checks it): each front end offers these as commands or keys.
+CONTROL_OPS = runs.CONTROL_OPS
+
 
 @dataclass(frozen=True)
 class Requested:
@@ -36,7 +39,7 @@ class Requested:
 
 
 def request(home: Home, run_id: str, op: str) -> Requested:
-    """Record `op` (one of runs.CONTROL_OPS) for the run."""
+    """Record `op` (one of CONTROL_OPS) for the run."""
     record = runs.request(home, run_id, op)
     meta = runs.read_meta(home, run_id)
     return Requested(run_id, meta, record, effect(op, meta))

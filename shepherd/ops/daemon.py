@@ -17,6 +17,12 @@ def daemon_view(home: Home, action: str = "status", changed: bool = False) -> di
     return {"home": str(home.root), "action": action, "changed": changed, **views.daemon_view(home)}
 
 
+def ensure_running(home: Home) -> dict[str, Any]:
+    """Start a daemon in the background unless one serves FRAY_HOME; its lease. Every action records
+    intent that the daemon carries out, so each front end's last step after one is this."""
+    return lease.ensure_running(home)
+
+
 def start(home: Home) -> dict[str, Any]:
     """Start a daemon in the background unless one is running."""
     before, _ = lease.current_health(home)

@@ -15,6 +15,12 @@ from fray.state import runs, runtime_commands
 from fray.state.layout import Home
 
 
+def parse_settings(pairs: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """`fray control tune --set KEY=VALUE` pairs as the command's payload, and the problems found in them
+    (fray.state.runtime_commands reads them as the workload will)."""
+    return runtime_commands.parse_settings(pairs)
+
+
 @dataclass(frozen=True)
 class Sent:
     """A command written (or found already written with the same id), and what happens to it next."""

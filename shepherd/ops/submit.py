@@ -33,7 +33,7 @@ def script_args(text: str) -> tuple[str, ...]:
 def preview(script: Path, args: str = "") -> tuple[str, str | None]:
     """What submitting `script` would do, without writing anything: (summary, error)."""
     try:
-        data = runs._read_script(script)  # the same errors as fray submit
+        data = runs.read_script(script)  # the same errors as fray submit
         text = data.decode("utf-8")
     except UsageError as exc:
         return "", str(exc)

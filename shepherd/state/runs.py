@@ -85,7 +85,7 @@ def prepare(options: SubmitOptions, home: Home, check: Callable[[Prepared], None
                                         run_code.module_root(options.overrides.get("code"), cwd, home))
     elif script is None:
         raise UsageError("give the script to run (or -m MODULE)")
-    data = _read_script(script)
+    data = read_script(script)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -240,7 +240,8 @@ def discard_staged(staged: list[RunPaths]) -> None:
         shutil.rmtree(paths.dir, ignore_errors=True)
 
 
-def _read_script(path: Path) -> bytes:
+def read_script(path: Path) -> bytes:
+    """The script's bytes; a UsageError saying why not (missing, a folder, unreadable), as `fray submit` reports it."""
     try:
         return path.read_bytes()
     except FileNotFoundError:

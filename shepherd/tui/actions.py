@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fray.core.model import Phase
-from fray.ops import control as requests, nodes, settings as live_settings, submit as submitting
-from fray.state import runs
+from fray.ops import control as requests, lookup, nodes, settings as live_settings, submit as submitting
 from fray.state.layout import Home
 
 DEFAULT_TTL = nodes.DEFAULT_TTL
@@ -85,7 +84,7 @@ def control_group(home: Home, group: str, name: str, op: str) -> Outcome:
 
 def node_of(home: Home, run_id: str) -> str | None:
     """The node the run's latest attempt that had one ran on (what the ban dialog offers)."""
-    return requests.node_of(runs.read_meta(home, run_id))
+    return requests.node_of(lookup.read_meta(home, run_id))
 
 
 def ban_run_node(home: Home, run_id: str, node: str, ttl: str, reason: str) -> Outcome:

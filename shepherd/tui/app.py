@@ -20,7 +20,7 @@ down is one row saying so, and never holds up this machine's rows.
 
 Writing intent: the screens call fray.tui.actions (fray.ops, as the CLI commands do)
 and then `intent_written`, which makes sure a daemon serves FRAY_HOME
-(lease.ensure_running, in a thread: it may wait for the daemon's first cycle)
+(fray.ops.daemon.ensure_running, in a thread: it may wait for the daemon's first cycle)
 and refreshes at once.
 """
 
@@ -34,9 +34,9 @@ from textual.app import App
 from textual.binding import Binding
 from textual.theme import Theme
 
-from fray.daemon import lease
 from fray.errors import FrayError
 from fray.ops import remote_runs
+from fray.ops.daemon import ensure_running
 from fray.ops.live import Hint, RunsModel, Snapshot, Watcher
 from fray.state.layout import Home
 from fray.tui import theme as themes
@@ -69,7 +69,7 @@ class FrayApp(App):
 
     def __init__(self, home: Home, *, start: str = "runs", run_id: str | None = None, theme_name: str | None = None,
                  watch: bool = True, tick: float | None = 1.0,
-                 ensure_daemon: Callable[[Home], Any] | None = lease.ensure_running,
+                 ensure_daemon: Callable[[Home], Any] | None = ensure_running,
                  clusters: list[str] | None = None) -> None:
         super().__init__()
         self.home = home

@@ -41,11 +41,11 @@ def tui(ctx: click.Context, run: str | None, screen: str, theme: str | None, clu
     `remotes`, it shows every cluster's runs with a CLUSTER column, and acts on each
     run on its own cluster.
     """
-    from fray.state import runs
+    from fray.ops import lookup
     from fray import tui as dashboard
 
     home = _home(ctx)
-    run_id = runs.resolve(home, run) if run else None
+    run_id = lookup.resolve(home, run) if run else None
     dashboard.run(home, start=screen, run_id=run_id, theme=theme, clusters=_clusters(clusters))
 
 

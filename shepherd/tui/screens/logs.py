@@ -17,8 +17,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, Input, Static
 
 from fray.errors import FrayError
-from fray.ops import human, logs as runlogs
-from fray.state import runs
+from fray.ops import human, logs as runlogs, lookup
 from fray.tui.screens.base import FrayScreen
 from fray.tui.widgets.log_view import LogView
 
@@ -83,7 +82,7 @@ class LogsScreen(FrayScreen):
         """(Re)open the chosen attempt and stream, from its last TAIL_LINES lines."""
         home = self.fray.home
         try:
-            meta = runs.read_meta(home, self.run_id)
+            meta = lookup.read_meta(home, self.run_id)
         except FrayError as exc:
             self._follower = None
             self._note = str(exc)

@@ -1,0 +1,76 @@
+"""A plan for one run (pure): the meta as the policy left it, the actions for the daemon, the events to log.
+
+`fray.core.policy` decides and `fray.core.budgets` settles what an ended attempt costs; both
+write into one `Plan`, which the daemon then carries out (submit, cancel, finish, reactivate,
+suspect a node) and logs. Ending the run is the one step both take, so it is the plan's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fray.core.model import End, Meta, Phase
+
+
+@dataclass(frozen=True)
+class Submit:
+    attempt: int
+    gpu_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cancel:
+    attempt: int
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Finish:
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Reactivate:
+    pass
+
+
+@dataclass(frozen=True)
+class SuspectNode:
+    """Put `node` on the blacklist: an attempt there failed in a way that blames the node."""
+
+    node: str
+    reason: str
+
+
+Action = Submit | Cancel | Finish | Reactivate | SuspectNode
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str
+    reason: str
+    attempt: int | None = None
+    data: dict[str, Any] | None = None
+
+
+@dataclass
+class Plan:
+    meta: Meta
+    now: float
+    actions: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    def log(self, kind: str, reason: str, attempt: int | None = None, **data: Any) -> None:
+        self.events.append(Event(kind, reason, attempt, data or None))
+
+    def end(self, status: str, reason: str) -> None:
+        """End the run with `status` (an EndStatus value): nothing waits or retries after this."""
+        meta = self.meta
+        meta.phase = Phase.ENDED.value
+        meta.end = End(status=status, reason=reason, at=self.now)
+        meta.wait_reason = None
+        meta.next_attempt_at = None
+        self.actions.append(Finish(status, reason))
+        self.log("ended", f"{status}: {reason}")

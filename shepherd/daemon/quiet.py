@@ -1,0 +1,123 @@
+"""Waiting runs a steady cycle need not decide again: nothing of theirs changed and no room opened for them.
+
+A thousand functions mapped on a two-CPU machine are a thousand runs waiting
+for two slots. Deciding each of them every cycle (the policy, its copy of the
+meta, the scheduler's line) made a cycle cost the queue's length, hundreds of
+milliseconds, and the queue drained one cycle per freed slot. A run waiting for
+resources gets the same decision as last time when all of these hold, so the
+cycle skips it:
+
+- it was decided in an earlier cycle and left waiting, and neither its
+  meta.json nor its control.json changed since (their stat is the one then);
+- nothing but room can start it: no timer of its own is running (a backoff,
+  a --scheduling-timeout, a keep-alive, a partition's retry) and it depends on
+  no other run's state (no --after, no parent, no job group, no reservation),
+  and credits are off (with them a user's runs change band as time passes);
+- its backend's ledger, with every attempt in flight held, has no room for
+  it: of the runs alike (the same request, constraints, priority, user and
+  sweep), the scheduler's line starts the oldest first, so only as many of
+  them as the room could take on their own are decided, oldest first.
+
+When room opens, a run changes or a full cycle comes (`FULL_SCAN_EVERY_SEC`,
+the level-triggered safety net), it is decided as before, so what it is told
+(started, or why it waits) is what an undivided cycle tells it; its recorded
+wait reason may only lag a change of other runs' line in front of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fray.core.model import Control, Meta, Mode, Phase
+from fray.core.scheduler import Ledger, Request, run_request
+from fray.daemon.records import RunState
+from fray.state.row_cache import StatKey
+
+_QUEUED = Phase.QUEUED.value
+_RUN_ONCE = Mode.RUN_ONCE.value
+
+
+class QuietRuns:
+    """The waiting runs last decided, by the stat of their files then; which of them to skip this cycle."""
+
+    def __init__(self, config: Callable[[], dict[str, Any]]) -> None:
+        self._config = config  # config.json as the daemon has it now
+        # run id -> the stat of its meta.json and control.json when last decided, its kind (_kind), and why the
+        # ledger then left a run of that kind waiting once that cycle's runs had started (its wait reason's words)
+        self._waiting: dict[str, tuple[StatKey | None, StatKey | None, tuple[Any, ...], str]] = {}
+        self._ledgers: dict[str, Ledger] = {}  # this cycle's: they hold what it admits once it has decided
+
+    def select(self, active: list[RunState], ledgers: dict[str, Ledger], full: bool) -> list[RunState]:
+        """The runs of `active` to decide this cycle: every one on a full cycle, else all but the quiet ones."""
+        self._ledgers = ledgers
+        if full or not self._waiting or (self._config().get("priority") or {}).get("credit_hours") is not None:
+            return active  # with credits, a user's runs change band as time passes (fray.core.placement.priority)
+        alike: dict[tuple[Any, ...], list[RunState]] = {}
+        for run in active:
+            seen = self._waiting.get(run.meta.run_id if run.meta is not None else "")
+            if seen is not None and seen[:2] == (run.meta_key, run.control_key) and run.problem is None:
+                ledger = ledgers.get(seen[2][0])
+                if ledger is not None and ledger.capacity is not None:  # one that queues by itself admits at once
+                    alike.setdefault(seen[2], []).append(run)
+        skipped: set[int] = set()
+        for kind, runs in alike.items():
+            # Of runs alike, the scheduler's line (fray.core.placement) takes the oldest first: only as many as
+            # the room takes can start, and the next in line is told it is first; the others wait as before
+            # unless the ledger, once that room is taken, would give other words for it.
+            room, why = _room(ledgers[kind[0]], kind[1], len(runs))
+            rest = sorted(runs, key=_in_line)[room + 1:] if room else runs
+            skipped.update(id(run) for run in rest if self._waiting[_id(run)][3] == why)
+        return [run for run in active if id(run) not in skipped] if skipped else active
+
+    def note(self, decided: list[RunState], now: float) -> None:
+        """After the cycle: remember the decided runs left waiting (and forget the others among them)."""
+        why: dict[tuple[str, Request], str] = {}
+        for run in decided:
+            meta = run.meta
+            if meta is not None and _only_room_starts(meta, run.control, now):
+                kind = _kind(meta)
+                if kind[:2] not in why:
+                    ledger = self._ledgers.get(kind[0])
+                    why[kind[:2]] = ledger.explain(kind[1]) if ledger is not None else ""
+                self._waiting[meta.run_id] = (run.meta_key, run.control_key, kind, why[kind[:2]])
+            elif meta is not None:
+                self._waiting.pop(meta.run_id, None)
+
+
+def _kind(meta: Meta) -> tuple[Any, ...]:
+    """What the scheduler tells runs apart by, but their place in line: runs of one kind are interchangeable."""
+    spec = meta.spec
+    sweep = meta.sweep
+    return (spec.backend, run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas), tuple(spec.constraints),
+            tuple(spec.tolerations), spec.group_by, spec.priority, meta.submitted_by.get("user"),
+            sweep["id"] if sweep else None)
+
+
+def _id(run: RunState) -> str:
+    assert run.meta is not None
+    return run.meta.run_id
+
+
+def _in_line(run: RunState) -> tuple[float, str]:
+    assert run.meta is not None
+    return run.meta.created_at, run.meta.run_id
+
+
+def _room(ledger: Ledger, request: Request, most: int) -> tuple[int, str]:
+    """How many of `request` the ledger could still admit, up to `most`, and why it would refuse one more then
+    (the ledger itself is left as it is)."""
+    trial = Ledger(ledger.capacity, ledger.used_cpus, ledger.used_mem_mb, set(ledger.used_gpu_ids), ledger.closed)
+    room = 0
+    while room < most and trial.admit(request).admitted:
+        room += 1
+    return room, trial.explain(request)
+
+
+def _only_room_starts(meta: Meta, control: Control, now: float) -> bool:
+    """Waiting to start, with no timer of its own and no tie to another run's state (module doc)."""
+    spec = meta.spec
+    return (meta.phase == _QUEUED and meta.in_flight is None and meta.wait_reason is not None
+            and (meta.next_attempt_at is None or meta.next_attempt_at <= now)
+            and not control.paused and not control.stop_requested and control.start_nonce <= meta.applied.start_nonce
+            and spec.mode == _RUN_ONCE and spec.scheduling_timeout_sec is None and not spec.partitions
+            and not spec.after and meta.parent_run_id is None and meta.gang is None and meta.reservation is None)
