@@ -8,11 +8,11 @@ cache/daemon-settled.json, rewritten every SAVE_EVERY_SEC when it changed and as
 A daemon starting over the home reads the index and defers every run whose two files still have the keys it
 lists. Its first cycle reads the other runs (those still going, and those the index does not know) and the
 deferred runs they refer to: a parent, an --after upstream, the other members of a gang or a sweep (all that the
-cycle's decisions about the runs going read of other runs). After each cycle the daemon reads a share of the
-rest (LOAD_BUDGET_SEC of reading), and any deferred run whose folder changes is read at once, so a new run is
-acted on from the daemon's first second while it learns the thousands that ended. What needs every run (housekeeping,
-the sweep of actor endpoints) waits until none is deferred. Priority credits count every run's usage: where
-they are configured, nothing is deferred.
+cycle's decisions about the runs going read of other runs). Between cycles the daemon reads a share of the rest
+(LOAD_BUDGET_SEC of reading, at most every SHARE_EVERY_SEC), and any deferred run whose folder changes is read
+at once, so a new run is acted on from the daemon's first second while it learns the thousands that ended. What
+needs every run (housekeeping, the sweep of actor endpoints) waits until none is deferred. Priority credits
+count every run's usage: where they are configured, nothing is deferred.
 
 The index is derived data: missing, unreadable, from another version or stale, it costs only speed (a run it
 does not list, or whose files changed, is read as before). Only the daemon writes it (it holds the daemon lock).
@@ -37,7 +37,8 @@ log = logging.getLogger("fray.daemon")
 
 VERSION = 1
 SAVE_EVERY_SEC = 60.0
-LOAD_BUDGET_SEC = 0.03  # of reading deferred runs after each cycle: a run submitted meanwhile waits no longer
+LOAD_BUDGET_SEC = 0.03  # of reading deferred runs after a cycle: a run submitted meanwhile waits no longer
+SHARE_EVERY_SEC = 0.25  # at most one share this often: a busy daemon (every event a cycle) keeps its CPUs for them
 
 
 def _keys(home: Home, run_id: str) -> list[StatKey | None]:
@@ -86,6 +87,7 @@ class Deferral:
         self._deferred: dict[str, list[Any]] = {}  # run id -> its index entry, oldest run first
         self._fresh = False  # split just now: this cycle reads references only, not a share
         self._saved_at = clock()
+        self._shared_at = float("-inf")
         self._saved: frozenset[str] | None = None
 
     @property
@@ -139,10 +141,13 @@ class Deferral:
 
     def share(self) -> Iterator[str]:
         """Deferred runs to read between two cycles, each as the caller reads the one before, for LOAD_BUDGET_SEC
-        of the caller's reading (none just after the first cycle: its lease is written first)."""
+        of the caller's reading, at most every SHARE_EVERY_SEC (none just after the first cycle)."""
         if self._fresh:
             self._fresh = False
             return
+        if self._clock() - self._shared_at < SHARE_EVERY_SEC:
+            return
+        self._shared_at = self._clock()
         deadline = time.perf_counter() + LOAD_BUDGET_SEC
         while self._deferred and time.perf_counter() < deadline:
             run_id = next(iter(self._deferred))
