@@ -343,8 +343,8 @@ class Daemon:
             self._write_lease(stats, (time.perf_counter() - started) * 1000, error)
             if watcher.ident is None:  # after the first cycle: setting the watch up holds the GIL a while
                 watcher.start()  # the cycles are full until one began with the watch on (module doc)
-                threading.Thread(target=watching_runs.await_watch, args=(self.home.watch_probe, watching, watcher,
-                                                                         wake), name="fray-watch-probe", daemon=True).start()
+                probe = (self.home.watch_probe, watching, watcher, wake)
+                threading.Thread(target=watching_runs.await_watch, args=probe, name="fray-watch-probe", daemon=True).start()
             self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
             self._index.read_deferred_share()
             self._index.save_settled()

@@ -104,7 +104,8 @@ class Watch:
 
     def _pause(self, poll: float) -> None:
         """Sleep `poll` seconds, or less: until a waited run's meta.json is replaced (QUICK_RUNS at most)."""
-        going = [run_id for run_id in self.run_ids if not (run_id in self.rows and waiting.has_ended(self.rows[run_id]))]
+        going = [run_id for run_id in self.run_ids
+                 if not (run_id in self.rows and waiting.has_ended(self.rows[run_id]))]
         if len(going) > QUICK_RUNS:
             time.sleep(poll)
             return
