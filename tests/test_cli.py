@@ -340,6 +340,37 @@ def test_status_json_prints_the_same_document_without_click(home, tmp_path):
         assert parse_status_json(args) is None, args
 
 
+def test_submit_json_prints_the_same_document_without_click(home, tmp_path):
+    """`fray submit SCRIPT --json` skips click too (fray.cli.entry): the same run, document and errors."""
+    script = tmp_path / "job.py"
+    script.write_text("#FRAY --cpus 1\nprint('hi')\n")
+    documents = []
+    for program in (WITH_MODULES, CLICK_ONLY):
+        proc = _fray_via(program, "--home", str(home.root), "submit", str(script), "--json")
+        assert proc.returncode == 0, proc.stderr
+        document = json.loads(proc.stdout)
+        schema_validate("cli-submit", document)
+        assert home.run(document["run_id"]).meta.exists()
+        for moving in ("run_id", "dir", "daemon", "next"):  # this run's own names, and the daemon's clock
+            document.pop(moving)
+        document["script"].pop("frozen")
+        documents.append(document)
+        if program == WITH_MODULES:
+            assert "click" not in json.loads(proc.stderr.split("MODULES=", 1)[1])
+    assert documents[0] == documents[1]
+    fast = _fray_via(WITH_MODULES, "--home", str(home.root), "submit", str(tmp_path / "nosuch.py"), "--json")
+    slow = run_fray("submit", str(tmp_path / "nosuch.py"), "--json", home=home.root)
+    assert (fast.returncode, fast.stdout) == (slow.returncode, slow.stdout) and slow.returncode == 2, fast.stdout
+    from fray.cli.arguments import normalize
+    from fray.cli.entry import submit_json
+
+    assert submit_json(normalize(["submit", "a.py", "--json"])) == (None, "a.py")
+    assert submit_json(normalize(["--json", "--home", "/h", "submit", "a.py"])) == ("/h", "a.py")
+    for args in (["submit", "a.py"], ["submit", "--gpus", "1", "a.py", "--json"], ["submit", "a.py", "--json", "--", "x"],
+                 ["submit", "--wait", "a.py", "--json"]):
+        assert submit_json(normalize(args)) is None, args
+
+
 def test_the_list_fast_path_reads_its_options_as_click_does():
     from fray.cli.entry import ListArgs, parse_list_json
 

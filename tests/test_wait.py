@@ -93,3 +93,21 @@ def test_a_sweep_waits_for_every_point_counts_them_and_names_the_one_that_failed
     assert sorted(r["status"] for r in document["runs"]) == ["completed_success", "completed_success", "failed"]
     assert failed[0].removeprefix("did not succeed: ") == next(r["run_id"] for r in document["runs"]
                                                                if r["status"] == "failed")
+
+
+def test_a_wait_for_one_run_hears_of_its_end_at_once_not_on_its_timer(home: Home, tmp_path: Path, daemon) -> None:
+    """A waiter looks at the run's meta.json between two reads of its row: with a 60 s timer, only the
+    daemon's replacing that file can end the wait before the test gives up."""
+    import threading
+
+    from fray.ops.wait import Watch
+
+    meta = runs.create_run(home, runs.SubmitOptions(script=write(tmp_path, "quick.sh", "#!/bin/bash\necho hi\n"),
+                                                    overrides={}))
+    told: list[str] = []
+    codes: list[int] = []
+    waiter = threading.Thread(target=lambda: codes.append(Watch(home, [meta.run_id], told.append).run(poll=60)))
+    waiter.start()
+    waiter.join(30)
+    assert codes == [0], told
+    assert told[-1].startswith("completed_success"), told
