@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from conftest import run_fray, schema_validate, wait_until
-from fray.core import sweep
+from fray.core.sweeps import grid
 from fray.errors import UsageError
 
 
 def test_axes_make_the_cartesian_product_first_axis_slowest_and_ranges_include_both_ends() -> None:
-    axes = sweep.parse_axes(["lr=1e-3,3e-4", "seed=0..2"])
-    points = sweep.points(axes)
-    assert [sweep.point_args(p) for p in points[:4]] == [
+    axes = grid.parse_axes(["lr=1e-3,3e-4", "seed=0..2"])
+    points = grid.points(axes)
+    assert [grid.point_args(p) for p in points[:4]] == [
         ["--lr", "1e-3", "--seed", "0"], ["--lr", "1e-3", "--seed", "1"], ["--lr", "1e-3", "--seed", "2"],
         ["--lr", "3e-4", "--seed", "0"]]
     assert len(points) == 6 and points[5].values == {"lr": 0.0003, "seed": 2}
-    assert sweep.points(sweep.parse_axes(["opt=adam,sgd"]))[1].values == {"opt": "sgd"}
+    assert grid.points(grid.parse_axes(["opt=adam,sgd"]))[1].values == {"opt": "sgd"}
 
 
 @pytest.mark.parametrize("text, says", [
@@ -31,12 +31,12 @@ def test_axes_make_the_cartesian_product_first_axis_slowest_and_ranges_include_b
 ])
 def test_bad_sweep_syntax_says_what_and_how_to_write_it(text: str, says: str) -> None:
     with pytest.raises(UsageError, match=says):
-        sweep.parse_axes([text])
+        grid.parse_axes([text])
 
 
 def test_an_axis_given_twice_is_refused() -> None:
     with pytest.raises(UsageError, match="given twice"):
-        sweep.parse_axes(["lr=1", "lr=2"])
+        grid.parse_axes(["lr=1", "lr=2"])
 
 
 def script(tmp_path: Path, body: str) -> Path:

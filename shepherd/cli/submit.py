@@ -18,7 +18,8 @@ from click.core import ParameterSource
 
 from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
-from fray.core import directives, sweep_record
+from fray.core import directives
+from fray.core.sweeps import record as sweep_record
 from fray.core.waiting import EXIT_NEVER_STARTS
 from fray.core.model import Meta
 from fray.errors import UsageError

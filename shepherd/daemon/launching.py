@@ -51,8 +51,9 @@ from typing import Any, Callable
 import orjson
 
 from fray.backends.base import AttemptKey, Backend, SubmitRequest
-from fray.core import policy, sweep_record, validation
+from fray.core import policy, validation
 from fray.core.model import Meta
+from fray.core.sweeps import record as sweep_record
 from fray.errors import AmbiguousSubmission, BackendError, FrayError
 from fray.state import runs, store, sweep_records
 from fray.state.layout import GroupPaths, Home

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fray.core.group_rows import KEY_PREFIX, members_of
+from fray.core.sweeps.folding import KEY_PREFIX, members_of
 from fray.errors import RunLookupError
 
 Row = dict[str, Any]

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fray.core import group_rows
+from fray.core.sweeps import folding
 from fray.core.model import Attempt, AttemptState, Control, Meta
 from fray.core.run_row import row_of
 from fray.core.status import Status
@@ -106,7 +106,7 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
 
     `tree` orders the rows shown with each job under its parent and gives each a depth.
     `group` shows only that group's runs, in index order (ops.groups.resolve says what it may be);
-    otherwise `fold` shows each sweep as one row counting its runs per status (core.group_rows).
+    otherwise `fold` shows each sweep as one row counting its runs per status (core.sweeps.folding).
     """
     now = time.time()
     ids = list(reversed(home.run_ids()))
@@ -130,7 +130,7 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
         rows = [r for r in rows if r["phase"] != "ended"]
     counts = Counter(r["status"] for r in rows)
     if fold and group_id is None and not tree:
-        rows = group_rows.fold(rows)
+        rows = folding.fold(rows)
     if limit is not None:
         rows = rows[:limit]
     data = {"home": str(home.root), "generated_at": now, "daemon": daemon_view(home, now),

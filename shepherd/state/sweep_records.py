@@ -26,7 +26,7 @@ import os
 import time
 from typing import Any
 
-from fray.core import sweep_record
+from fray.core.sweeps import record as sweep_record
 from fray.core.model import Applied, Control, Meta
 from fray.core.status import PAUSED_REASON
 from fray.errors import CorruptFileError

@@ -24,7 +24,7 @@ from textual.binding import Binding
 from rich.text import Text
 from textual.widgets import Footer, Static
 
-from fray.core import group_rows
+from fray.core.sweeps import folding
 from fray.ops import human, remote_runs
 from fray.ops.live import Snapshot
 from fray.tui.screens.base import FrayScreen, RunActions, elsewhere
@@ -53,7 +53,7 @@ class DashboardScreen(RunActions, FrayScreen):
     def __init__(self) -> None:
         super().__init__()
         self._snapshot: Snapshot | None = None
-        self._folder = group_rows.Folder()
+        self._folder = folding.Folder()
         self._remote: remote_runs.RemoteRuns | None = None
 
     def compose(self) -> ComposeResult:
@@ -144,7 +144,7 @@ class DashboardScreen(RunActions, FrayScreen):
         if row.get("kind") == "cluster" or elsewhere(row):
             self._there(row)
             return
-        if event.run_id.startswith(group_rows.KEY_PREFIX):  # a sweep: show or fold its runs
+        if event.run_id.startswith(folding.KEY_PREFIX):  # a sweep: show or fold its runs
             self._folder.toggle(event.run_id)
             if self._snapshot is not None:
                 self.table.apply(*self._folder.apply(self._snapshot.rows, set(), set()))

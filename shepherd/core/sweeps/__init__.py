@@ -1,0 +1,11 @@
+"""Sweeps, the pure part: one module per job, all about a sweep's group of runs.
+
+- `grid`: `--sweep NAME=VALUES` axes, their points, what each point passes to its script;
+- `record`: a sweep's record (groups/<id>/group.json) and the member runs it stands for;
+- `gate`: how many members of each sweep may start an attempt this cycle (`--max-parallel`);
+- `folding`: a sweep folded into one row of a listing.
+
+The other layers' parts: fray.state.sweeps (the record on disk), fray.daemon.sweeps
+(the record becomes runs; array folders removed), fray.ops.sweeps (`fray submit --sweep`,
+`--group GROUP`); Slurm's job arrays are fray.backends.slurm.arrays.
+"""
