@@ -143,7 +143,8 @@ def test_bad_sweep_input_is_refused_whole_and_writes_nothing(home, tmp_path) -> 
 
 def test_the_dashboard_shows_a_sweep_as_one_row_that_enter_unfolds_and_s_p_act_on_all_of(home, tmp_path) -> None:
     from fray.ops import sweep as sweeping
-    from fray.state import runs, sweep_records
+    from fray.state import runs
+    from fray.state.sweeps import unwritten
     from tests.tui_support import dashboard, run, screen_text, until
 
     alone = tmp_path / "alone.sh"
@@ -165,13 +166,13 @@ def test_the_dashboard_shows_a_sweep_as_one_row_that_enter_unfolds_and_s_p_act_o
             await pilot.press("s")
             await until(pilot, lambda: "Stop the sweep seeds?" in screen_text(app), what="the question")
             await pilot.press("n")
-            assert sweep_records.asked(record) is None
+            assert unwritten.asked(record) is None
             await pilot.press("p")
             await until(pilot, lambda: "Pause the sweep seeds?" in screen_text(app), what="the question")
             await pilot.press("y")
             await until(pilot, lambda: any("requested pause for 3 runs of seeds" in n.message
                                            for n in app._notifications), what="the pause notice")
-            assert sweep_records.asked(record).paused
+            assert unwritten.asked(record).paused
             await until(pilot, lambda: sum("paused" in line for line in app.screen.table.visible_lines()) == 3,
                         what="the points shown paused")
             await pilot.press("s")
@@ -179,7 +180,7 @@ def test_the_dashboard_shows_a_sweep_as_one_row_that_enter_unfolds_and_s_p_act_o
             await pilot.press("y")
             await until(pilot, lambda: any("requested stop for 3 runs of seeds" in n.message
                                            for n in app._notifications), what="the stop notice")
-            assert sweep_records.asked(record).stop_requested
+            assert unwritten.asked(record).stop_requested
             assert app.ensure_daemon.calls  # and it made sure a daemon would act on it
 
     run(scenario())

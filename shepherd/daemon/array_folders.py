@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from fray.core.model import Meta
-from fray.state import sweep_records
+from fray.state.sweeps import unwritten
 from fray.state.layout import Home
 
 log = logging.getLogger("fray.daemon")
@@ -36,7 +36,7 @@ class ArrayFolders:
         if time.monotonic() - self._swept_at < SWEEP_EVERY_SEC or not self.home.array_names():
             return []
         self._swept_at = time.monotonic()
-        in_use = {launch["array_name"] for _, launch in sweep_records.pending(self.home)
+        in_use = {launch["array_name"] for _, launch in unwritten.pending(self.home)
                   if launch is not None and launch["array_name"]}
         for meta in metas:
             attempt = meta.in_flight if meta is not None else None

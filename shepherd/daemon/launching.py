@@ -24,7 +24,7 @@ wait for, a constraint no node meets, a sweep paused or stopped before it
 was launched), the members are written as queued runs and the loop starts
 them as before. What people asked of the points before they were written
 (groups/<id>/control.json) becomes each member's control.json as its folder
-is put in place, under the group's lock (fray.state.sweep_records).
+is put in place, under the group's lock (fray.state.sweeps.unwritten).
 
 Crash-only: launch.json says how far it got, and a restarted daemon goes on
 from there:
@@ -37,7 +37,7 @@ from there:
   submitted     the missing members' folders are written (those there are kept).
 Once every member's folder is written the group's folder is removed: its
 members carry all of it, and readers, who show a new sweep's points from
-its record until then (fray.state.sweep_records), look at new sweeps only.
+its record until then (fray.state.sweeps.unwritten), look at new sweeps only.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ from fray.core import policy, validation
 from fray.core.model import Meta
 from fray.core.sweeps import record as sweep_record
 from fray.errors import AmbiguousSubmission, BackendError, FrayError
-from fray.state import runs, store, sweep_records
+from fray.state import runs, store
+from fray.state.sweeps import unwritten
 from fray.state.layout import GroupPaths, Home
 
 log = logging.getLogger("fray.daemon")
@@ -91,7 +92,7 @@ class Launcher:
         if launch is None:
             plan = self.first_plan(first)
             if (not hasattr(backend, "launch_array") or [type(a) for a in plan.actions] != [policy.Submit]
-                    or sweep_records.asked(paths) is not None  # paused or stopped already: the loop decides
+                    or unwritten.asked(paths) is not None  # paused or stopped already: the loop decides
                     or first.spec.after):  # waits for upstream runs: the loop's gate (core.dependencies) decides
                 return self._write(paths, record, None)
             launch = self._launch(paths, record, first, backend, plan.meta.attempts[0].partition, exclude)
@@ -171,9 +172,9 @@ class Launcher:
         staged = runs.stage_runs(self.home, new, control=False, keep_ids=True)
         try:
             # What people asked of the points until now is theirs from the start; a request after this
-            # finds them written and goes to their runs (fray.state.sweep_records.ask_unwritten).
-            with store.lock(self.home, sweep_records.lock_name(paths.group_id)):
-                runs.publish_runs(self.home, new, staged, sweep_records.asked(paths))
+            # finds them written and goes to their runs (fray.state.sweeps.unwritten.ask_unwritten).
+            with store.lock(self.home, unwritten.lock_name(paths.group_id)):
+                runs.publish_runs(self.home, new, staged, unwritten.asked(paths))
                 shutil.rmtree(paths.dir)  # all written (and synced): the runs carry everything the record held
         except BaseException:
             runs.discard_staged(staged)  # those not published yet; the rest are kept, as after a crash

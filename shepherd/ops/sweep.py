@@ -1,7 +1,7 @@
 """`fray submit SCRIPT --sweep NAME=VALUES ...`: one run per point, as one group, and what it became.
 
 The points and what each passes to the script are fray.core.sweeps.grid's; the
-sweep's record is written whole by fray.state.groups (after every check);
+sweep's record is written whole by fray.state.sweeps.creating (after every check);
 the daemon then writes its runs and starts them (on Slurm as one job array,
 submitted before the runs' folders are written; at most `--max-parallel` at
 a time): fray.daemon.launching.
@@ -16,7 +16,8 @@ from fray.backends import offers
 from fray.core.sweeps import grid, record as sweep_record
 from fray.core.model import Meta
 from fray.ops import views
-from fray.state import groups, runs
+from fray.state import runs
+from fray.state.sweeps import creating
 from fray.state.layout import Home
 
 
@@ -30,7 +31,7 @@ def publish(home: Home, script: Path | None, sweeps: Sequence[str], args: Sequen
     ready = runs.prepare(runs.SubmitOptions(script=script, overrides=overrides or {}, name=name or None,
                                             args=tuple(args), module=module, force=force), home,
                            check=lambda prepared: offers.check_prepared(home, prepared))
-    return groups.publish_sweep(home, ready, grid.points(parsed), max_parallel)
+    return creating.publish_sweep(home, ready, grid.points(parsed), max_parallel)
 
 
 def submit_sweep(home: Home, script: Path, sweeps: Sequence[str], args: Sequence[str] = (),

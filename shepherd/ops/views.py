@@ -149,10 +149,10 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
 def _pending_points(home: Home, written: set[str]) -> list[Meta]:
     """The points of new sweeps whose runs the daemon has not written yet (none without sweep records)."""
     if not home.group_ids():
-        return []  # and fray.state.sweep_records (with the audit log's hashing) is not imported
-    from fray.state import sweep_records
+        return []  # and fray.state.sweeps.unwritten (with the audit log's hashing) is not imported
+    from fray.state.sweeps import unwritten
 
-    return sweep_records.pending_members(home, written)
+    return unwritten.pending_members(home, written)
 
 
 def _uncached_row(home: Home, run_id: str, cache: RowCache, meta_key: list[int] | None,
