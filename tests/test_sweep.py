@@ -101,7 +101,7 @@ def test_stop_group_stops_the_running_points_and_the_waiting_ones(home, daemon, 
 
 
 def test_a_sweep_paused_before_the_daemon_wrote_its_points_starts_none_until_unpaused(home, tmp_path) -> None:
-    from fray.ops import sweep as sweeping
+    from fray.ops import sweeps as sweeping
     from fray.state import runs
 
     created = sweeping.submit_sweep(home, script(tmp_path, "echo ran\n"), ["seed=0..3"], name="later")
@@ -142,7 +142,7 @@ def test_bad_sweep_input_is_refused_whole_and_writes_nothing(home, tmp_path) -> 
 
 
 def test_the_dashboard_shows_a_sweep_as_one_row_that_enter_unfolds_and_s_p_act_on_all_of(home, tmp_path) -> None:
-    from fray.ops import sweep as sweeping
+    from fray.ops import sweeps as sweeping
     from fray.state import runs
     from fray.state.sweeps import unwritten
     from tests.tui_support import dashboard, run, screen_text, until

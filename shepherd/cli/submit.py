@@ -23,7 +23,7 @@ from fray.core.sweeps import record as sweep_record
 from fray.core.waiting import EXIT_NEVER_STARTS
 from fray.core.model import Meta
 from fray.errors import UsageError
-from fray.ops import human, logs as runlogs, submit as submitting, sweep as sweeping, wait as waiting
+from fray.ops import human, logs as runlogs, submit as submitting, sweeps as sweeping, wait as waiting
 from fray.state import runs
 from fray.state.layout import Home
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 from fray.core import dependencies
 from fray.core.model import Control, Meta
+from fray.core.sweeps import lookup
 from fray.errors import UsageError
-from fray.ops import groups, human, nodes, views
+from fray.ops import human, nodes, views
 from fray.state import blacklist, runs
 from fray.state.sweeps import unwritten
 from fray.state.layout import Home
@@ -54,10 +55,10 @@ class GroupRequested:
 
 
 def request_group(home: Home, group: str, op: str) -> GroupRequested:
-    """Record `op` for each run of the group (ops.groups.resolve): stop, pause and restart skip the
+    """Record `op` for each run of the group (core.sweeps.lookup.resolve): stop, pause and restart skip the
     runs that have ended, start those that have not. The points of a new sweep not written yet are asked
     through its record at once (fray.state.sweeps.unwritten.ask_unwritten), without waiting for the daemon."""
-    group_id, members = groups.resolve(views.list_view(home, fold=False)["runs"], group)
+    group_id, members = lookup.resolve(views.list_view(home, fold=False)["runs"], group)
     requested: list[Requested] = []
     skipped: list[tuple[str, str, str]] = []
     open_rows = []

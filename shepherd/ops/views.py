@@ -12,12 +12,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fray.core.sweeps import folding
+from fray.core.sweeps import folding, lookup
 from fray.core.model import Attempt, AttemptState, Control, Meta
 from fray.core.run_row import row_of
 from fray.core.status import Status
 from fray.daemon import lease
-from fray.ops import groups
 from fray.errors import CorruptFileError
 from fray.state import meta_file, parents_index, store
 from fray.state import layout
@@ -105,7 +104,7 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
     """Every run (newest first), with counts per status and the daemon's health (schemas/cli-list.json).
 
     `tree` orders the rows shown with each job under its parent and gives each a depth.
-    `group` shows only that group's runs, in index order (ops.groups.resolve says what it may be);
+    `group` shows only that group's runs, in index order (core.sweeps.lookup.resolve says what it may be);
     otherwise `fold` shows each sweep as one row counting its runs per status (core.sweeps.folding).
     """
     now = time.time()
@@ -125,7 +124,7 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
                       key=lambda row: row["run_id"], reverse=True)
     group_id = None
     if group is not None:
-        group_id, rows = groups.resolve(rows, group)
+        group_id, rows = lookup.resolve(rows, group)
     if not include_ended:
         rows = [r for r in rows if r["phase"] != "ended"]
     counts = Counter(r["status"] for r in rows)

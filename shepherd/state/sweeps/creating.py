@@ -4,7 +4,7 @@ A sweep comes to exist in one of two ways. `create_group` writes every
 member's run folder at once, from one spec and payload per item: what a
 Python front end (`fray.map`) gives it. `publish_sweep` (below) writes only
 the sweep's record, from which the daemon writes the same runs: what
-`fray submit --sweep` (fray.ops.sweep) does, where the points share one
+`fray submit --sweep` (fray.ops.sweeps) does, where the points share one
 script and spec and differ by their arguments. Each member is an ordinary run whose meta carries the group
 (`{"kind": "sweep", "id", "name", "size", "index", "max_parallel", "params"}`,
 fray.core.model.Meta.sweep) and whose environment says which point it is

@@ -1,4 +1,4 @@
-"""Groups of runs by what a person typed: `--group GROUP` of `fray list` and `fray control`.
+"""Groups of runs by what a person typed: `--group GROUP` of `fray list` and `fray control`. Pure.
 
 GROUP is a group id (`fray list` shows a sweep's as its RUN ID, after
 `group:`), a unique prefix of one, or a sweep's name (the run name it was
