@@ -1,4 +1,4 @@
-"""A new sweep's record becomes runs (fray.daemon.launching): seen at once, submitted once, whatever crashes.
+"""A new sweep's record becomes runs (fray.daemon.sweeps): seen at once, submitted once, whatever crashes.
 
 `fray submit --sweep` writes one record; readers show its points from it until
 the daemon has written their runs. On Slurm the daemon submits the points'

@@ -15,7 +15,7 @@ locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
 Submissions go through `fray.daemon.submitting` (at the end of the cycle, once its group commit,
 `fray.state.commit_batch`, made every meta.json it changed durable; a sweep's attempts together); a new
-sweep's record becomes runs through `fray.daemon.launching`; `fray.daemon.process` is the process entry,
+sweep's record becomes runs through `fray.daemon.sweeps`; `fray.daemon.process` is the process entry,
 `fray.daemon.watching` the file watcher and `fray.daemon.strays` the sweeper of closed attempts' processes.
 """
 
@@ -46,7 +46,7 @@ from fray.daemon import alerts
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.daemon.housekeeping import Housekeeping
-from fray.daemon.launching import Launcher
+from fray.daemon.sweeps import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
 from fray.daemon.records import CycleStats, RunState
@@ -327,7 +327,7 @@ class Daemon:
             self._alert(plan.meta, run.control, files, now)
 
     def _first_plan(self, meta: Meta) -> policy.Plan:
-        """What the policy does with a new sweep's member now, before any of its runs exists (daemon.launching)."""
+        """What the policy does with a new sweep's member now, before any of its runs exists (daemon.sweeps)."""
         backend = self._backend(meta.spec.backend)
         admit = Ledger.unlimited(getattr(backend, "placement_workers", tuple)()).admit
         return policy.decide(Situation(meta, Control(), AttemptFiles(), BackendView("unknown"), self.clock(),

@@ -4,7 +4,7 @@ The points and what each passes to the script are fray.core.sweeps.grid's; the
 sweep's record is written whole by fray.state.sweeps.creating (after every check);
 the daemon then writes its runs and starts them (on Slurm as one job array,
 submitted before the runs' folders are written; at most `--max-parallel` at
-a time): fray.daemon.launching.
+a time): fray.daemon.sweeps.
 """
 
 from __future__ import annotations

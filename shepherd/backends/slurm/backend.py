@@ -180,7 +180,7 @@ class SlurmBackend:
             self._submitted_at[f"{array_id}_{index}"] = now
         return array_id
 
-    # -- a new sweep, before its runs' folders exist (fray.daemon.launching) -----------
+    # -- a new sweep, before its runs' folders exist (fray.daemon.sweeps) -----------
 
     def new_array_name(self, group_id: str) -> str:
         return arrays.array_name(group_id, secrets.token_hex(3))

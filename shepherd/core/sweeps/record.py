@@ -5,7 +5,7 @@ from (the template) once, and per point only its run id, run name and values
 as typed, so submitting costs one folder whatever the size. Member i's meta
 is the template with the point's arguments after the script's own, its
 environment (fray.core.sweeps.grid.point_env), its id, name and group. The daemon
-writes each member's run folder from the record (fray.daemon.launching);
+writes each member's run folder from the record (fray.daemon.sweeps);
 until it has, readers show the members from the record (`members_of`).
 """
 

@@ -19,7 +19,7 @@ or a whole one. It writes two files whatever the size: writing 1,000 run
 folders took 2.9 s of a 1,000-point sweep's submission (3,000 files and 1,000
 folders at about 0.3 ms each here, plus building and validating 1,000
 metas), against 0.7 to 1.1 s for submitit's whole map_array. The daemon
-writes the members' folders from the record (fray.daemon.launching).
+writes the members' folders from the record (fray.daemon.sweeps).
 """
 
 from __future__ import annotations

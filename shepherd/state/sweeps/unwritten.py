@@ -1,7 +1,7 @@
 """Sweeps whose runs the daemon has not written yet: their members as readers see them, and what is asked of them.
 
 groups/<id>/ holds a sweep's record from `fray submit --sweep` until the
-daemon has written every member's run folder (fray.daemon.launching); then
+daemon has written every member's run folder (fray.daemon.sweeps); then
 the daemon removes it. So `fray list` and the dashboard show a new sweep's
 points at once, and cost nothing more once sweeps are under way; `fray
 status` and `fray control` on such a point wait the moment it takes the
