@@ -18,7 +18,8 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from fray.errors import FrayError, UsageError
@@ -165,19 +166,37 @@ class JobRequest:
     entrypoint: Entrypoint
     resources: ResourceConfig = field(default_factory=ResourceConfig)
     environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
-    max_retries_failure: int = 0
+    max_retries: int = 0  # workload failures allowed before the job fails: `fray submit --max-retries`
     max_retries_preemption: int = 100
     reservation: str | None = None
     time_limit_sec: float | None = None  # Slurm's --time (SIGUSR1 comes two minutes before it); Slurm only
     after: Sequence[str] = ()  # runs it waits for, `RUN[:ok|:fail|:any]` as `fray submit --after` (FRAY_HOME only)
+    # The budget's old name, still accepted as a keyword (with a DeprecationWarning); read it as `max_retries`.
+    max_retries_failure: InitVar[int | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, max_retries_failure: int | None) -> None:
         if not self.name or not isinstance(self.name, str):
             raise UsageError("a JobRequest needs a name")
-        if self.max_retries_failure < 0 or self.max_retries_preemption < 0:
+        if max_retries_failure is not None:
+            if self.max_retries not in (0, max_retries_failure):
+                raise UsageError("JobRequest got max_retries and max_retries_failure, two names of one budget: "
+                                 "give max_retries only")
+            warnings.warn("JobRequest(max_retries_failure=) is deprecated: use max_retries=", DeprecationWarning,
+                          stacklevel=3)
+            object.__setattr__(self, "max_retries", max_retries_failure)
+        if self.max_retries < 0 or self.max_retries_preemption < 0:
             raise UsageError("retry budgets must be >= 0")
         if self.time_limit_sec is not None and not self.time_limit_sec > 0:
             raise UsageError(f"time_limit_sec must be a positive number of seconds, not {self.time_limit_sec!r}")
+
+
+def _max_retries_failure(request: JobRequest) -> int:
+    warnings.warn("JobRequest.max_retries_failure is deprecated: read max_retries", DeprecationWarning, stacklevel=2)
+    return request.max_retries
+
+
+# Read under the old name too; set after @dataclass, which took the keyword's default from the class.
+JobRequest.max_retries_failure = property(_max_retries_failure)  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ def prepare(home: Home, request: JobRequest, family: Family, now: float,
     if family.parent_run_id:
         spec_env[contract.ENV_PARENT_JOB_ID] = family.parent_run_id
     res = request.resources
-    spec = RunSpec(backend=family.backend, max_retries=request.max_retries_failure,
+    spec = RunSpec(backend=family.backend, max_retries=request.max_retries,
                    max_retries_preemption=request.max_retries_preemption, cpus=res.cpus, mem_mb=res.mem_mb,
                    gpus=res.gpus, env=spec_env, workdir=family.workdir,
                    sbatch=time_limit_lines(request, family.backend))
