@@ -26,7 +26,7 @@ from fray.core import partition_policy
 from fray.core.exit_causes import classify_exit
 from fray.core.budgets import NODE_BUDGET, WORKLOAD_BUDGET, backoff_delay, budgets_used
 from fray.core.observation import BackendView
-from fray.core.placement.groups import TaskEnd, reporting_task, siblings_finishing
+from fray.core.placement.reporting import TaskEnd, reporting_task, siblings_finishing
 from fray.core.model import Attempt, AttemptState, Cause, Control, End, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.scheduler import Admission, Request, run_request
 from fray.core.status import PAUSED_REASON, healthy_period, progress_stalled_for

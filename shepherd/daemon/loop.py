@@ -37,7 +37,7 @@ from fray.backends.base import AttemptKey, Backend, CancelTarget, Tracked
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta, Phase
 from fray.core.partition_policy import Candidates as PartitionCandidates
-from fray.core.placement.groups import TaskEnd
+from fray.core.placement.reporting import TaskEnd
 from fray.core.policy import AttemptFiles, Situation
 from fray.core.observation import BackendView
 from fray.core.scheduler import Ledger, run_request

@@ -254,7 +254,7 @@ def _reported_failure(files: layout.AttemptPaths, attempt: Attempt) -> tuple[dic
     indexes = files.task_indexes()
     if len(indexes) < 2 or attempt.state != AttemptState.ENDED.value:
         return failure, None
-    from fray.core.placement.groups import TaskEnd, reporting_task  # attempts of several tasks only
+    from fray.core.placement.reporting import TaskEnd, reporting_task  # attempts of several tasks only
 
     exit_record = read_record(files.exit, "exit")
     others = [] if attempt.stop_reason else [TaskEnd(i, record, read_record(files.task(i).failure, "failure"))
