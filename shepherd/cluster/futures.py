@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Mapping
 from fray.cluster import chunks, launching, payloads, resuming
 from fray.cluster.api import (Call, EnvironmentConfig, Entrypoint, JobFailed, JobInfo, JobRequest, JobStatus,
                               ResourceConfig)
-from fray.cluster.fray import FrayCluster
+from fray.cluster.fray_cluster import FrayCluster
 from fray.core import backend_names, values
 from fray.core.model import Phase
 from fray.errors import CorruptFileError, RemoteTraceback, StateError, UsageError
