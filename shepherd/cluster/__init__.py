@@ -1,7 +1,7 @@
 """The cluster API used inside jobs (`fray` exports the public names).
 
     api          the records: JobRequest, ResourceConfig, Entrypoint, EnvironmentConfig, ...
-    base         what every cluster shares: waiting, monitoring, the actor secret
+    shared       what every cluster shares: waiting, monitoring, the actor secret
     local        LocalCluster: jobs as threads in this process (arguments still cloudpickled)
     fray_cluster FrayCluster: jobs as runs in FRAY_HOME that the daemon starts and watches
     launching    writing a launched job's run folder (meta, shim, payload, job.json)
