@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fray.backends.base import AttemptKey, SubmitRequest
+from fray.backends.protocol import AttemptKey, SubmitRequest
 from fray.backends.slurm.script import BatchJob, batch_script, node_count, sbatch_argv, sbatch_options
 from fray.state.layout import Home
 from fray.core.model import RunSpec

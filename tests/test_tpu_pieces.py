@@ -137,7 +137,7 @@ def test_creates_are_spaced_by_the_rate_limit():
 
 
 def test_the_wrapper_on_each_host_checks_for_that_hosts_share_of_the_chips(tmp_path):
-    from fray.backends.base import AttemptKey, SubmitRequest
+    from fray.backends.protocol import AttemptKey, SubmitRequest
     from fray.backends.wrapper_command import wrapper_argv
     from fray.core.model import RunSpec
 

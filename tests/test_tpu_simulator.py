@@ -15,7 +15,7 @@ import pytest
 
 from conftest import running, wait_until
 from fray.backends import external
-from fray.backends.base import AttemptKey, SubmitRequest
+from fray.backends.protocol import AttemptKey, SubmitRequest
 from fray.backends.tpu import commands, launch, parse
 from fray.backends.tpu.calls import CloudCalls
 from fray.core.model import RunSpec

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from fray import __version__
 from fray.backends import cli_health, load_backend
-from fray.backends.base import AttemptKey, Backend, CancelTarget, Tracked
+from fray.backends.protocol import AttemptKey, Backend, CancelTarget, Tracked
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta, Phase
 from fray.core.partition_policy import Candidates as PartitionCandidates

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fray.backends import offers
-from fray.backends.base import AttemptKey, Backend, GroupSubmit, SubmitRequest
+from fray.backends.protocol import AttemptKey, Backend, GroupSubmit, SubmitRequest
 from fray.core import policy
 from fray.core.model import AttemptState, Meta
 from fray.daemon.records import CycleStats

@@ -64,7 +64,7 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
-from fray.backends.base import AttemptKey, Backend, SubmitRequest
+from fray.backends.protocol import AttemptKey, Backend, SubmitRequest
 from fray.core import policy, validation
 from fray.core.model import Meta
 from fray.core.sweeps import record as sweep_record

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 from fray.backends import external  # noqa: E402
-from fray.backends.base import AttemptKey, SubmitRequest, Tracked  # noqa: E402
+from fray.backends.protocol import AttemptKey, SubmitRequest, Tracked  # noqa: E402
 from fray.backends.tpu import commands  # noqa: E402
 from fray.backends.tpu.backend import LAUNCHED, TpuBackend  # noqa: E402
 from fray.core.model import RunSpec  # noqa: E402

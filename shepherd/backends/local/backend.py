@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from fray.state import store
 from fray.backends import wrapper_command
-from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
+from fray.backends.protocol import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from fray.backends.local import replicas, warm
 from fray.errors import BackendError
 from fray.state import layout

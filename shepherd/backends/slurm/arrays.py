@@ -31,7 +31,7 @@ import os
 import shlex
 from typing import Any, Iterable
 
-from fray.backends.base import AttemptKey
+from fray.backends.protocol import AttemptKey
 from fray.backends.slurm.parse import JOB_PREFIX
 from fray.backends.slurm.script import BatchJob, resource_options, slurm_filename
 from fray.state.layout import ArrayPaths, AttemptPaths, RunPaths

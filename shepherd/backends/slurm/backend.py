@@ -37,7 +37,7 @@ from fray.backends.slurm import workers as slurm_workers
 
 from fray.state import store
 from fray.backends import external
-from fray.backends.base import AttemptKey, CancelTarget, GroupOutcome, GroupSubmit, Node, SubmitRequest, Tracked
+from fray.backends.protocol import AttemptKey, CancelTarget, GroupOutcome, GroupSubmit, Node, SubmitRequest, Tracked
 from fray.backends.slurm.parse import (
     JOB_PREFIX, PENDING_STATES, SACCT_FIELDS, SQUEUE_FORMAT, JobRecord, QueueRow, job_name, parse_sacct,
     parse_sbatch, parse_scontrol, parse_squeue, view_of_finished, view_of_queued,

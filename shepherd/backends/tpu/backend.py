@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fray.backends import cli_health, external
-from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
+from fray.backends.protocol import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from fray.backends.tpu import commands, hosts, inventory, launch, parse
 from fray.backends.tpu.calls import CloudCalls
 from fray.core.placement.tpu import place_on_slice
