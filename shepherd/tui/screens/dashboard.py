@@ -10,7 +10,7 @@ keystroke repaints the table without laying the screen out again.
 Spanning clusters (the app's `clusters`), the table has a CLUSTER column and
 holds, beside this machine's rows, each host's (`on_remote`, keyed
 `@HOST/RUN_ID`); a host that did not answer is one row saying why. Enter, t, r,
-s, p and b on a host's run act on that host (fray.tui.screens.base).
+s, p and b on a host's run act on that host (fray.tui.screens.screen).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from textual.widgets import Footer, Static
 from fray.core.sweeps import folding
 from fray.ops import human, remote_runs
 from fray.ops.live import Snapshot
-from fray.tui.screens.base import FrayScreen, RunActions, elsewhere
+from fray.tui.screens.screen import FrayScreen, RunActions, elsewhere
 from fray.tui.widgets.run_table import RunTable
 from fray.tui.widgets.status_bar import DaemonBanner, EventsPane, StatusBar, counts_text
 

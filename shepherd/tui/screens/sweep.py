@@ -24,7 +24,7 @@ from fray.core.sweeps import folding
 from fray.errors import FrayError
 from fray.ops import curves, human
 from fray.ops.live import Snapshot
-from fray.tui.screens.base import FrayScreen
+from fray.tui.screens.screen import FrayScreen
 from fray.tui.widgets.curves import CurvesPanel
 
 
