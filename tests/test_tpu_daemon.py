@@ -139,7 +139,7 @@ def test_a_preempted_slice_is_deleted_and_the_run_resumes_on_a_new_one(home, sim
 
 
 def slices_name(run_id: str, attempt: int) -> str:
-    from fray.backends.tpu.commands import slice_name
+    from fray.backends.tpu.command_lines import slice_name
 
     return slice_name(run_id, attempt)
 
@@ -180,9 +180,9 @@ def test_a_restarted_daemon_adopts_its_slice_and_creates_no_second_one(home, sim
 
 def create_slice(home_id: str, run: str, attempt: int) -> None:
     from fray.backends import external
-    from fray.backends.tpu import commands
+    from fray.backends.tpu import command_lines
 
-    assert external.run(commands.create(commands.SliceRequest(run, attempt, ZONE, "v4-8", "v", home_id)), timeout=30).ok
+    assert external.run(command_lines.create(command_lines.SliceRequest(run, attempt, ZONE, "v4-8", "v", home_id)), timeout=30).ok
 
 
 def test_a_leaked_fray_slice_is_deleted(home, sim, tmp_path):
