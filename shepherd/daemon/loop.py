@@ -50,7 +50,7 @@ from fray.daemon.sweeps import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
 from fray.daemon.records import CycleStats, RunState
-from fray.daemon.settings import Settings
+from fray.daemon.config import Settings
 from fray.daemon.strays import Sweeper
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, CorruptFileError, FrayError
