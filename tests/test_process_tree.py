@@ -25,7 +25,7 @@ import pytest
 from conftest import running, wait_until
 from fray.core import strays
 from fray.core.model import Attempt, AttemptState, Control, Meta
-from fray.daemon.records import RunState
+from fray.daemon.cycle_state import RunState
 from fray.daemon.strays import Sweeper
 from fray.state import runs, store
 from fray.state.layout import Home

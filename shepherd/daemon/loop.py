@@ -49,7 +49,7 @@ from fray.daemon.housekeeping import Housekeeping
 from fray.daemon.sweeps import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
-from fray.daemon.records import CycleStats, RunState
+from fray.daemon.cycle_state import CycleStats, RunState
 from fray.daemon.config import Settings
 from fray.daemon.strays import Sweeper
 from fray.daemon.submitting import Submitter
