@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from fray.backends import cli_health
 from fray.backends.slurm import arrays, parse, partitions
-from fray.backends.slurm import workers as slurm_workers
+from fray.backends.slurm import node_workers as slurm_workers
 
 from fray.state import store
 from fray.backends import external
