@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from fray.backends import offers
-from fray.core.sweeps import grid, record as sweep_record
 from fray.core.model import Meta
+from fray.core.sweeps import grid, record as sweep_record
 from fray.ops import views
 from fray.state import runs
 from fray.state.sweeps import creating

@@ -12,10 +12,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fray.core.sweeps import folding, lookup
 from fray.core.model import Attempt, AttemptState, Control, Meta
 from fray.core.run_row import row_of
 from fray.core.status import Status
+from fray.core.sweeps import folding, lookup
 from fray.daemon import lease
 from fray.errors import CorruptFileError
 from fray.state import meta_file, parents_index, store

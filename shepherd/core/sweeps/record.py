@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fray.core.sweeps import grid
 from fray.core.model import SWEEP, Attempt, AttemptState, Meta, Phase
+from fray.core.sweeps import grid
 
 SCHEMA_VERSION = 1
 

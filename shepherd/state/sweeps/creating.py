@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fray.core.sweeps import grid, record as sweep_record
 from fray.core.model import SWEEP, Meta, RunSpec
+from fray.core.sweeps import grid, record as sweep_record
 from fray.state import runs, store
 from fray.state.layout import Home
 

@@ -26,9 +26,9 @@ import os
 import time
 from typing import Any
 
-from fray.core.sweeps import record as sweep_record
 from fray.core.model import Applied, Control, Meta
 from fray.core.status import PAUSED_REASON
+from fray.core.sweeps import record as sweep_record
 from fray.errors import CorruptFileError
 from fray.state import audit, store
 from fray.state.layout import GroupPaths, Home
