@@ -298,8 +298,10 @@ def test_the_retry_budgets_old_names_still_work_and_warn_naming_max_retries(home
     assert meta_of(home, job)["spec"]["max_retries"] == 4  # what `fray status` shows as its budget
     assert cluster.wait(job, raise_on_failure=True, timeout=60).result == 1
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new name warns of nothing
-        assert JobRequest("new", Entrypoint.from_callable(abs, (-1,)), max_retries=4).max_retries == 4
+        warnings.simplefilter("error")  # the new name warns of nothing, nor do copies of a request
+        fresh = JobRequest("new", Entrypoint.from_callable(abs, (-1,)), max_retries=4)
+        assert [j.max_retries for j in JobGroupConfig.replicas("copies", fresh, 2).jobs] == [4, 4]
+        assert [j.max_retries for j in JobGroupConfig.replicas("copies", request, 2).jobs] == [4, 4]
     with pytest.warns(DeprecationWarning, match=r"WorkerPool\(max_restarts=\) is deprecated: use max_retries="):
         pool = WorkerPool(cluster, num_workers=1, name="old", max_restarts=5)
     with pool:

@@ -14,12 +14,13 @@ takes a `JobRequest` and returns a job id; `poll`/`wait` return `JobInfo`.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 import os
 import sys
 import warnings
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from fray.errors import FrayError, UsageError
@@ -171,23 +172,32 @@ class JobRequest:
     reservation: str | None = None
     time_limit_sec: float | None = None  # Slurm's --time (SIGUSR1 comes two minutes before it); Slurm only
     after: Sequence[str] = ()  # runs it waits for, `RUN[:ok|:fail|:any]` as `fray submit --after` (FRAY_HOME only)
-    # The budget's old name, still accepted as a keyword (with a DeprecationWarning); read it as `max_retries`.
-    max_retries_failure: InitVar[int | None] = None
 
-    def __post_init__(self, max_retries_failure: int | None) -> None:
+    def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise UsageError("a JobRequest needs a name")
-        if max_retries_failure is not None:
-            if self.max_retries not in (0, max_retries_failure):
-                raise UsageError("JobRequest got max_retries and max_retries_failure, two names of one budget: "
-                                 "give max_retries only")
-            warnings.warn("JobRequest(max_retries_failure=) is deprecated: use max_retries=", DeprecationWarning,
-                          stacklevel=3)
-            object.__setattr__(self, "max_retries", max_retries_failure)
         if self.max_retries < 0 or self.max_retries_preemption < 0:
             raise UsageError("retry budgets must be >= 0")
         if self.time_limit_sec is not None and not self.time_limit_sec > 0:
             raise UsageError(f"time_limit_sec must be a positive number of seconds, not {self.time_limit_sec!r}")
+
+
+# The budget's old name, `max_retries_failure`, still works as a keyword and as an attribute, with a
+# DeprecationWarning. Not a field: dataclasses.replace (JobGroupConfig.replicas) reads every field, and
+# would warn each time.
+_dataclass_init = JobRequest.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _init_with_old_name(self: JobRequest, *args: Any, max_retries_failure: int | None = None, **kwargs: Any) -> None:
+    if max_retries_failure is not None:
+        if "max_retries" in kwargs or len(args) >= 5:
+            raise UsageError("JobRequest got max_retries and max_retries_failure, two names of one budget: "
+                             "give max_retries only")
+        warnings.warn("JobRequest(max_retries_failure=) is deprecated: use max_retries=", DeprecationWarning,
+                      stacklevel=2)
+        kwargs["max_retries"] = max_retries_failure
+    _dataclass_init(self, *args, **kwargs)
 
 
 def _max_retries_failure(request: JobRequest) -> int:
@@ -195,8 +205,8 @@ def _max_retries_failure(request: JobRequest) -> int:
     return request.max_retries
 
 
-# Read under the old name too; set after @dataclass, which took the keyword's default from the class.
-JobRequest.max_retries_failure = property(_max_retries_failure)  # type: ignore[assignment]
+JobRequest.__init__ = _init_with_old_name  # type: ignore[method-assign]
+JobRequest.max_retries_failure = property(_max_retries_failure)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
