@@ -163,6 +163,13 @@ class EnvironmentConfig:
 
 @dataclass(frozen=True)
 class JobRequest:
+    """A job to launch: what it runs, on what, and its retry budgets.
+
+    `max_retries` is the number of workload failures it may have before it fails (`fray submit
+    --max-retries`); `max_retries_preemption` counts lost nodes and preemptions apart. The old name
+    `max_retries_failure` still works, with a DeprecationWarning.
+    """
+
     name: str
     entrypoint: Entrypoint
     resources: ResourceConfig = field(default_factory=ResourceConfig)
