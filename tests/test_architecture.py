@@ -243,3 +243,29 @@ def test_no_private_name_crosses_a_module() -> None:
 ])
 def test_the_private_name_scan_finds_what_crosses(source: str, found: list[str]) -> None:
     assert private_names_crossing(source) == found
+
+
+# A module name repeated across packages means one concept, each package's side of it (state/runs.py and
+# ops/runs.py are both about runs). A name that meant two things (backends/base.py and cluster/base.py,
+# core/placement/groups.py and state/groups.py) was renamed; a new repeat is added here only when it is
+# the same concept.
+SAME_CONCEPT = {
+    "__init__": "a package", "__main__": "`python -m` of a package", "audit": "the audit log",
+    "backend": "a backend's Backend", "clusters": "many clusters in one view", "config": "config.json",
+    "curves": "a run's metric curves", "detail": "one run in full", "entry": "an entry point",
+    "errors": "errors", "family": "families of the cluster API", "history": "a run's progress history",
+    "logs": "a run's output", "lookup": "finding what a person named (a run, a group)", "main": "a program's main", "nodes": "nodes and the blacklist",
+    "parse": "a backend's command output read", "partitions": "Slurm partitions", "queue": "the queue",
+    "runs": "runs", "settings": "a live run's safe settings", "strays": "processes a closed attempt left",
+    "submit": "submitting a run", "sweeps": "sweeps", "tpu": "TPUs", "usage": "resource use",
+    "values": "directive values",
+}
+
+
+def test_a_repeated_module_name_means_one_concept() -> None:
+    seen: dict[str, list[str]] = {}
+    for top in ("shepherd", "wrapper"):
+        for path in (REPO / top).rglob("*.py"):
+            seen.setdefault(path.stem, []).append(str(path.relative_to(REPO)))
+    repeated = {name: sorted(paths) for name, paths in seen.items() if len(paths) > 1 and name not in SAME_CONCEPT}
+    assert repeated == {}

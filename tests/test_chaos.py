@@ -309,7 +309,7 @@ def test_an_attempt_handed_to_the_backend_just_before_the_daemon_died_is_adopted
     `submitting`, started its wrapper, and died before recording that it had. The attempt
     then ran to its end with no daemon watching. The next daemon must adopt it from the
     wrapper's records, not wait forever for a process that is gone, nor run it again."""
-    from fray.backends.base import AttemptKey, SubmitRequest
+    from fray.backends.protocol import AttemptKey, SubmitRequest
     from fray.backends.local.backend import LocalBackend
     from fray.core.model import Attempt, AttemptState, Meta, Phase
 

@@ -22,6 +22,7 @@ from conftest import REPO, run_fray, schema_validate, start_daemon, stop_daemon,
 from fray import (ClusterResolver, EnvironmentConfig, Entrypoint, FrayCluster, JobGroupConfig, JobRequest,
                   JobStatus, ReservationConfig, ResourceConfig, WorkerPool)
 from fray.cluster.api import ClusterError
+from fray.errors import UsageError
 from fray.state import runs
 from fray.actors import endpoints
 from fray.state.layout import Home
@@ -234,7 +235,7 @@ def serve_counter() -> None:
 
 def test_an_actor_job_that_dies_is_restarted_and_callers_follow_it(home, daemon):
     cluster = FrayCluster(home.root, namespace="actors")
-    job = cluster.launch(JobRequest("counter", Entrypoint.from_callable(serve_counter), max_retries_failure=2))
+    job = cluster.launch(JobRequest("counter", Entrypoint.from_callable(serve_counter), max_retries=2))
     pool = ClusterResolver(cluster).lookup("counter")
     pool.wait_for_size(1, timeout=30)
     attempt, pid, job_id, namespace = pool.call().hello()
@@ -280,6 +281,33 @@ def test_a_task_on_a_worker_that_dies_runs_on_another(home, daemon, tmp_path):
         assert marker.read_text().split() == [str(first), str(survivor)]
     wait_until(lambda: all(ended(home, j) for j in pool.job_ids), timeout=30, what="the worker jobs to end")
 
+
+def test_the_retry_budgets_old_names_still_work_and_warn_naming_max_retries(home, daemon):
+    """`JobRequest(max_retries_failure=)` and `WorkerPool(max_restarts=)` are the old names of `max_retries`."""
+    import warnings
+
+    cluster = FrayCluster(home.root, namespace="budget")
+    with pytest.warns(DeprecationWarning, match=r"JobRequest\(max_retries_failure=\) is deprecated: use max_retries="):
+        request = JobRequest("old", Entrypoint.from_callable(abs, (-1,)), max_retries_failure=4)
+    assert request.max_retries == 4
+    with pytest.warns(DeprecationWarning, match="read max_retries"):
+        assert request.max_retries_failure == 4
+    with pytest.raises(UsageError, match="give max_retries only"):
+        JobRequest("both", Entrypoint.from_callable(abs, (-1,)), max_retries=1, max_retries_failure=2)
+    job = cluster.launch(request)
+    assert meta_of(home, job)["spec"]["max_retries"] == 4  # what `fray status` shows as its budget
+    assert cluster.wait(job, raise_on_failure=True, timeout=60).result == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new name warns of nothing, nor do copies of a request
+        fresh = JobRequest("new", Entrypoint.from_callable(abs, (-1,)), max_retries=4)
+        assert [j.max_retries for j in JobGroupConfig.replicas("copies", fresh, 2).jobs] == [4, 4]
+        assert [j.max_retries for j in JobGroupConfig.replicas("copies", request, 2).jobs] == [4, 4]
+    with pytest.warns(DeprecationWarning, match=r"WorkerPool\(max_restarts=\) is deprecated: use max_retries="):
+        pool = WorkerPool(cluster, num_workers=1, name="old", max_restarts=5)
+    with pool:
+        assert [meta_of(home, j)["spec"]["max_retries"] for j in pool.job_ids] == [5]
+        assert pool.submit(abs, -7).result(timeout=60) == 7
+    wait_until(lambda: all(ended(home, j) for j in pool.job_ids), timeout=30, what="the worker jobs to end")
 
 def make_wheel(folder: Path) -> Path:
     """A tiny pure-Python wheel, so installing it needs no network and no build backend."""

@@ -113,7 +113,7 @@ def test_the_local_backend_reports_a_wrapper_exit_after_its_exit_record_is_writt
     """The daemon's wake-up for a finished attempt that needs no file watcher and no timer."""
     import threading
 
-    from fray.backends.base import AttemptKey, SubmitRequest
+    from fray.backends.protocol import AttemptKey, SubmitRequest
     from fray.backends.local.backend import LocalBackend
     from fray.core.model import Meta
 

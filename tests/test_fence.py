@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import running, wait_until
-from fray.backends.base import AttemptKey, SubmitRequest
+from fray.backends.protocol import AttemptKey, SubmitRequest
 from fray.backends.local.backend import LocalBackend
 from fray.core.model import Attempt, AttemptState, Meta, Phase
 from fray.state import runs, store

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from fray.backends import wrapper_command
-from fray.backends.base import AttemptKey, SubmitRequest
+from fray.backends.protocol import AttemptKey, SubmitRequest
 from fray.core import policy, submit_checks
 from fray.core.recovery import next_steps
 from fray.core.model import Meta, RunSpec

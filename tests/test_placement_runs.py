@@ -98,10 +98,10 @@ n4|h100|up|mixed|4|2000|gpu:h100:4|ib,nvme
 
 
 def test_slurm_nodes_from_sinfo_say_which_runs_no_node_could_ever_take() -> None:
-    from fray.backends.slurm import partitions, workers
+    from fray.backends.slurm import node_workers, partitions
     from fray.core.placement.runs import never_placeable
 
-    nodes = workers.workers(partitions.parse_sinfo(SINFO))
+    nodes = node_workers.workers(partitions.parse_sinfo(SINFO))
     assert nodes[1].attributes["feature:nvme"] == 1 and nodes[1].attributes["partition"] == "cpu"
     runs = [meta("ib", 0.0, constraints=["feature:ib"], gpus=4), meta("ssd", 0.0, constraints=["feature:ssd"]),
             meta("wide", 0.0, replicas=3, constraints=["feature:ib"]), meta("a100", 0.0, partitions=["h100"],

@@ -10,7 +10,7 @@ from fray.core import budgets, policy
 from fray.core.model import Control, Meta, RunSpec
 from fray.core.policy import AttemptFiles, Situation, decide
 from fray.core.observation import BackendView
-from fray.core.placement.groups import TaskEnd
+from fray.core.placement.reporting import TaskEnd
 from fray.core.scheduler import Admission, Capacity, Ledger, Request
 from fray.core.status import Status, normalized_status
 

@@ -13,7 +13,7 @@ import pytest
 
 from fray.wrapper import contract
 from fray.wrapper.probes import nvidia, node, preflight, runner, tpu
-from fray.wrapper.probes.base import FAILED, PASSED, SKIPPED, TIMEOUT, Finding, ProbeContext
+from fray.wrapper.probes.probe import FAILED, PASSED, SKIPPED, TIMEOUT, Finding, ProbeContext
 
 A = "GPU-5e7f1c3a-1111-2222-3333-444455556666"
 B = "GPU-7a4d2e3f-0000-1111-2222-333344445555"

@@ -25,7 +25,7 @@ import pytest
 from conftest import running, wait_until
 from fray.core import strays
 from fray.core.model import Attempt, AttemptState, Control, Meta
-from fray.daemon.records import RunState
+from fray.daemon.cycle_state import RunState
 from fray.daemon.strays import Sweeper
 from fray.state import runs, store
 from fray.state.layout import Home
@@ -91,7 +91,7 @@ def events(home: Home, run_id: str) -> list[dict]:
 
 def start_local(home: Home, meta: Meta) -> dict:
     """Attempt 1 of `meta` recorded as the daemon records it, started by the local backend; its started.json."""
-    from fray.backends.base import AttemptKey, SubmitRequest
+    from fray.backends.protocol import AttemptKey, SubmitRequest
     from fray.backends.local.backend import LocalBackend
     from fray.core.model import Phase
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fray.errors import UsageError
-from fray.remote import command, connection, hosts, sync
+from fray.remote import command, connection, host_keys, sync
 from fray.remote.errors import AuthenticationFailed, ChangedHostKey, UnknownHostKey, UnreachableHost
 from fray.remote.ssh_config import resolve
 from tests.remote_support import RemoteHost, _keygen, remote_host, sshd, write_ssh_config  # noqa: F401
@@ -23,7 +23,7 @@ def _server_fingerprint(remote: RemoteHost) -> str:
     import paramiko
 
     key_type, key_b64 = remote.sshd.host_key_pub.read_text().split()[:2]
-    return hosts.fingerprint(paramiko.PKey.from_type_string(key_type, base64.b64decode(key_b64)))
+    return host_keys.fingerprint(paramiko.PKey.from_type_string(key_type, base64.b64decode(key_b64)))
 
 
 def test_unknown_host_is_refused_with_its_fingerprint_and_trusted_only_on_request(remote_host):
@@ -35,7 +35,7 @@ def test_unknown_host_is_refused_with_its_fingerprint_and_trusted_only_on_reques
     assert f"fray remote trust {remote_host.alias}" in message
     assert remote_host.known_hosts.read_text() == ""  # never added silently
 
-    trusted = hosts.trust(resolve(remote_host.alias))
+    trusted = host_keys.trust(resolve(remote_host.alias))
     assert (trusted.key_type, trusted.fingerprint) == ("ssh-ed25519", _server_fingerprint(remote_host))
     conn = connection.connect(remote_host.alias)
     assert command.run(conn, ["true"]).exit_code == 0
@@ -51,7 +51,7 @@ def test_changed_host_key_is_refused_loudly(remote_host, tmp_path):
     assert "HAS CHANGED" in str(refused.value)
     assert _server_fingerprint(remote_host) in str(refused.value)
     with pytest.raises(ChangedHostKey):
-        hosts.trust(resolve(remote_host.alias))  # trust does not overwrite a changed key either
+        host_keys.trust(resolve(remote_host.alias))  # trust does not overwrite a changed key either
     assert remote_host.known_hosts.read_text() == before
 
 
@@ -294,7 +294,7 @@ def test_remote_option_is_found_anywhere_before_the_separator(monkeypatch, tmp_p
 def test_replace_finds_every_entry_of_the_host_plain_listed_or_hashed():
     import paramiko
 
-    from fray.remote.hosts import _names
+    from fray.remote.host_keys import _names
 
     name = "[10.0.0.5]:2222"
     hashed = paramiko.HostKeys.hash_host(name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fray.backends.base import AttemptKey
+from fray.backends.protocol import AttemptKey
 from fray.backends.slurm.parse import (
     FINAL_STATES, PENDING_STATES, RUNNING_STATES, JobRecord, QueueRow, job_name, key_of, parse_exit_code,
     parse_sacct, parse_sbatch, parse_scontrol, parse_squeue, split_state, view_of_finished, view_of_queued,

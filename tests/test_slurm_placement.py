@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_fray, wait_until
-from fray.backends.slurm import partitions, workers
+from fray.backends.slurm import node_workers, partitions
 from fray.backends.slurm.sinfo import TIMEOUT_SEC
 from fray.backends import external
 from fray.state import store
@@ -58,7 +58,7 @@ def ended(home: Home, run_id: str) -> dict | None:
 def test_sinfo_rows_become_workers_with_partition_features_and_gpus(slurm_cluster):
     result = external.run(["sinfo", "--noheader", "--Node", f"--format={partitions.SINFO_FORMAT}"], TIMEOUT_SEC)
     assert result.ok, result.describe()
-    found = {w.worker_id: w for w in workers.workers(partitions.parse_sinfo(result.stdout))}
+    found = {w.worker_id: w for w in node_workers.workers(partitions.parse_sinfo(result.stdout))}
     assert set(found) == {"n1@cpu", "n2@cpu", "n3@cpu", "n4@cpu", "n1@a100", "n2@a100", "n3@h100", "n4@h100"}
     n3 = found["n3@h100"].attributes
     assert (n3["hostname"], n3["partition"], n3["gpu-type"], n3["gpu-count"], n3["feature:ib"]) == \

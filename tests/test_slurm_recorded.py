@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fray.backends.base import AttemptKey, CancelTarget, SubmitRequest, Tracked
+from fray.backends.protocol import AttemptKey, CancelTarget, SubmitRequest, Tracked
 from fray.backends.external import CommandResult
 from fray.backends.slurm.backend import SlurmBackend
 from fray.errors import AmbiguousSubmission, BackendError

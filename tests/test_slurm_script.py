@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fray.backends.base import AttemptKey, SubmitRequest
+from fray.backends.protocol import AttemptKey, SubmitRequest
 from fray.backends.slurm.script import BatchJob, batch_script, node_count, sbatch_argv, sbatch_options
 from fray.state.layout import Home
 from fray.core.model import RunSpec
@@ -224,7 +224,7 @@ def test_array_task_i_runs_the_batch_script_of_the_attempt_on_line_i_plus_1_unde
 
 
 def test_an_array_task_waits_for_the_daemon_to_record_it_and_one_of_an_unrecorded_array_runs_nothing(tmp_path) -> None:
-    """A new sweep's array is submitted before its runs are written (fray.daemon.launching): a task that starts
+    """A new sweep's array is submitted before its runs are written (fray.daemon.sweeps): a task that starts
     first waits for its run to name its array; a task of an array no run names (lost in a daemon crash and
     submitted again under another id) gives up without running anything."""
     from fray.backends.slurm import arrays

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fray.backends import offers, wrapper_command
-from fray.backends.base import AttemptKey, SubmitRequest
+from fray.backends.protocol import AttemptKey, SubmitRequest
 from fray.core import directives, submit_checks
 from fray.core.model import RunSpec
 from fray.core.scheduler import Capacity

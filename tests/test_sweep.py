@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from conftest import run_fray, schema_validate, wait_until
-from fray.core import sweep
+from fray.core.sweeps import grid
 from fray.errors import UsageError
 
 
 def test_axes_make_the_cartesian_product_first_axis_slowest_and_ranges_include_both_ends() -> None:
-    axes = sweep.parse_axes(["lr=1e-3,3e-4", "seed=0..2"])
-    points = sweep.points(axes)
-    assert [sweep.point_args(p) for p in points[:4]] == [
+    axes = grid.parse_axes(["lr=1e-3,3e-4", "seed=0..2"])
+    points = grid.points(axes)
+    assert [grid.point_args(p) for p in points[:4]] == [
         ["--lr", "1e-3", "--seed", "0"], ["--lr", "1e-3", "--seed", "1"], ["--lr", "1e-3", "--seed", "2"],
         ["--lr", "3e-4", "--seed", "0"]]
     assert len(points) == 6 and points[5].values == {"lr": 0.0003, "seed": 2}
-    assert sweep.points(sweep.parse_axes(["opt=adam,sgd"]))[1].values == {"opt": "sgd"}
+    assert grid.points(grid.parse_axes(["opt=adam,sgd"]))[1].values == {"opt": "sgd"}
 
 
 @pytest.mark.parametrize("text, says", [
@@ -31,12 +31,12 @@ def test_axes_make_the_cartesian_product_first_axis_slowest_and_ranges_include_b
 ])
 def test_bad_sweep_syntax_says_what_and_how_to_write_it(text: str, says: str) -> None:
     with pytest.raises(UsageError, match=says):
-        sweep.parse_axes([text])
+        grid.parse_axes([text])
 
 
 def test_an_axis_given_twice_is_refused() -> None:
     with pytest.raises(UsageError, match="given twice"):
-        sweep.parse_axes(["lr=1", "lr=2"])
+        grid.parse_axes(["lr=1", "lr=2"])
 
 
 def script(tmp_path: Path, body: str) -> Path:
@@ -101,7 +101,7 @@ def test_stop_group_stops_the_running_points_and_the_waiting_ones(home, daemon, 
 
 
 def test_a_sweep_paused_before_the_daemon_wrote_its_points_starts_none_until_unpaused(home, tmp_path) -> None:
-    from fray.ops import sweep as sweeping
+    from fray.ops import sweeps as sweeping
     from fray.state import runs
 
     created = sweeping.submit_sweep(home, script(tmp_path, "echo ran\n"), ["seed=0..3"], name="later")
@@ -142,8 +142,9 @@ def test_bad_sweep_input_is_refused_whole_and_writes_nothing(home, tmp_path) -> 
 
 
 def test_the_dashboard_shows_a_sweep_as_one_row_that_enter_unfolds_and_s_p_act_on_all_of(home, tmp_path) -> None:
-    from fray.ops import sweep as sweeping
-    from fray.state import runs, sweep_records
+    from fray.ops import sweeps as sweeping
+    from fray.state import runs
+    from fray.state.sweeps import unwritten
     from tests.tui_support import dashboard, run, screen_text, until
 
     alone = tmp_path / "alone.sh"
@@ -165,13 +166,13 @@ def test_the_dashboard_shows_a_sweep_as_one_row_that_enter_unfolds_and_s_p_act_o
             await pilot.press("s")
             await until(pilot, lambda: "Stop the sweep seeds?" in screen_text(app), what="the question")
             await pilot.press("n")
-            assert sweep_records.asked(record) is None
+            assert unwritten.asked(record) is None
             await pilot.press("p")
             await until(pilot, lambda: "Pause the sweep seeds?" in screen_text(app), what="the question")
             await pilot.press("y")
             await until(pilot, lambda: any("requested pause for 3 runs of seeds" in n.message
                                            for n in app._notifications), what="the pause notice")
-            assert sweep_records.asked(record).paused
+            assert unwritten.asked(record).paused
             await until(pilot, lambda: sum("paused" in line for line in app.screen.table.visible_lines()) == 3,
                         what="the points shown paused")
             await pilot.press("s")
@@ -179,7 +180,7 @@ def test_the_dashboard_shows_a_sweep_as_one_row_that_enter_unfolds_and_s_p_act_o
             await pilot.press("y")
             await until(pilot, lambda: any("requested stop for 3 runs of seeds" in n.message
                                            for n in app._notifications), what="the stop notice")
-            assert sweep_records.asked(record).stop_requested
+            assert unwritten.asked(record).stop_requested
             assert app.ensure_daemon.calls  # and it made sure a daemon would act on it
 
     run(scenario())

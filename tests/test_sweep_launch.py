@@ -1,4 +1,4 @@
-"""A new sweep's record becomes runs (fray.daemon.launching): seen at once, submitted once, whatever crashes.
+"""A new sweep's record becomes runs (fray.daemon.sweeps): seen at once, submitted once, whatever crashes.
 
 `fray submit --sweep` writes one record; readers show its points from it until
 the daemon has written their runs. On Slurm the daemon submits the points'
@@ -21,7 +21,7 @@ from fray.backends.slurm import arrays
 from fray.backends.slurm.backend import SlurmBackend
 from fray.core import policy
 from fray.daemon.loop import Daemon
-from fray.ops import sweep as sweeping
+from fray.ops import sweeps as sweeping
 from fray.state import store
 from fray.state.layout import Home
 from test_sweep_slurm import FAST, POINT, Recording, metas, slurm_home  # noqa: F401 - slurm_home is a fixture

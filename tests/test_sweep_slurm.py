@@ -16,7 +16,7 @@ from fray.backends import external
 from fray.backends.slurm.backend import SlurmBackend
 from fray.backends.slurm.parse import parse_squeue
 from fray.daemon.loop import Daemon
-from fray.ops import control, sweep as sweeping
+from fray.ops import control, sweeps as sweeping
 from fray.state import runs, store
 from fray.state.layout import Home
 from tests.slurm.fixture import SlurmCluster

@@ -139,7 +139,7 @@ def test_a_preempted_slice_is_deleted_and_the_run_resumes_on_a_new_one(home, sim
 
 
 def slices_name(run_id: str, attempt: int) -> str:
-    from fray.backends.tpu.commands import slice_name
+    from fray.backends.tpu.command_lines import slice_name
 
     return slice_name(run_id, attempt)
 
@@ -180,9 +180,9 @@ def test_a_restarted_daemon_adopts_its_slice_and_creates_no_second_one(home, sim
 
 def create_slice(home_id: str, run: str, attempt: int) -> None:
     from fray.backends import external
-    from fray.backends.tpu import commands
+    from fray.backends.tpu import command_lines
 
-    assert external.run(commands.create(commands.SliceRequest(run, attempt, ZONE, "v4-8", "v", home_id)), timeout=30).ok
+    assert external.run(command_lines.create(command_lines.SliceRequest(run, attempt, ZONE, "v4-8", "v", home_id)), timeout=30).ok
 
 
 def test_a_leaked_fray_slice_is_deleted(home, sim, tmp_path):
@@ -310,7 +310,7 @@ def test_a_host_other_than_host_0_that_fails_fails_the_attempt_by_its_exit_code(
     try:
         meta = wait_until(lambda: ended(home, run_id), timeout=90, what="the run to end")
         first = meta["attempts"][0]
-        # Described by host 3's own failure record (core.placement.groups), its stderr included.
+        # Described by host 3's own failure record (core.placement.reporting), its stderr included.
         assert (first["cause"], first["detail"]) == ("workload_failure", "task 3 of 4: exit 1: host 3 broke"), first
         assert meta["end"]["status"] == "failed", meta
         wait_until(lambda: not slices(sim), what="the slice deleted")

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from fray.backends.external import CommandResult
-from fray.backends.tpu import commands, hosts, parse
+from fray.backends.tpu import command_lines, hosts, parse
 from fray.backends.tpu.calls import CloudCalls, RateLimit
 from fray.core.tpu_topology import shape
 
@@ -76,17 +76,17 @@ def test_quota_and_capacity_errors_are_recognised():
 
 
 def test_create_is_async_labelled_and_named_by_run_and_attempt():
-    argv = commands.create(commands.SliceRequest("Run_7", 3, "us-west4-a", "v5litepod-16", "v2-alpha-tpuv5-lite",
+    argv = command_lines.create(command_lines.SliceRequest("Run_7", 3, "us-west4-a", "v5litepod-16", "v2-alpha-tpuv5-lite",
                                                  "0123456789abcdef", provisioning="spot"))
     assert argv[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "create", "fray-run-7-a3"]
     assert {"--async", "--spot", "--format=json"} <= set(argv)
     assert argv[argv.index("--labels") + 1] == "fray-run=run_7,fray-attempt=3,fray-home=0123456789abcdef"
-    queued = commands.create(commands.SliceRequest("r", 1, "z", "v4-8", "v", "h", queued=True))
+    queued = command_lines.create(command_lines.SliceRequest("r", 1, "z", "v4-8", "v", "h", queued=True))
     assert queued[3:5] == ["queued-resources", "create"] and queued[queued.index("--node-id") + 1] == "fray-r-a1"
 
 
 def test_slice_names_stay_valid_node_ids():
-    name = commands.slice_name("X" * 100, 12)
+    name = command_lines.slice_name("X" * 100, 12)
     assert len(name) <= 63 and name.endswith("-a12") and name[0].isalpha()
 
 
@@ -102,7 +102,7 @@ def test_a_batch_of_fifty_calls_costs_about_one_latency_not_fifty():
     started: list = []
     calls = CloudCalls(_slow_runner(started, 0.2), workers=50, create_rate=1000)
     t0 = time.monotonic()
-    results = calls.run_all([commands.delete(f"n{i}", "z") for i in range(50)])
+    results = calls.run_all([command_lines.delete(f"n{i}", "z") for i in range(50)])
     elapsed = time.monotonic() - t0
     calls.close()
     assert len(results) == 50 and all(r.ok for r in results)
@@ -137,7 +137,7 @@ def test_creates_are_spaced_by_the_rate_limit():
 
 
 def test_the_wrapper_on_each_host_checks_for_that_hosts_share_of_the_chips(tmp_path):
-    from fray.backends.base import AttemptKey, SubmitRequest
+    from fray.backends.protocol import AttemptKey, SubmitRequest
     from fray.backends.wrapper_command import wrapper_argv
     from fray.core.model import RunSpec
 

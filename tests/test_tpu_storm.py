@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import start_daemon, stop_daemon, wait_until
-from fray.backends.tpu.commands import slice_name
+from fray.backends.tpu.command_lines import slice_name
 from fray.state import runs
 
 FAKES = Path(__file__).parent / "fakes" / "gcloud"

@@ -280,10 +280,10 @@ def test_tui_and_nodes_list_import_textual_only_when_they_show_it(home, tmp_path
     for args in (("nodes", "list"), ("tui", "--help"), ("web", "--help"), ("--help",)):
         modules = _modules_after(*args)
         assert not {m for m in modules if m.split(".")[0] in ("textual", "textual_serve", "aiohttp")}, args
-        # `fray tui` and `fray web` are the dashboard's own commands (fray.tui.commands): their
+        # `fray tui` and `fray web` are the dashboard's own commands (fray.tui.entry): their
         # help loads that small module and nothing else of the dashboard; other commands none of it.
         dashboard = {m for m in modules if m == "fray.tui" or m.startswith("fray.tui.")}
-        assert dashboard <= ({"fray.tui", "fray.tui.commands"} if args[0] in ("tui", "web") else set()), args
+        assert dashboard <= ({"fray.tui", "fray.tui.entry"} if args[0] in ("tui", "web") else set()), args
 
 
 # ---------------------------------------------------------------- the browser

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from fray.state import runs, store
 from fray.core.model import Control, Meta
-from fray.tui.screens.config import ConfigScreen
+from fray.tui.screens.settings import ConfigScreen
 from fray.tui.screens.detail import DetailScreen
 from fray.tui.screens.dialogs import BanScreen, ConfirmScreen
 from fray.tui.screens.logs import LogsScreen

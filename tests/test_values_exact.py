@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fray.core import sweep
+from fray.core.sweeps import grid
 from fray.state.layout import Home
 from tests.conftest import REPO, run_fray
 
@@ -20,9 +20,9 @@ BINARY = bytes(range(256)) * 8 + b"\xff\xfe no newline at the end"
 
 
 def test_sweep_values_are_taken_as_typed() -> None:
-    assert sweep.parse_axis("data=../data,../other").values == ("../data", "../other")
-    assert sweep.parse_axis('tag="a,b", c=d ,/x/y..z').values == ("a,b", "c=d", "/x/y..z")
-    assert sweep.parse_axis("seed=0..2").values == ("0", "1", "2")  # only A..B of integers is a range
+    assert grid.parse_axis("data=../data,../other").values == ("../data", "../other")
+    assert grid.parse_axis('tag="a,b", c=d ,/x/y..z').values == ("a,b", "c=d", "/x/y..z")
+    assert grid.parse_axis("seed=0..2").values == ("0", "1", "2")  # only A..B of integers is a range
 
 
 def test_a_sweep_of_paths_and_quoted_commas_reaches_the_script_exactly(home: Home, tmp_path: Path) -> None:

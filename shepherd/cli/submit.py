@@ -25,7 +25,7 @@ from fray.errors import UsageError
 from fray.ops import human, lookup, submit as submitting
 from fray.state.layout import Home
 
-# Only a sweep, --wait or --follow loads fray.ops.sweep, .wait and .logs: a plain submit's time to its
+# Only a sweep, --wait or --follow loads fray.ops.sweeps, .wait and .logs: a plain submit's time to its
 # run's first heartbeat is mostly this process's start (tests/bench/bench_scale.py).
 
 SUCCESS = "completed_success"
@@ -163,8 +163,8 @@ def _submit_sweep(ctx: click.Context, home: Home, script: Path | None, args: tup
                   wait: bool, as_json: bool, module: str | None, force: bool) -> None:
     if not sweeps:
         raise UsageError("--max-parallel limits the runs of a sweep; give the points with --sweep NAME=VALUES")
-    from fray.core import sweep_record
-    from fray.ops import sweep as sweeping
+    from fray.core.sweeps import record as sweep_record
+    from fray.ops import sweeps as sweeping
 
     record = sweeping.publish(home, script, sweeps, args, overrides, name, max_parallel, module, force)
     submitting.ensure_daemon(home, sweep_record.member_meta(record, 0))

@@ -20,7 +20,7 @@ locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
 Submissions go through `fray.daemon.submitting` (at the end of the cycle, once its group commit,
 `fray.state.commit_batch`, made every meta.json it changed durable; a sweep's attempts together); a new
-sweep's record becomes runs through `fray.daemon.launching`; `fray.daemon.process` is the process entry,
+sweep's record becomes runs through `fray.daemon.sweeps`; `fray.daemon.process` is the process entry,
 `fray.daemon.watching` the file watcher and `fray.daemon.strays` the sweeper of closed attempts' processes.
 This module is the cycle and the order of its steps; the writes a plan makes are `fray.daemon.run_writes`,
 and what the policy is told of an attempt `fray.daemon.attempt_files`.
@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 from fray import __version__
 from fray.backends import cli_health, load_backend
-from fray.backends.base import AttemptKey, Backend, CancelTarget, Tracked
+from fray.backends.protocol import AttemptKey, Backend, CancelTarget, Tracked
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta
 from fray.core.partition_policy import Candidates as PartitionCandidates
@@ -52,14 +52,14 @@ from fray.daemon.attempt_files import read_attempt_files
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.daemon.housekeeping import Housekeeping
-from fray.daemon.launching import Launcher
+from fray.daemon.sweeps import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
-from fray.daemon.records import CycleStats, RunState
+from fray.daemon.cycle_state import CycleStats, RunState
 from fray.daemon.quiet import QuietRuns
 from fray.daemon.run_index import RunIndex
 from fray.daemon.run_writes import RunWrites
-from fray.daemon.settings import Settings
+from fray.daemon.config import Settings
 from fray.daemon.strays import Sweeper
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, FrayError
@@ -265,7 +265,7 @@ class Daemon:
             self._alert(plan.meta, run.control, files, now)
 
     def _first_plan(self, meta: Meta) -> policy.Plan:
-        """What the policy does with a new sweep's member now, before any of its runs exists (daemon.launching)."""
+        """What the policy does with a new sweep's member now, before any of its runs exists (daemon.sweeps)."""
         backend = self._backend(meta.spec.backend)
         admit = Ledger.unlimited(getattr(backend, "placement_workers", tuple)()).admit
         return policy.decide(Situation(meta, Control(), AttemptFiles(), BackendView("unknown"), self.clock(),

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from fray.core.model import Control, Meta, Phase
-from fray.daemon.records import CycleStats, RunState
+from fray.daemon.cycle_state import CycleStats, RunState
 from fray.daemon.settled import Deferral
 from fray.errors import CorruptFileError
 from fray.state import meta_file as run_meta, store

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from fray.core.model import Meta
-from fray.daemon.records import RunState
+from fray.daemon.cycle_state import RunState
 from fray.state import store
 from fray.state.layout import Home
 from fray.state.row_cache import StatKey, stat_key

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from fray.state import store
 from fray.backends import wrapper_command
-from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
+from fray.backends.protocol import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from fray.backends.local import replicas, warm
 from fray.errors import BackendError
 from fray.state import layout
@@ -121,7 +121,7 @@ class LocalBackend:
                 self._stop_siblings(item.key, count)
             found = alive.get(item.key)
             if found is None and self._tasks.get(item.key):
-                # Task 0 is over, a sibling still finishing (placement.groups.siblings_finishing).
+                # Task 0 is over, a sibling still finishing (placement.reporting.siblings_finishing).
                 views[item.key] = BackendView("running", node=self.host, ref=item.ref)
             elif found is None:
                 views[item.key] = BackendView("gone")

@@ -4,7 +4,7 @@ The pure scheduler of the controller and coscheduling designs. Public names:
 `find_assignments` and its records (`placement`), `parse`/`Constraint`
 (`constraints`), `Worker`/`Resources` and the attribute builders
 (`attributes`), `Band`/`Credits` (`priority`), `TaskEnd`/`reporting_task`
-(`groups`: which task a failed group is reported by).
+(`reporting`: which task a failed group is reported by).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 _HOMES = {
     "attributes": ("Resources", "Worker"),
     "constraints": ("Constraint", "ConstraintSyntaxError", "ConstraintTypeError", "Op", "parse"),
-    "groups": ("TaskEnd", "reporting_task", "siblings_finishing"),
+    "reporting": ("TaskEnd", "reporting_task", "siblings_finishing"),
     "placement": ("Assignment", "Job", "SchedulingResult", "Task", "Unschedulable", "find_assignments"),
     "priority": ("Band", "Credits", "effective_band", "parse_band"),
 }

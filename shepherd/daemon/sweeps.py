@@ -1,4 +1,7 @@
-"""A sweep's record (groups/<id>/, by `fray submit --sweep`) becomes runs: submitted first, written after.
+"""Sweeps in the daemon: a new sweep's record becomes runs (`Launcher`), and a Slurm job array's
+folder goes once it is done (`ArrayFolders`).
+
+A sweep's record (groups/<id>/, by `fray submit --sweep`) becomes runs: submitted first, written after.
 
 Why: a 1,000-point sweep written as 1,000 run folders cost 2.9 s in `fray
 submit` and 6.3 s in the daemon's next cycle (two meta.json writes per
@@ -24,7 +27,7 @@ wait for, a constraint no node meets, a sweep paused or stopped before it
 was launched), the members are written as queued runs and the loop starts
 them as before. What people asked of the points before they were written
 (groups/<id>/control.json) becomes each member's control.json as its folder
-is put in place, under the group's lock (fray.state.sweep_records).
+is put in place, under the group's lock (fray.state.sweeps.unwritten).
 
 Crash-only: launch.json says how far it got, and a restarted daemon goes on
 from there:
@@ -37,7 +40,17 @@ from there:
   submitted     the missing members' folders are written (those there are kept).
 Once every member's folder is written the group's folder is removed: its
 members carry all of it, and readers, who show a new sweep's points from
-its record until then (fray.state.sweep_records), look at new sweeps only.
+its record until then (fray.state.sweeps.unwritten), look at new sweeps only.
+
+A Slurm job array's folder (arrays/<name>/: its script, task list and task
+logs) is needed while any task of it may still start or run: a task reads
+its line of the task list when it starts, and Slurm writes the task's own
+log there. So a folder goes once no attempt in flight is a task of its
+array and no new sweep is being launched as it, and it has not changed for
+a while (fray.backends.slurm.arrays.finished); this also removes,
+in time, the folder of an array lost in a daemon crash, whose tasks run
+nothing. Looked at every ARRAYS_EVERY_SEC, by the backends that keep such
+folders (`remove_finished_arrays`).
 """
 
 from __future__ import annotations
@@ -45,21 +58,25 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import orjson
 
-from fray.backends.base import AttemptKey, Backend, SubmitRequest
-from fray.core import policy, sweep_record, validation
+from fray.backends.protocol import AttemptKey, Backend, SubmitRequest
+from fray.core import policy, validation
 from fray.core.model import Meta
+from fray.core.sweeps import record as sweep_record
 from fray.errors import AmbiguousSubmission, BackendError, FrayError
-from fray.state import runs, store, sweep_records
+from fray.state import runs, store
+from fray.state.sweeps import unwritten
 from fray.state.layout import GroupPaths, Home
 
 log = logging.getLogger("fray.daemon")
 
 SUBMITTING, SUBMITTED = "submitting", "submitted"
+ARRAYS_EVERY_SEC = 60.0
 
 
 class Launcher:
@@ -90,7 +107,7 @@ class Launcher:
         if launch is None:
             plan = self.first_plan(first)
             if (not hasattr(backend, "launch_array") or [type(a) for a in plan.actions] != [policy.Submit]
-                    or sweep_records.asked(paths) is not None  # paused or stopped already: the loop decides
+                    or unwritten.asked(paths) is not None  # paused or stopped already: the loop decides
                     or first.spec.after):  # waits for upstream runs: the loop's gate (core.dependencies) decides
                 return self._write(paths, record, None)
             launch = self._launch(paths, record, first, backend, plan.meta.attempts[0].partition, exclude)
@@ -170,9 +187,9 @@ class Launcher:
         staged = runs.stage_runs(self.home, new, control=False, keep_ids=True)
         try:
             # What people asked of the points until now is theirs from the start; a request after this
-            # finds them written and goes to their runs (fray.state.sweep_records.ask_unwritten).
-            with store.lock(self.home, sweep_records.lock_name(paths.group_id)):
-                runs.publish_runs(self.home, new, staged, sweep_records.asked(paths))
+            # finds them written and goes to their runs (fray.state.sweeps.unwritten.ask_unwritten).
+            with store.lock(self.home, unwritten.lock_name(paths.group_id)):
+                runs.publish_runs(self.home, new, staged, unwritten.asked(paths))
                 shutil.rmtree(paths.dir)  # all written (and synced): the runs carry everything the record held
         except BaseException:
             runs.discard_staged(staged)  # those not published yet; the rest are kept, as after a crash
@@ -195,3 +212,33 @@ def _submitted_event(meta: Meta, index: int, launch: dict[str, Any]) -> bytes:
     if problems:
         raise ValueError(f"refusing to write an event that violates its schema: {'; '.join(problems)}")
     return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+
+
+class ArrayFolders:
+    def __init__(self, home: Home, backends: Callable[[], Iterable[Any]]) -> None:
+        self.home = home
+        self.backends = backends  # the backends loaded now
+        self._swept_at = float("-inf")
+
+    def sweep(self, metas: Iterable[Meta | None], now: float) -> list[str]:
+        """Remove the finished arrays' folders (at most every ARRAYS_EVERY_SEC); their names."""
+        if time.monotonic() - self._swept_at < ARRAYS_EVERY_SEC or not self.home.array_names():
+            return []
+        self._swept_at = time.monotonic()
+        in_use = {launch["array_name"] for _, launch in unwritten.pending(self.home)
+                  if launch is not None and launch["array_name"]}
+        for meta in metas:
+            attempt = meta.in_flight if meta is not None else None
+            if attempt is not None and attempt.backend_ref and attempt.backend_ref.get("job_name"):
+                in_use.add(attempt.backend_ref["job_name"])
+        removed: list[str] = []
+        for backend in self.backends():
+            remove = getattr(backend, "remove_finished_arrays", None)
+            if remove is not None:
+                try:
+                    removed += remove(in_use, now)
+                except OSError as exc:
+                    log.warning("removing finished job arrays' folders (retried later): %s", exc)
+        if removed:
+            log.info("removed the folders of %d finished job arrays", len(removed))
+        return removed

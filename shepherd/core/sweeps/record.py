@@ -4,8 +4,8 @@
 from (the template) once, and per point only its run id, run name and values
 as typed, so submitting costs one folder whatever the size. Member i's meta
 is the template with the point's arguments after the script's own, its
-environment (fray.core.sweep.point_env), its id, name and group. The daemon
-writes each member's run folder from the record (fray.daemon.launching);
+environment (fray.core.sweeps.grid.point_env), its id, name and group. The daemon
+writes each member's run folder from the record (fray.daemon.sweeps);
 until it has, readers show the members from the record (`members_of`).
 """
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fray.core import sweep
 from fray.core.model import SWEEP, Attempt, AttemptState, Meta, Phase
+from fray.core.sweeps import grid
 
 SCHEMA_VERSION = 1
 
 
 def make_record(template: Meta, group_id: str, name: str, max_parallel: int | None,
-                members: list[tuple[str, str, sweep.Point]]) -> dict[str, Any]:
+                members: list[tuple[str, str, grid.Point]]) -> dict[str, Any]:
     """The record of a sweep of `members` (run id, run name, point), in index order."""
     return {"schema_version": SCHEMA_VERSION, "id": group_id, "kind": SWEEP, "name": name[:128],
             "size": len(members), "max_parallel": max_parallel, "created_at": template.created_at,
@@ -30,8 +30,8 @@ def make_record(template: Meta, group_id: str, name: str, max_parallel: int | No
                         for run_id, run_name, point in members]}
 
 
-def point(record: dict[str, Any], index: int) -> sweep.Point:
-    return sweep.Point(index, tuple((pair[0], pair[1]) for pair in record["members"][index]["point"]))
+def point(record: dict[str, Any], index: int) -> grid.Point:
+    return grid.Point(index, tuple((pair[0], pair[1]) for pair in record["members"][index]["point"]))
 
 
 def group_of(record: dict[str, Any], index: int) -> dict[str, Any]:
@@ -44,8 +44,8 @@ def member_meta(record: dict[str, Any], index: int) -> Meta:
     """Member `index` as a run not yet started: what `fray submit` used to write for it."""
     member, at = record["members"][index], point(record, index)
     meta = Meta.from_dict(record["template"])
-    env = {**meta.spec.env, **sweep.point_env(index, at.values, record["size"], record["id"])}
-    meta.spec = dataclasses.replace(meta.spec, args=[*meta.spec.args, *sweep.point_args(at)], env=env)
+    env = {**meta.spec.env, **grid.point_env(index, at.values, record["size"], record["id"])}
+    meta.spec = dataclasses.replace(meta.spec, args=[*meta.spec.args, *grid.point_args(at)], env=env)
     meta.run_id, meta.name, meta.group = member["run_id"], member["name"], group_of(record, index)
     return meta
 

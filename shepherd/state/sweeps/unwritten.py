@@ -1,7 +1,7 @@
 """Sweeps whose runs the daemon has not written yet: their members as readers see them, and what is asked of them.
 
 groups/<id>/ holds a sweep's record from `fray submit --sweep` until the
-daemon has written every member's run folder (fray.daemon.launching); then
+daemon has written every member's run folder (fray.daemon.sweeps); then
 the daemon removes it. So `fray list` and the dashboard show a new sweep's
 points at once, and cost nothing more once sweeps are under way; `fray
 status` and `fray control` on such a point wait the moment it takes the
@@ -26,9 +26,9 @@ import os
 import time
 from typing import Any
 
-from fray.core import sweep_record
 from fray.core.model import Applied, Control, Meta
 from fray.core.status import PAUSED_REASON
+from fray.core.sweeps import record as sweep_record
 from fray.errors import CorruptFileError
 from fray.state import audit, store
 from fray.state.layout import GroupPaths, Home

@@ -1,4 +1,4 @@
-"""Groups of runs by what a person typed: `--group GROUP` of `fray list` and `fray control`.
+"""Groups of runs by what a person typed: `--group GROUP` of `fray list` and `fray control`. Pure.
 
 GROUP is a group id (`fray list` shows a sweep's as its RUN ID, after
 `group:`), a unique prefix of one, or a sweep's name (the run name it was
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fray.core.group_rows import KEY_PREFIX, members_of
+from fray.core.sweeps.folding import KEY_PREFIX, members_of
 from fray.errors import RunLookupError
 
 Row = dict[str, Any]

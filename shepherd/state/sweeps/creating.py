@@ -4,22 +4,22 @@ A sweep comes to exist in one of two ways. `create_group` writes every
 member's run folder at once, from one spec and payload per item: what a
 Python front end (`fray.map`) gives it. `publish_sweep` (below) writes only
 the sweep's record, from which the daemon writes the same runs: what
-`fray submit --sweep` (fray.ops.sweep) does, where the points share one
+`fray submit --sweep` (fray.ops.sweeps) does, where the points share one
 script and spec and differ by their arguments. Each member is an ordinary run whose meta carries the group
 (`{"kind": "sweep", "id", "name", "size", "index", "max_parallel", "params"}`,
 fray.core.model.Meta.sweep) and whose environment says which point it is
-(fray.core.sweep.point_env). Member i is named `<name>-<i>` (zero-padded, so
+(fray.core.sweeps.grid.point_env). Member i is named `<name>-<i>` (zero-padded, so
 run ids sort in index order) and the group id is the name's slug plus a
 random suffix, so two sweeps of one name never mix.
 
 `publish_sweep` is the lazy form that `fray submit --sweep` uses: one record
-(groups/<id>/: group.json and the frozen script, fray.core.sweep_record)
+(groups/<id>/: group.json and the frozen script, fray.core.sweeps.record)
 built under a hidden name and renamed into place, so a crash leaves no group
 or a whole one. It writes two files whatever the size: writing 1,000 run
 folders took 2.9 s of a 1,000-point sweep's submission (3,000 files and 1,000
 folders at about 0.3 ms each here, plus building and validating 1,000
 metas), against 0.7 to 1.1 s for submitit's whole map_array. The daemon
-writes the members' folders from the record (fray.daemon.launching).
+writes the members' folders from the record (fray.daemon.sweeps).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fray.core import sweep, sweep_record
 from fray.core.model import SWEEP, Meta, RunSpec
+from fray.core.sweeps import grid, record as sweep_record
 from fray.state import runs, store
 from fray.state.layout import Home
 
@@ -67,13 +67,13 @@ def create_group(home: Home, name: str, members: list[PointRun], max_parallel: i
     """Write every member's run folder (all or none) and return their metas, in index order."""
     if not members:
         raise ValueError("a group needs at least one member")
-    sweep.check_max_parallel(max_parallel)
+    grid.check_max_parallel(max_parallel)
     now = time.time() if now is None else now
     group_id = new_group_id(name)
     names = member_names(name, len(members))
     new: list[runs.NewRun] = []
     for index, (member, (run_name, id_name)) in enumerate(zip(members, names)):
-        env = {**member.spec.env, **sweep.point_env(index, dict(member.params), len(members), group_id)}
+        env = {**member.spec.env, **grid.point_env(index, dict(member.params), len(members), group_id)}
         spec = dataclasses.replace(member.spec, env=env)
         group = {"id": group_id, "kind": SWEEP, "name": name[:128], "size": len(members), "index": index,
                  "max_parallel": max_parallel, "params": dict(member.params)}
@@ -86,13 +86,13 @@ def create_group(home: Home, name: str, members: list[PointRun], max_parallel: i
     return [item.meta for item in new]
 
 
-def publish_sweep(home: Home, ready: runs.Prepared, points: list[sweep.Point], max_parallel: int | None,
+def publish_sweep(home: Home, ready: runs.Prepared, points: list[grid.Point], max_parallel: int | None,
                   now: float | None = None) -> dict[str, Any]:
     """Write a sweep's record (schemas/group.json) whole, under a hidden name renamed into place; return it.
     The members' run ids are drawn here, so `fray submit` can name them before the daemon writes their folders."""
     if not points:
         raise ValueError("a sweep needs at least one point")
-    sweep.check_max_parallel(max_parallel)
+    grid.check_max_parallel(max_parallel)
     now = time.time() if now is None else now
     group_id = new_group_id(ready.name)
     names = member_names(ready.name, len(points))

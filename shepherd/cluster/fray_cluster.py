@@ -27,7 +27,7 @@ from fray.state import runs, store
 from fray.cluster import launching, payloads
 from fray.cluster.api import (ClusterError, JobGroupConfig, JobInfo, JobRequest, JobStatus, Reservation,
                                   ReservationConfig, ResourceConfig)
-from fray.cluster.base import ClusterBase
+from fray.cluster.shared import ClusterBase
 from fray.errors import CorruptFileError, FrayError, UsageError
 from fray.state.layout import Home
 from fray.core.model import AttemptState, Meta, Phase

@@ -2,7 +2,7 @@
 
 These click commands belong to the dashboard, not to the CLI: the top-level
 group (fray.cli.main) lists them in its table of lazy subcommands as
-"fray.tui.commands:tui" and "fray.tui.commands:web", a name it resolves only
+"fray.tui.entry:tui" and "fray.tui.entry:web", a name it resolves only
 when the command runs. So neither front end imports the other: the CLI knows
 the dashboard by name, as a shell knows a program, and `fray nodes` on a
 terminal opens it by invoking the `tui` command it finds in that table.

@@ -272,6 +272,6 @@ class RunActions:
             self.notify(f"{row['name']} runs on {cluster}: change its settings there, with {where}",  # type: ignore[attr-defined]
                         severity="warning")
             return
-        from fray.tui.screens.config import ConfigScreen
+        from fray.tui.screens.settings import ConfigScreen
 
         self.app.push_screen(ConfigScreen(row["run_id"]))  # type: ignore[attr-defined]
