@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -28,6 +29,9 @@ def _into_closed_pipe(*args: str) -> subprocess.CompletedProcess[bytes]:
                               stderr=subprocess.PIPE, timeout=300)
     finally:
         os.close(write_end)
+
+
+WRITERS = ("submit", "sync", "remote")
 
 
 def _commands(run_id: str) -> list[list[str]]:
@@ -49,15 +53,22 @@ def test_every_command_into_a_closed_pipe_exits_quietly_here_and_over_remote(rem
         local_run = json.loads(run_fray("submit", "job.py", "--wait", "--json", check=True).stdout.splitlines()[-1])
         remote_run = json.loads(run_fray("submit", "job.py", "--wait", "--json", "--remote", remote_host.alias,
                                          check=True, timeout=300).stdout.splitlines()[-1])
+        calls = [(where, argv + extra)
+                 for where, extra, run_id in (("here", [], local_run["run_id"]),
+                                              ("remote", ["--remote", remote_host.alias], remote_run["run_id"]))
+                 for argv in _commands(run_id) + ([["sync"], ["sync", "--json"], ["remote", "trust", remote_host.alias]]
+                                                  if where == "remote" else [])]
+        # Each command has its own pipe and process. The readers go three at a time (they mostly wait on ssh and
+        # on startup); the writers (submit, sync, trust: the same project and known_hosts) one after another.
+        readers = [i for i, (_where, argv) in enumerate(calls) if argv[0] not in WRITERS]
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            read = dict(zip(readers, pool.map(lambda i: _into_closed_pipe(*calls[i][1]), readers)))
+        results = [read[i] if i in read else _into_closed_pipe(*argv) for i, (_where, argv) in enumerate(calls)]
         failures = []
-        for where, extra, run_id in (("here", [], local_run["run_id"]),
-                                     ("remote", ["--remote", remote_host.alias], remote_run["run_id"])):
-            for argv in _commands(run_id) + ([["sync"], ["sync", "--json"], ["remote", "trust", remote_host.alias]]
-                                             if where == "remote" else []):
-                done = _into_closed_pipe(*argv, *extra)
-                stderr = done.stderr.decode(errors="replace")
-                if done.returncode != 1 or "Traceback" in stderr or "BrokenPipe" in stderr:
-                    failures.append(f"{where}: fray {' '.join(argv)} exited {done.returncode}: {stderr[-500:]}")
+        for (where, argv), done in zip(calls, results):
+            stderr = done.stderr.decode(errors="replace")
+            if done.returncode != 1 or "Traceback" in stderr or "BrokenPipe" in stderr:
+                failures.append(f"{where}: fray {' '.join(argv)} exited {done.returncode}: {stderr[-500:]}")
         assert not failures, "\n".join(failures)
     finally:
         _kill_everything_of(remote_home)
