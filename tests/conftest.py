@@ -23,6 +23,31 @@ if str(REPO) not in sys.path:
 
 pytest_plugins = ["tests.slurm.plugin"]  # session fixture `slurm_cluster` (real Slurm)
 
+# The suite runs on two workers (pytest-xdist; `-n 2 --dist loadgroup` in pyproject.toml): its tests
+# mostly wait on real daemons, wrappers and schedulers, so two at a time nearly halve its wall time on
+# CI's two cores. What shares one machine-wide thing runs on one worker, in order: the tests on the real
+# Slurm cluster (one slurmctld for all: a test stops it, another drains a node or fills them all), and
+# the tests through the real sshd (their far side is this machine's account, its fray bootstrapped once).
+SHARED_GROUPS = {"slurm": {"slurm_cluster"}, "remote": {"sshd", "sshd_without_sftp"}}
+SLURM_PAGE = "<!-- needs the Slurm test cluster -->"  # a docs page whose examples run on the Slurm cluster
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the marks to group the tests
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = shared_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def shared_group(item: pytest.Item) -> str | None:
+    """The group of tests `item` must run in order with, if it uses a machine-wide thing (SHARED_GROUPS)."""
+    names = set(getattr(item, "fixturenames", ()))
+    page = getattr(getattr(item, "callspec", None), "params", {}).get("page")
+    if isinstance(page, str) and (REPO / "docs" / page).is_file() and SLURM_PAGE in (REPO / "docs" / page).read_text():
+        return "slurm"  # its fixture is asked for inside the test (tests/e2e/test_docs.py)
+    return next((group for group, fixtures in SHARED_GROUPS.items() if names & fixtures), None)
+
 
 def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.05, what: str = "condition"):
     """Poll `predicate` until it returns something truthy; fail with `what` at the deadline."""

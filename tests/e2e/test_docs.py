@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 
 import fray
-from tests.conftest import _kill_everything_of
+from tests.conftest import SLURM_PAGE, _kill_everything_of
 from tests.docs_pages import DOCS, REPO, RUNNABLE, blocks, pages
 
 pytestmark = pytest.mark.slow
 
 # Blocks no test can run here; each says why in its title. Keep this short.
 MOST_NOT_RUN = 4
-# A page whose blocks run on the real Slurm test cluster (tests/slurm) says so with this comment.
-SLURM_PAGE = "<!-- needs the Slurm test cluster -->"
+# A page whose blocks run on the real Slurm test cluster (tests/slurm) says so with SLURM_PAGE, a comment.
+
 
 def test_the_site_builds_strict(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
