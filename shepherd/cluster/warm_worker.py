@@ -1,14 +1,22 @@
 """The warm worker process of the local backend (fray.backends.local.warm): wrappers forked, not started.
 
-`python -m fray.cluster.warm_worker --home HOME` imports once what a function
-run's wrapper and workload need (the wrapper, fray's function entry point,
-cloudpickle), then reads requests on stdin, one JSON object a line
-({"argv", "env", "cwd", "log"}), and forks a child for each that becomes the
-wrapper as `subprocess.Popen(argv, stdin=DEVNULL, stdout=log, stderr=log,
-env=env, cwd=cwd, start_new_session=True, close_fds=True)` would have started
-it. It answers {"ready": true} once, then {"pid": N} (or {"error": text}) per
-request, and {"exit": N} when a wrapper it forked ends. It exits when stdin
-closes (the daemon is gone); the wrappers live on in their own sessions.
+`python -m fray.cluster.warm_worker --home HOME --slots N` imports once what a
+function run's wrapper and workload need (the wrapper, fray's function entry
+point, cloudpickle), then reads requests on stdin, one JSON object a line
+({"argv", "env", "cwd", "log", "cpus"}), and forks a child for each that
+becomes the wrapper as `subprocess.Popen(argv, stdin=DEVNULL, stdout=log,
+stderr=log, env=env, cwd=cwd, start_new_session=True, close_fds=True)` would
+have started it. At most N CPUs' worth of wrappers run at once: a request that
+does not fit now waits in the worker's queue, first in first out, and starts
+the moment an exit frees its CPUs, with no round trip to the daemon (a Slurm
+job PENDING, then RUNNING). It answers {"ready": true} once, then per request
+{"pid": N}, {"queued": true} or {"error": text}; {"started": cwd, "pid": N}
+(or {"failed": cwd, "error": text}) when a queued one starts; {"exit": N} when
+a wrapper it forked ends. {"cancel": cwd} takes a queued request out of the
+queue ({"dropped": cwd}); one already started is the backend's to signal. It
+exits when stdin closes (the daemon is gone), dropping its queue (the next
+daemon finds those attempts gone and retries them); the wrappers live on in
+their own sessions.
 The wrapper forks the function's workload in turn (fray.wrapper.forked).
 `--home` is not read: it names the home in the command line, for whoever
 scans /proc (fray.backends.local.backend, the tests' clean-up).
@@ -16,6 +24,7 @@ scans /proc (fray.backends.local.backend, the tests' clean-up).
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import select
@@ -24,8 +33,8 @@ import sys
 from typing import Any, Callable, NoReturn
 
 
-def serve() -> int:
-    """Import once, then fork a wrapper per request until stdin closes."""
+def serve(slots: int) -> int:
+    """Import once, then fork a wrapper per request, `slots` CPUs' worth at once, until stdin closes."""
     import ctypes  # noqa: F401  what every wrapper imports late (fray.wrapper.procs: prctl), a tenth of its start
     import cloudpickle  # noqa: F401  what every function's workload unpickles with
     from fray.cluster import call_records, chunks, entry, environment, payloads, resuming  # noqa: F401  the workload's imports
@@ -38,6 +47,7 @@ def serve() -> int:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the select below
     _send({"ready": True})
+    slots_ = _Slots(slots, main.main)
     pending = b""
     while True:
         try:
@@ -46,7 +56,7 @@ def serve() -> int:
             continue
         if wake_read in readable:
             os.read(wake_read, 4096)
-            _reap()
+            slots_.reap()
         if 0 in readable:
             chunk = os.read(0, 1 << 16)
             if not chunk:
@@ -54,40 +64,71 @@ def serve() -> int:
             pending += chunk
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
-                _fork_wrapper(json.loads(line), main.main)
+                slots_.take(json.loads(line))
+
+
+class _Slots:
+    """The wrappers running (pid -> CPUs) and the requests waiting for CPUs, oldest first."""
+
+    def __init__(self, slots: int, wrapper_main: Callable[[list[str]], int]) -> None:
+        self.slots = slots
+        self.running: dict[int, int] = {}
+        self.queue: collections.deque[dict[str, Any]] = collections.deque()
+        self._main = wrapper_main
+
+    def take(self, request: dict[str, Any]) -> None:
+        if "cancel" in request:
+            kept = [r for r in self.queue if r["cwd"] != request["cancel"]]
+            if len(kept) != len(self.queue):
+                self.queue = collections.deque(kept)
+                _send({"dropped": request["cancel"]})
+            return
+        if self.queue or not self._fits(request):
+            self.queue.append(request)
+            _send({"queued": True})
+            return
+        pid, error = self._fork(request)
+        _send({"pid": pid} if error is None else {"error": error})
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            self.running.pop(pid, None)
+            _send({"exit": pid})
+        while self.queue and self._fits(self.queue[0]):
+            request = self.queue.popleft()
+            pid, error = self._fork(request)
+            _send({"started": request["cwd"], "pid": pid} if error is None else
+                  {"failed": request["cwd"], "error": error})
+
+    def _fits(self, request: dict[str, Any]) -> bool:
+        # An attempt wider than the machine's CPUs runs alone rather than never.
+        return not self.running or sum(self.running.values()) + int(request.get("cpus", 1)) <= self.slots
+
+    def _fork(self, request: dict[str, Any]) -> tuple[int, str | None]:
+        try:
+            log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        except OSError as exc:
+            return 0, f"cannot open {request['log']}: {exc}"
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(log)
+            return 0, f"fork: {exc}"
+        if pid == 0:
+            _become_wrapper(request, log, self._main)
+        os.close(log)
+        self.running[pid] = int(request.get("cpus", 1))
+        return pid, None
 
 
 def _send(message: dict[str, Any]) -> None:
     os.write(1, json.dumps(message).encode() + b"\n")
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        _send({"exit": pid})
-
-
-def _fork_wrapper(request: dict[str, Any], wrapper_main: Callable[[list[str]], int]) -> None:
-    try:
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    except OSError as exc:
-        _send({"error": f"cannot open {request['log']}: {exc}"})
-        return
-    try:
-        pid = os.fork()
-    except OSError as exc:
-        os.close(log)
-        _send({"error": f"fork: {exc}"})
-        return
-    if pid == 0:
-        _become_wrapper(request, log, wrapper_main)
-    os.close(log)
-    _send({"pid": pid})
 
 
 def _become_wrapper(request: dict[str, Any], log: int, wrapper_main: Callable[[list[str]], int]) -> NoReturn:
@@ -108,4 +149,4 @@ def _become_wrapper(request: dict[str, Any], log: int, wrapper_main: Callable[[l
 
 
 if __name__ == "__main__":
-    sys.exit(serve())
+    sys.exit(serve(int(sys.argv[sys.argv.index("--slots") + 1]) if "--slots" in sys.argv else os.cpu_count() or 1))

@@ -39,13 +39,14 @@ from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.priority import Credits, parse_band
 from fray.core.placement.runs import credits_from, never_placeable, place_on_machine
-from fray.core.scheduler import Admission, Ledger, Request, run_request
+from fray.core.scheduler import Admission, Ledger, Request
 from fray.core.status import normalized_status
 from fray.errors import CorruptFileError
 from fray.state import store
 from fray.state import layout
 from fray.state.config import load_config
 from fray.state.layout import Home
+from fray.daemon import warm_queue
 
 log = logging.getLogger("fray.daemon")
 
@@ -76,14 +77,11 @@ class FamilyKeeper:
         active_metas = [r.meta for r in active if r.meta is not None]
         held = reservations.live(self._reservations(), now)
         orders.update({k: v for k, v in reservations.orders(active_metas, held).items() if k not in orders})
-        in_flight = [(m.reservation, run_request(m.spec.cpus, m.spec.mem_mb, m.spec.gpus, m.spec.replicas))
-                     for m in active_metas if m.reservation and m.in_flight is not None]
+        in_flight = [(m.reservation, warm_queue.request_of(m)) for m in active_metas if m.reservation and m.in_flight is not None]
         admitter = reservations.Admitter(ledgers, held, in_flight)
 
         def admit_meta(meta: Meta) -> Admission:
-            spec = meta.spec
-            return admitter.admit(spec.backend, run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas),
-                                  meta.reservation)
+            return admitter.admit(meta.spec.backend, warm_queue.request_of(meta), meta.reservation)
 
         groups: dict[str, list[tuple[Meta, Control]]] = {}
         for run in runs:  # ended members too: one that ended before the start breaks its group
@@ -112,7 +110,8 @@ class FamilyKeeper:
                 return lambda _request: Admission(False, plan.waiting[run_id])
             if run_id in held_back:
                 return lambda _request: held_back[run_id]
-            return sweeps.admit_for(meta, lambda request: admitter.admit(meta.spec.backend, request, meta.reservation))
+            return sweeps.admit_for(meta, lambda request: admitter.admit(meta.spec.backend, warm_queue.mark(meta, request),
+                                                                         meta.reservation))
 
         return CyclePlan(orders, admit_for)
 
@@ -250,10 +249,9 @@ def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan
                 # The ledger's words (and its "can never start here") once this cycle's placed runs hold what
                 # they take, and whether runs ahead in line took or wait for that room: the same words from the
                 # cycle a slot frees to the next, so an end does not rewrite every waiting run's meta.json.
-                spec = meta.spec
                 ahead = someone_ahead or (first_placed is not None and first_placed < _in_line(meta, result.bands))
                 someone_ahead = True
-                why = after.explain(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas))
+                why = after.explain(warm_queue.request_of(meta))
                 if not why:  # room left, and the scheduler gave it to others
                     reason = f"waiting for resources: {AHEAD}"
                 else:
@@ -280,7 +278,7 @@ def _after_placements(ledger: Ledger, placed: list[Meta]) -> Ledger:
     """A copy of `ledger` with the runs placed this cycle admitted: what the runs left waiting see."""
     after = replace(ledger, used_gpu_ids=set(ledger.used_gpu_ids))
     for meta in placed:
-        after.admit(run_request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus, meta.spec.replicas))
+        after.admit(warm_queue.request_of(meta))
     return after
 
 
@@ -294,6 +292,8 @@ def _machine(ledger: Ledger) -> Worker:
     """This machine as the scheduler's one worker: its attributes and what its ledger has free."""
     cap = ledger.capacity
     assert cap is not None
-    free = Resources(cap.cpus - ledger.used_cpus, None if cap.mem_mb is None else cap.mem_mb - ledger.used_mem_mb,
+    # A backend's own queue (fray.daemon.warm_queue) is room too; the ledger then admits only runs that may queue.
+    queue = ledger.queue_cpus if not ledger.unqueued_cpus else 0
+    free = Resources(cap.cpus + queue - ledger.used_cpus, None if cap.mem_mb is None else cap.mem_mb - ledger.used_mem_mb,
                      cap.gpus - len(ledger.used_gpu_ids))
     return Worker(str(ledger.attributes.get("hostname", "local")), ledger.attributes, free)

@@ -13,14 +13,24 @@ folder, the attempt's environment). That wrapper forks the function's workload
 in turn (fray.wrapper.forked). Every attempt still has its own wrapper and
 workload processes, so its records, result files, retries, fencing, signals,
 cancellation and exit status are those of a cold start. What stays warm is the
-interpreter they are forked from, with cloudpickle loaded once. As many run at
-once as the ledger admits: one per CPU for one-CPU functions.
+interpreter they are forked from, with cloudpickle loaded once.
 
-Protocol, one JSON object a line: the backend writes {"argv", "env", "cwd", "log"};
-the worker answers {"ready": true} once, then {"pid": N} for each request (or
-{"error": text}) and {"exit": N} whenever a wrapper it forked ends, so the
-daemon looks at once. When its stdin closes (the daemon is gone) it exits, and
-the wrappers it forked live on, each in its own session, to be found again by
+The worker is also the machine's queue of functions (fray.daemon.warm_queue):
+the ledger admits function attempts beyond the CPUs, by `QUEUE_PER_CPU` per
+CPU; the worker runs as many as the CPUs hold and starts the next queued one
+the moment a wrapper exits, without waiting for a daemon cycle. A queued
+attempt is the backend's "pending" (a submitted Slurm job not yet running: no
+heartbeat or stall clock runs for it); a cancel takes it out of the queue; if
+the worker dies, its queued attempts are reported gone, with why, and retried
+as the run's policy says.
+
+Protocol (fray.cluster.warm_worker), one JSON object a line: the backend writes
+{"argv", "env", "cwd", "log", "cpus"} or {"cancel": cwd}; the worker answers
+{"ready": true} once, then {"pid": N}, {"queued": true} or {"error": text} for
+each request, and tells {"started": cwd, "pid": N}, {"failed": cwd, "error"},
+{"dropped": cwd} and {"exit": N} as they happen (an exit wakes the daemon). When
+its stdin closes (the daemon is gone) it exits, dropping its queue, and the
+wrappers it forked live on, each in its own session, to be found again by
 their working folder (`attempt_of`).
 """
 
@@ -37,39 +47,82 @@ from typing import Any, Callable
 
 MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
 START_TIMEOUT_SEC = 30.0
+QUEUE_PER_CPU = 3  # queued function attempts per CPU: enough that a CPU never waits for a daemon cycle
+GONE_FROM_QUEUE = "queued on this machine's warm worker, which exited before starting it"
 
 
 class WarmWorker:
     """The daemon's side: starts the warm process on first use, asks it for wrappers, hears their exits."""
 
-    def __init__(self, home: Path, on_exit: Callable[[], None] | None) -> None:
+    def __init__(self, home: Path, slots: int, on_exit: Callable[[], None] | None) -> None:
         self.home = home
+        self.slots = slots
         self._on_exit = on_exit
         self._proc: subprocess.Popen[bytes] | None = None
         self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one request and its reply at a time
+        # What the worker said of its queue: never held while waiting for a reply (the listener takes it).
+        self._state = threading.Lock()
+        self._queued: dict[str, tuple[Any, subprocess.Popen[bytes]]] = {}  # working folder -> (key, worker)
+        self._gone: dict[Any, str] = {}  # key -> why: attempts that left the queue without starting
 
-    def start(self, argv: list[str], env: dict[str, str], cwd: str, log: str) -> int:
-        """Fork a wrapper running `argv`; its pid. OSError when the warm process cannot start or fork."""
+    def start(self, key: Any, argv: list[str], env: dict[str, str], cwd: str, log: str, cpus: int) -> int | None:
+        """Fork a wrapper running `argv`: its pid, or None when it waits in the worker's queue for CPUs.
+        OSError when the warm process cannot start or fork."""
         with self._lock:
             proc = self._ensure()
-            assert proc.stdin is not None
+            with self._state:
+                self._queued[cwd] = (key, proc)  # before the worker can say it started
+            reply: dict[str, Any] = {}
             try:
-                proc.stdin.write(json.dumps({"argv": argv, "env": env, "cwd": cwd, "log": log}).encode() + b"\n")
-                proc.stdin.flush()
-            except (BrokenPipeError, ValueError):
-                self._proc = None
-                raise OSError("the warm worker has exited") from None
-            reply = self._reply()
+                self._write(proc, {"argv": argv, "env": env, "cwd": cwd, "log": log, "cpus": cpus})
+                reply = self._reply()
+            finally:
+                if not reply.get("queued"):
+                    with self._state:
+                        self._queued.pop(cwd, None)
+        if reply.get("queued"):
+            return None
         if "pid" not in reply:
             raise OSError(f"the warm worker could not start the wrapper: {reply.get('error', reply)}")
         return int(reply["pid"])
+
+    def queued(self) -> set[Any]:
+        """The keys of the attempts waiting in the queue now."""
+        with self._state:
+            return {key for key, _ in self._queued.values()}
+
+    def gone(self, key: Any) -> str | None:
+        """Why `key` left the queue without starting (once), None if it did not."""
+        with self._state:
+            return self._gone.pop(key, None)
+
+    def cancel(self, cwd: str) -> None:
+        """Take the attempt running in `cwd` out of the queue, if it is still there."""
+        with self._lock:
+            with self._state:
+                queued = self._queued.get(cwd)
+            if queued is not None:
+                try:
+                    self._write(queued[1], {"cancel": cwd})
+                except OSError:
+                    pass  # the worker is gone, and its queue with it: the listener says so
+
+    def _write(self, proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            self._proc = None
+            raise OSError("the warm worker has exited") from None
 
     def _ensure(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._replies = queue.Queue()
-        proc = subprocess.Popen([sys.executable, "-m", MODULE, "--home", str(self.home)], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", MODULE, "--home", str(self.home), "--slots", str(self.slots)],
+                                stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
                                 close_fds=True)
         threading.Thread(target=self._listen, args=(proc, self._replies), name="fray-warm-worker",
@@ -90,13 +143,29 @@ class WarmWorker:
         assert proc.stdout is not None
         for line in proc.stdout:
             message = json.loads(line)
-            if "exit" in message:
+            if "exit" in message or "dropped" in message:
+                self._left_queue(message.get("dropped"), None)
                 if self._on_exit is not None:
                     self._on_exit()
+            elif "started" in message or "failed" in message:
+                self._left_queue(message.get("started") or message["failed"], message.get("error"))
             else:
                 replies.put(message)
         replies.put({"error": "the warm worker has exited"})
         proc.wait()
+        with self._state:
+            for cwd, (key, owner) in list(self._queued.items()):
+                if owner is proc:
+                    self._gone[key] = GONE_FROM_QUEUE
+                    del self._queued[cwd]
+        if self._on_exit is not None:
+            self._on_exit()
+
+    def _left_queue(self, cwd: str | None, error: str | None) -> None:
+        with self._state:
+            key = self._queued.pop(cwd, (None, None))[0] if cwd is not None else None
+            if key is not None and error is not None:
+                self._gone[key] = f"the warm worker could not start it: {error}"
 
 
 def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
