@@ -39,9 +39,13 @@ def serve(slots: int) -> int:
     import cloudpickle  # noqa: F401  what every function's workload unpickles with
     from fray.cluster import call_records, chunks, entry, environment, payloads, resuming  # noqa: F401  the workload's imports
     from fray.state import layout, store  # noqa: F401
-    from fray.wrapper import attempt, forked, main  # noqa: F401  the wrapper, all of it
+    from fray.wrapper import attempt, forked, jobside, main  # noqa: F401  the wrapper, all of it
 
     forked.set_entry(layout.LAUNCHED_SHIM, entry.main)
+    try:
+        jobside.helpers_path()  # its version hash, once for every wrapper forked from here
+    except OSError:
+        pass  # each wrapper says why, as a cold one would
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
