@@ -10,7 +10,7 @@ have started it. At most N CPUs' worth of wrappers run at once: a request that
 does not fit now waits in the worker's queue, first in first out, and starts
 the moment an exit frees its CPUs, with no round trip to the daemon (a Slurm
 job PENDING, then RUNNING). It answers {"ready": true} once, then per request
-{"pid": N}, {"queued": true} or {"error": text}; {"started": cwd, "pid": N}
+{"pid": N, "cwd": cwd}, {"queued": true} or {"error": text}; {"started": cwd, "pid": N}
 (or {"failed": cwd, "error": text}) when a queued one starts; {"exit": N} when
 a wrapper it forked ends. {"cancel": cwd} takes a queued request out of the
 queue ({"dropped": cwd}); one already started is the backend's to signal. It
@@ -92,7 +92,7 @@ class _Slots:
             _send({"queued": True})
             return
         pid, error = self._fork(request)
-        _send({"pid": pid} if error is None else {"error": error})
+        _send({"pid": pid, "cwd": request["cwd"]} if error is None else {"error": error})
 
     def reap(self) -> None:
         while True:

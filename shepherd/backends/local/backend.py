@@ -124,7 +124,10 @@ class LocalBackend:
 
     def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
         self._reap()
-        queued = self._warm.queued() if self._warm is not None else set()  # before the scan: none falls between
+        # Before the scan, so that none falls between: what the warm worker holds queued, and the wrappers it
+        # forked that a scan may not know yet.
+        queued = self._warm.queued() if self._warm is not None else set()
+        forked = self._warm.running() if self._warm is not None else {}
         alive = self._scan()
         views: dict[AttemptKey, BackendView] = {}
         for item in tracked:
@@ -132,6 +135,9 @@ class LocalBackend:
             if count > 1:  # the tasks of a --replicas run stop together
                 self._stop_siblings(item.key, count)
             found = alive.get(item.key)
+            if found is None and item.key in forked:
+                pid = forked[item.key]
+                found = (pid, _start_ticks(pid) or 0)
             if found is None and self._tasks.get(item.key):
                 # Task 0 is over, a sibling still finishing (placement.groups.siblings_finishing).
                 views[item.key] = BackendView("running", node=self.host, ref=item.ref)

@@ -26,7 +26,7 @@ as the run's policy says.
 
 Protocol (fray.cluster.warm_worker), one JSON object a line: the backend writes
 {"argv", "env", "cwd", "log", "cpus"} or {"cancel": cwd}; the worker answers
-{"ready": true} once, then {"pid": N}, {"queued": true} or {"error": text} for
+{"ready": true} once, then {"pid": N, "cwd"}, {"queued": true} or {"error": text} for
 each request, and tells {"started": cwd, "pid": N}, {"failed": cwd, "error"},
 {"dropped": cwd} and {"exit": N} as they happen (an exit wakes the daemon). When
 its stdin closes (the daemon is gone) it exits, dropping its queue, and the
@@ -47,6 +47,7 @@ from typing import Any, Callable
 
 MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
 START_TIMEOUT_SEC = 30.0
+_Worker = subprocess.Popen  # the warm process, as the daemon started it
 QUEUE_PER_CPU = 3  # queued function attempts per CPU: enough that a CPU never waits for a daemon cycle
 GONE_FROM_QUEUE = "queued on this machine's warm worker, which exited before starting it"
 
@@ -61,9 +62,10 @@ class WarmWorker:
         self._proc: subprocess.Popen[bytes] | None = None
         self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
         self._lock = threading.Lock()  # one request and its reply at a time
-        # What the worker said of its queue: never held while waiting for a reply (the listener takes it).
+        # What the worker said, kept by its listener (never held while waiting for a reply):
         self._state = threading.Lock()
-        self._queued: dict[str, tuple[Any, subprocess.Popen[bytes]]] = {}  # working folder -> (key, worker)
+        self._waiting: dict[str, tuple[Any, _Worker]] = {}  # working folder -> (key, worker): handed, not started
+        self._running: dict[int, tuple[Any, _Worker]] = {}  # pid -> (key, worker): forked, no exit heard yet
         self._gone: dict[Any, str] = {}  # key -> why: attempts that left the queue without starting
 
     def start(self, key: Any, argv: list[str], env: dict[str, str], cwd: str, log: str, cpus: int) -> int | None:
@@ -72,15 +74,15 @@ class WarmWorker:
         with self._lock:
             proc = self._ensure()
             with self._state:
-                self._queued[cwd] = (key, proc)  # before the worker can say it started
+                self._waiting[cwd] = (key, proc)  # before the worker can say it started
             reply: dict[str, Any] = {}
             try:
                 self._write(proc, {"argv": argv, "env": env, "cwd": cwd, "log": log, "cpus": cpus})
                 reply = self._reply()
             finally:
-                if not reply.get("queued"):
+                if "pid" not in reply and not reply.get("queued"):
                     with self._state:
-                        self._queued.pop(cwd, None)
+                        self._waiting.pop(cwd, None)
         if reply.get("queued"):
             return None
         if "pid" not in reply:
@@ -90,7 +92,13 @@ class WarmWorker:
     def queued(self) -> set[Any]:
         """The keys of the attempts waiting in the queue now."""
         with self._state:
-            return {key for key, _ in self._queued.values()}
+            return {key for key, _ in self._waiting.values()}
+
+    def running(self) -> dict[Any, int]:
+        """Key -> pid of the wrappers forked whose exit has not been heard: alive, even before a scan of /proc
+        could tell them by their working folder (a fork has not reached its chdir yet)."""
+        with self._state:
+            return {key: pid for pid, (key, _) in self._running.items()}
 
     def gone(self, key: Any) -> str | None:
         """Why `key` left the queue without starting (once), None if it did not."""
@@ -101,10 +109,10 @@ class WarmWorker:
         """Take the attempt running in `cwd` out of the queue, if it is still there."""
         with self._lock:
             with self._state:
-                queued = self._queued.get(cwd)
-            if queued is not None:
+                waiting = self._waiting.get(cwd)
+            if waiting is not None:
                 try:
-                    self._write(queued[1], {"cancel": cwd})
+                    self._write(waiting[1], {"cancel": cwd})
                 except OSError:
                     pass  # the worker is gone, and its queue with it: the listener says so
 
@@ -139,33 +147,44 @@ class WarmWorker:
             self._proc = None
             raise OSError(f"the warm worker did not answer within {START_TIMEOUT_SEC:g}s") from None
 
-    def _listen(self, proc: subprocess.Popen[bytes], replies: queue.Queue[dict[str, Any]]) -> None:
+    def _listen(self, proc: _Worker, replies: queue.Queue[dict[str, Any]]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             message = json.loads(line)
-            if "exit" in message or "dropped" in message:
-                self._left_queue(message.get("dropped"), None)
-                if self._on_exit is not None:
-                    self._on_exit()
-            elif "started" in message or "failed" in message:
-                self._left_queue(message.get("started") or message["failed"], message.get("error"))
+            if "started" in message:  # a queued one forked: no word to the daemon, whose scan will find it
+                self._left_queue(message["started"], message["pid"], None)
+                continue
+            if "pid" in message:  # the reply to a start, after which this listener may hear its exit
+                self._left_queue(message["cwd"], message["pid"], None)
+            if "exit" in message:
+                with self._state:
+                    self._running.pop(message["exit"], None)
+            elif "dropped" in message or "failed" in message:
+                self._left_queue(message.get("dropped") or message["failed"], None, message.get("error"))
             else:
                 replies.put(message)
+                continue
+            if self._on_exit is not None:
+                self._on_exit()  # an end, or one out of the queue for good: the daemon looks at once
         replies.put({"error": "the warm worker has exited"})
         proc.wait()
         with self._state:
-            for cwd, (key, owner) in list(self._queued.items()):
+            for cwd, (key, owner) in list(self._waiting.items()):
                 if owner is proc:
                     self._gone[key] = GONE_FROM_QUEUE
-                    del self._queued[cwd]
+                    del self._waiting[cwd]
+            # Its wrappers live on, found by /proc from now on: their exits will not be heard here.
+            self._running = {pid: entry for pid, entry in self._running.items() if entry[1] is not proc}
         if self._on_exit is not None:
             self._on_exit()
 
-    def _left_queue(self, cwd: str | None, error: str | None) -> None:
+    def _left_queue(self, cwd: str | None, pid: int | None, error: str | None) -> None:
         with self._state:
-            key = self._queued.pop(cwd, (None, None))[0] if cwd is not None else None
-            if key is not None and error is not None:
-                self._gone[key] = f"the warm worker could not start it: {error}"
+            entry = self._waiting.pop(cwd, None) if cwd is not None else None
+            if entry is not None and pid is not None:
+                self._running[pid] = entry
+            elif entry is not None and error is not None:
+                self._gone[entry[0]] = f"the warm worker could not start it: {error}"
 
 
 def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
