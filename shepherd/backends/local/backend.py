@@ -124,11 +124,15 @@ class LocalBackend:
 
     def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
         self._reap()
-        # Before the scan, so that none falls between: what the warm worker holds queued, and the wrappers it
-        # forked that a scan may not know yet.
-        queued = self._warm.queued() if self._warm is not None else set()
-        forked = self._warm.running() if self._warm is not None else {}
-        alive = self._scan()
+        # Before any scan, so that none falls between: what the warm worker holds queued, the wrappers it forked
+        # (which a scan may not know yet) and those whose exit it heard. Attempts it accounts for all need no
+        # scan of /proc, which a thousand short functions would otherwise pay for every cycle.
+        known = self._warm.known() if self._warm is not None else warm.Known(set(), {}, set())
+        queued, forked = known.queued, known.running
+        if all(i.key in queued or i.key in forked or i.key in known.ended for i in tracked):
+            alive, self._tasks = {}, {}
+        else:
+            alive = self._scan()
         views: dict[AttemptKey, BackendView] = {}
         for item in tracked:
             count = int((item.ref or {}).get("tasks", 1))

@@ -42,12 +42,22 @@ import queue
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
 START_TIMEOUT_SEC = 30.0
 _Worker = subprocess.Popen  # the warm process, as the daemon started it
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the worker said of the attempts it was given, by the backend's key."""
+
+    queued: set[Any]  # waiting in its queue for CPUs
+    running: dict[Any, int]  # forked, whose exit was not heard yet (even before a scan of /proc could tell them)
+    ended: set[Any]  # whose wrapper's exit was heard: gone, no scan needed to tell
 QUEUE_PER_CPU = 3  # queued function attempts per CPU: enough that a CPU never waits for a daemon cycle
 GONE_FROM_QUEUE = "queued on this machine's warm worker, which exited before starting it"
 
@@ -67,6 +77,7 @@ class WarmWorker:
         self._waiting: dict[str, tuple[Any, _Worker]] = {}  # working folder -> (key, worker): handed, not started
         self._running: dict[int, tuple[Any, _Worker]] = {}  # pid -> (key, worker): forked, no exit heard yet
         self._gone: dict[Any, str] = {}  # key -> why: attempts that left the queue without starting
+        self._ended: set[Any] = set()  # keys whose wrapper's exit was heard since `known` was last asked
 
     def start(self, key: Any, argv: list[str], env: dict[str, str], cwd: str, log: str, cpus: int) -> int | None:
         """Fork a wrapper running `argv`: its pid, or None when it waits in the worker's queue for CPUs.
@@ -89,16 +100,12 @@ class WarmWorker:
             raise OSError(f"the warm worker could not start the wrapper: {reply.get('error', reply)}")
         return int(reply["pid"])
 
-    def queued(self) -> set[Any]:
-        """The keys of the attempts waiting in the queue now."""
+    def known(self) -> Known:
+        """What this worker knows of its attempts now; each exit is told once."""
         with self._state:
-            return {key for key, _ in self._waiting.values()}
-
-    def running(self) -> dict[Any, int]:
-        """Key -> pid of the wrappers forked whose exit has not been heard: alive, even before a scan of /proc
-        could tell them by their working folder (a fork has not reached its chdir yet)."""
-        with self._state:
-            return {key: pid for pid, (key, _) in self._running.items()}
+            ended, self._ended = self._ended, set()
+            return Known({key for key, _ in self._waiting.values()},
+                         {key: pid for pid, (key, _) in self._running.items()}, ended)
 
     def gone(self, key: Any) -> str | None:
         """Why `key` left the queue without starting (once), None if it did not."""
@@ -158,7 +165,9 @@ class WarmWorker:
                 self._left_queue(message["cwd"], message["pid"], None)
             if "exit" in message:
                 with self._state:
-                    self._running.pop(message["exit"], None)
+                    ended = self._running.pop(message["exit"], None)
+                    if ended is not None:
+                        self._ended.add(ended[0])
             elif "dropped" in message or "failed" in message:
                 self._left_queue(message.get("dropped") or message["failed"], None, message.get("error"))
             else:
