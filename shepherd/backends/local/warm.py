@@ -48,6 +48,8 @@ from typing import Any, Callable
 
 MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
 START_TIMEOUT_SEC = 30.0
+QUEUE_PER_CPU = 3  # queued function attempts per CPU: enough that a CPU never waits for a daemon cycle
+GONE_FROM_QUEUE = "queued on this machine's warm worker, which exited before starting it"
 _Worker = subprocess.Popen  # the warm process, as the daemon started it
 
 
@@ -58,8 +60,6 @@ class Known:
     queued: set[Any]  # waiting in its queue for CPUs
     running: dict[Any, int]  # forked, whose exit was not heard yet (even before a scan of /proc could tell them)
     ended: set[Any]  # whose wrapper's exit was heard: gone, no scan needed to tell
-QUEUE_PER_CPU = 3  # queued function attempts per CPU: enough that a CPU never waits for a daemon cycle
-GONE_FROM_QUEUE = "queued on this machine's warm worker, which exited before starting it"
 
 
 class WarmWorker:
@@ -113,7 +113,7 @@ class WarmWorker:
             return self._gone.pop(key, None)
 
     def cancel(self, cwd: str) -> None:
-        """Take the attempt running in `cwd` out of the queue, if it is still there."""
+        """Take the attempt whose folder is `cwd` out of the queue, if it is still there."""
         with self._lock:
             with self._state:
                 waiting = self._waiting.get(cwd)
@@ -137,8 +137,7 @@ class WarmWorker:
             return self._proc
         self._replies = queue.Queue()
         proc = subprocess.Popen([sys.executable, "-m", MODULE, "--home", str(self.home), "--slots", str(self.slots)],
-                                stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
                                 close_fds=True)
         threading.Thread(target=self._listen, args=(proc, self._replies), name="fray-warm-worker",
                          daemon=True).start()
@@ -158,18 +157,18 @@ class WarmWorker:
         assert proc.stdout is not None
         for line in proc.stdout:
             message = json.loads(line)
-            if "started" in message:  # a queued one forked: no word to the daemon, whose scan will find it
-                self._left_queue(message["started"], message["pid"], None)
+            if "started" in message:  # a queued one forked: no word to the daemon, which sees it in its records
+                self._settle(message["started"], message["pid"], None)
                 continue
             if "pid" in message:  # the reply to a start, after which this listener may hear its exit
-                self._left_queue(message["cwd"], message["pid"], None)
+                self._settle(message["cwd"], message["pid"], None)
             if "exit" in message:
                 with self._state:
                     ended = self._running.pop(message["exit"], None)
                     if ended is not None:
                         self._ended.add(ended[0])
             elif "dropped" in message or "failed" in message:
-                self._left_queue(message.get("dropped") or message["failed"], None, message.get("error"))
+                self._settle(message.get("dropped") or message["failed"], None, message.get("error"))
             else:
                 replies.put(message)
                 continue
@@ -187,7 +186,8 @@ class WarmWorker:
         if self._on_exit is not None:
             self._on_exit()
 
-    def _left_queue(self, cwd: str | None, pid: int | None, error: str | None) -> None:
+    def _settle(self, cwd: str | None, pid: int | None, error: str | None) -> None:
+        """What became of the attempt handed over in `cwd`: forked as `pid`, or out of the queue for good."""
         with self._state:
             entry = self._waiting.pop(cwd, None) if cwd is not None else None
             if entry is not None and pid is not None:
