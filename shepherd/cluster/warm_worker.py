@@ -12,8 +12,9 @@ the moment an exit frees its CPUs, with no round trip to the daemon (a Slurm
 job PENDING, then RUNNING). It answers {"ready": true} once, then per request
 {"pid": N, "cwd": cwd}, {"queued": true} or {"error": text}; {"started": cwd, "pid": N}
 (or {"failed": cwd, "error": text}) when a queued one starts; {"exit": N} when
-a wrapper it forked ends. {"cancel": cwd} takes a queued request out of the
-queue ({"dropped": cwd}); one already started is the backend's to signal. It
+a wrapper it forked ends. {"cancel": cwd, "signal": N, "group": bool} takes a
+queued request out of the queue ({"dropped": cwd}), or sends that signal to the
+wrapper forked for it (the backend asks for those its scan did not find). It
 exits when stdin closes (the daemon is gone), dropping its queue (the next
 daemon finds those attempts gone and retries them); the wrappers live on in
 their own sessions.
@@ -76,16 +77,13 @@ class _Slots:
 
     def __init__(self, slots: int, wrapper_main: Callable[[list[str]], int]) -> None:
         self.slots = slots
-        self.running: dict[int, int] = {}
+        self.running: dict[int, tuple[int, str]] = {}  # pid -> (CPUs, working folder)
         self.queue: collections.deque[dict[str, Any]] = collections.deque()
         self._main = wrapper_main
 
     def take(self, request: dict[str, Any]) -> None:
         if "cancel" in request:
-            kept = [r for r in self.queue if r["cwd"] != request["cancel"]]
-            if len(kept) != len(self.queue):
-                self.queue = collections.deque(kept)
-                _send({"dropped": request["cancel"]})
+            self._cancel(request["cancel"], int(request["signal"]), bool(request.get("group")))
             return
         if self.queue or not self._fits(request):
             self.queue.append(request)
@@ -93,6 +91,18 @@ class _Slots:
             return
         pid, error = self._fork(request)
         _send({"pid": pid, "cwd": request["cwd"]} if error is None else {"error": error})
+
+    def _cancel(self, cwd: str, signum: int, group: bool) -> None:
+        """Out of the queue; or, forked already (the backend asks only for what its scan did not find), the
+        backend's stop signal for it."""
+        kept = [r for r in self.queue if r["cwd"] != cwd]
+        if len(kept) != len(self.queue):
+            self.queue = collections.deque(kept)
+            _send({"dropped": cwd})
+            return
+        for pid, (_, folder) in self.running.items():
+            if folder == cwd:
+                _signal(pid, signum, group)
 
     def reap(self) -> None:
         while True:
@@ -112,7 +122,8 @@ class _Slots:
 
     def _fits(self, request: dict[str, Any]) -> bool:
         # An attempt wider than the machine's CPUs runs alone rather than never.
-        return not self.running or sum(self.running.values()) + int(request.get("cpus", 1)) <= self.slots
+        used = sum(cpus for cpus, _ in self.running.values())
+        return not self.running or used + int(request.get("cpus", 1)) <= self.slots
 
     def _fork(self, request: dict[str, Any]) -> tuple[int, str | None]:
         try:
@@ -127,8 +138,18 @@ class _Slots:
         if pid == 0:
             _become_wrapper(request, log, self._main)
         os.close(log)
-        self.running[pid] = int(request.get("cpus", 1))
+        self.running[pid] = (int(request.get("cpus", 1)), request["cwd"])
         return pid, None
+
+
+def _signal(pid: int, signum: int, group: bool) -> None:
+    """`signum` to the wrapper `pid`, or with `group` to the session it leads (to it alone before its setsid)."""
+    for send in ((os.killpg, os.kill) if group else (os.kill,)):
+        try:
+            send(pid, signum)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
 
 
 def _send(message: dict[str, Any]) -> None:

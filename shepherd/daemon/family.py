@@ -77,7 +77,8 @@ class FamilyKeeper:
         active_metas = [r.meta for r in active if r.meta is not None]
         held = reservations.live(self._reservations(), now)
         orders.update({k: v for k, v in reservations.orders(active_metas, held).items() if k not in orders})
-        in_flight = [(m.reservation, warm_queue.request_of(m)) for m in active_metas if m.reservation and m.in_flight is not None]
+        in_flight = [(m.reservation, warm_queue.request_of(m))
+                     for m in active_metas if m.reservation and m.in_flight is not None]
         admitter = reservations.Admitter(ledgers, held, in_flight)
 
         def admit_meta(meta: Meta) -> Admission:
@@ -110,8 +111,8 @@ class FamilyKeeper:
                 return lambda _request: Admission(False, plan.waiting[run_id])
             if run_id in held_back:
                 return lambda _request: held_back[run_id]
-            return sweeps.admit_for(meta, lambda request: admitter.admit(meta.spec.backend, warm_queue.mark(meta, request),
-                                                                         meta.reservation))
+            return sweeps.admit_for(meta, lambda request: admitter.admit(
+                meta.spec.backend, warm_queue.mark(meta, request), meta.reservation))
 
         return CyclePlan(orders, admit_for)
 
@@ -294,6 +295,7 @@ def _machine(ledger: Ledger) -> Worker:
     assert cap is not None
     # A backend's own queue (fray.daemon.warm_queue) is room too; the ledger then admits only runs that may queue.
     queue = ledger.queue_cpus if not ledger.unqueued_cpus else 0
-    free = Resources(cap.cpus + queue - ledger.used_cpus, None if cap.mem_mb is None else cap.mem_mb - ledger.used_mem_mb,
+    free = Resources(cap.cpus + queue - ledger.used_cpus,
+                     None if cap.mem_mb is None else cap.mem_mb - ledger.used_mem_mb,
                      cap.gpus - len(ledger.used_gpu_ids))
     return Worker(str(ledger.attributes.get("hostname", "local")), ledger.attributes, free)

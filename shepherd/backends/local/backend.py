@@ -160,9 +160,12 @@ class LocalBackend:
     def cancel(self, targets: list[CancelTarget]) -> None:
         alive = self._scan() if targets else {}
         for target in targets:
-            if self._warm is not None:  # one still in the warm worker's queue leaves it, never to start
-                self._warm.cancel(str(self.home.run(target.key.run_id).attempt(target.key.attempt).dir))
             found = alive.get(target.key)
+            if found is None and self._warm is not None:
+                # Still in the warm worker's queue (it leaves it, never to start), or forked since the scan.
+                self._warm.cancel(str(self.home.run(target.key.run_id).attempt(target.key.attempt).dir),
+                                  signal.SIGKILL if target.force else signal.Signals[contract.PLANNED_STOP_SIGNAL],
+                                  target.force)
             siblings = [pid for i, pid in self._tasks.get(target.key, {}).items() if i]
             for pid in ([found[0]] if found is not None else []) + siblings:
                 if target.force:

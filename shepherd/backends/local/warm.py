@@ -25,7 +25,7 @@ the worker dies, its queued attempts are reported gone, with why, and retried
 as the run's policy says.
 
 Protocol (fray.cluster.warm_worker), one JSON object a line: the backend writes
-{"argv", "env", "cwd", "log", "cpus"} or {"cancel": cwd}; the worker answers
+{"argv", "env", "cwd", "log", "cpus"} or {"cancel": cwd, "signal", "group"}; the worker answers
 {"ready": true} once, then {"pid": N, "cwd"}, {"queued": true} or {"error": text} for
 each request, and tells {"started": cwd, "pid": N}, {"failed": cwd, "error"},
 {"dropped": cwd} and {"exit": N} as they happen (an exit wakes the daemon). When
@@ -112,14 +112,13 @@ class WarmWorker:
         with self._state:
             return self._gone.pop(key, None)
 
-    def cancel(self, cwd: str) -> None:
-        """Take the attempt whose folder is `cwd` out of the queue, if it is still there."""
+    def cancel(self, cwd: str, signum: int, group: bool) -> None:
+        """Take the attempt whose folder is `cwd` out of the queue; if the worker forked it already, have the
+        worker send it `signum` (to its group with `group`). Nothing when there is no worker."""
         with self._lock:
-            with self._state:
-                waiting = self._waiting.get(cwd)
-            if waiting is not None:
+            if self._proc is not None:
                 try:
-                    self._write(waiting[1], {"cancel": cwd})
+                    self._write(self._proc, {"cancel": cwd, "signal": int(signum), "group": group})
                 except OSError:
                     pass  # the worker is gone, and its queue with it: the listener says so
 
@@ -137,8 +136,8 @@ class WarmWorker:
             return self._proc
         self._replies = queue.Queue()
         proc = subprocess.Popen([sys.executable, "-m", MODULE, "--home", str(self.home), "--slots", str(self.slots)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-                                close_fds=True)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                start_new_session=True, close_fds=True)
         threading.Thread(target=self._listen, args=(proc, self._replies), name="fray-warm-worker",
                          daemon=True).start()
         self._proc = proc
