@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import click
 import pytest
 
 from fray.core import directives
@@ -262,10 +263,26 @@ def test_list_json_prints_the_same_document_without_click(home, tmp_path, args):
         assert "click" not in modules
 
 
-@pytest.mark.parametrize("args", [("list",), ("list", "--json", "--limit", "-1"), ("list", "--json", "--limit"),
+@pytest.mark.parametrize("args", [("list",), ("list", "--limit", "1"), ("list", "--active", "--tree")])
+def test_list_prints_the_same_table_without_click(home, tmp_path, args):
+    """`fray list` (the table) skips click too (fray.cli.entry, fray.cli.list_render) and must not differ."""
+    make_run(home, tmp_path, "first", now=1_700_000_000)
+    make_run(home, tmp_path, "second", now=1_700_000_050)
+    for full_args in (args, ("--home", str(home.root), *args)):
+        fast, slow = _fray_via(WITH_MODULES, *full_args), _fray_via(CLICK_ONLY, *full_args)
+        assert (fast.returncode, slow.returncode) == (0, 0), fast.stderr + slow.stderr
+        assert fast.stdout == slow.stdout and "second" in fast.stdout
+        assert "click" not in json.loads(fast.stderr.split("MODULES=", 1)[1])
+    (tmp_path / "a file").write_text("")  # a FRAY_HOME that cannot be read: the same error, the same exit code
+    fast, slow = (_fray_via(program, "--home", str(tmp_path / "a file"), "list") for program in (WITH_MODULES, CLICK_ONLY))
+    assert fast.returncode == slow.returncode != 0 and fast.stderr.split("MODULES=")[0] == slow.stderr
+
+
+@pytest.mark.parametrize("args", [("list", "--limit", "-1"), ("list", "--bogus"), ("list", "--help"),
+                                  ("list", "--json", "--limit", "-1"), ("list", "--json", "--limit"),
                                   ("list", "--json", "--bogus"), ("--help",), ("list", "--json", "--help"),
                                   ("status", "--json"), ("--home",), ("--verbose", "list", "--json")])
-def test_anything_but_exactly_list_json_is_left_to_click(home, args):
+def test_anything_but_exactly_list_or_list_json_is_left_to_click(home, args):
     from fray.cli.entry import parse_list_json
 
     assert parse_list_json(list(args)) is None
@@ -427,6 +444,19 @@ def test_tables_align_and_fit_the_width():
     assert lines[0].startswith("NAME     N  REASON")
     assert lines[2].endswith("…")
     assert human.timestamp(time.time()).count(":") == 2
+
+
+def test_a_table_laid_out_whole_reads_as_one_cut_to_fit(monkeypatch):
+    """A table with nothing to cut or colour is laid out a line at a time (`fray list` into a pipe): the same text
+    as the column-by-column layout gives, trailing blanks dropped, braces in cells printed as they are."""
+    columns = (render.Column("NAME"), render.Column("N", ">"), render.Column("REASON", shrinkable=True, min_width=5),
+               render.Column("LAST"))
+    rows = [["a", "1", "{short}", ""], ["longer", ("22", {"fg": "red"}), "a reason", "x "], ["", "", "", ""]]
+    whole = render.table(columns, rows)
+    assert whole == ["NAME     N  REASON    LAST", "a        1  {short}", "longer  22  a reason  x", ""]
+    assert render.table(columns, rows, width=1000) == whole  # wide enough: nothing cut, the same text
+    monkeypatch.setattr(render, "colour_enabled", lambda stream=None: True)  # column by column, coloured
+    assert [click.unstyle(line) for line in render.table(columns, rows)] == whole
 
 
 # ---------------------------------------------------------------- the schemas of --json

@@ -96,6 +96,29 @@ def test_detail_keys_r_s_p_t_b_e_and_backspace(home, tmp_path):
     run(scenario())
 
 
+def test_a_run_screen_opened_after_another_shows_only_the_new_run(home, tmp_path):
+    """The app keeps one run screen and reuses it: nothing of the run shown before may stay on it."""
+    ids = make_runs(home, tmp_path / "scripts")
+
+    async def scenario():
+        async with dashboard(home, size=(140, 80), run_id=ids["failed"]) as (app, pilot):
+            await until(pilot, lambda: "ValueError: loss is nan" in screen_text(app), what="the failed run's screen")
+            first = app.screen
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, DetailScreen), what="the dashboard")
+            for run_id, name in ((ids["done"], "hello"), (ids["corrupt"], "broken")):
+                app.open_details(run_id)  # what Enter on its row does
+                await until(pilot, lambda: isinstance(app.screen, DetailScreen) and run_id in screen_text(app),
+                            what=f"{name}'s screen")
+                text = screen_text(app)
+                assert "flaky-job" not in text and "ValueError: loss is nan" not in text
+                assert "Failure records: none" in text
+                assert app.screen is first  # reused, not built again (what makes it quick)
+                await pilot.press("escape")
+
+    run(scenario())
+
+
 def test_detail_follows_the_run_as_it_changes(home, tmp_path):
     ids = make_runs(home, tmp_path / "scripts")
     run_id = ids["healthy"]

@@ -113,11 +113,16 @@ class Directory:
 
 
 def _read(path: Path | str) -> Endpoint | None:
+    raw = read_record(path)
+    return Endpoint.from_dict(raw) if raw is not None else None
+
+
+def read_record(path: Path | str) -> dict[str, Any] | None:
+    """An endpoint file's validated record; None when it is gone or was corrupt (moved aside)."""
     try:
-        raw = store.read_json(path, "endpoint")
+        return store.read_json(path, "endpoint")
     except (CorruptFileError, OSError):
         return None  # moved aside as corrupt, or gone meanwhile
-    return Endpoint.from_dict(raw) if raw is not None else None
 
 
 def scan(home: Home) -> Iterator[Endpoint]:

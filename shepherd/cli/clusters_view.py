@@ -17,14 +17,13 @@ has it, or refused (exit 2) when none or several do.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from fray.errors import UsageError
 from fray.remote import clusters, forward
 
 # Every `fray` command with a --remote or a `remotes` default asks `spanned` first (fray.cli.route),
-# so the renderers (list_cmd, ops) are imported only inside the functions that draw a many-cluster view.
+# so the renderers (list_render, ops) are imported only inside the functions that draw a many-cluster view.
 
 FANNED = ("list", "usage")
 ROUTED = ("status", "logs", "control")
@@ -101,12 +100,8 @@ def _arguments(argv: list[str]) -> tuple[list[str], str | None]:
 
 
 def render_list(data: dict[str, Any]) -> list[str]:
-    from fray.cli import render
+    from fray.cli import list_render, render
     from fray.ops import human
-
-    # By name, as fray.cli.remote_output finds renderers: cli.main asks this module first, and list_cmd
-    # imports cli.main, so a plain import here would close a cycle.
-    list_cmd = importlib.import_module("fray.cli.list_cmd")
 
     total = sum(data["counts"].values())
     parts = [render.style(f"{count} {human.icon(status)} {status}", **render.status_style(status))
@@ -118,8 +113,8 @@ def render_list(data: dict[str, Any]) -> list[str]:
         if cluster["state"] != "ok":
             lines.append(render.style(f"warning: {cluster['cluster']}: {cluster['detail']}", fg="yellow", bold=True))
     lines.append("")
-    columns = (render.Column("CLUSTER"), *list_cmd.COLUMNS)
-    cells = [[row["cluster"], *list_cmd.row_cells(row)] for row in data["runs"]]
+    columns = (render.Column("CLUSTER"), *list_render.COLUMNS)
+    cells = [[row["cluster"], *list_render.row_cells(row)] for row in data["runs"]]
     cells += [[c["cluster"], "", human.MISSING, human.MISSING, (c["state"], {"fg": "yellow"}),
                *[human.MISSING] * 6, c["detail"]] for c in data["clusters"] if c["state"] != "ok"]
     lines += render.table(columns, cells, width=render.terminal_width())

@@ -1,11 +1,12 @@
-"""The console script `fray`: the command through click, or a JSON fast path; then a quick exit.
+"""The console script `fray`: the command through click, or a fast path; then a quick exit.
 
 `fray list --json` and `fray status RUN --json` are what scripts, shell prompts
 and status bars run every second or two, with budgets of 100-200 ms with
-10,000 runs. Importing click and building its context costs 30 ms of that, so
-an argument list of exactly one of those commands (with `--home`; for list
-`--active`, `--limit N`, `--tree`) builds the same data without click, and
-prints it or its error as click's path would, unless a host or a many-cluster
+10,000 runs (`fray list`, the table, 250 ms). Importing click and building its
+context costs 30 ms of that, so an argument list of exactly one of those
+commands (with `--home`; for list `--active`, `--limit N`, `--tree`, with or
+without `--json`) builds the same data without click, and prints it (the table
+through fray.cli.list_render) or its error as click's path would, unless a host or a many-cluster
 view is asked for or is the default (fray.remote.forward.runs_here). The command
 line is read once (fray.cli.arguments), here, and handed to click as read.
 Anything else, a typo or `--help` included, goes to click (fray.cli.main), so
@@ -36,12 +37,14 @@ class ListArgs(NamedTuple):
 
 def main(argv: list[str] | None = None) -> None:
     invocation = normalize(sys.argv[1:] if argv is None else argv)  # the one reading of the command line
-    listing, status = list_json(invocation), status_json(invocation)
-    if (listing is not None or status is not None) and _runs_here(invocation.remote):
+    listing, status, table = list_json(invocation), status_json(invocation), list_table(invocation)
+    if (listing is not None or status is not None or table is not None) and _runs_here(invocation.remote):
         if listing is not None:
             _exit_now(_fast_json(lambda: _list_data(listing)))
         if status is not None:
             _exit_now(_fast_json(lambda: _status_data(*status)))
+        if table is not None:
+            _exit_now(_fast_table(table))
     from fray.cli.main import run_parsed  # also forwards to a --remote host, reporting a failure as text or JSON
 
     _exit_now(run_parsed(invocation))
@@ -80,8 +83,16 @@ def parse_list_json(args: list[str]) -> ListArgs | None:
 def list_json(invocation: Invocation) -> ListArgs | None:
     """The fast path's `list --json ...`, from the command line as read once, else None (click says what is
     wrong)."""
-    words = invocation.command
-    if words[:1] != ["list"] or not invocation.as_json:
+    return _list_args(invocation.command, invocation.home) if invocation.as_json else None
+
+
+def list_table(invocation: Invocation) -> ListArgs | None:
+    """The fast path's `list ...` as a table (the same options, no --json), else None."""
+    return None if invocation.as_json else _list_args(invocation.command, invocation.home)
+
+
+def _list_args(words: list[str], home: str | None) -> ListArgs | None:
+    if words[:1] != ["list"]:
         return None
     active = tree = False
     limit: int | None = None
@@ -104,7 +115,29 @@ def list_json(invocation: Invocation) -> ListArgs | None:
         elif token != "--json":
             return None  # click says what is wrong with it
         index += 1
-    return ListArgs(invocation.home, active, limit, tree)
+    return ListArgs(home, active, limit, tree)
+
+
+def _fast_table(args: ListArgs) -> int:
+    """Print `fray list`'s table (fray.cli.list_render), or its error, as click's path would."""
+    gc.disable()  # as in _fast_json
+    try:
+        from fray.cli.list_render import render_list
+
+        lines = render_list(_list_data(args))
+        if lines:
+            sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return 1  # as click does for a reader that went away
+    except Exception as exc:
+        from fray.cli import failures
+
+        exit_code = failures.report(exc)
+        if exit_code is None:
+            raise
+        return exit_code
+    return 0
 
 
 def _list_data(args: ListArgs) -> dict:

@@ -16,8 +16,6 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import click
-
 from fray.core.status import Status
 from fray.ops import human
 
@@ -53,7 +51,11 @@ def colour_enabled(stream: Any = None) -> bool:
 
 
 def style(text: str, **styles: Any) -> str:
-    return click.style(text, **styles) if styles and colour_enabled() else text
+    if not (styles and colour_enabled()):
+        return text
+    import click  # only for a terminal: `fray list` into a pipe or file loads no click (fray.cli.entry)
+
+    return click.style(text, **styles)
 
 
 def status_style(status: str | None) -> dict[str, Any]:
@@ -96,12 +98,17 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int |
     """
     plain = [[c if isinstance(c, str) else c[0] for c in row] for row in rows]
     widths = [max([len(col.title)] + [len(r[i]) for r in plain]) for i, col in enumerate(columns)]
+    natural = list(widths)
     if width is not None:
         _fit(columns, widths, width, len(gap))
     header = gap.join(_pad(col.title, widths[i], col.align) for i, col in enumerate(columns)).rstrip()
     lines = [style(header, bold=True)]
-    # Column by column, in comprehensions: `fray list` lays out 10,000 rows of 11 cells.
     coloured, last, laid_out = colour_enabled(), len(columns) - 1, []
+    if not coloured and widths == natural:  # nothing to cut or colour (output to a pipe): one format per line
+        layout = gap.join(f"{{:{col.align}{w}}}" for col, w in zip(columns, widths))
+        lines.extend(layout.format(*cells).rstrip() for cells in plain)
+        return lines
+    # Column by column, in comprehensions: `fray list` lays out 10,000 rows of 11 cells.
     for i, col in enumerate(columns):
         w = widths[i]
         texts = [t if len(t) <= w else human.truncate(t, w) for t in (r[i] for r in plain)]
@@ -109,6 +116,8 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int |
         if i == last:
             texts = [t.rstrip() for t in texts]
         if coloured:
+            import click
+
             texts = [t if isinstance(c, str) or not c[1] else click.style(t, **c[1])
                      for t, c in zip(texts, (r[i] for r in rows))]
         laid_out.append(texts)

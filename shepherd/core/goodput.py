@@ -26,7 +26,6 @@ ended well, lost when it failed), and says so with `basis: "attempts"`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from statistics import median
 
 from fray.core.history import Point, Series
 
@@ -82,7 +81,13 @@ def _working(attempt: AttemptTimes, points: list[Point], started: float, end: fl
     if not points:
         return _clip([Stretch(n, started, end, "start")])
     gaps = [b.t - a.t for a, b in zip(points, points[1:]) if b.t > a.t]
-    typical = median(gaps) if gaps else 0.0
+    if gaps:
+        from statistics import median  # here: it imports fractions, decimal and random, which `fray status`
+        # then loads only for a run with a progress history
+
+        typical = median(gaps)
+    else:
+        typical = 0.0
     out: list[Stretch] = []
     first_work = max(started, points[0].t - typical)
     out.append(Stretch(n, started, first_work, "start"))

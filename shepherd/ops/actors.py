@@ -6,10 +6,11 @@ It imports no cloudpickle: listing is reading JSON.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
-from fray.actors import endpoints
+from fray.actors import listing
 from fray.ops import views
 from fray.state.layout import Home
 
@@ -19,14 +20,14 @@ def actors_view(home: Home, namespace: str | None = None) -> dict[str, Any]:
     now = time.time()
     statuses: dict[str, str] = {}
     found = []
-    for endpoint in endpoints.scan(home):
-        if namespace and endpoint.namespace != namespace:
+    for record in listing.records(home):
+        if namespace and record["namespace"] != namespace:
             continue
-        run_status = None
-        if endpoint.run_id:
-            if endpoint.run_id not in statuses:
-                statuses[endpoint.run_id] = views.run_row(home, endpoint.run_id, now)["status"] \
-                    if home.run(endpoint.run_id).dir.exists() else "error_unknown"
-            run_status = statuses[endpoint.run_id]
-        found.append({**endpoint.to_dict(), "address": endpoint.address, "run_status": run_status})
+        run_id, run_status = record["run_id"], None
+        if run_id:
+            if run_id not in statuses:
+                statuses[run_id] = views.run_row(home, run_id, now)["status"] \
+                    if os.path.isdir(home.run_folder(run_id)) else "error_unknown"
+            run_status = statuses[run_id]
+        found.append({**record, "address": f"{record['host']}:{record['port']}", "run_status": run_status})
     return {"home": str(home.root), "generated_at": now, "namespace": namespace, "endpoints": found}

@@ -22,7 +22,6 @@ from fray.errors import CorruptFileError
 from fray.state import meta_file, parents_index, store
 from fray.state import layout
 from fray.state.layout import Home, RunPaths
-from fray.wrapper import contract
 from fray.state.row_cache import RowCache, stat_key
 from fray.wrapper import contract
 
@@ -45,24 +44,25 @@ def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Cont
 
 def run_row(home: Home, run_id: str, now: float) -> dict[str, Any]:
     """One run as a row of `fray list --json` (schemas/cli-list.json)."""
-    paths = home.run(run_id)
-    meta, control, problem = _load(paths, with_control=False)
-    return _row_from(paths, meta, control.paused, problem, now)
+    meta, control, problem = _load(home.run(run_id), with_control=False)
+    return _row_from(home.run_folder(run_id), run_id, meta, control.paused, problem, now)
 
 
-def _row_from(paths: RunPaths, meta: Meta | None, paused: bool, problem: str | None, now: float) -> dict[str, Any]:
-    heartbeat_at, progress = _attempt_inputs(paths, meta)
-    return row_of(paths.run_id, meta, paused, problem, heartbeat_at, progress, now)
+def _row_from(folder: str, run_id: str, meta: Meta | None, paused: bool, problem: str | None,
+              now: float) -> dict[str, Any]:
+    heartbeat_at, progress = _attempt_inputs(folder, meta)
+    return row_of(run_id, meta, paused, problem, heartbeat_at, progress, now)
 
 
-def _attempt_inputs(paths: RunPaths, meta: Meta | None) -> tuple[float | None, dict[str, Any] | None]:
-    """The current attempt's heartbeat (while it is in flight) and progress."""
+def _attempt_inputs(folder: str, meta: Meta | None) -> tuple[float | None, dict[str, Any] | None]:
+    """The current attempt's heartbeat (while it is in flight) and progress (from plain string paths: `fray
+    list` reads these for every run still going)."""
     current = meta.current if meta is not None else None
     if current is None:
         return None, None
-    heartbeat = paths.attempt_file(current.number, contract.HEARTBEAT) if current.in_flight else None
-    return store.read_heartbeat(heartbeat) if heartbeat else None, read_progress(paths.attempt_file(current.number,
-                                                                                                 contract.PROGRESS))
+    heartbeat = store.read_heartbeat(layout.attempt_file(folder, current.number, contract.HEARTBEAT)) \
+        if current.in_flight else None
+    return heartbeat, read_progress(layout.attempt_file(folder, current.number, contract.PROGRESS))
 
 
 def read_progress(path: Path | str) -> dict[str, Any] | None:
@@ -80,7 +80,7 @@ def read_row_inputs(paths: RunPaths) -> tuple[Meta | None, bool, str | None, flo
     them (the TUI) recomputes rows as time passes without reading again.
     """
     meta, control, problem = _load(paths)
-    return (meta, control.paused, problem, *_attempt_inputs(paths, meta))
+    return (meta, control.paused, problem, *_attempt_inputs(str(paths.dir), meta))
 
 
 def budgets_view(meta: Meta, now: float) -> dict[str, Any]:
@@ -111,13 +111,8 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
     now = time.time()
     ids = list(reversed(home.run_ids()))
     cache = RowCache.load(home)
-    rows = []
-    for run_id in ids:
-        key = stat_key(home.meta_file(run_id))
-        row = cache.get(run_id, key)
-        if row is None:
-            row = _uncached_row(home, run_id, cache, key, now)
-        rows.append(row)
+    rows = [row if row is not None else _uncached_row(home, run_id, cache, key, now)
+            for run_id, (key, row) in zip(ids, cache.ended_rows(ids, home.meta_file))]
     cache.save(set(ids))
     new_points = _pending_points(home, set(ids))
     if new_points:  # a new sweep's points, shown from its record until the daemon has written their runs
@@ -162,7 +157,7 @@ def _uncached_row(home: Home, run_id: str, cache: RowCache, meta_key: list[int] 
     A run still going takes its meta and paused flag from the cache when neither
     meta.json nor control.json changed; its heartbeat and progress are always read.
     """
-    paths, control_key = home.run(run_id), stat_key(home.control_file(run_id))
+    control_key = stat_key(home.control_file(run_id))
     meta: Meta | None = None
     hit = cache.get_live(run_id, meta_key, control_key)
     if hit is not None:
@@ -171,11 +166,11 @@ def _uncached_row(home: Home, run_id: str, cache: RowCache, meta_key: list[int] 
         except (AttributeError, KeyError, TypeError, ValueError):  # a damaged cache: read the files
             meta = None
     if meta is None:
-        meta, control, problem = _load(paths, with_control=False)
+        meta, control, problem = _load(home.run(run_id), with_control=False)
         paused = control.paused
         if meta is not None and problem is None and meta.phase != "ended":
             cache.put_live(run_id, meta_key, control_key, meta.to_dict(), paused)
-    row = _row_from(paths, meta, paused, problem, now)
+    row = _row_from(home.run_folder(run_id), run_id, meta, paused, problem, now)
     if row["phase"] == "ended":
         cache.put(run_id, meta_key, row)
     return row
@@ -188,7 +183,7 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
     now = time.time()
     paths = home.run(run_id)
     meta, control, problem = _load(paths)
-    heartbeat_at, progress = _attempt_inputs(paths, meta)
+    heartbeat_at, progress = _attempt_inputs(str(paths.dir), meta)
     row = row_of(run_id, meta, control.paused, problem, heartbeat_at, progress, now)
     attempts = []
     for attempt in (meta.attempts if meta else []):

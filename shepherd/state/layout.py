@@ -43,6 +43,10 @@ def record_id(file_name: str) -> str | None:
     return None
 
 
+def attempt_file(run_folder: str, number: int, name: str) -> str:  # a plain string: `fray list` reads heartbeat, progress
+    return f"{run_folder}{os.sep}{ATTEMPTS}{os.sep}{number}{os.sep}{name}"
+
+
 def corrupt_name(path: Path, stamp: str) -> Path:  # beside it, under a name no reader looks for
     return path.with_name(f"{path.name}{CORRUPT_MARK}{stamp}")
 
@@ -288,9 +292,6 @@ class RunPaths:
     def attempt(self, number: int) -> AttemptPaths:
         return AttemptPaths(self.attempts_dir / str(number))
 
-    def attempt_file(self, number: int, name: str) -> str:  # a plain string: `fray list` reads heartbeat, progress
-        return f"{self.dir}{os.sep}{ATTEMPTS}{os.sep}{number}{os.sep}{name}"
-
     @property
     def job(self) -> Path:
         """What a job launched through the cluster API runs: entrypoint kind, environment (schemas/job.json)."""
@@ -461,8 +462,7 @@ class Home:
         """The interpreter of that environment."""
         return self.venv(key) / "bin" / "python"
 
-    def venv_ready(self, key: str) -> Path:
-        """Written last, once the environment is complete (schemas/venv.json)."""
+    def venv_ready(self, key: str) -> Path:  # written last, once the environment is complete (schemas/venv.json)
         return self.venvs_dir / key / "fray-venv.json"
 
     def lock_file(self, name: str) -> Path:

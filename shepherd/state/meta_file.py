@@ -13,12 +13,14 @@ aside stays listed with the run's corrupt files.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fray.errors import CorruptFileError
 from fray.state import store
-from fray.state.commit_batch import CommitBatch
 from fray.state.layout import RunPaths
+
+if TYPE_CHECKING:  # readers (`fray list`, `fray status`) need no ctypes: only the daemon stages batches
+    from fray.state.commit_batch import CommitBatch
 
 
 def write(paths: RunPaths, document: dict[str, Any], sync: bool = True) -> None:

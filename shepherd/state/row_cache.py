@@ -19,7 +19,7 @@ may rewrite it (atomically; the last writer wins, each version whole).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -63,6 +63,20 @@ class RowCache:
         if key is not None and isinstance(hit, list) and len(hit) == 2 and hit[0] == key:
             return hit[1]
         return None
+
+    def ended_rows(self, run_ids: list[str], meta_file: Callable[[str], str]) -> list[tuple[StatKey | None, Any]]:
+        """(meta.json's key, the cached row of the ended run, or None) of each run: `get` for every run at once,
+        in one loop with no call per run but the stat (`fray list` does this for each of 10,000 runs)."""
+        entries, found, stat = self._entries, [], os.stat
+        for run_id in run_ids:
+            try:
+                st = stat(meta_file(run_id))
+            except FileNotFoundError:
+                found.append((None, None))
+                continue
+            key, hit = [st.st_ino, st.st_mtime_ns, st.st_size], entries.get(run_id)
+            found.append((key, hit[1] if type(hit) is list and len(hit) == 2 and hit[0] == key else None))
+        return found
 
     def put(self, run_id: str, key: StatKey | None, row: dict[str, Any]) -> None:
         if key is not None:

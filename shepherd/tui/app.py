@@ -95,6 +95,7 @@ class FrayApp(App):
         self.clusters = clusters if clusters and len(clusters) > 1 else None  # `local` first
         self.remote: remote_runs.RemoteRuns | None = None
         self.asking = False  # the hosts are being asked now (request_remotes)
+        self._run_screen: Any = None  # the run screen, kept once built (open_details)
 
     # -- start and stop -------------------------------------------------------------------
 
@@ -275,7 +276,17 @@ class FrayApp(App):
             return
         from fray.tui.screens.detail import DetailScreen
 
-        self.push_screen(DetailScreen(run_id))
+        # One run screen, built once and kept (installed) while closed: building and styling its widgets is
+        # most of the time from Enter to the screen, so a second run's screen only shows that run's data.
+        screen = self._run_screen
+        if screen is None:
+            screen = self._run_screen = DetailScreen(run_id)
+            self.install_screen(screen, "run")
+        elif screen in self.screen_stack:  # already open under this one (details, logs, then Enter again)
+            screen = DetailScreen(run_id)
+        else:
+            screen.show_run(run_id)
+        self.push_screen(screen)
 
     def open_logs(self, run_id: str, cluster: str | None = None) -> None:
         """The run's logs screen; a run of another cluster: the tail its cluster gives."""

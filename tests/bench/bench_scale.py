@@ -17,7 +17,10 @@ machine slows the floor and the figure alike), in wall milliseconds and, for a
 command, the CPU milliseconds its process used; PASS/MISS compares the wall
 figure with the target of issue 23. Runs in a few minutes on 2 CPUs.
 
-    python tests/bench/bench_scale.py [--sizes 1000,10000] [--repeats 7]
+    python tests/bench/bench_scale.py [--sizes 1000,10000] [--repeats 7] [--rows reads,tui,daemon]
+
+`--rows` picks groups of rows: `reads` (status, list, actors), `tui` (the dashboard), `daemon` (its cold
+start, submit -> heartbeat and submit --wait); the floor is always measured.
 """
 
 from __future__ import annotations
@@ -144,18 +147,19 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def reads(home: Home, picked: dict[str, str], repeats: int) -> dict[str, float]:
+def reads(home: Home, picked: dict[str, str], repeats: int, floor_only: bool = False) -> dict[str, float]:
     """The read commands and the floor, taken in turn (each first run once: caches and .pyc files exist)."""
     env = env_for(home.root)
-    commands = {"floor": [sys.executable, "-c", "pass"],
-                "status": [FRAY, "status", picked["parent"], "--json"],
-                "list_json": [FRAY, "list", "--json"],
-                "list": [FRAY, "list"],
-                "actors": [FRAY, "actors", "list", "--json"]}
+    commands = {"floor": [sys.executable, "-c", "pass"]}
+    if not floor_only:
+        commands.update({"status": [FRAY, "status", picked["parent"], "--json"],
+                         "list_json": [FRAY, "list", "--json"],
+                         "list": [FRAY, "list"],
+                         "actors": [FRAY, "actors", "list", "--json"]})
+        shown = json.loads(subprocess.run(commands["status"], env=env, capture_output=True, check=True).stdout)
+        assert len(shown["family"]["children"]) == PARENT_CHILDREN, shown["family"]
     for argv in commands.values():
         warm_up(argv, env)
-    shown = json.loads(subprocess.run(commands["status"], env=env, capture_output=True, check=True).stdout)
-    assert len(shown["family"]["children"]) == PARENT_CHILDREN, shown["family"]
     wall: dict[str, list[float]] = {key: [] for key in commands}
     cpu: dict[str, list[float]] = {key: [] for key in commands}
     for _ in range(repeats):  # in turn, so a busy moment slows the floor and the figures alike
@@ -248,18 +252,27 @@ def daemon_and_submit(home: Home, project: Path, repeats: int) -> dict[str, floa
     return {"daemon": median_ms(colds), "submit": median_ms(beats), "submit_wait": median_ms(waits)}
 
 
-def measure(tmp: Path, size: int, repeats: int) -> dict[str, float]:
+GROUPS = {"reads": ("status", "list_json", "list", "actors"), "tui": ("tui_first", "tui_enter"),
+          "daemon": ("daemon", "submit", "submit_wait")}
+
+
+def measure(tmp: Path, size: int, repeats: int, groups: set[str]) -> dict[str, float]:
     started = time.perf_counter()
     listing, held = Home(tmp / f"list-{size}"), Home(tmp / f"held-{size}")
-    picked = populate(listing, size)
-    add_endpoints(listing, size)
-    populate(held, size, held=True)
-    print(f"  {size:,} runs: two homes populated in {time.perf_counter() - started:.1f}s", file=sys.stderr)
-    figures = reads(listing, picked, repeats)
-    figures.update(dashboard(listing, repeats))
-    figures.update(daemon_and_submit(held, tmp / "project", repeats))
-    shutil.rmtree(listing.root)
-    shutil.rmtree(held.root)
+    picked: dict[str, str] = {}
+    if groups & {"reads", "tui"}:
+        picked = populate(listing, size)
+        add_endpoints(listing, size)
+    if "daemon" in groups:
+        populate(held, size, held=True)
+    print(f"  {size:,} runs: homes populated in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    figures = reads(listing, picked, repeats, floor_only="reads" not in groups)  # the floor, always
+    if "tui" in groups:
+        figures.update(dashboard(listing, repeats))
+    if "daemon" in groups:
+        figures.update(daemon_and_submit(held, tmp / "project", repeats))
+    shutil.rmtree(listing.root, ignore_errors=True)
+    shutil.rmtree(held.root, ignore_errors=True)
     return figures
 
 
@@ -269,12 +282,12 @@ def _cell(figures: dict[str, float], key: str) -> str:
     return f"{figures[key]:.0f}" + (f" ({cpu:.0f} cpu)" if cpu is not None else "")
 
 
-def table(sizes: list[int], figures: dict[int, dict[str, float]]) -> list[str]:
+def table(sizes: list[int], figures: dict[int, dict[str, float]], rows: tuple[Row, ...] = ROWS) -> list[str]:
     """The Markdown table: a row per figure, a column per size, the target and PASS/MISS (wall) per size."""
     head = "| median ms, wall (cpu) | " + " | ".join(f"{size:,} runs" for size in sizes) + " | target | result |"
     lines = [head, "|---|" + "---:|" * len(sizes) + "---:|---|"]
     lines.append("| floor: `python -c pass` | " + " | ".join(_cell(figures[size], "floor") for size in sizes) + " | | |")
-    for row in ROWS:
+    for row in rows:
         cells = " | ".join(_cell(figures[size], row.key) for size in sizes)
         target = " / ".join(f"{row.targets[size]:.0f}" for size in sizes)
         verdict = " / ".join("PASS" if figures[size][row.key] <= row.targets[size] else "MISS" for size in sizes)
@@ -286,7 +299,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000", help="runs in each home, comma-separated")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--rows", default=",".join(GROUPS), help="groups of rows: " + ", ".join(GROUPS))
     args = parser.parse_args()
+    groups = set(args.rows.split(","))
+    if not groups <= set(GROUPS):
+        parser.error(f"--rows: unknown {', '.join(sorted(groups - set(GROUPS)))}; known: {', '.join(GROUPS)}")
     sizes = [int(s) for s in args.sizes.split(",")]
     for row in ROWS:  # a size other than 1k or 10k takes the 10k target
         for size in sizes:
@@ -294,11 +311,12 @@ def main() -> None:
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
-            figures[size] = measure(Path(tmp), size, args.repeats)
+            figures[size] = measure(Path(tmp), size, args.repeats, groups)
     load = os.getloadavg()[0]
     print(f"fray at scale: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load:.1f} "
           f"after the run; {args.repeats} repeats, the commands taken in turn with the floor")
-    print("\n".join(table(sizes, figures)))
+    shown = tuple(row for row in ROWS if any(row.key in GROUPS[group] for group in groups))
+    print("\n".join(table(sizes, figures, shown)))
 
 
 if __name__ == "__main__":

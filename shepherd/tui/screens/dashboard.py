@@ -22,7 +22,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from rich.text import Text
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from fray.core import group_rows
 from fray.ops import human, remote_runs
@@ -30,6 +30,7 @@ from fray.ops.live import Snapshot
 from fray.tui.screens.base import FrayScreen, RunActions, elsewhere
 from fray.tui.widgets.run_table import RunTable
 from fray.tui.widgets.status_bar import DaemonBanner, EventsPane, StatusBar, counts_text
+from fray.tui.widgets.key_footer import KeyFooter
 
 
 class DashboardScreen(RunActions, FrayScreen):
@@ -62,7 +63,7 @@ class DashboardScreen(RunActions, FrayScreen):
         yield Static("", id="filter")
         yield RunTable(id="runs")
         yield EventsPane(id="events")
-        yield Footer()
+        yield KeyFooter()
 
     def on_resize(self, event: Any) -> None:
         """Recent actions get 7 lines on a tall terminal, 4 on 24 rows, none below that."""

@@ -19,13 +19,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from fray.ops import curves, detail, human
 from fray.ops.live import Snapshot
 from fray.tui.screens.base import FrayScreen, RunActions
 from fray.tui.widgets.curves import CurvesPanel
 from fray.tui.widgets.script_view import script_text
+from fray.tui.widgets.key_footer import KeyFooter
 
 
 class DetailScreen(RunActions, FrayScreen):
@@ -65,11 +66,24 @@ class DetailScreen(RunActions, FrayScreen):
             yield Static("", id="commands", classes="section")
             yield Static("", id="events", classes="section")
             yield Static("", id="script", classes="section")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.reload()
         self.query_one("#body").focus()
+
+    def show_run(self, run_id: str) -> None:
+        """Show `run_id` on this screen, built for another run (the app keeps one run screen: fray.tui.app)."""
+        self.run_id, self.data, self.metric, self.curves = run_id, None, None, None
+        if not self.is_mounted:
+            return  # on_mount loads it
+        self.query_one("#title", Static).update(run_id)
+        for section in self.query(".section").results(Static):
+            section.update("")  # nothing of the other run stays, even when this one cannot be read
+        self.reload()
+        body = self.query_one("#body", VerticalScroll)
+        body.scroll_home(animate=False)
+        body.focus()
 
     def current_row(self) -> dict[str, Any] | None:
         return self.data["run"] if self.data else None
@@ -99,7 +113,9 @@ class DetailScreen(RunActions, FrayScreen):
             self.query_one("#curves", CurvesPanel).display = False
             self.notify(f"cannot read the progress history: {exc}", severity="error")
             return
-        self.query_one("#curves", CurvesPanel).show(self.curves)
+        panel = self.query_one("#curves", CurvesPanel)
+        panel.display = True  # hidden after a failed read, on this run or the one shown before
+        panel.show(self.curves)
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
         row = snapshot.rows.get(self.run_id)
