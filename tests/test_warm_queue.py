@@ -63,6 +63,12 @@ def status(run_id: str) -> dict:
     return json.loads(done.stdout)["run"]
 
 
+def assert_one_at_a_time(folder: Path, count: int) -> None:
+    """The `count` functions' spans (from their start to their end) never overlap."""
+    spans = sorted(tuple(map(float, (folder / f"span-{i}").read_text().split())) for i in range(count))
+    assert all(ended <= began for (_, ended), (began, _) in zip(spans, spans[1:])), spans
+
+
 def parent(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat[stat.rindex(")") + 2:].split()[1])
@@ -88,8 +94,7 @@ def test_functions_past_the_cpus_wait_queued_on_the_machine_and_run_one_at_a_tim
     assert sorted(p.name for p in tmp_path.glob("running-*")) == ["running-0"]  # one CPU: one runs
     (tmp_path / "release").touch()
     assert [f.result(timeout=120) for f in futures] == [0, 1, 4, 9]
-    spans = sorted(tuple(map(float, (tmp_path / f"span-{i}").read_text().split())) for i in range(4))
-    assert all(ended <= began for (_, ended), (began, _) in zip(spans, spans[1:])), spans  # never two at once
+    assert_one_at_a_time(tmp_path, 4)
     for future in futures:
         meta = store.read_json(home.meta_file(future.run_id), "meta")
         assert [a["cause"] for a in meta["attempts"]] == ["success"]
@@ -120,8 +125,12 @@ def test_a_warm_worker_killed_with_functions_queued_has_them_retried(home, one_c
     for future in futures[1:]:
         wait_until(lambda: len(store.read_json(home.meta_file(future.run_id), "meta")["attempts"]) == 2,
                    timeout=60, what="the queued attempt retried")
+    # The new worker counts the CPU the old one's wrapper still holds: the retries wait in its queue.
+    wait_until(lambda: all(queued(home, f.run_id) for f in futures[1:]), timeout=60, what="the retries queued")
+    assert sorted(p.name for p in tmp_path.glob("running-*")) == ["running-0"]
     (tmp_path / "release").touch()
     assert [f.result(timeout=120) for f in futures] == [0, 1, 4]
+    assert_one_at_a_time(tmp_path, 3)
     first = store.read_json(home.meta_file(futures[0].run_id), "meta")
     assert [a["cause"] for a in first["attempts"]] == ["success"]  # its wrapper outlived the worker
     for future in futures[1:]:
@@ -137,11 +146,17 @@ def test_a_daemon_restarted_with_functions_queued_runs_each_once_more(home, tmp_
     daemon = start_daemon(home)
     try:
         futures = fray.map(functools.partial(holds, str(tmp_path)), range(3))
+        wait_until(lambda: (tmp_path / "running-0").exists(), timeout=60, what="the first function to run")
         wait_until(lambda: all(queued(home, f.run_id) for f in futures[1:]), timeout=60, what="functions queued")
         stop_daemon(daemon)
         daemon = start_daemon(home)
+        wait_until(lambda: all(len(store.read_json(home.meta_file(f.run_id), "meta")["attempts"]) == 2
+                               and queued(home, f.run_id) for f in futures[1:]), timeout=60,
+                   what="the queued attempts retried, and queued behind the one still running")
+        assert sorted(p.name for p in tmp_path.glob("running-*")) == ["running-0"]
         (tmp_path / "release").touch()
         assert [f.result(timeout=120) for f in futures] == [0, 1, 4]
+        assert_one_at_a_time(tmp_path, 3)
     finally:
         stop_daemon(daemon)
     for future in futures[1:]:

@@ -1,12 +1,14 @@
 """The warm worker process of the local backend (fray.backends.local.warm): wrappers forked, not started.
 
-`python -m fray.cluster.warm_worker --home HOME --slots N` imports once what a
-function run's wrapper and workload need (the wrapper, fray's function entry
+`python -m fray.cluster.warm_worker --home HOME --slots N [--busy PID,...]`
+imports once what a function run's wrapper and workload need (the wrapper, fray's function entry
 point, cloudpickle), then reads requests on stdin, one JSON object a line
 ({"argv", "env", "cwd", "log", "cpus"}), and forks a child for each that
 becomes the wrapper as `subprocess.Popen(argv, stdin=DEVNULL, stdout=log,
 stderr=log, env=env, cwd=cwd, start_new_session=True, close_fds=True)` would
-have started it. At most N CPUs' worth of wrappers run at once: a request that
+have started it. At most N CPUs' worth of wrappers run at once, counting one
+CPU for each wrapper an earlier worker forked that still runs (--busy; the
+daemon restarted, or the worker was killed): a request that
 does not fit now waits in the worker's queue, first in first out, and starts
 the moment an exit frees its CPUs, with no round trip to the daemon (a Slurm
 job PENDING, then RUNNING). It answers {"ready": true} once, then per request
@@ -34,8 +36,9 @@ import sys
 from typing import Any, Callable, NoReturn
 
 
-def serve(slots: int) -> int:
-    """Import once, then fork a wrapper per request, `slots` CPUs' worth at once, until stdin closes."""
+def serve(slots: int, busy: list[int]) -> int:
+    """Import once, then fork a wrapper per request, `slots` CPUs' worth at once, until stdin closes. `busy`:
+    wrappers an earlier worker forked that still run, a CPU each until they end (watched by pidfd)."""
     import ctypes  # noqa: F401  what every wrapper imports late (fray.wrapper.procs: prctl), a tenth of its start
     import cloudpickle  # noqa: F401  what every function's workload unpickles with
     from fray.cluster import call_records, chunks, entry, environment, payloads, resuming  # noqa: F401  the workload's imports
@@ -52,15 +55,20 @@ def serve(slots: int) -> int:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the select below
     _send({"ready": True})
-    slots_ = _Slots(slots, main.main)
+    slots_ = _Slots(slots, main.main, _pidfds(busy))
     pending = b""
     while True:
         try:
-            readable, _, _ = select.select([0, wake_read], [], [])
+            readable, _, _ = select.select([0, wake_read, *slots_.others], [], [])
         except InterruptedError:
             continue
-        if wake_read in readable:
-            os.read(wake_read, 4096)
+        ended = [fd for fd in readable if fd in slots_.others]
+        for fd in ended:
+            os.close(fd)
+            del slots_.others[fd]
+        if wake_read in readable or ended:
+            if wake_read in readable:
+                os.read(wake_read, 4096)
             slots_.reap()
         if 0 in readable:
             chunk = os.read(0, 1 << 16)
@@ -75,9 +83,10 @@ def serve(slots: int) -> int:
 class _Slots:
     """The wrappers running (pid -> CPUs) and the requests waiting for CPUs, oldest first."""
 
-    def __init__(self, slots: int, wrapper_main: Callable[[list[str]], int]) -> None:
+    def __init__(self, slots: int, wrapper_main: Callable[[list[str]], int], others: dict[int, int]) -> None:
         self.slots = slots
         self.running: dict[int, tuple[int, str]] = {}  # pid -> (CPUs, working folder)
+        self.others = others  # pidfd -> pid: an earlier worker's wrappers still running, one CPU each
         self.queue: collections.deque[dict[str, Any]] = collections.deque()
         self._main = wrapper_main
 
@@ -122,8 +131,8 @@ class _Slots:
 
     def _fits(self, request: dict[str, Any]) -> bool:
         # An attempt wider than the machine's CPUs runs alone rather than never.
-        used = sum(cpus for cpus, _ in self.running.values())
-        return not self.running or used + int(request.get("cpus", 1)) <= self.slots
+        used = sum(cpus for cpus, _ in self.running.values()) + len(self.others)
+        return not used or used + int(request.get("cpus", 1)) <= self.slots
 
     def _fork(self, request: dict[str, Any]) -> tuple[int, str | None]:
         try:
@@ -152,6 +161,17 @@ def _signal(pid: int, signum: int, group: bool) -> None:
             continue
 
 
+def _pidfds(pids: list[int]) -> dict[int, int]:
+    """pidfd -> pid for those of `pids` still alive: readable once that process ends."""
+    found = {}
+    for pid in pids:
+        try:
+            found[os.pidfd_open(pid)] = pid
+        except OSError:
+            continue  # gone already (or no pidfds here: then it is not waited for)
+    return found
+
+
 def _send(message: dict[str, Any]) -> None:
     os.write(1, json.dumps(message).encode() + b"\n")
 
@@ -174,4 +194,8 @@ def _become_wrapper(request: dict[str, Any], log: int, wrapper_main: Callable[[l
 
 
 if __name__ == "__main__":
-    sys.exit(serve(int(sys.argv[sys.argv.index("--slots") + 1]) if "--slots" in sys.argv else os.cpu_count() or 1))
+    def _option(name: str, default: str) -> str:
+        return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+    sys.exit(serve(int(_option("--slots", str(os.cpu_count() or 1))),
+                   [int(pid) for pid in _option("--busy", "").split(",") if pid]))

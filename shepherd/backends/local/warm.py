@@ -67,7 +67,7 @@ class WarmWorker:
 
     def __init__(self, home: Path, slots: int, on_exit: Callable[[], None] | None) -> None:
         self.home = home
-        self.slots = slots
+        self.slots = slots  # the machine's CPUs: a new worker is told which of them earlier ones' wrappers hold
         self._on_exit = on_exit
         self._proc: subprocess.Popen[bytes] | None = None
         self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -135,7 +135,9 @@ class WarmWorker:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._replies = queue.Queue()
-        proc = subprocess.Popen([sys.executable, "-m", MODULE, "--home", str(self.home), "--slots", str(self.slots)],
+        busy = ",".join(str(pid) for pid in forked_wrappers(self.home))  # a restart's, or a killed worker's
+        proc = subprocess.Popen([sys.executable, "-m", MODULE, "--home", str(self.home), "--slots", str(self.slots),
+                                 "--busy", busy],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 start_new_session=True, close_fds=True)
         threading.Thread(target=self._listen, args=(proc, self._replies), name="fray-warm-worker",
@@ -193,6 +195,23 @@ class WarmWorker:
                 self._running[pid] = entry
             elif entry is not None and error is not None:
                 self._gone[entry[0]] = f"the warm worker could not start it: {error}"
+
+
+def forked_wrappers(home: Path) -> list[int]:
+    """Pids of the live wrappers any warm worker of `home` forked (found by their command line and folder)."""
+    marks = (MODULE.encode(), str(home).encode())
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if all(mark in argv for mark in marks) and attempt_of(int(entry.name), home) is not None:
+            found.append(int(entry.name))
+    return found
 
 
 def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
