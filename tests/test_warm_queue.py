@@ -22,7 +22,7 @@ import pytest
 import fray
 from conftest import start_daemon, stop_daemon, wait_until
 from fray.backends.local import warm
-from fray.state import store
+from fray.state import runs, store
 from fray.state.layout import Home
 from test_warm_functions import warm_workers
 
@@ -162,3 +162,25 @@ def test_a_daemon_restarted_with_functions_queued_runs_each_once_more(home, tmp_
     for future in futures[1:]:
         meta = store.read_json(home.meta_file(future.run_id), "meta")
         assert [a["cause"] for a in meta["attempts"]] == ["lost", "success"]
+
+
+def test_a_script_waiting_for_the_cpu_is_not_overtaken_by_functions_queued_after_it(home, one_cpu, tmp_path):
+    first = fray.submit(holds, str(tmp_path), 0)
+    wait_until(lambda: (tmp_path / "running-0").exists(), timeout=60, what="the first function to run")
+    script = tmp_path / "script.sh"
+    script.write_text(f"#!/bin/bash\ntouch {tmp_path}/script-ran\n")
+    script_run = runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, workdir=str(tmp_path))).run_id
+    wait_until(lambda: (store.read_json(home.meta_file(script_run), "meta")["wait_reason"] or "").startswith(
+        "waiting for resources"), timeout=60, what="the script waiting for the CPU")
+    later = fray.map(functools.partial(holds, str(tmp_path)), range(1, 3))
+    def decided(run_id: str) -> bool:
+        meta = store.read_json(home.meta_file(run_id), "meta")
+        return bool(meta["attempts"]) or (meta["wait_reason"] or "").startswith("waiting for resources")
+
+    wait_until(lambda: all(decided(f.run_id) for f in later), timeout=60, what="the later functions decided")
+    assert all(not store.read_json(home.meta_file(f.run_id), "meta")["attempts"] for f in later)  # not queued
+    (tmp_path / "release").touch()
+    assert first.result(timeout=60) == 0
+    assert [f.result(timeout=120) for f in later] == [1, 4]
+    script_started = store.read_json(home.meta_file(script_run), "meta")["attempts"][0]["started_at"]
+    assert all(script_started < float((tmp_path / f"span-{i}").read_text().split()[0]) for i in (1, 2))

@@ -97,8 +97,10 @@ class FamilyKeeper:
         credits = credits_from(self.config, [m for m in metas.values() if m is not None], now)
         sweeps = sweep_gate.plan((m for m in metas.values() if m is not None), submits_together)
         gates = _gates(active, metas, runs, now)
+        # Backends where a run that cannot queue waits for CPUs (also one this cycle skips as quiet): no queueing.
+        closed = {m.spec.backend for m in metas.values() if m is not None and _waits_unqueueable(m)}
         held_back = _held_back([r for r in active if r.meta is None or r.meta.run_id not in gates], orders, plan,
-                               admitter.ledgers, now, credits, sweeps)
+                               admitter.ledgers, now, credits, sweeps, closed)
 
         def admit_for(meta: Meta) -> Callable[[Request], Admission]:
             run_id = meta.run_id
@@ -213,7 +215,8 @@ def _endpoint_files(home: Home) -> Iterable[Path]:
 
 
 def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan, ledgers: dict[str, Ledger],
-               now: float, credits: Credits, sweeps: sweep_gate.SweepGate) -> dict[str, Admission]:
+               now: float, credits: Credits, sweeps: sweep_gate.SweepGate,
+               queue_closed: set[str]) -> dict[str, Admission]:
     """Run id -> the refusal (with why) of the scheduler holding it back this cycle, for the runs
     that may start now on a backend that places work on this machine (its ledger has a capacity),
     or that no node of a backend listing its nodes (Slurm) could ever take; past its
@@ -243,9 +246,13 @@ def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan
         # The scheduler's line (band, then submission): who is ahead of a run left waiting.
         first_placed = min((_in_line(m, result.bands) for m in placed), default=None)
         someone_ahead = False  # result.waiting is in the line's order
+        queue_open = name not in queue_closed and _queue_open(after, [by_id[t.split("/", 1)[0]] for t, why in result.waiting.items()
+                                          if why.startswith("waiting for resources")])
         for task_id, reason in result.waiting.items():
             run_id = task_id.split("/", 1)[0]
             meta = by_id[run_id]
+            if queue_open and reason.startswith("waiting for resources"):
+                continue  # the ledger admits it into the backend's queue, or says why not
             if reason.startswith("waiting for resources"):
                 # The ledger's words (and its "can never start here") once this cycle's placed runs hold what
                 # they take, and whether runs ahead in line took or wait for that room: the same words from the
@@ -275,6 +282,22 @@ def _in_line(meta: Meta, bands: dict[str, Any]) -> tuple[Any, float, str]:
     return (bands.get(meta.run_id), meta.created_at, meta.run_id)
 
 
+def _waits_unqueueable(meta: Meta) -> bool:
+    """A run that cannot go to a backend's own queue, left waiting for CPUs when last decided."""
+    return (meta.phase == Phase.QUEUED.value and meta.in_flight is None
+            and (meta.wait_reason or "").startswith("waiting for resources")
+            and not warm_queue.request_of(meta).queueable)
+
+
+def _queue_open(ledger: Ledger, waiting: list[Meta]) -> bool:
+    """Whether runs left waiting for CPUs may go to the backend's own queue (fray.daemon.warm_queue): it has
+    one, no run outside it holds CPUs or was placed this cycle (`ledger` holds those placed), and every run
+    waiting may queue. A script placed or waiting closes it, so that functions queued past the CPUs drain and
+    the scheduler's line decides who takes the next free CPU."""
+    return bool(ledger.queue_cpus) and not ledger.unqueued_cpus and \
+        all(warm_queue.request_of(meta).queueable for meta in waiting)
+
+
 def _after_placements(ledger: Ledger, placed: list[Meta]) -> Ledger:
     """A copy of `ledger` with the runs placed this cycle admitted: what the runs left waiting see."""
     after = replace(ledger, used_gpu_ids=set(ledger.used_gpu_ids))
@@ -293,9 +316,6 @@ def _machine(ledger: Ledger) -> Worker:
     """This machine as the scheduler's one worker: its attributes and what its ledger has free."""
     cap = ledger.capacity
     assert cap is not None
-    # A backend's own queue (fray.daemon.warm_queue) is room too; the ledger then admits only runs that may queue.
-    queue = ledger.queue_cpus if not ledger.unqueued_cpus else 0
-    free = Resources(cap.cpus + queue - ledger.used_cpus,
-                     None if cap.mem_mb is None else cap.mem_mb - ledger.used_mem_mb,
+    free = Resources(cap.cpus - ledger.used_cpus, None if cap.mem_mb is None else cap.mem_mb - ledger.used_mem_mb,
                      cap.gpus - len(ledger.used_gpu_ids))
     return Worker(str(ledger.attributes.get("hostname", "local")), ledger.attributes, free)
