@@ -40,7 +40,7 @@ def train(steps: int, lr: float) -> dict:
 def main() -> None:
     cluster = current_cluster()
     job = cluster.launch(JobRequest("train", Entrypoint.from_callable(train, (20, 0.1)),
-                                    resources=ResourceConfig(cpus=1), max_retries_failure=2))
+                                    resources=ResourceConfig(cpus=1), max_retries=2))
     info = cluster.monitor(job) if os.environ.get("FRAY_RUN_ID") else cluster.wait(job)
     if info.status.value != "succeeded":
         raise SystemExit(f"training {info.status.value}: {info.reason}\n{info.error or ''}")

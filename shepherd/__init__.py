@@ -24,7 +24,7 @@ _EXPORTS: dict[str, str] = {
     "report": "fray.wrapper.report",  # a module: `from fray import report`
     "current_cluster": "fray.cluster",
     "LocalCluster": "fray.cluster.local",
-    "FrayCluster": "fray.cluster.fray",
+    "FrayCluster": "fray.cluster.fray_cluster",
     "RemoteCluster": "fray.cluster.remote",
     "JobRequest": "fray.cluster.api",
     "ResourceConfig": "fray.cluster.api",
@@ -66,7 +66,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from fray.cluster import current_cluster
     from fray.cluster.api import (Call, ClusterError, EnvironmentConfig, Entrypoint, JobFailed, JobGroupConfig,
                                   JobInfo, JobRequest, JobStatus, Reservation, ReservationConfig, ResourceConfig)
-    from fray.cluster.fray import FrayCluster
+    from fray.cluster.fray_cluster import FrayCluster
     from fray.cluster.futures import RunFuture, get_run, map, submit
     from fray.errors import FrayError, RemoteTraceback
     from fray.cluster.remote import RemoteCluster

@@ -43,7 +43,7 @@ Two errors users meet are not in the tree, on purpose:
 
 Each error renders itself with `str()`; the CLI prints that and exits with
 `exit_code`. Messages say what went wrong, where, and what to do next.
-tests/test_error_tree.py checks that every FrayError is listed here.
+tests/package/test_error_tree.py checks that every FrayError is listed here.
 """
 
 from __future__ import annotations

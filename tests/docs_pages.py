@@ -4,7 +4,7 @@ A shell (`bash`) or Python (`python`) block of a page under `docs/` is one of:
 
 - a file, when its fence has a title (```` ```python title="train.py" ````, shown above the block):
   the page's later commands use it, so it is written under that name before they run;
-- a command or a script, run as written, in order, by `tests/test_docs.py` (one page, one scratch
+- a command or a script, run as written, in order, by `tests/e2e/test_docs.py` (one page, one scratch
   folder and one FRAY_HOME);
 - run by another test, which needs what a page cannot make alone (the real Slurm test cluster,
   two sshd), when an HTML comment `<!-- run by tests/test_x.py -->` stands on the line above it;
@@ -34,7 +34,7 @@ class Block:
     line: int  # of the opening fence, 1-based
     lang: str
     title: str | None
-    run_by: str | None  # the test file that runs it, when not tests/test_docs.py
+    run_by: str | None  # the test file that runs it, when not tests/e2e/test_docs.py
     heading: str  # the closest heading above it, without its #s
     text: str
 

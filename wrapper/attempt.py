@@ -34,7 +34,7 @@ from .heartbeat import Heartbeat
 from .log import DiagnosticLog
 from .options import Options
 from .probes import preflight
-from .probes.base import ProbeContext
+from .probes.probe import ProbeContext
 from .signals import SignalRelay, Wakeup
 from .stopping import StopSequence, request_checkpoint
 from .tail import tail_lines

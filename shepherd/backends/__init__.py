@@ -1,4 +1,4 @@
-"""Backends: where attempts run. Each answers the small `Backend` protocol in `base`.
+"""Backends: where attempts run. Each answers the small `Backend` protocol in `protocol`.
 
 Which backends exist is `fray.core.backend_names.BACKENDS`; `load_backend`
 imports one only when a run needs it.
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable
 from fray.core.backend_names import BACKENDS
 
 if TYPE_CHECKING:
-    from fray.backends.base import Backend
+    from fray.backends.protocol import Backend
     from fray.state.layout import Home
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from fray.backends.base import SubmitRequest
+from fray.backends.protocol import SubmitRequest
 from fray.core.tpu_topology import shape
 from fray.core.model import RunSpec
 from fray.state.layout import Home

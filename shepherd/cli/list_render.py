@@ -90,7 +90,7 @@ def _after(row: dict[str, Any]) -> str:
 
 def row_cells(row: dict[str, Any]) -> list[Any]:
     colour = render.status_style(row["status"])
-    if row.get("kind") == "group":  # a sweep folded into one row (fray.core.group_rows)
+    if row.get("kind") == "group":  # a sweep folded into one row (fray.core.sweeps.folding)
         return [(row["icon"], colour), f"{row['name']} [sweep of {row['size']}]", row["run_id"], (row["status"], colour),
                 human.MISSING, human.MISSING, human.MISSING, human.MISSING, human.MISSING, human.MISSING,
                 row["reason"]]

@@ -4,7 +4,7 @@ Subcommands load lazily: `fray --help` imports none of them, and `fray list`
 imports only list_cmd and what it needs, never textual, paramiko, cloudpickle,
 the daemon or the backends. Each subcommand is named here as "module:attribute"
 with its one-line help, so listing them costs no import. `tui` and `web` are the
-dashboard's own commands (fray.tui.commands): named here, never imported by the
+dashboard's own commands (fray.tui.entry): named here, never imported by the
 CLI's modules, so the two front ends stay apart.
 
 Errors: a `FrayError` prints `fray: error: <message>` on stderr and exits with
@@ -50,8 +50,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("fray.cli.audit_cmd:audit_group", "Verify or show the log of every control action."),
     "usage": ("fray.cli.usage_cmd:usage_cmd", "CPU-, GPU- and TPU chip-hours, time lost by cause, and goodput."),
     "plot": ("fray.cli.plot_cmd:plot", "A run's loss (or any metric) by step and by wall time, across attempts."),
-    "tui": ("fray.tui.commands:tui", "A live dashboard of runs in the terminal (Textual)."),
-    "web": ("fray.tui.commands:web", "Serve the dashboard to a browser, behind a token."),
+    "tui": ("fray.tui.entry:tui", "A live dashboard of runs in the terminal (Textual)."),
+    "web": ("fray.tui.entry:web", "Serve the dashboard to a browser, behind a token."),
     "sync": ("fray.cli.remote_cmds:sync", "Copy this project to the --remote HOST (as submit --remote does)."),
     "remote": ("fray.cli.remote_cmds:remote", "Set up a login node for --remote HOST: `remote trust HOST`."),
 }

@@ -54,10 +54,10 @@ def remote() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-remote-trust.json).")
 def trust(host: str, replace: bool, as_json: bool) -> None:
     """Record HOST's SSH key in known_hosts after showing its fingerprint (once per host)."""
-    from fray.remote import hosts
+    from fray.remote import host_keys
     from fray.remote.ssh_config import resolve
 
-    done = hosts.trust(resolve(host), replace=replace)
+    done = host_keys.trust(resolve(host), replace=replace)
     if as_json:
         click.echo(json.dumps({"host": host, "known_hosts": done.known_hosts, "name": done.name,
                                "key_type": done.key_type, "fingerprint": done.fingerprint, "added": done.added,

@@ -18,12 +18,15 @@ from click.core import ParameterSource
 
 from fray.cli import output, render
 from fray.cli.main import fray_prefix, home_of
-from fray.core import directives, sweep_record
+from fray.core import directives
 from fray.core.waiting import EXIT_NEVER_STARTS
 from fray.core.model import Meta
 from fray.errors import UsageError
-from fray.ops import human, logs as runlogs, lookup, submit as submitting, sweep as sweeping, wait as waiting
+from fray.ops import human, lookup, submit as submitting
 from fray.state.layout import Home
+
+# Only a sweep, --wait or --follow loads fray.ops.sweeps, .wait and .logs: a plain submit's time to its
+# run's first heartbeat is mostly this process's start (tests/bench/bench_scale.py).
 
 SUCCESS = "completed_success"
 
@@ -160,6 +163,9 @@ def _submit_sweep(ctx: click.Context, home: Home, script: Path | None, args: tup
                   wait: bool, as_json: bool, module: str | None, force: bool) -> None:
     if not sweeps:
         raise UsageError("--max-parallel limits the runs of a sweep; give the points with --sweep NAME=VALUES")
+    from fray.core.sweeps import record as sweep_record
+    from fray.ops import sweeps as sweeping
+
     record = sweeping.publish(home, script, sweeps, args, overrides, name, max_parallel, module, force)
     submitting.ensure_daemon(home, sweep_record.member_meta(record, 0))
     view = sweeping.sweep_view(home, record, fray_prefix(home))
@@ -192,6 +198,8 @@ def render_sweep(data: dict[str, Any], shown: int = 5) -> list[str]:
 
 def _narrated_wait(home: Home, run_id: str) -> Meta | None:
     """Wait for the run, telling each change on stderr; its meta once ended, None if it can never start."""
+    from fray.ops import wait as waiting
+
     watch = waiting.Watch(home, [run_id], lambda line: output.line(line, err=True))
     if watch.run() == EXIT_NEVER_STARTS:
         return None
@@ -199,6 +207,8 @@ def _narrated_wait(home: Home, run_id: str) -> Meta | None:
 
 
 def _follow(home: Home, run_id: str, as_json: bool) -> Meta | None:
+    from fray.ops import logs as runlogs, wait as waiting
+
     def on_attempt(number: int, node: str | None) -> None:
         if not as_json:
             output.line(render.separator(number, node))

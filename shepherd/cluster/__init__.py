@@ -1,9 +1,9 @@
 """The cluster API used inside jobs (`fray` exports the public names).
 
     api          the records: JobRequest, ResourceConfig, Entrypoint, EnvironmentConfig, ...
-    base         what every cluster shares: waiting, monitoring, the actor secret
+    shared       what every cluster shares: waiting, monitoring, the actor secret
     local        LocalCluster: jobs as threads in this process (arguments still cloudpickled)
-    fray         FrayCluster: jobs as runs in FRAY_HOME that the daemon starts and watches
+    fray_cluster FrayCluster: jobs as runs in FRAY_HOME that the daemon starts and watches
     launching    writing a launched job's run folder (meta, shim, payload, job.json)
     environment  virtual environments cached by the hash of their requirements
     entry        what a launched job runs (`python -m fray.cluster.entry`)
@@ -64,7 +64,7 @@ def current_cluster(remote: str | None = None) -> Any:
 
             cluster = LocalCluster()
         elif spec == contract.ENV_CLUSTER_SPEC_FRAY:
-            from fray.cluster.fray import FrayCluster
+            from fray.cluster.fray_cluster import FrayCluster
 
             cluster = FrayCluster()
         else:

@@ -14,10 +14,12 @@ takes a `JobRequest` and returns a job id; `poll`/`wait` return `JobInfo`.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 import os
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -161,11 +163,18 @@ class EnvironmentConfig:
 
 @dataclass(frozen=True)
 class JobRequest:
+    """A job to launch: what it runs, on what, and its retry budgets.
+
+    `max_retries` is the number of workload failures it may have before it fails (`fray submit
+    --max-retries`); `max_retries_preemption` counts lost nodes and preemptions apart. The old name
+    `max_retries_failure` still works, with a DeprecationWarning.
+    """
+
     name: str
     entrypoint: Entrypoint
     resources: ResourceConfig = field(default_factory=ResourceConfig)
     environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
-    max_retries_failure: int = 0
+    max_retries: int = 0  # workload failures allowed before the job fails: `fray submit --max-retries`
     max_retries_preemption: int = 100
     reservation: str | None = None
     time_limit_sec: float | None = None  # Slurm's --time (SIGUSR1 comes two minutes before it); Slurm only
@@ -174,10 +183,37 @@ class JobRequest:
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise UsageError("a JobRequest needs a name")
-        if self.max_retries_failure < 0 or self.max_retries_preemption < 0:
+        if self.max_retries < 0 or self.max_retries_preemption < 0:
             raise UsageError("retry budgets must be >= 0")
         if self.time_limit_sec is not None and not self.time_limit_sec > 0:
             raise UsageError(f"time_limit_sec must be a positive number of seconds, not {self.time_limit_sec!r}")
+
+
+# The budget's old name, `max_retries_failure`, still works as a keyword and as an attribute, with a
+# DeprecationWarning. Not a field: dataclasses.replace (JobGroupConfig.replicas) reads every field, and
+# would warn each time.
+_dataclass_init = JobRequest.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _init_with_old_name(self: JobRequest, *args: Any, max_retries_failure: int | None = None, **kwargs: Any) -> None:
+    if max_retries_failure is not None:
+        if "max_retries" in kwargs or len(args) >= 5:
+            raise UsageError("JobRequest got max_retries and max_retries_failure, two names of one budget: "
+                             "give max_retries only")
+        warnings.warn("JobRequest(max_retries_failure=) is deprecated: use max_retries=", DeprecationWarning,
+                      stacklevel=2)
+        kwargs["max_retries"] = max_retries_failure
+    _dataclass_init(self, *args, **kwargs)
+
+
+def _max_retries_failure(request: JobRequest) -> int:
+    warnings.warn("JobRequest.max_retries_failure is deprecated: read max_retries", DeprecationWarning, stacklevel=2)
+    return request.max_retries
+
+
+JobRequest.__init__ = _init_with_old_name  # type: ignore[method-assign]
+JobRequest.max_retries_failure = property(_max_retries_failure)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

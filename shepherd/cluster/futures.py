@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Mapping
 from fray.cluster import chunks, launching, payloads, resuming
 from fray.cluster.api import (Call, EnvironmentConfig, Entrypoint, JobFailed, JobInfo, JobRequest, JobStatus,
                               ResourceConfig)
-from fray.cluster.fray import FrayCluster
+from fray.cluster.fray_cluster import FrayCluster
 from fray.core import backend_names, values
 from fray.core.model import Phase
 from fray.errors import CorruptFileError, RemoteTraceback, StateError, UsageError
@@ -92,7 +92,7 @@ def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Ma
     config, time_limit = resources_of(resources)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
     request = JobRequest(label, Entrypoint.from_callable(fn, args, kwargs), resources=config,
-                         environment=environment or EnvironmentConfig(), max_retries_failure=max_retries,
+                         environment=environment or EnvironmentConfig(), max_retries=max_retries,
                          max_retries_preemption=max_retries_preemption, time_limit_sec=time_limit,
                          after=[u.run_id if isinstance(u, RunFuture) else u for u in after])
     cluster = FrayCluster(home, backend=backend)
@@ -123,7 +123,7 @@ def map(fn: Callable[..., Any], items: Iterable[Any], /, *, resources: ResourceC
     calls = [Entrypoint.from_callable(part) for part in parts] if parts else \
         [Entrypoint.from_callable(fn, (item,)) for item in items]
     requests = [JobRequest(label, entry, resources=config, environment=environment or EnvironmentConfig(),
-                           max_retries_failure=max_retries, max_retries_preemption=max_retries_preemption,
+                           max_retries=max_retries, max_retries_preemption=max_retries_preemption,
                            time_limit_sec=time_limit) for entry in calls]
     if not requests:
         return []

@@ -75,7 +75,7 @@ def prepare(home: Home, request: JobRequest, family: Family, now: float,
     if family.parent_run_id:
         spec_env[contract.ENV_PARENT_JOB_ID] = family.parent_run_id
     res = request.resources
-    spec = RunSpec(backend=family.backend, max_retries=request.max_retries_failure,
+    spec = RunSpec(backend=family.backend, max_retries=request.max_retries,
                    max_retries_preemption=request.max_retries_preemption, cpus=res.cpus, mem_mb=res.mem_mb,
                    gpus=res.gpus, env=spec_env, workdir=family.workdir,
                    sbatch=time_limit_lines(request, family.backend))
@@ -142,9 +142,9 @@ def launch_sweep(home: Home, requests: list[JobRequest], family: Family, name: s
 
     Point i's parameters are `{"index": i}` and `params[i]` (a chunk's `calls`);
     the sweep is listed, folded and controlled like one made by `fray submit
-    --sweep` (fray.state.groups).
+    --sweep` (fray.state.sweeps.creating).
     """
-    from fray.state import groups
+    from fray.state.sweeps import creating
 
     now = time.time()
     members = []
@@ -153,8 +153,8 @@ def launch_sweep(home: Home, requests: list[JobRequest], family: Family, name: s
         if index == 0:  # the points differ only in their arguments: one check speaks for all
             _refuse_what_can_never_start(home, prepared.meta)
         new = _new_run(home, prepared)
-        members.append(groups.PointRun(prepared.meta.spec, {"index": index, **(params[index] if params else {})}, new.files, SHIM_NAME,
+        members.append(creating.PointRun(prepared.meta.spec, {"index": index, **(params[index] if params else {})}, new.files, SHIM_NAME,
                                        prepared.meta.script["source"], prepared.job))
-    return groups.create_group(home, name, members, max_parallel, workdir=family.workdir, now=now,
+    return creating.create_group(home, name, members, max_parallel, workdir=family.workdir, now=now,
                                parent_run_id=family.parent_run_id, parent_attempt=family.parent_attempt,
                                namespace=family.namespace)

@@ -36,7 +36,7 @@ from fray.cluster import payloads
 from fray.cluster.job_view import job_view
 from fray.cluster.api import (ClusterError, JobGroupConfig, JobInfo, JobRequest, JobStatus, Reservation,
                                   ReservationConfig, ResourceConfig)
-from fray.cluster.base import ClusterBase
+from fray.cluster.shared import ClusterBase
 from fray.state.layout import Home
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from fray.cluster import launching
 from fray.cluster.api import ClusterError, JobRequest, Reservation, ReservationConfig
-from fray.cluster.fray import FrayCluster
+from fray.cluster.fray_cluster import FrayCluster
 from fray.core.model import Meta
 from fray.errors import CorruptFileError, StateError
 from fray.state.layout import Home

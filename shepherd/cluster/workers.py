@@ -10,7 +10,7 @@ Tasks wait in one queue; one dispatcher thread per live worker takes the next
 task and runs it there (one task per worker at a time). When a worker's
 connection fails (its job died), its task goes back to the front of the queue
 and runs on another worker; the dead worker's job is restarted by the daemon
-(within its retry budget) and picks up tasks again once it has registered. A
+(within its retry budget, `max_retries`) and picks up tasks again once it has registered. A
 task that raises is not retried: its future re-raises the exception with the
 worker's traceback.
 """
@@ -21,6 +21,7 @@ import collections
 import secrets
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
@@ -72,7 +73,13 @@ class _Task:
 class WorkerPool:
     def __init__(self, cluster: Any, num_workers: int, resources: ResourceConfig | None = None,
                  environment: EnvironmentConfig | None = None, name: str = "workers",
-                 max_restarts: int = 3) -> None:
+                 max_retries: int = 3, *, max_restarts: int | None = None) -> None:
+        if max_restarts is not None:  # the budget's old name, kept for the code that still passes it
+            if max_retries not in (3, max_restarts):
+                raise ValueError("WorkerPool got max_retries and max_restarts, two names of one budget: "
+                                 "give max_retries only")
+            warnings.warn("WorkerPool(max_restarts=) is deprecated: use max_retries=", DeprecationWarning, stacklevel=2)
+            max_retries = max_restarts
         if num_workers < 1:
             raise ValueError("a WorkerPool needs at least one worker")
         self.cluster = cluster
@@ -87,7 +94,7 @@ class WorkerPool:
         self._futures: list[ActorFuture] = []
         request = JobRequest(name=f"{name}-worker", entrypoint=Entrypoint.from_callable(serve_worker, (self.actor_name,)),
                              resources=resources or ResourceConfig(), environment=environment or EnvironmentConfig(),
-                             max_retries_failure=max_restarts)
+                             max_retries=max_retries)
         self.job_ids: list[str] = [cluster.launch(request) for _ in range(num_workers)]
         self._watcher = threading.Thread(target=self._watch, name=f"fray-{self.actor_name}", daemon=True)
         self._watcher.start()

@@ -291,7 +291,7 @@ class Meta:
     parent_attempt: int | None = None
     namespace: str | None = None
     # {"id", "size", "index"}: a job group launched all or nothing; with "kind": "sweep" (and "name",
-    # "max_parallel", "params") one point of a sweep, which starts on its own (fray.core.sweep).
+    # "max_parallel", "params") one point of a sweep, which starts on its own (fray.core.sweeps.grid).
     group: dict[str, Any] | None = None
     reservation: str | None = None
 

@@ -22,7 +22,7 @@ from fray.core import partition_policy
 from fray.core.budgets import attempt_ended, supersede
 from fray.core.exit_causes import classify_exit
 from fray.core.observation import BackendView
-from fray.core.placement.groups import TaskEnd, reporting_task, siblings_finishing
+from fray.core.placement.reporting import TaskEnd, reporting_task, siblings_finishing
 from fray.core.model import Attempt, AttemptState, Cause, Control, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.run_plan import Action, Cancel, Event, Finish, Plan, Reactivate, Submit, SuspectNode
 from fray.core.scheduler import Admission, Request, run_request

@@ -23,8 +23,10 @@ ledger then admits each run placed, and picks its GPU ids.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from fray.core.placement.attributes import Worker
+if TYPE_CHECKING:  # a name in annotations only: `fray submit` checks a run's size without loading placement
+    from fray.core.placement.attributes import Worker
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from fray.core.placement.groups import TaskEnd
+from fray.core.placement.reporting import TaskEnd
 from fray.core.policy import AttemptFiles
 from fray.errors import CorruptFileError
 from fray.state import store
@@ -37,7 +37,7 @@ def read_attempt_files(reader: store.CachedReader, paths: RunPaths, number: int,
     tasks: list[TaskEnd] = []
     if exit_record is not None or gone:
         # In a group that failed the task that failed first says why; one whose task 0 succeeded waits
-        # for the others to end (placement.groups).
+        # for the others to end (placement.reporting).
         indexes = attempt.task_indexes()
         for index in indexes[1:]:
             task_exit = safe(attempt.task(index).exit, "exit")

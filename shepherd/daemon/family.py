@@ -14,7 +14,7 @@ Each cycle the daemon asks `FamilyKeeper.prepare` for
   backend that queues by itself but lists its nodes (Slurm), a run no node
   could ever take waits with the reason (`placement.runs.never_placeable`).
   A run held past its --scheduling-timeout is refused for good: it ends.
-  Members of a sweep also wait for their group's `--max-parallel` (`sweep_gate`).
+  Members of a sweep also wait for their group's `--max-parallel` (fray.core.sweeps.gate).
   A run with `--after` that has never started waits for its upstreams (`dependencies.gate`);
   when they can no longer satisfy it, its admission is a final refusal that ends it failed_dependency.
 
@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from fray.actors import endpoints
-from fray.core import dependencies, family, reservations, sweep_gate
+from fray.core import dependencies, family, reservations
 from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.priority import Credits, parse_band
 from fray.core.placement.runs import credits_from, never_placeable, place_on_machine
 from fray.core.scheduler import Admission, Ledger, Request
 from fray.core.status import normalized_status
+from fray.core.sweeps import gate
 from fray.errors import CorruptFileError
 from fray.state import store
 from fray.state import layout
@@ -95,7 +96,7 @@ class FamilyKeeper:
         for run_id, why in plan.stop.items():
             orders.setdefault(run_id, why)
         credits = credits_from(self.config, [m for m in metas.values() if m is not None], now)
-        sweeps = sweep_gate.plan((m for m in metas.values() if m is not None), submits_together)
+        sweeps = gate.plan((m for m in metas.values() if m is not None), submits_together)
         gates = _gates(active, metas, runs, now)
         # Backends where a run that cannot queue waits for CPUs (also one this cycle skips as quiet): no queueing.
         closed = {m.spec.backend for m in metas.values() if m is not None and _waits_unqueueable(m)}
@@ -215,7 +216,7 @@ def _endpoint_files(home: Home) -> Iterable[Path]:
 
 
 def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan, ledgers: dict[str, Ledger],
-               now: float, credits: Credits, sweeps: sweep_gate.SweepGate,
+               now: float, credits: Credits, sweeps: gate.SweepGate,
                queue_closed: set[str]) -> dict[str, Admission]:
     """Run id -> the refusal (with why) of the scheduler holding it back this cycle, for the runs
     that may start now on a backend that places work on this machine (its ledger has a capacity),

@@ -1,5 +1,5 @@
 """Removing what no run needs any more, now and then, at the end of a cycle: finished job arrays' folders
-(fray.daemon.array_folders), code snapshots no run refers to (fray.daemon.snapshot_collector), and the
+(fray.daemon.sweeps), code snapshots no run refers to (fray.daemon.snapshot_collector), and the
 uncommitted temp files of a daemon killed mid-cycle (fray.state.commit_batch).
 
 Each keeps its own pace; the first two need every run's meta, which the cycle has in hand. The temp files
@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from fray.core.model import Meta
-from fray.daemon.array_folders import ArrayFolders
+from fray.daemon.sweeps import ArrayFolders
 from fray.daemon.snapshot_collector import SnapshotCollector
 from fray.state import commit_batch
 from fray.state.layout import Home

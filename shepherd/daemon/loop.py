@@ -7,6 +7,11 @@ It wakes on a timer, on file changes (watchfiles), and when a local wrapper it
 started exits, so a control request or a finished attempt is acted on at once.
 Between full scans (every FULL_SCAN_EVERY_SEC) it trusts the watcher for the
 runs that ended, so a steady cycle costs the runs still going, not all of them.
+Its first cycle comes before the watch is set up (which holds the GIL for a
+moment per thousand folders): every cycle is full until one began with the
+watch on, so a run submitted meanwhile is found by a scan, and the watch's
+being on (the watcher reported a probe file, `watching.await_watch`) wakes
+the loop at once.
 
 Crash-only: it may be killed at any line. An attempt is recorded as
 `submitting` before the backend is asked, so a restarted daemon looks for it
@@ -15,7 +20,7 @@ locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
 
 Submissions go through `fray.daemon.submitting` (at the end of the cycle, once its group commit,
 `fray.state.commit_batch`, made every meta.json it changed durable; a sweep's attempts together); a new
-sweep's record becomes runs through `fray.daemon.launching`; `fray.daemon.process` is the process entry,
+sweep's record becomes runs through `fray.daemon.sweeps`; `fray.daemon.process` is the process entry,
 `fray.daemon.watching` the file watcher and `fray.daemon.strays` the sweeper of closed attempts' processes.
 This module is the cycle and the order of its steps; the writes a plan makes are `fray.daemon.run_writes`,
 and what the policy is told of an attempt `fray.daemon.attempt_files`.
@@ -34,7 +39,7 @@ from typing import Any, Callable
 
 from fray import __version__
 from fray.backends import cli_health, load_backend
-from fray.backends.base import AttemptKey, Backend, CancelTarget, Tracked
+from fray.backends.protocol import AttemptKey, Backend, CancelTarget, Tracked
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta
 from fray.core.partition_policy import Candidates as PartitionCandidates
@@ -48,14 +53,14 @@ from fray.daemon.attempt_files import read_attempt_files
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.daemon.housekeeping import Housekeeping
-from fray.daemon.launching import Launcher
+from fray.daemon.sweeps import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
-from fray.daemon.records import CycleStats, RunState
+from fray.daemon.cycle_state import CycleStats, RunState
 from fray.daemon.quiet import QuietRuns
 from fray.daemon.run_index import RunIndex
 from fray.daemon.run_writes import RunWrites
-from fray.daemon.settings import Settings
+from fray.daemon.config import Settings
 from fray.daemon.strays import Sweeper
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, FrayError
@@ -79,7 +84,7 @@ class Daemon:
         self.jitter = jitter
         self._backends: dict[str, Backend] = dict(backends or {})
         self._reader = store.CachedReader()
-        self._index = RunIndex(home, lambda paths, kind, reason: self._event(paths, kind, reason))
+        self._index = RunIndex(home, lambda paths, kind, reason: self._event(paths, kind, reason), lambda: self._config)
         self._quiet = QuietRuns(lambda: self._config)  # waiting runs nothing can start now: not decided again
         self._batch = CommitBatch(home.root)  # the cycle's meta.json writes, made durable together
         self._writes = RunWrites(self._batch, self._index, clock)
@@ -147,11 +152,12 @@ class Daemon:
                 stats.errors.append(f"cancel on {name}: {exc}")
                 log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
         self._sweeper.cycle(self._index.runs)  # what closed attempts left running: killed
-        try:
-            self._family.sweep_endpoints(runs)
-        except OSError as exc:
-            log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
-        self._housekeeping.tidy([run.meta for run in runs], now)  # finished arrays' folders, unused snapshots
+        if not self._index.deferral.pending:  # these need every run, not those a starting daemon has read
+            try:
+                self._family.sweep_endpoints(runs)
+            except OSError as exc:
+                log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
+            self._housekeeping.tidy([run.meta for run in runs], now)  # finished arrays' folders, unused snapshots
         message = self._notifications.flush(now)  # what this cycle's changes (and any held back) call for
         for notice in message.notices if message else ():
             sinks = ", ".join(self._notifications.sinks)
@@ -260,7 +266,7 @@ class Daemon:
             self._alert(plan.meta, run.control, files, now)
 
     def _first_plan(self, meta: Meta) -> policy.Plan:
-        """What the policy does with a new sweep's member now, before any of its runs exists (daemon.launching)."""
+        """What the policy does with a new sweep's member now, before any of its runs exists (daemon.sweeps)."""
         backend = self._backend(meta.spec.backend)
         admit = Ledger.unlimited(getattr(backend, "placement_workers", tuple)()).admit
         return policy.decide(Situation(meta, Control(), AttemptFiles(), BackendView("unknown"), self.clock(),
@@ -319,15 +325,14 @@ class Daemon:
         stop, wake, watching = self._stop, self._wake, threading.Event()
         watcher = threading.Thread(target=watching_runs.watch_runs, args=(self.home, wake, stop, self._index.mark_dirty, watching),
                                    name="fray-watch", daemon=True)
-        full_scan_at = float("-inf")
-        watcher.start()
+        full_scan_at, watched = float("-inf"), False
         self._backend("local")  # the embedded default: ready before the first run arrives
-        watching_runs.await_watch(self.home.watch_probe, watching, watcher)
         while not stop.is_set() and self.holds_lock():
             wake.clear()
             started = time.perf_counter()
             try:
-                full = (not watcher.is_alive() or not watching.is_set()
+                was_watched, watched = watched, watching.is_set()
+                full = (not watcher.is_alive() or not was_watched
                         or time.monotonic() - full_scan_at > FULL_SCAN_EVERY_SEC)
                 stats = self.cycle(full)
                 if full:
@@ -337,8 +342,15 @@ class Daemon:
                 log.exception("cycle failed")
                 stats, error = CycleStats(), f"cycle failed: {exc}"
             self._write_lease(stats, (time.perf_counter() - started) * 1000, error)
+            if watcher.ident is None:  # after the first cycle: setting the watch up holds the GIL a while
+                watcher.start()  # the cycles are full until one began with the watch on (module doc)
+                probe = (self.home.watch_probe, watching, watcher, wake)
+                threading.Thread(target=watching_runs.await_watch, args=probe, name="fray-watch-probe", daemon=True).start()
             self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
+            self._index.read_deferred_share()
+            self._index.save_settled()
             wake.wait(self.poll_interval)
+        self._index.save_settled(force=True)
         self._notifications.close()
         if self.holds_lock():  # else the lease may be another daemon's now
             self._write_lease(CycleStats(), 0.0, None, stopping=True)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fray.backends.base import Backend, Node
+from fray.backends.protocol import Backend, Node
 from fray.core import policy
 from fray.errors import BackendError, CorruptFileError
 from fray.state import blacklist, store

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from fray.core.model import Control, Meta, Mode, Phase
 from fray.core.scheduler import Ledger, Request
 from fray.daemon import warm_queue
-from fray.daemon.records import RunState
+from fray.daemon.cycle_state import RunState
 from fray.state.row_cache import StatKey
 
 _QUEUED = Phase.QUEUED.value

@@ -6,7 +6,9 @@ watcher is trusted: only the runs not settled (not ended, unreadable, or with a
 start request pending) and the folders it saw change (new, removed, or a
 control.json written) are looked at, so a steady cycle costs the runs still
 going, not the thousands that ended. An ended run changes only through its
-control.json (`fray control start`).
+control.json (`fray control start`). A daemon's first cycle defers the runs
+the index of settled runs vouches for (`fray.daemon.settled`): they are read
+a share between each two cycles after it.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Callable
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable
 
 from fray.core.model import Control, Meta, Phase
-from fray.daemon.records import CycleStats, RunState
+from fray.daemon.cycle_state import CycleStats, RunState
+from fray.daemon.settled import Deferral
 from fray.errors import CorruptFileError
 from fray.state import meta_file as run_meta, store
 from fray.state.layout import Home, RunPaths
@@ -34,9 +38,12 @@ EventSink = Callable[[RunPaths, str, str], None]
 class RunIndex:
     """Every run as last read, the ones still to be looked at each cycle, and what the watcher saw change."""
 
-    def __init__(self, home: Home, event: EventSink) -> None:
+    def __init__(self, home: Home, event: EventSink, config: Callable[[], Mapping[str, Any]] = dict) -> None:
         self.home = home
         self._event = event
+        self._config = config  # config.json as in force (priority credits need every run: nothing deferred)
+        self.deferral = Deferral(home)
+        self._first = True
         self.runs: dict[str, RunState] = {}
         self.unsettled: set[str] = set()  # run ids looked at every cycle, whatever the watcher saw
         self._dirty: set[str] = set()
@@ -52,10 +59,12 @@ class RunIndex:
         """Every run, re-reading only the files whose stat changed; `full` lists the runs folder (module doc)."""
         dirty = self._take_dirty()
         if full:
-            self.runs = {run_id: self._refresh(run_id, self.runs.get(run_id), stats) for run_id in self.home.run_ids()}
+            self.runs = {run_id: self._refresh(run_id, self.runs.get(run_id), stats) for run_id in self._listed()}
             self.unsettled = {run_id for run_id, state in self.runs.items() if not settled(state)}
+            if self._read_deferred(stats):
+                self.runs = dict(sorted(self.runs.items()))
             return list(self.runs.values())
-        added = False
+        added = self._read_deferred(stats)
         for run_id in dirty:
             if run_id.startswith(".") or not os.path.isdir(self.home.run_folder(run_id)):
                 self.runs.pop(run_id, None)
@@ -68,6 +77,36 @@ class RunIndex:
         if added:
             self.runs = dict(sorted(self.runs.items()))
         return list(self.runs.values())
+
+    def _listed(self) -> list[str]:
+        """The run folders a full cycle reads: at the first, those the index of settled runs does not vouch for."""
+        run_ids = self.home.run_ids()
+        if self._first:
+            self._first = False
+            return self.deferral.split(run_ids, self._config())
+        return [run_id for run_id in run_ids if not self.deferral.holds(run_id)] if self.deferral.pending else run_ids
+
+    def _read_deferred(self, stats: CycleStats) -> bool:
+        """Read the deferred runs that the runs going refer to; whether any was read."""
+        metas = [self.runs[run_id].meta for run_id in self.unsettled]
+        return self._read(self.deferral.referenced(metas, self.runs), stats)
+
+    def read_deferred_share(self) -> None:
+        """Between two cycles: read a share of the runs still deferred (fray.daemon.settled)."""
+        if self.deferral.pending and self._read(self.deferral.share(), CycleStats()):
+            self.runs = dict(sorted(self.runs.items()))
+
+    def _read(self, run_ids: Iterable[str], stats: CycleStats) -> bool:
+        added = False
+        for run_id in run_ids:
+            if os.path.isdir(self.home.run_folder(run_id)):
+                self._look_at(run_id, stats)
+                added = True
+        return added
+
+    def save_settled(self, force: bool = False) -> None:
+        """The index of settled runs, for the next daemon's start (now and then; `force`: as this one stops)."""
+        self.deferral.save(self.runs, settled, force)
 
     def active(self) -> list[RunState]:
         """The runs the policy must look at this cycle, in run id order (submission order: the oldest is admitted first)."""

@@ -3,16 +3,13 @@
 Each call is bounded by `timeout` on every network operation and raises on any
 failure (an HTTP status other than 2xx included); retrying and logging are the
 outbox's (fray.daemon.outbox). Standard library only: nothing to install for
-either sink.
+either sink. urllib, smtplib and ssl are imported by the first message sent, not
+with the daemon (a tenth of its start).
 """
 
 from __future__ import annotations
 
 import os
-import smtplib
-import ssl
-import urllib.request
-from email.message import EmailMessage
 
 import orjson
 
@@ -25,6 +22,8 @@ class SinkError(Exception):
 
 def post_slack(slack: Slack, subject: str, text: str, timeout: float) -> None:
     """POST {"text": ...} to the webhook; urllib raises HTTPError for a status that is not 2xx."""
+    import urllib.request
+
     body = orjson.dumps({"text": f"*{subject}*\n{text}"})
     request = urllib.request.Request(slack.url, data=body, method="POST",
                                      headers={"Content-Type": "application/json", "User-Agent": "fray"})
@@ -33,6 +32,10 @@ def post_slack(slack: Slack, subject: str, text: str, timeout: float) -> None:
 
 
 def send_email(email: Email, subject: str, text: str, timeout: float) -> None:
+    import smtplib
+    import ssl
+    from email.message import EmailMessage
+
     message = EmailMessage()
     message["Subject"] = subject
     message["From"] = email.sender

@@ -13,7 +13,8 @@ import time
 from typing import Iterable
 
 from fray.core.model import Meta
-from fray.state import snapshots, sweep_records
+from fray.state import snapshots
+from fray.state.sweeps import unwritten
 from fray.state.layout import Home
 
 log = logging.getLogger("fray.daemon")
@@ -33,7 +34,7 @@ class SnapshotCollector:
             return 0, 0
         self._collected_at = time.monotonic()
         referenced = {meta.spec.code["tree"] for meta in metas if meta is not None and meta.spec.code}
-        for record, _ in sweep_records.pending(self.home):
+        for record, _ in unwritten.pending(self.home):
             code = record["template"]["spec"].get("code")
             if code:
                 referenced.add(code["tree"])

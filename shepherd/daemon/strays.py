@@ -23,7 +23,7 @@ from typing import Any
 
 from fray.core import strays
 from fray.core.model import Attempt, Meta
-from fray.daemon.records import RunState
+from fray.daemon.cycle_state import RunState
 from fray.state.layout import Home, RunPaths
 from fray.wrapper import tags
 

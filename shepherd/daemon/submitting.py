@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fray.backends import offers
-from fray.backends.base import AttemptKey, Backend, GroupSubmit, SubmitRequest
+from fray.backends.protocol import AttemptKey, Backend, GroupSubmit, SubmitRequest
 from fray.core import policy
 from fray.core.model import AttemptState, Meta
-from fray.daemon.records import CycleStats
+from fray.daemon.cycle_state import CycleStats
 from fray.errors import AmbiguousSubmission, BackendError
 from fray.state import runs, upstreams
 from fray.state.commit_batch import CommitBatch

@@ -25,13 +25,15 @@ WAKE_NAMES = frozenset({layout.CONTROL, contract.STARTED, contract.EXIT})
 WATCH_READY_TIMEOUT_SEC = 10.0
 
 
-def await_watch(probe: Path, watching: threading.Event, watcher: threading.Thread) -> None:
-    """Return once the watcher reports a file touched in runs/ (or gave up): only then is the first cycle full.
+def await_watch(probe: Path, watching: threading.Event, watcher: threading.Thread,
+                wake: threading.Event | None = None) -> None:
+    """Return once the watcher reports a file touched in runs/ (or gave up), then set `wake`.
 
     Setting up the watches takes a moment (one per folder), and a run submitted
-    in that moment raises no event: were the first full cycle over by then, it
-    would wait for the poll timer. Touching a probe file until the watcher
-    reports it makes "the watch is on" an observed fact, not a hope.
+    in that moment raises no event: the daemon's cycles are full scans until one
+    began after the watch was on, and `wake` starts that one at once. Touching a
+    probe file until the watcher reports it makes "the watch is on" an observed
+    fact, not a hope.
     """
     deadline = time.monotonic() + WATCH_READY_TIMEOUT_SEC
     try:
@@ -44,6 +46,8 @@ def await_watch(probe: Path, watching: threading.Event, watcher: threading.Threa
         probe.unlink(missing_ok=True)
     if not watching.is_set():
         log.warning("the file watcher did not report in %.0f s; full scans until it does", WATCH_READY_TIMEOUT_SEC)
+    if wake is not None:
+        wake.set()
 
 
 def watch_runs(home: Home, wake: threading.Event, stop: threading.Event,

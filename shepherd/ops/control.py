@@ -3,7 +3,7 @@
 `dependents_of` finds the runs that wait for one (`--after`), for `fray control stop --with-dependents`.
 `request_group` asks the same of every run of a group (a sweep: `fray control stop --group GROUP`);
 the points of a new sweep whose runs the daemon has not written yet are asked through the sweep's
-record, which each of them starts from (fray.state.sweep_records).
+record, which each of them starts from (fray.state.sweeps.unwritten).
 
 `fray control ...` and the dashboard's keys (r, s, p, b) both act through
 here, and both say what will happen in the same words (`effect`). Requests
@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 from fray.core import dependencies
 from fray.core.model import Control, Meta
+from fray.core.sweeps import lookup
 from fray.errors import UsageError
-from fray.ops import groups, human, nodes, views
-from fray.state import blacklist, runs, sweep_records
+from fray.ops import human, nodes, views
+from fray.state import blacklist, runs
+from fray.state.sweeps import unwritten
 from fray.state.layout import Home
 
 # What a person may ask of a run (runs.request checks it): each front end offers these as commands or keys.
@@ -56,10 +58,10 @@ class GroupRequested:
 
 
 def request_group(home: Home, group: str, op: str) -> GroupRequested:
-    """Record `op` for each run of the group (ops.groups.resolve): stop, pause and restart skip the
+    """Record `op` for each run of the group (core.sweeps.lookup.resolve): stop, pause and restart skip the
     runs that have ended, start those that have not. The points of a new sweep not written yet are asked
-    through its record at once (fray.state.sweep_records.ask_unwritten), without waiting for the daemon."""
-    group_id, members = groups.resolve(views.list_view(home, fold=False)["runs"], group)
+    through its record at once (fray.state.sweeps.unwritten.ask_unwritten), without waiting for the daemon."""
+    group_id, members = lookup.resolve(views.list_view(home, fold=False)["runs"], group)
     requested: list[Requested] = []
     skipped: list[tuple[str, str, str]] = []
     open_rows = []
@@ -73,7 +75,7 @@ def request_group(home: Home, group: str, op: str) -> GroupRequested:
             open_rows.append(row)
     points: dict[str, Meta] = {}
     if any(not os.path.isfile(home.meta_file(row["run_id"])) for row in open_rows):
-        asked, points = sweep_records.ask_unwritten(home, group_id, op, [row["run_id"] for row in open_rows])
+        asked, points = unwritten.ask_unwritten(home, group_id, op, [row["run_id"] for row in open_rows])
     for row in open_rows:
         meta = points.get(row["run_id"])
         if meta is not None:

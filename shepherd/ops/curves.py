@@ -24,7 +24,8 @@ from fray.core import history
 from fray.core.history import DEFAULT_METRIC
 from fray.core.model import Meta
 from fray.errors import CorruptFileError
-from fray.ops import groups, views
+from fray.core.sweeps import lookup
+from fray.ops import views
 from fray.ops.history import run_history
 from fray.state import store
 from fray.state.layout import Home
@@ -80,7 +81,7 @@ def sweep_view(home: Home, group: str, metric: str | None = None) -> dict[str, A
     by its run; no restarts or checkpoints are marked (`fray plot RUN` has them).
     `points` has every run of the sweep, drawn or not: its parameters, status, and
     the metric's last step and value."""
-    group_id, members = groups.resolve(views.list_view(home, fold=False)["runs"], group)
+    group_id, members = lookup.resolve(views.list_view(home, fold=False)["runs"], group)
     view = {**_empty(group_id, group_id, metric, None), "points": []}
     names: dict[str, None] = {}
     for index, row in enumerate(members):

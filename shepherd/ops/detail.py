@@ -57,7 +57,7 @@ def resources_summary(spec: dict[str, Any]) -> str:
 
 
 def tasks_summary(spec: dict[str, Any]) -> str | None:
-    """What `--replicas N` means for failures (core.placement.groups); None for a run of one task."""
+    """What `--replicas N` means for failures (core.placement.reporting); None for a run of one task."""
     count = spec.get("replicas") or 1
     if count < 2:
         return None

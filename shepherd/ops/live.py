@@ -37,7 +37,8 @@ from fray.core.model import Meta, Phase
 from fray.core.status import Status
 from fray.core.run_row import row_of
 from fray.ops import views
-from fray.state import layout, store, sweep_records
+from fray.state import layout, store
+from fray.state.sweeps import unwritten
 from fray.state.layout import Home
 from fray.wrapper import contract
 from fray.state.row_cache import RowCache, stat_key
@@ -199,8 +200,8 @@ class RunsModel:
                         scan_ms=(time.perf_counter() - started) * 1000)
 
     def _new_points(self, written: set[str], now: float, changed: set[str]) -> set[str]:
-        """Rows for new sweeps' points whose runs the daemon has not written yet (fray.state.sweep_records)."""
-        points = sweep_records.pending_members(self.home, written)
+        """Rows for new sweeps' points whose runs the daemon has not written yet (fray.state.sweeps.unwritten)."""
+        points = unwritten.pending_members(self.home, written)
         self._points = {meta.run_id for meta in points}
         for meta in points:
             row = row_of(meta.run_id, meta, False, None, None, None, now)

@@ -17,7 +17,7 @@ from fray.core import directives, values
 from fray.core.model import Meta
 from fray.daemon import lease
 from fray.errors import StateError, UsageError
-from fray.ops import human, views, wait
+from fray.ops import human, views
 from fray.state import runs
 from fray.state.layout import Home
 
@@ -89,6 +89,8 @@ def end_view(home: Home, meta: Meta) -> dict[str, Any] | None:
     """How a run waited for ended, with the result its workload reported; None while it has not."""
     if meta.end is None:
         return None
+    from fray.ops import wait  # only --wait gets here
+
     record = wait.ended_record(home, meta.run_id) or {}
     return {"status": meta.end.status, "reason": meta.end.reason, "at": meta.end.at,
             "attempts": len(meta.attempts), "result": record.get("result")}

@@ -12,12 +12,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fray.core import group_rows
 from fray.core.model import Attempt, AttemptState, Control, Meta
 from fray.core.run_row import row_of
 from fray.core.status import Status
+from fray.core.sweeps import folding, lookup
 from fray.daemon import lease
-from fray.ops import groups
 from fray.errors import CorruptFileError
 from fray.state import meta_file, parents_index, store
 from fray.state import layout
@@ -105,8 +104,8 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
     """Every run (newest first), with counts per status and the daemon's health (schemas/cli-list.json).
 
     `tree` orders the rows shown with each job under its parent and gives each a depth.
-    `group` shows only that group's runs, in index order (ops.groups.resolve says what it may be);
-    otherwise `fold` shows each sweep as one row counting its runs per status (core.group_rows).
+    `group` shows only that group's runs, in index order (core.sweeps.lookup.resolve says what it may be);
+    otherwise `fold` shows each sweep as one row counting its runs per status (core.sweeps.folding).
     """
     now = time.time()
     ids = list(reversed(home.run_ids()))
@@ -120,12 +119,12 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
                       key=lambda row: row["run_id"], reverse=True)
     group_id = None
     if group is not None:
-        group_id, rows = groups.resolve(rows, group)
+        group_id, rows = lookup.resolve(rows, group)
     if not include_ended:
         rows = [r for r in rows if r["phase"] != "ended"]
     counts = Counter(r["status"] for r in rows)
     if fold and group_id is None and not tree:
-        rows = group_rows.fold(rows)
+        rows = folding.fold(rows)
     if limit is not None:
         rows = rows[:limit]
     data = {"home": str(home.root), "generated_at": now, "daemon": daemon_view(home, now),
@@ -144,10 +143,10 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
 def _pending_points(home: Home, written: set[str]) -> list[Meta]:
     """The points of new sweeps whose runs the daemon has not written yet (none without sweep records)."""
     if not home.group_ids():
-        return []  # and fray.state.sweep_records (with the audit log's hashing) is not imported
-    from fray.state import sweep_records
+        return []  # and fray.state.sweeps.unwritten (with the audit log's hashing) is not imported
+    from fray.state.sweeps import unwritten
 
-    return sweep_records.pending_members(home, written)
+    return unwritten.pending_members(home, written)
 
 
 def _uncached_row(home: Home, run_id: str, cache: RowCache, meta_key: list[int] | None,
@@ -245,12 +244,12 @@ def commands_view(paths: RunPaths, now: float) -> dict[str, Any]:
 
 def _reported_failure(files: layout.AttemptPaths, attempt: Attempt) -> tuple[dict[str, Any] | None, int | None]:
     """The failure record an ended attempt is reported by, and its task when the attempt has several: the
-    task that failed the group, as the daemon chose it (core.placement.groups), not a sibling killed with it."""
+    task that failed the group, as the daemon chose it (core.placement.reporting), not a sibling killed with it."""
     failure = read_record(files.failure, "failure")
     indexes = files.task_indexes()
     if len(indexes) < 2 or attempt.state != AttemptState.ENDED.value:
         return failure, None
-    from fray.core.placement.groups import TaskEnd, reporting_task  # attempts of several tasks only
+    from fray.core.placement.reporting import TaskEnd, reporting_task  # attempts of several tasks only
 
     exit_record = read_record(files.exit, "exit")
     others = [] if attempt.stop_reason else [TaskEnd(i, record, read_record(files.task(i).failure, "failure"))

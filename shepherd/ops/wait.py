@@ -20,9 +20,15 @@ from fray.daemon import lease
 from fray.errors import CorruptFileError
 from fray.state import runs, store
 from fray.state.layout import Home
+from fray.state.row_cache import stat_key
 
 POLL_SEC = 0.2
 DAEMON_CHECK_SEC = 5.0
+# Waiting for a few runs, their meta.json files are looked at this often between two reads of their rows: the
+# daemon replaces a run's meta.json whenever it records a change, so an end is told at once, not up to POLL_SEC
+# later (`fray submit --wait` of a short script); waiting for more, the rows are read every POLL_SEC only.
+QUICK_SEC = 0.01
+QUICK_RUNS = 16
 
 
 class DaemonKeeper:
@@ -94,7 +100,22 @@ class Watch:
             if code is not None:
                 return code
             self.keeper.tick()
+            self._pause(poll)
+
+    def _pause(self, poll: float) -> None:
+        """Sleep `poll` seconds, or less: until a waited run's meta.json is replaced (QUICK_RUNS at most)."""
+        going = [run_id for run_id in self.run_ids
+                 if not (run_id in self.rows and waiting.has_ended(self.rows[run_id]))]
+        if len(going) > QUICK_RUNS:
             time.sleep(poll)
+            return
+        files = [self.home.meta_file(run_id) for run_id in going]
+        before = [stat_key(path) for path in files]
+        deadline = time.monotonic() + poll
+        while time.monotonic() < deadline:
+            time.sleep(QUICK_SEC)
+            if [stat_key(path) for path in files] != before:
+                return
 
 
 def wait_for_end(home: Home, run_id: str, poll: float = POLL_SEC) -> Meta:

@@ -4,7 +4,7 @@ The transport sits beside the backends: it knows SSH, the remote fray and the
 project folder, and nothing of the front ends. Modules by job:
 
     ssh_config   where HOST really is (~/.ssh/config: HostName, User, Port, IdentityFile, ProxyJump)
-    hosts        host keys checked against known_hosts; `trust` adds one on purpose, `--replace` swaps it
+    host_keys    host keys checked against known_hosts; `trust` adds one on purpose, `--replace` swaps it
     connection   one paramiko client per host, agent and default keys, timeouts, ProxyJump
     command      quoting an argv and running `fray ... --json` remotely, exit codes kept
     files        the remote's files over SFTP, or over exec channels where sshd has no SFTP

@@ -13,7 +13,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from fray.remote import hosts
+from fray.remote import host_keys
 from fray.remote.errors import AuthenticationFailed, UnreachableHost
 from fray.remote.ssh_config import HostSpec, resolve
 
@@ -82,8 +82,8 @@ def _open_client(spec: HostSpec, sock: Any) -> Any:
     import paramiko
 
     client = paramiko.SSHClient()
-    hosts.load_known_hosts(client, spec)
-    client.set_missing_host_key_policy(hosts.reject_policy(spec))
+    host_keys.load_known_hosts(client, spec)
+    client.set_missing_host_key_policy(host_keys.reject_policy(spec))
     try:
         client.connect(
             spec.hostname,
@@ -97,7 +97,7 @@ def _open_client(spec: HostSpec, sock: Any) -> Any:
             sock=sock,
         )
     except paramiko.BadHostKeyException as exc:
-        raise hosts.changed_key_error(spec, exc.key) from None
+        raise host_keys.changed_key_error(spec, exc.key) from None
     except paramiko.AuthenticationException as exc:
         raise AuthenticationFailed(
             f"cannot log in to {spec.alias} as {spec.user}: {exc}. Check that `ssh {spec.alias}` works "

@@ -6,7 +6,7 @@ connection and a remote fray put together:
 
 - `connect(target, home)` is the Session: the connection (fray.remote.connection:
   ~/.ssh/config, agent and keys, ProxyJump, timeouts) with the host-key policy
-  (fray.remote.hosts: an unknown or changed key is refused, never added), and
+  (fray.remote.host_keys: an unknown or changed key is refused, never added), and
   the fray to run there (fray.remote.bootstrap: found, or installed from wheels
   made here). One per (host, remote home) per process: a submit that syncs and
   then runs probes the host once.

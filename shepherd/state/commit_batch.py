@@ -28,8 +28,7 @@ another pid's temp file can only be a dead daemon's.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import functools
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -42,7 +41,12 @@ from fray.wrapper import contract, records
 BATCHED = (contract.META, contract.META_COPY)  # what the daemon commits in batches
 
 
-def _load_syncfs() -> Callable[[int], int] | None:
+@functools.cache
+def _syncfs() -> Callable[[int], int] | None:
+    """libc's syncfs, found at the first barrier: find_library runs ldconfig, which no reader should pay for."""
+    import ctypes
+    import ctypes.util
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         return libc.syncfs  # type: ignore[no-any-return]
@@ -50,15 +54,13 @@ def _load_syncfs() -> Callable[[int], int] | None:
         return None
 
 
-_SYNCFS = _load_syncfs()
-
-
 def barrier(folder: Path) -> None:
     """Everything written so far on `folder`'s file system, data and names, on disk when this returns."""
-    if _SYNCFS is not None:
+    syncfs = _syncfs()
+    if syncfs is not None:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            if _SYNCFS(fd) == 0:
+            if syncfs(fd) == 0:
                 return
         finally:
             os.close(fd)

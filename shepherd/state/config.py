@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fray.core import notify
 from fray.state import store
 from fray.errors import CorruptFileError, StateError
 from fray.state.layout import Home
@@ -21,6 +20,10 @@ def load_config(home: Home) -> dict[str, Any]:
         config = store.read_json(home.config, "config") or {}
     except CorruptFileError as exc:
         raise StateError(f"{exc}. Fix it (schemas/config.json describes it) and put it back.") from None
+    if "notify" not in config:
+        return config
+    from fray.core import notify  # its parser, only for a config that has the section (not for every submit)
+
     try:
         notify.settings_from(config)
     except ValueError as exc:

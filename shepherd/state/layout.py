@@ -347,8 +347,7 @@ class Home:
         return self.root / "daemon.log"
 
     @property
-    def nodes(self) -> Path:
-        """The daemon's inventory of what each backend offers."""
+    def nodes(self) -> Path:  # the daemon's inventory of what each backend offers
         return self.root / NODES
 
     @property
@@ -368,13 +367,16 @@ class Home:
         return self.root / RUNS
 
     @property
-    def cache_dir(self) -> Path:
-        """Derived data that may be deleted at any time."""
+    def cache_dir(self) -> Path:  # derived data that may be deleted at any time
         return self.root / "cache"
 
     @property
     def list_cache(self) -> Path:
         return self.cache_dir / "list-rows.json"
+
+    @property
+    def settled_index(self) -> Path:  # the runs settled when the daemon last looked (fray.daemon.settled)
+        return self.cache_dir / "daemon-settled.json"
 
     @property
     def parents_index(self) -> Path:
@@ -385,13 +387,11 @@ class Home:
         return self.root / "namespaces"
 
     @property
-    def secret(self) -> Path:
-        """The shared secret (0600) an actor connection proves it can read before anything is unpickled."""
+    def secret(self) -> Path:  # 0600: an actor connection proves it can read it before anything is unpickled
         return self.root / "secret"
 
     @property
-    def home_id(self) -> Path:
-        """A random name for this FRAY_HOME, written once: what marks its cloud resources (fray.state.identity)."""
+    def home_id(self) -> Path:  # a random name for this FRAY_HOME, written once: it marks its cloud resources
         return self.root / "home-id"
 
     def actors_dir(self, namespace: str) -> Path:

@@ -41,11 +41,11 @@ def resolve(home: Home, ref: str) -> str:
         raise RunLookupError(_ambiguous(ref, named, "runs are named"))
     if prefixed:
         raise RunLookupError(_ambiguous(ref, prefixed, "run ids start with"))
-    from fray.state import sweep_records  # only when nothing else matched: its imports are not cheap
+    from fray.state.sweeps import unwritten  # only when nothing else matched: its imports are not cheap
 
-    point = sweep_records.find(home, ref)
+    point = unwritten.find(home, ref)
     if point is not None:  # a new sweep's point: the daemon writes its folder in a moment
-        if sweep_records.wait_for(home, point):
+        if unwritten.wait_for(home, point):
             return point
         raise RunLookupError(f"run {point} is a point of a new sweep whose runs the daemon has not written yet; "
                              "it writes them once it runs (`fray daemon status`, `fray daemon start`)")

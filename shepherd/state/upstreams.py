@@ -23,7 +23,8 @@ from typing import Any, Callable
 from fray.core import dependencies
 from fray.core.model import Meta
 from fray.errors import CorruptFileError, RunLookupError, UsageError
-from fray.state import store, sweep_records
+from fray.state import store
+from fray.state.sweeps import unwritten
 from fray.state.layout import Home
 from fray.wrapper.checkpoints import latest_checkpoint
 
@@ -57,7 +58,7 @@ def _target(home: Home, ref: str, own_name: str, lookup: Callable[[Home, str], s
 def _group(home: Home, ref: str) -> dict[str, Any] | None:
     """The sweep group `ref` names (id or name; when several share a name, the newest), or None."""
     groups: dict[str, dict[str, Any]] = {}
-    for record, _launch in sweep_records.pending(home):
+    for record, _launch in unwritten.pending(home):
         groups[record["id"]] = {"name": record["name"], "group": record["id"], "size": record["size"],
                                 "created_at": record["created_at"]}
     for run_id in home.run_ids():

@@ -1,11 +1,11 @@
 """The Textual dashboard: `fray tui` in a terminal, `fray web` in a browser, `fray nodes` on a terminal.
 
     app.py        FrayApp: screens, global keys, live refresh (watchfiles + timer)
-    commands.py   the `fray tui` and `fray web` click commands (named in fray.cli.main's table)
+    entry.py      the `fray tui` and `fray web` click commands (named in fray.cli.main's table)
     actions.py    what a key means, acting through fray.ops as the CLI does, and the notification
     theme.py      256-colour dark/light themes and the 8-colour fallback
     web.py        `fray web`: textual-serve behind a token, bound to 127.0.0.1
-    screens/      dashboard, detail, logs, nodes, queue, new_run, config, dialogs, sweep (a sweep's curves),
+    screens/      dashboard, detail, logs, nodes, queue, new_run, settings, dialogs, sweep (a sweep's curves),
                   remote_run (a run of another cluster)
     widgets/      run_table (virtual table), log_view, status_bar, script_view
 

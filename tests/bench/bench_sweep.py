@@ -7,7 +7,7 @@ timed `--repeats` times in turn:
     point's attempt as submitted to Slurm (the sweep's launch record names its
     job array, one task per point), and how many `sbatch` calls that took;
     and, as its own line, until the daemon has also written every point's run
-    folder (which it does after submitting: fray.daemon.launching);
+    folder (which it does after submitting: fray.daemon.sweeps);
   - submitit: `AutoExecutor(...).map_array(fn, range(1000))` with
     slurm_array_parallelism=4, wall time and `sbatch` calls.
 Target: one sbatch call, and no slower than submitit.

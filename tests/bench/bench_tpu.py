@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 from fray.backends import external  # noqa: E402
-from fray.backends.base import AttemptKey, SubmitRequest, Tracked  # noqa: E402
-from fray.backends.tpu import commands  # noqa: E402
+from fray.backends.protocol import AttemptKey, SubmitRequest, Tracked  # noqa: E402
+from fray.backends.tpu import command_lines  # noqa: E402
 from fray.backends.tpu.backend import LAUNCHED, TpuBackend  # noqa: E402
 from fray.core.model import RunSpec  # noqa: E402
 from fray.state.layout import Home  # noqa: E402
@@ -86,7 +86,7 @@ def main() -> None:
     wait(lambda: all(f.done() for f in backend._creates.values()))
     tracked = [Tracked(AttemptKey(run, 1), ref) for run, ref in refs.items()]
     victims = [f"r{i}" for i in range(args.preempt)]
-    preempt(state, [commands.slice_name(run, 1) for run in victims])
+    preempt(state, [command_lines.slice_name(run, 1) for run in victims])
 
     started = time.perf_counter()
     views = backend.snapshot(tracked)
@@ -94,10 +94,10 @@ def main() -> None:
     for key in gone:
         backend.submit(request(root, key.run_id, key.attempt + 1))
     cycle = time.perf_counter() - started
-    replacements = {commands.slice_name(key.run_id, 2) for key in gone}
+    replacements = {command_lines.slice_name(key.run_id, 2) for key in gone}
     wait(lambda: all(f.done() for f in backend._creates.values()) and backend.calls.pool._work_queue.empty())
     listed = lambda: {p.stem for p in (state / "nodes" / ZONE).glob("*.json")}  # noqa: E731
-    wait(lambda: replacements <= listed() and not any(commands.slice_name(r, 1) in listed() for r in victims))
+    wait(lambda: replacements <= listed() and not any(command_lines.slice_name(r, 1) in listed() for r in victims))
     recovery = time.perf_counter() - started
     assert len(gone) == args.preempt, f"{len(gone)} seen gone, {args.preempt} preempted"
 
@@ -106,8 +106,8 @@ def main() -> None:
     started = time.perf_counter()
     for name in sorted(replacements):
         run = name[len("fray-"):].rsplit("-a", 1)[0]
-        external.run(commands.delete(name, ZONE), timeout=60)
-        external.run(commands.create(commands.SliceRequest(run, 3, ZONE, "v4-8", "v", backend.home_id, "spot")), timeout=60)
+        external.run(command_lines.delete(name, ZONE), timeout=60)
+        external.run(command_lines.create(command_lines.SliceRequest(run, 3, ZONE, "v4-8", "v", backend.home_id, "spot")), timeout=60)
     serial = time.perf_counter() - started
     backend.calls.close()
 

@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from fray.core.model import Attempt, Counters, Meta  # noqa: E402
-from fray.state import groups, runs, store  # noqa: E402
+from fray.state import runs, store
+from fray.state.sweeps import creating  # noqa: E402
 from fray.state.layout import Home  # noqa: E402
 from fray.wrapper import history  # noqa: E402
 from tests.tui_support import dashboard, go_to, make_runs, screen_text, until  # noqa: E402
@@ -100,9 +101,9 @@ def sweep_runs(home: Home, scripts: Path, now: float) -> str:
     returns the group id."""
     ready = runs.prepare(runs.SubmitOptions(script=scripts / "train.py", overrides={}, name="lr-sweep"), home)
     rates = (1e-3, 3e-4, 1e-4, 3e-5)
-    members = [groups.PointRun(spec=ready.spec, params={"lr": lr}, files={ready.frozen: ready.data},
+    members = [creating.PointRun(spec=ready.spec, params={"lr": lr}, files={ready.frozen: ready.data},
                                frozen=ready.frozen, source=ready.source) for lr in rates]
-    metas = groups.create_group(home, "lr-sweep", members, now=now - 4000)
+    metas = creating.create_group(home, "lr-sweep", members, now=now - 4000)
     for meta, lr in zip(metas, rates):
         paths = home.run(meta.run_id)
         files = paths.attempt(1)

@@ -1,7 +1,7 @@
 """Preflight probes: is this node fit to run the workload? Answered before it starts.
 
     preflight   which probes run, each under a deadline; exit code and cause of a failure
-    base        ProbeContext (what probes look at) and Finding (what they say)
+    probe       ProbeContext (what probes look at) and Finding (what they say)
     runner      external commands with a deadline (kills the process group of a hung one)
     nvidia      pure parsers for nvidia-smi output and CUDA_VISIBLE_DEVICES
     node        FRAY_HOME writable, free disk

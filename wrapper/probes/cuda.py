@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 
-from .base import FAILED, PASSED, SKIPPED, TIMEOUT, Finding, ProbeContext
+from .probe import FAILED, PASSED, SKIPPED, TIMEOUT, Finding, ProbeContext
 
 SMOKE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda_smoke.py")
 

@@ -18,7 +18,7 @@ import os
 
 from .. import procs
 from . import nvidia
-from .base import FAILED, PASSED, TIMEOUT, Finding, ProbeContext
+from .probe import FAILED, PASSED, TIMEOUT, Finding, ProbeContext
 
 
 def _listing(ctx: ProbeContext, deadline: float) -> nvidia.GpuList | Finding:

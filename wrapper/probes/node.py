@@ -14,7 +14,7 @@ import os
 import socket
 import tempfile
 
-from .base import FAILED, PASSED, Finding, ProbeContext
+from .probe import FAILED, PASSED, Finding, ProbeContext
 
 
 def _write_and_read_back(folder: str) -> str | None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import contract
 from . import cuda, gpu, node, runner, tpu
-from .base import FAILED, SKIPPED, TIMEOUT, Finding, ProbeContext
+from .probe import FAILED, SKIPPED, TIMEOUT, Finding, ProbeContext
 
 Probe = Callable[[ProbeContext, float], Finding]
 

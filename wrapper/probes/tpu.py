@@ -17,7 +17,7 @@ import json
 import os
 
 from .. import procs
-from .base import FAILED, PASSED, TIMEOUT, Finding, ProbeContext
+from .probe import FAILED, PASSED, TIMEOUT, Finding, ProbeContext
 
 PROC = "/proc"
 JAX_COUNT = (

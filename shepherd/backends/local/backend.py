@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from fray.state import store
 from fray.backends import wrapper_command
-from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
+from fray.backends.protocol import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from fray.backends.local import replicas, warm
 from fray.errors import BackendError
 from fray.state import layout
@@ -143,7 +143,7 @@ class LocalBackend:
                 pid = forked[item.key]
                 found = (pid, _start_ticks(pid) or 0)
             if found is None and self._tasks.get(item.key):
-                # Task 0 is over, a sibling still finishing (placement.groups.siblings_finishing).
+                # Task 0 is over, a sibling still finishing (placement.reporting.siblings_finishing).
                 views[item.key] = BackendView("running", node=self.host, ref=item.ref)
             elif found is None and item.key in queued:
                 views[item.key] = BackendView("pending", node=self.host, ref=item.ref, detail=QUEUED_DETAIL)

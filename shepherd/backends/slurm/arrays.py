@@ -13,7 +13,7 @@ environment, the fenced wrapper for that run and attempt). The array's
 script only picks one: array task i reads line i+1 of the `tasks` file (an
 attempt folder under FRAY_HOME), waits until that run's meta.json records
 this array as the attempt's (a new sweep's array is submitted before its
-runs' folders are written: fray.daemon.launching), moves there and runs that
+runs' folders are written: fray.daemon.sweeps), moves there and runs that
 folder's script with its output in that folder's `slurm.log`. So each array
 task knows which run and attempt it is, the wrapper fences it as any
 attempt, and a task of an array fray never recorded (lost in a crash and
@@ -31,7 +31,7 @@ import os
 import shlex
 from typing import Any, Iterable
 
-from fray.backends.base import AttemptKey
+from fray.backends.protocol import AttemptKey
 from fray.backends.slurm.parse import JOB_PREFIX
 from fray.backends.slurm.script import BatchJob, resource_options, slurm_filename
 from fray.state.layout import ArrayPaths, AttemptPaths, RunPaths
@@ -85,7 +85,7 @@ def array_script(home: os.PathLike[str] | str, first: BatchJob, size: int, paths
     example = AttemptPaths(first.request.attempt_dir)
     meta = os.path.relpath(RunPaths(example.dir.parent.parent).meta, example.dir)
     # The attempt is the array's once its run's meta.json names this array's job id: until then its
-    # folder may still be being written (fray.daemon.launching writes a new sweep's after sbatch), and
+    # folder may still be being written (fray.daemon.sweeps writes a new sweep's after sbatch), and
     # an array the daemon never recorded (lost in a crash, submitted again) must run nothing.
     mine = '\\"array_job_id\\": \\"$SLURM_ARRAY_JOB_ID\\"'  # inside "...": the line fray's JSON writer writes
     return "\n".join([

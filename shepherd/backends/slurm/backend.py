@@ -33,11 +33,11 @@ from typing import Any, Callable
 
 from fray.backends import cli_health
 from fray.backends.slurm import arrays, parse, partitions
-from fray.backends.slurm import workers as slurm_workers
+from fray.backends.slurm import node_workers as slurm_workers
 
 from fray.state import store
 from fray.backends import external
-from fray.backends.base import AttemptKey, CancelTarget, GroupOutcome, GroupSubmit, Node, SubmitRequest, Tracked
+from fray.backends.protocol import AttemptKey, CancelTarget, GroupOutcome, GroupSubmit, Node, SubmitRequest, Tracked
 from fray.backends.slurm.parse import (
     JOB_PREFIX, PENDING_STATES, SACCT_FIELDS, SQUEUE_FORMAT, JobRecord, QueueRow, job_name, parse_sacct,
     parse_sbatch, parse_scontrol, parse_squeue, view_of_finished, view_of_queued,
@@ -180,7 +180,7 @@ class SlurmBackend:
             self._submitted_at[f"{array_id}_{index}"] = now
         return array_id
 
-    # -- a new sweep, before its runs' folders exist (fray.daemon.launching) -----------
+    # -- a new sweep, before its runs' folders exist (fray.daemon.sweeps) -----------
 
     def new_array_name(self, group_id: str) -> str:
         return arrays.array_name(group_id, secrets.token_hex(3))

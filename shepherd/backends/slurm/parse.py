@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fray.backends.base import AttemptKey
+from fray.backends.protocol import AttemptKey
 from fray.core.model import Cause
 from fray.core.observation import BackendView
 from fray.wrapper import contract

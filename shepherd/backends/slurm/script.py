@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fray.backends import wrapper_command
-from fray.backends.base import SubmitRequest
+from fray.backends.protocol import SubmitRequest
 from fray.backends.slurm.parse import job_name
 from fray.core.placement.runs import parse_all
 from fray.core.placement.slurm import SlurmPlacement, to_slurm

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fray.backends import cli_health, external
-from fray.backends.base import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
-from fray.backends.tpu import commands, hosts, inventory, launch, parse
+from fray.backends.protocol import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
+from fray.backends.tpu import command_lines, hosts, inventory, launch, parse
 from fray.backends.tpu.calls import CloudCalls
 from fray.core.placement.tpu import place_on_slice
 from fray.core.model import Cause
@@ -92,8 +92,8 @@ class TpuBackend:
         except ValueError as exc:
             raise BackendError(str(exc), temporary=False) from exc
         store.make_dirs(request.attempt_dir)
-        name = commands.slice_name(request.key.run_id, request.key.attempt)
-        wanted = [commands.SliceRequest(request.key.run_id, request.key.attempt, zone, spec.tpu,
+        name = command_lines.slice_name(request.key.run_id, request.key.attempt)
+        wanted = [command_lines.SliceRequest(request.key.run_id, request.key.attempt, zone, spec.tpu,
                                         spec.runtime_version, self.home_id, spec.provisioning, spec.queued)
                   for zone in spec.zones]
         self._zones_seen.update(spec.zones)
@@ -103,11 +103,11 @@ class TpuBackend:
                 "attempt_dir": str(request.attempt_dir),
                 "launch": launch.host_command(self.python, request, host_of_task, records=self.records)}
 
-    def _create(self, wanted: list[commands.SliceRequest]) -> _Created:
+    def _create(self, wanted: list[command_lines.SliceRequest]) -> _Created:
         """Zones in order: quota or capacity -> the next; any other refusal ends the try."""
         refused = []
         for request in wanted:
-            result = self.calls.call(commands.create(request))
+            result = self.calls.call(command_lines.create(request))
             if result.ok or "ALREADY_EXISTS" in result.stderr:
                 return _Created(request.zone, None, time.monotonic())
             refused.append(f"{request.zone}: {result.describe()}")
@@ -117,7 +117,7 @@ class TpuBackend:
 
     def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
         zones = sorted(self._zones_seen | {z for t in tracked if t.ref for z in _zones_of(t.ref)})
-        results = self.calls.run_all([commands.list_nodes(z, self.home_id) for z in zones])
+        results = self.calls.run_all([command_lines.list_nodes(z, self.home_id) for z in zones])
         by_name: dict[str, parse.Slice] = {}
         answered: set[str] = set()
         for zone, result in zip(zones, results):
@@ -141,7 +141,7 @@ class TpuBackend:
                 # Queued mode: no node until the queued resource is provisioned.
                 reading = parse.read_queued(queued[ref["slice"]])
                 if reading.phase == "lost":
-                    to_delete.append(commands.delete(queued[ref["slice"]].name, queued[ref["slice"]].zone, queued=True))
+                    to_delete.append(command_lines.delete(queued[ref["slice"]].name, queued[ref["slice"]].zone, queued=True))
                 views[item.key] = BackendView("gone" if reading.phase == "lost" else "pending", ref=ref,
                                               detail=reading.detail,
                                               cause=Cause.PREEMPTED.value if reading.phase == "lost" else None)
@@ -178,7 +178,7 @@ class TpuBackend:
         """Node id -> its queued resource, listed only in the zones of attempts created in queued mode."""
         zones = sorted({z for t in tracked if t.ref and t.ref.get("queued") for z in _zones_of(t.ref)})
         found: dict[str, parse.QueuedResource] = {}
-        for result in self.calls.run_all([commands.list_queued(z) for z in zones]):
+        for result in self.calls.run_all([command_lines.list_queued(z) for z in zones]):
             if result.ok:
                 found.update({node: q for q in parse.parse_queued(result.stdout) for node in q.node_ids})
         return found
@@ -222,7 +222,7 @@ class TpuBackend:
             return
         store.write_bytes_atomic(marker, f"{time.time()}\n".encode())
         command = launch.with_host0(ref["launch"], node.ips[coordinator])
-        self._launches[node.name] = self.calls.pool.submit(self.calls.call, commands.ssh_all(node.name, node.zone, command))
+        self._launches[node.name] = self.calls.pool.submit(self.calls.call, command_lines.ssh_all(node.name, node.zone, command))
 
     def cancel(self, targets: list[CancelTarget]) -> None:
         # The slice's zone is known only from a listing; deleting in a zone without it is a harmless NOT_FOUND.
@@ -230,7 +230,7 @@ class TpuBackend:
             if target.ref and "slice" in target.ref:
                 self._cancelled.add(target.ref["slice"])
                 for zone in _zones_of(target.ref):
-                    self.calls.pool.submit(self.calls.call, commands.delete(target.ref["slice"], zone,
+                    self.calls.pool.submit(self.calls.call, command_lines.delete(target.ref["slice"], zone,
                                                                             queued=bool(target.ref.get("queued"))))
 
 
@@ -245,8 +245,8 @@ class _Created:
 def _delete(node: parse.Slice) -> list[str]:
     """A queued resource's node goes with its queued resource (`--force`), or the request would linger."""
     if node.queued_resource:
-        return commands.delete(node.queued_resource, node.zone, queued=True)
-    return commands.delete(node.name, node.zone)
+        return command_lines.delete(node.queued_resource, node.zone, queued=True)
+    return command_lines.delete(node.name, node.zone)
 
 
 def _zones_of(ref: dict[str, Any]) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fray.backends.base import Node, TpuHost
+from fray.backends.protocol import Node, TpuHost
 from fray.backends.tpu.parse import Slice
 
 

@@ -15,7 +15,7 @@ import shlex
 from typing import Sequence
 
 from fray.backends import wrapper_command
-from fray.backends.base import SubmitRequest
+from fray.backends.protocol import SubmitRequest
 from fray.state import layout
 from fray.wrapper import contract
 

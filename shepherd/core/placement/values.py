@@ -9,7 +9,6 @@ import re
 from fray.core.model import RunSpec
 from fray.core.placement.constraints import ConstraintSyntaxError, parse
 from fray.core.placement.slurm import to_slurm
-from fray.core.placement.tpu import place_on_slice
 from fray.errors import UsageError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]*")
@@ -47,6 +46,8 @@ def placement_problems(spec: RunSpec) -> list[str]:
         problems.append(f"--group-by {spec.group_by} puts each task on its own worker, and the local backend has "
                         "one machine; drop --group-by (its --replicas then run side by side here) or use another backend")
     if spec.backend == "tpu" and spec.tpu:
+        from fray.core.placement.tpu import place_on_slice  # the scheduler itself: only a TPU run needs it here
+
         try:
             place_on_slice(spec)
         except ValueError as exc:

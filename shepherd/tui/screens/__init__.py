@@ -1,1 +1,1 @@
-"""The dashboard's screens: runs (dashboard), run detail, logs, nodes, queue; new run and edit config."""
+"""The dashboard's screens: runs (dashboard), run detail, logs, nodes, queue; new run and a live run's settings (`e`)."""

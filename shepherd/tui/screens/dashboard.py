@@ -10,7 +10,7 @@ keystroke repaints the table without laying the screen out again.
 Spanning clusters (the app's `clusters`), the table has a CLUSTER column and
 holds, beside this machine's rows, each host's (`on_remote`, keyed
 `@HOST/RUN_ID`); a host that did not answer is one row saying why. Enter, t, r,
-s, p and b on a host's run act on that host (fray.tui.screens.base).
+s, p and b on a host's run act on that host (fray.tui.screens.screen).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from textual.binding import Binding
 from rich.text import Text
 from textual.widgets import Static
 
-from fray.core import group_rows
+from fray.core.sweeps import folding
 from fray.ops import human, remote_runs
 from fray.ops.live import Snapshot
-from fray.tui.screens.base import FrayScreen, RunActions, elsewhere
+from fray.tui.screens.screen import FrayScreen, RunActions, elsewhere
 from fray.tui.widgets.run_table import RunTable
 from fray.tui.widgets.status_bar import DaemonBanner, EventsPane, StatusBar, counts_text
 from fray.tui.widgets.key_footer import KeyFooter
@@ -54,7 +54,7 @@ class DashboardScreen(RunActions, FrayScreen):
     def __init__(self) -> None:
         super().__init__()
         self._snapshot: Snapshot | None = None
-        self._folder = group_rows.Folder()
+        self._folder = folding.Folder()
         self._remote: remote_runs.RemoteRuns | None = None
 
     def compose(self) -> ComposeResult:
@@ -145,7 +145,7 @@ class DashboardScreen(RunActions, FrayScreen):
         if row.get("kind") == "cluster" or elsewhere(row):
             self._there(row)
             return
-        if event.run_id.startswith(group_rows.KEY_PREFIX):  # a sweep: show or fold its runs
+        if event.run_id.startswith(folding.KEY_PREFIX):  # a sweep: show or fold its runs
             self._folder.toggle(event.run_id)
             if self._snapshot is not None:
                 self.table.apply(*self._folder.apply(self._snapshot.rows, set(), set()))

@@ -23,7 +23,7 @@ from textual.widgets import Static
 
 from fray.ops import curves, detail, human
 from fray.ops.live import Snapshot
-from fray.tui.screens.base import FrayScreen, RunActions
+from fray.tui.screens.screen import FrayScreen, RunActions
 from fray.tui.widgets.curves import CurvesPanel
 from fray.tui.widgets.script_view import script_text
 from fray.tui.widgets.key_footer import KeyFooter

@@ -18,7 +18,7 @@ from textual.widgets import Footer, Input, Static
 
 from fray.errors import FrayError
 from fray.ops import human, logs as runlogs, lookup
-from fray.tui.screens.base import FrayScreen
+from fray.tui.screens.screen import FrayScreen
 from fray.tui.widgets.log_view import LogView
 
 TAIL_LINES = 5000

@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from fray.ops import human, nodes as node_table
 from fray.ops.live import Snapshot
 from fray.tui import actions
-from fray.tui.screens.base import FilterBox, FrayScreen, RunActions
+from fray.tui.screens.screen import FilterBox, FrayScreen, RunActions
 from fray.tui.widgets.key_table import KeyTable
 
 COLUMNS = (("name", "NODE"), ("backend", "BACKEND"), ("state", "STATE"), ("cpus", "CPUS"), ("mem", "MEM"),

@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from fray.ops import human, queue as run_queue
 from fray.ops.live import Snapshot
-from fray.tui.screens.base import FilterBox, FrayScreen, RunActions
+from fray.tui.screens.screen import FilterBox, FrayScreen, RunActions
 from fray.tui.widgets.key_table import KeyTable
 
 COLUMNS = (("position", "#"), ("icon", ""), ("name", "NAME"), ("status", "STATUS"), ("priority", "BAND"),

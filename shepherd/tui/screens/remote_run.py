@@ -6,7 +6,7 @@ dashboard never waits on SSH), read again each time the hosts are asked while
 the run is live. Its curves are not drawn here (the history stays on the
 host): the panel says how to plot them. `RemoteLogsScreen` shows the tail of
 the latest attempt's stdout or stderr there (`o`/`e`, `R` reads again). r, s,
-p and b act on that host (fray.tui.screens.base).
+p and b act on that host (fray.tui.screens.screen).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from textual.widgets import Footer, Static
 from fray.errors import FrayError
 from fray.ops import remote_runs
 from fray.ops.live import Snapshot
-from fray.tui.screens.base import FrayScreen
+from fray.tui.screens.screen import FrayScreen
 from fray.tui.screens.detail import DetailScreen
 from fray.tui.widgets.curves import CurvesPanel
 

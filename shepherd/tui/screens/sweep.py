@@ -20,11 +20,11 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from fray.core import group_rows
+from fray.core.sweeps import folding
 from fray.errors import FrayError
 from fray.ops import curves, human
 from fray.ops.live import Snapshot
-from fray.tui.screens.base import FrayScreen
+from fray.tui.screens.screen import FrayScreen
 from fray.tui.widgets.curves import CurvesPanel
 
 
@@ -60,7 +60,7 @@ class SweepScreen(FrayScreen):
 
     def _members(self, snapshot: Snapshot) -> set[str]:
         return {run_id for run_id, row in snapshot.rows.items()
-                if (group_rows.sweep_of(row) or {}).get("id") == self.group}
+                if (folding.sweep_of(row) or {}).get("id") == self.group}
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
         members = self._members(snapshot)
