@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from . import code, contract, hangwatch, outcome, procs, records, tags, workload
+from . import code, contract, forked, hangwatch, outcome, procs, records, tags, workload
 from .fence import Fence, Superseded, Writer, bind
 from .health import HealthCheck
 from .heartbeat import Heartbeat
@@ -161,8 +161,10 @@ class _Attempt:
                 return
         if self.relay.stop_signum is not None:
             return  # told to stop while getting ready: do not start what would be killed at once
-        if options.home is not None:
-            # What closed attempts left on this node dies before this one starts (fray.wrapper.tags).
+        if options.home is not None and not forked.warm():
+            # What closed attempts left on this node dies before this one starts (fray.wrapper.tags). A wrapper
+            # forked by the local warm worker is on the daemon's machine, whose sweeper does it every cycle
+            # (fray.daemon.strays); a scan of /proc here would cost a short function more than it does.
             for line in tags.describe(tags.sweep_closed(options.home).items()):
                 self.log.write(line)
         cwd = place.cwd

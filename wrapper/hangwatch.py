@@ -195,7 +195,9 @@ class Watch:
         return capture
 
     def _run(self) -> None:
-        next_tree = 0.0
+        # The first look at the whole tree (a scan of /proc) after one tick: a workload done sooner cannot hang,
+        # and a short function would wait for that scan at its exit.
+        next_tree = time.monotonic() + TICK_SEC
         try:
             while not self._stopping.is_set():
                 now = time.monotonic()

@@ -15,6 +15,7 @@ when there is one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -93,15 +94,23 @@ def private_tmp() -> str:
     return folder
 
 
-def helpers_path() -> str:
-    """A folder holding the tiny `fray` package for this wrapper's version (made once per node and version)."""
-    sources = _sources()
+@functools.lru_cache(maxsize=1)
+def _digest(sources: tuple[str, ...]) -> str:
+    """The helpers' version: a hash of the wrapper's sources. Once per process: a warm worker computes it
+    before it forks the wrappers that need it (fray.cluster.warm_worker); their code is what it imported."""
     digest = hashlib.sha256(SHIM.encode())
     root = _own_dir()
     for rel in sources:
         with open(os.path.join(root, rel), "rb") as handle:
             digest.update(rel.encode() + b"\0" + handle.read())
-    folder = os.path.join(private_tmp(), "jobside-" + digest.hexdigest()[:16])
+    return digest.hexdigest()[:16]
+
+
+def helpers_path() -> str:
+    """A folder holding the tiny `fray` package for this wrapper's version (made once per node and version)."""
+    sources = _sources()
+    root = _own_dir()
+    folder = os.path.join(private_tmp(), "jobside-" + _digest(tuple(sources)))
     if os.path.isdir(folder):
         return folder
     with records.built_folder(folder, ".jobside-") as staging:  # another wrapper on this node may win

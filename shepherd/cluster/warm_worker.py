@@ -1,14 +1,25 @@
 """The warm worker process of the local backend (fray.backends.local.warm): wrappers forked, not started.
 
-`python -m fray.cluster.warm_worker --home HOME` imports once what a function
-run's wrapper and workload need (the wrapper, fray's function entry point,
-cloudpickle), then reads requests on stdin, one JSON object a line
-({"argv", "env", "cwd", "log"}), and forks a child for each that becomes the
-wrapper as `subprocess.Popen(argv, stdin=DEVNULL, stdout=log, stderr=log,
-env=env, cwd=cwd, start_new_session=True, close_fds=True)` would have started
-it. It answers {"ready": true} once, then {"pid": N} (or {"error": text}) per
-request, and {"exit": N} when a wrapper it forked ends. It exits when stdin
-closes (the daemon is gone); the wrappers live on in their own sessions.
+`python -m fray.cluster.warm_worker --home HOME --slots N [--busy PID,...]`
+imports once what a function run's wrapper and workload need (the wrapper, fray's function entry
+point, cloudpickle), then reads requests on stdin, one JSON object a line
+({"argv", "env", "cwd", "log", "cpus"}), and forks a child for each that
+becomes the wrapper as `subprocess.Popen(argv, stdin=DEVNULL, stdout=log,
+stderr=log, env=env, cwd=cwd, start_new_session=True, close_fds=True)` would
+have started it. At most N CPUs' worth of wrappers run at once, counting one
+CPU for each wrapper an earlier worker forked that still runs (--busy; the
+daemon restarted, or the worker was killed): a request that
+does not fit now waits in the worker's queue, first in first out, and starts
+the moment an exit frees its CPUs, with no round trip to the daemon (a Slurm
+job PENDING, then RUNNING). It answers {"ready": true} once, then per request
+{"pid": N, "cwd": cwd}, {"queued": true} or {"error": text}; {"started": cwd, "pid": N}
+(or {"failed": cwd, "error": text}) when a queued one starts; {"exit": N} when
+a wrapper it forked ends. {"cancel": cwd, "signal": N, "group": bool} takes a
+queued request out of the queue ({"dropped": cwd}), or sends that signal to the
+wrapper forked for it (the backend asks for those its scan did not find). It
+exits when stdin closes (the daemon is gone), dropping its queue (the next
+daemon finds those attempts gone and retries them); the wrappers live on in
+their own sessions.
 The wrapper forks the function's workload in turn (fray.wrapper.forked).
 `--home` is not read: it names the home in the command line, for whoever
 scans /proc (fray.backends.local.backend, the tests' clean-up).
@@ -16,6 +27,7 @@ scans /proc (fray.backends.local.backend, the tests' clean-up).
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import select
@@ -24,29 +36,40 @@ import sys
 from typing import Any, Callable, NoReturn
 
 
-def serve() -> int:
-    """Import once, then fork a wrapper per request until stdin closes."""
+def serve(slots: int, busy: list[int]) -> int:
+    """Import once, then fork a wrapper per request, `slots` CPUs' worth at once, until stdin closes. `busy`:
+    wrappers an earlier worker forked that still run, a CPU each until they end (watched by pidfd)."""
     import ctypes  # noqa: F401  what every wrapper imports late (fray.wrapper.procs: prctl), a tenth of its start
     import cloudpickle  # noqa: F401  what every function's workload unpickles with
     from fray.cluster import call_records, chunks, entry, environment, payloads, resuming  # noqa: F401  the workload's imports
     from fray.state import layout, store  # noqa: F401
-    from fray.wrapper import attempt, forked, main  # noqa: F401  the wrapper, all of it
+    from fray.wrapper import attempt, forked, jobside, main  # noqa: F401  the wrapper, all of it
 
     forked.set_entry(layout.LAUNCHED_SHIM, entry.main)
+    try:
+        jobside.helpers_path()  # its version hash, once for every wrapper forked from here
+    except OSError:
+        pass  # each wrapper says why, as a cold one would
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the select below
     _send({"ready": True})
+    slots_ = _Slots(slots, main.main, _pidfds(busy))
     pending = b""
     while True:
         try:
-            readable, _, _ = select.select([0, wake_read], [], [])
+            readable, _, _ = select.select([0, wake_read, *slots_.others], [], [])
         except InterruptedError:
             continue
-        if wake_read in readable:
-            os.read(wake_read, 4096)
-            _reap()
+        ended = [fd for fd in readable if fd in slots_.others]
+        for fd in ended:
+            os.close(fd)
+            del slots_.others[fd]
+        if wake_read in readable or ended:
+            if wake_read in readable:
+                os.read(wake_read, 4096)
+            slots_.reap()
         if 0 in readable:
             chunk = os.read(0, 1 << 16)
             if not chunk:
@@ -54,40 +77,103 @@ def serve() -> int:
             pending += chunk
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
-                _fork_wrapper(json.loads(line), main.main)
+                slots_.take(json.loads(line))
+
+
+class _Slots:
+    """The wrappers running (pid -> CPUs) and the requests waiting for CPUs, oldest first."""
+
+    def __init__(self, slots: int, wrapper_main: Callable[[list[str]], int], others: dict[int, int]) -> None:
+        self.slots = slots
+        self.running: dict[int, tuple[int, str]] = {}  # pid -> (CPUs, working folder)
+        self.others = others  # pidfd -> pid: an earlier worker's wrappers still running, one CPU each
+        self.queue: collections.deque[dict[str, Any]] = collections.deque()
+        self._main = wrapper_main
+
+    def take(self, request: dict[str, Any]) -> None:
+        if "cancel" in request:
+            self._cancel(request["cancel"], int(request["signal"]), bool(request.get("group")))
+            return
+        if self.queue or not self._fits(request):
+            self.queue.append(request)
+            _send({"queued": True})
+            return
+        pid, error = self._fork(request)
+        _send({"pid": pid, "cwd": request["cwd"]} if error is None else {"error": error})
+
+    def _cancel(self, cwd: str, signum: int, group: bool) -> None:
+        """Out of the queue; or, forked already (the backend asks only for what its scan did not find), the
+        backend's stop signal for it."""
+        kept = [r for r in self.queue if r["cwd"] != cwd]
+        if len(kept) != len(self.queue):
+            self.queue = collections.deque(kept)
+            _send({"dropped": cwd})
+            return
+        for pid, (_, folder) in self.running.items():
+            if folder == cwd:
+                _signal(pid, signum, group)
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            self.running.pop(pid, None)
+            _send({"exit": pid})
+        while self.queue and self._fits(self.queue[0]):
+            request = self.queue.popleft()
+            pid, error = self._fork(request)
+            _send({"started": request["cwd"], "pid": pid} if error is None else
+                  {"failed": request["cwd"], "error": error})
+
+    def _fits(self, request: dict[str, Any]) -> bool:
+        # An attempt wider than the machine's CPUs runs alone rather than never.
+        used = sum(cpus for cpus, _ in self.running.values()) + len(self.others)
+        return not used or used + int(request.get("cpus", 1)) <= self.slots
+
+    def _fork(self, request: dict[str, Any]) -> tuple[int, str | None]:
+        try:
+            log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        except OSError as exc:
+            return 0, f"cannot open {request['log']}: {exc}"
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(log)
+            return 0, f"fork: {exc}"
+        if pid == 0:
+            _become_wrapper(request, log, self._main)
+        os.close(log)
+        self.running[pid] = (int(request.get("cpus", 1)), request["cwd"])
+        return pid, None
+
+
+def _signal(pid: int, signum: int, group: bool) -> None:
+    """`signum` to the wrapper `pid`, or with `group` to the session it leads (to it alone before its setsid)."""
+    for send in ((os.killpg, os.kill) if group else (os.kill,)):
+        try:
+            send(pid, signum)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def _pidfds(pids: list[int]) -> dict[int, int]:
+    """pidfd -> pid for those of `pids` still alive: readable once that process ends."""
+    found = {}
+    for pid in pids:
+        try:
+            found[os.pidfd_open(pid)] = pid
+        except OSError:
+            continue  # gone already (or no pidfds here: then it is not waited for)
+    return found
 
 
 def _send(message: dict[str, Any]) -> None:
     os.write(1, json.dumps(message).encode() + b"\n")
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        _send({"exit": pid})
-
-
-def _fork_wrapper(request: dict[str, Any], wrapper_main: Callable[[list[str]], int]) -> None:
-    try:
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    except OSError as exc:
-        _send({"error": f"cannot open {request['log']}: {exc}"})
-        return
-    try:
-        pid = os.fork()
-    except OSError as exc:
-        os.close(log)
-        _send({"error": f"fork: {exc}"})
-        return
-    if pid == 0:
-        _become_wrapper(request, log, wrapper_main)
-    os.close(log)
-    _send({"pid": pid})
 
 
 def _become_wrapper(request: dict[str, Any], log: int, wrapper_main: Callable[[list[str]], int]) -> NoReturn:
@@ -108,4 +194,8 @@ def _become_wrapper(request: dict[str, Any], log: int, wrapper_main: Callable[[l
 
 
 if __name__ == "__main__":
-    sys.exit(serve())
+    def _option(name: str, default: str) -> str:
+        return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+    sys.exit(serve(int(_option("--slots", str(os.cpu_count() or 1))),
+                   [int(pid) for pid in _option("--busy", "").split(",") if pid]))

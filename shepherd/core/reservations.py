@@ -130,6 +130,7 @@ class Admitter:
         res, use = self.held[reservation], self.use[reservation]
         ledger = self.ledger(res.backend)
         ledger.used_cpus -= use.held.cpus
+        ledger.unqueued_cpus -= 0 if use.held.queueable else use.held.cpus
         ledger.used_mem_mb -= use.held.mem_mb or 0
         ledger.used_gpu_ids.difference_update(use.held_gpu_ids)
         use.held, use.held_gpu_ids = Request(0, None, 0), ()

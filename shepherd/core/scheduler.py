@@ -5,6 +5,15 @@ whether each queued run fits. A run that does not fit stays queued with the
 reason shown; one that can never fit says so. Backends with a scheduler of
 their own (Slurm, TPU) use `Ledger.unlimited()`.
 
+A backend with a queue of its own for short functions (the local backend's
+warm worker, fray.backends.local.warm) is given `queue_cpus`: a request that
+may wait there (`queueable`) is admitted beyond the machine's CPUs by that
+much, as Slurm takes jobs beyond its nodes and holds them PENDING. The worker
+runs only as many as the CPUs allow. Honest counting needs both sides: while
+a run that does not go through that queue holds CPUs, nothing is queued
+(so the worker, which runs up to every CPU, never shares one), and such a run
+is admitted only when the queued and running ones leave it room.
+
 Which queued run goes first (priority band, then oldest) and whether the
 machine's attributes meet a run's constraints is `placement`'s decision: it
 sees this machine as one worker whose free resources are this ledger's. The
@@ -13,7 +22,7 @@ ledger then admits each run placed, and picks its GPU ids.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a name in annotations only: `fray submit` checks a run's size without loading placement
@@ -32,11 +41,13 @@ class Request:
     cpus: int
     mem_mb: int | None
     gpus: int
+    queueable: bool = False  # may wait in the backend's own queue (a function for the warm worker)
 
 
-def run_request(cpus: int, mem_mb: int | None, gpus: int, replicas: int = 1) -> Request:
+def run_request(cpus: int, mem_mb: int | None, gpus: int, replicas: int = 1, queueable: bool = False) -> Request:
     """What a run holds on one machine: its tasks' resources, for all its replicas side by side."""
-    return Request(cpus * replicas, mem_mb * replicas if mem_mb else mem_mb, gpus * replicas)
+    return Request(cpus * replicas, mem_mb * replicas if mem_mb else mem_mb, gpus * replicas,
+                   queueable and replicas == 1 and gpus == 0)
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,8 @@ class Ledger:
     # A backend that queues by itself but lists its nodes (Slurm): each with its totals, so that
     # placement can tell a run no node could ever take (fray.core.placement.feasible).
     workers: tuple[Worker, ...] = ()
+    queue_cpus: int = 0  # how far beyond its CPUs queueable requests may be admitted (module doc)
+    unqueued_cpus: int = 0  # CPUs held by attempts that are not in that queue
 
     @classmethod
     def unlimited(cls, workers: tuple[Worker, ...] = ()) -> "Ledger":
@@ -72,6 +85,7 @@ class Ledger:
     def hold(self, request: Request, gpu_ids: tuple[int, ...] = ()) -> None:
         """Count what an attempt already in flight uses."""
         self.used_cpus += request.cpus
+        self.unqueued_cpus += 0 if request.queueable else request.cpus
         self.used_mem_mb += request.mem_mb or 0
         self.used_gpu_ids.update(gpu_ids)
 
@@ -81,8 +95,11 @@ class Ledger:
             return self.closed
         if self.capacity is None:
             return ""
-        trial = Ledger(self.capacity, self.used_cpus, self.used_mem_mb, set(self.used_gpu_ids))
-        return trial.admit(request).reason
+        return self.copy().admit(request).reason
+
+    def copy(self) -> "Ledger":
+        """A trial ledger: what it admits is not held here."""
+        return replace(self, used_gpu_ids=set(self.used_gpu_ids))
 
     def admit(self, request: Request) -> Admission:
         """Reserve `request` if it fits now; otherwise say why it waits."""
@@ -96,8 +113,10 @@ class Ledger:
             return Admission(False, never)
         short: list[str] = []
         free_cpus = cap.cpus - self.used_cpus
-        if request.cpus > free_cpus:
-            short.append(f"{request.cpus} CPUs wanted, {free_cpus} of {cap.cpus} free")
+        queue = self.queue_cpus if request.queueable and not self.unqueued_cpus else 0
+        if request.cpus > free_cpus + queue:
+            queued = f", {max(self.used_cpus - cap.cpus, 0)} queued on the machine" if queue else ""
+            short.append(f"{request.cpus} CPUs wanted, {max(free_cpus, 0)} of {cap.cpus} free{queued}")
         if cap.mem_mb is not None and request.mem_mb:
             free_mem = cap.mem_mb - self.used_mem_mb
             if request.mem_mb > free_mem:

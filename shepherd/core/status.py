@@ -122,7 +122,10 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
         if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
             return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
         status = Status.RESTARTING if attempt.number > 1 else Status.PENDING
-        return RunStatus(status, attempt.detail or f"attempt {attempt.number} submitted, waiting for it to start")
+        # A backend's own queue (the local warm worker's) takes it before a CPU does: it says so in its ref.
+        queued = "queued on the machine, waiting for a free CPU" if (attempt.backend_ref or {}).get("queued") \
+            else "submitted, waiting for it to start"
+        return RunStatus(status, attempt.detail or f"attempt {attempt.number} {queued}")
     running = _running(meta, heartbeat_at, now)
     stalled = progress_stalled_for(meta.spec, progress, attempt.started_at, now)
     if running.status is Status.HEALTHY_RUNNING and stalled is not None:

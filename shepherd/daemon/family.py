@@ -39,7 +39,7 @@ from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.priority import Credits, parse_band
 from fray.core.placement.runs import credits_from, never_placeable, place_on_machine
-from fray.core.scheduler import Admission, Ledger, Request, run_request
+from fray.core.scheduler import Admission, Ledger, Request
 from fray.core.status import normalized_status
 from fray.core.sweeps import gate
 from fray.errors import CorruptFileError
@@ -47,6 +47,7 @@ from fray.state import store
 from fray.state import layout
 from fray.state.config import load_config
 from fray.state.layout import Home
+from fray.daemon import warm_queue
 
 log = logging.getLogger("fray.daemon")
 
@@ -77,14 +78,12 @@ class FamilyKeeper:
         active_metas = [r.meta for r in active if r.meta is not None]
         held = reservations.live(self._reservations(), now)
         orders.update({k: v for k, v in reservations.orders(active_metas, held).items() if k not in orders})
-        in_flight = [(m.reservation, run_request(m.spec.cpus, m.spec.mem_mb, m.spec.gpus, m.spec.replicas))
+        in_flight = [(m.reservation, warm_queue.request_of(m))
                      for m in active_metas if m.reservation and m.in_flight is not None]
         admitter = reservations.Admitter(ledgers, held, in_flight)
 
         def admit_meta(meta: Meta) -> Admission:
-            spec = meta.spec
-            return admitter.admit(spec.backend, run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas),
-                                  meta.reservation)
+            return admitter.admit(meta.spec.backend, warm_queue.request_of(meta), meta.reservation)
 
         groups: dict[str, list[tuple[Meta, Control]]] = {}
         for run in runs:  # ended members too: one that ended before the start breaks its group
@@ -99,8 +98,10 @@ class FamilyKeeper:
         credits = credits_from(self.config, [m for m in metas.values() if m is not None], now)
         sweeps = gate.plan((m for m in metas.values() if m is not None), submits_together)
         gates = _gates(active, metas, runs, now)
+        # Backends where a run that cannot queue waits for CPUs (also one this cycle skips as quiet): no queueing.
+        closed = {m.spec.backend for m in metas.values() if m is not None and _waits_unqueueable(m)}
         held_back = _held_back([r for r in active if r.meta is None or r.meta.run_id not in gates], orders, plan,
-                               admitter.ledgers, now, credits, sweeps)
+                               admitter.ledgers, now, credits, sweeps, closed)
 
         def admit_for(meta: Meta) -> Callable[[Request], Admission]:
             run_id = meta.run_id
@@ -113,7 +114,8 @@ class FamilyKeeper:
                 return lambda _request: Admission(False, plan.waiting[run_id])
             if run_id in held_back:
                 return lambda _request: held_back[run_id]
-            return sweeps.admit_for(meta, lambda request: admitter.admit(meta.spec.backend, request, meta.reservation))
+            return sweeps.admit_for(meta, lambda request: admitter.admit(
+                meta.spec.backend, warm_queue.mark(meta, request), meta.reservation))
 
         return CyclePlan(orders, admit_for)
 
@@ -214,7 +216,8 @@ def _endpoint_files(home: Home) -> Iterable[Path]:
 
 
 def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan, ledgers: dict[str, Ledger],
-               now: float, credits: Credits, sweeps: gate.SweepGate) -> dict[str, Admission]:
+               now: float, credits: Credits, sweeps: gate.SweepGate,
+               queue_closed: set[str]) -> dict[str, Admission]:
     """Run id -> the refusal (with why) of the scheduler holding it back this cycle, for the runs
     that may start now on a backend that places work on this machine (its ledger has a capacity),
     or that no node of a backend listing its nodes (Slurm) could ever take; past its
@@ -244,17 +247,20 @@ def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan
         # The scheduler's line (band, then submission): who is ahead of a run left waiting.
         first_placed = min((_in_line(m, result.bands) for m in placed), default=None)
         someone_ahead = False  # result.waiting is in the line's order
+        queue_open = name not in queue_closed and _queue_open(after, [by_id[t.split("/", 1)[0]] for t, why in result.waiting.items()
+                                          if why.startswith("waiting for resources")])
         for task_id, reason in result.waiting.items():
             run_id = task_id.split("/", 1)[0]
             meta = by_id[run_id]
+            if queue_open and reason.startswith("waiting for resources"):
+                continue  # the ledger admits it into the backend's queue, or says why not
             if reason.startswith("waiting for resources"):
                 # The ledger's words (and its "can never start here") once this cycle's placed runs hold what
                 # they take, and whether runs ahead in line took or wait for that room: the same words from the
                 # cycle a slot frees to the next, so an end does not rewrite every waiting run's meta.json.
-                spec = meta.spec
                 ahead = someone_ahead or (first_placed is not None and first_placed < _in_line(meta, result.bands))
                 someone_ahead = True
-                why = after.explain(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas))
+                why = after.explain(warm_queue.request_of(meta))
                 if not why:  # room left, and the scheduler gave it to others
                     reason = f"waiting for resources: {AHEAD}"
                 else:
@@ -277,11 +283,27 @@ def _in_line(meta: Meta, bands: dict[str, Any]) -> tuple[Any, float, str]:
     return (bands.get(meta.run_id), meta.created_at, meta.run_id)
 
 
+def _waits_unqueueable(meta: Meta) -> bool:
+    """A run that cannot go to a backend's own queue, left waiting for CPUs when last decided."""
+    return (meta.phase == Phase.QUEUED.value and meta.in_flight is None
+            and (meta.wait_reason or "").startswith("waiting for resources")
+            and not warm_queue.request_of(meta).queueable)
+
+
+def _queue_open(ledger: Ledger, waiting: list[Meta]) -> bool:
+    """Whether runs left waiting for CPUs may go to the backend's own queue (fray.daemon.warm_queue): it has
+    one, no run outside it holds CPUs or was placed this cycle (`ledger` holds those placed), and every run
+    waiting may queue. A script placed or waiting closes it, so that functions queued past the CPUs drain and
+    the scheduler's line decides who takes the next free CPU."""
+    return bool(ledger.queue_cpus) and not ledger.unqueued_cpus and \
+        all(warm_queue.request_of(meta).queueable for meta in waiting)
+
+
 def _after_placements(ledger: Ledger, placed: list[Meta]) -> Ledger:
     """A copy of `ledger` with the runs placed this cycle admitted: what the runs left waiting see."""
     after = replace(ledger, used_gpu_ids=set(ledger.used_gpu_ids))
     for meta in placed:
-        after.admit(run_request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus, meta.spec.replicas))
+        after.admit(warm_queue.request_of(meta))
     return after
 
 

@@ -45,9 +45,10 @@ from fray.core.model import AttemptState, Control, Meta
 from fray.core.partition_policy import Candidates as PartitionCandidates
 from fray.core.policy import AttemptFiles, Situation
 from fray.core.observation import BackendView
-from fray.core.scheduler import Ledger, run_request
+from fray.core.scheduler import Ledger
 from fray.core.run_row import row_of
 from fray.daemon import alerts
+from fray.daemon import warm_queue
 from fray.daemon.attempt_files import read_attempt_files
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
@@ -199,15 +200,15 @@ class Daemon:
                     closed = self._nodes.all_banned(name, backend) if capacity is not None else None
                     # The machine's attributes, which placement checks constraints against (local).
                     attributes = getattr(backend, "worker_attributes", dict)() if capacity is not None else {}
-                    ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes) if capacity is not None \
+                    ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes,
+                                           queue_cpus=warm_queue.queue_cpus(backend)) if capacity is not None \
                         else Ledger.unlimited(getattr(backend, "placement_workers", tuple)())
                 except FrayError:
                     ledgers[name] = Ledger.unlimited()
             attempt = meta.in_flight
             if attempt is not None:
                 gpu_ids = tuple((attempt.backend_ref or {}).get("gpu_ids", ()))
-                ledgers[name].hold(run_request(meta.spec.cpus, meta.spec.mem_mb, meta.spec.gpus, meta.spec.replicas),
-                                   gpu_ids)
+                ledgers[name].hold(warm_queue.request_of(meta), gpu_ids)
         return ledgers
 
     def _reconcile(self, run: RunState, views: dict[AttemptKey, BackendView], ledgers: dict[str, Ledger],

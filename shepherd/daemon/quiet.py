@@ -29,7 +29,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from fray.core.model import Control, Meta, Mode, Phase
-from fray.core.scheduler import Ledger, Request, run_request
+from fray.core.scheduler import Ledger, Request
+from fray.daemon import warm_queue
 from fray.daemon.cycle_state import RunState
 from fray.state.row_cache import StatKey
 
@@ -88,7 +89,7 @@ def _kind(meta: Meta) -> tuple[Any, ...]:
     """What the scheduler tells runs apart by, but their place in line: runs of one kind are interchangeable."""
     spec = meta.spec
     sweep = meta.sweep
-    return (spec.backend, run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas), tuple(spec.constraints),
+    return (spec.backend, warm_queue.request_of(meta), tuple(spec.constraints),
             tuple(spec.tolerations), spec.group_by, spec.priority, meta.submitted_by.get("user"),
             sweep["id"] if sweep else None)
 
@@ -106,7 +107,7 @@ def _in_line(run: RunState) -> tuple[float, str]:
 def _room(ledger: Ledger, request: Request, most: int) -> tuple[int, str]:
     """How many of `request` the ledger could still admit, up to `most`, and why it would refuse one more then
     (the ledger itself is left as it is)."""
-    trial = Ledger(ledger.capacity, ledger.used_cpus, ledger.used_mem_mb, set(ledger.used_gpu_ids), ledger.closed)
+    trial = ledger.copy()
     room = 0
     while room < most and trial.admit(request).admitted:
         room += 1

@@ -35,7 +35,7 @@ EventSink = Callable[[RunPaths, str, str, "int | None", "dict[str, Any] | None"]
 
 
 class Sweeper:
-    """Sweeps at the end of a cycle that closed an attempt, and every SWEEP_EVERY_SEC otherwise."""
+    """Sweeps at the end of a cycle that closed an attempt its wrapper did not see end, and every SWEEP_EVERY_SEC."""
 
     def __init__(self, home: Home, event: EventSink, clock: Callable[[], float] = time.monotonic) -> None:
         self.home = home
@@ -48,7 +48,12 @@ class Sweeper:
         """A decision of this cycle: when it closed the attempt in flight, sweep at the end of the cycle."""
         now_in_flight = after.in_flight
         if before is not None and (now_in_flight is None or now_in_flight.number != before.number):
-            self._closed = True
+            closed = next((a for a in after.attempts if a.number == before.number), None)
+            # An attempt whose wrapper wrote its exit code ended after its clean-up (its guardian kills what the
+            # workload left): the sweep every SWEEP_EVERY_SEC is soon enough, and a thousand short functions
+            # ending do not cost a scan of /proc each. One closed otherwise (lost, superseded) is swept at once.
+            if closed is None or closed.exit_code is None:
+                self._closed = True
 
     def cycle(self, runs: Mapping[str, RunState]) -> None:
         """Sweep when an attempt was closed this cycle, or SWEEP_EVERY_SEC after the last sweep."""

@@ -33,12 +33,14 @@ from fray.backends.local import replicas, warm
 from fray.errors import BackendError
 from fray.state import layout
 from fray.state.layout import AttemptPaths, Home
+from fray.core.model import Cause
 from fray.core.observation import BackendView
 from fray.core.placement.attributes import local_attributes
 from fray.core.scheduler import Capacity
 from fray.wrapper import contract, procs, tags
 
 PROC = Path("/proc")
+QUEUED_DETAIL = "queued on this machine for a free CPU (the warm worker starts it when one frees)"
 log = logging.getLogger("fray.daemon")
 
 
@@ -57,8 +59,10 @@ class LocalBackend:
         self._capacity: Capacity | None = None
         self._gpu_type: str | None | bool = False  # False: not looked up yet
         self._tasks: dict[AttemptKey, dict[int, int]] = {}  # from the last scan: every task's wrapper pid
-        # Function runs' wrappers are forked from a warm Python (fray.backends.local.warm) unless turned off.
-        self._warm = warm.WarmWorker(home.root, on_attempt_exit) if self._config.get("warm_functions", True) else None
+        # Function runs' wrappers are forked from a warm Python (fray.backends.local.warm), which also queues
+        # them beyond the CPUs, unless turned off.
+        self._warm = warm.WarmWorker(home.root, int(self._config.get("cpus") or _cpu_count()), on_attempt_exit) \
+            if self._config.get("warm_functions", True) else None
 
     def capacity(self) -> Capacity:
         if self._capacity is None:
@@ -69,19 +73,25 @@ class LocalBackend:
             )
         return self._capacity
 
+    def queue_cpus(self) -> int:
+        """How far beyond its CPUs the ledger may admit function attempts: the warm worker queues them."""
+        return self.capacity().cpus * warm.QUEUE_PER_CPU if self._warm is not None else 0
+
     def submit(self, request: SubmitRequest) -> dict[str, Any]:
         """Start the attempt's wrapper; with --replicas N, one per task (task 0 last, so that a
-        failure to start a sibling leaves no attempt behind that looks started)."""
+        failure to start a sibling leaves no attempt behind that looks started). A function may
+        wait in the warm worker's queue instead: it has no pid yet."""
         count = request.spec.replicas
         for index in reversed(range(1, count)):
             self._start(request, index, count)
         pid = self._start(request, 0, count)
-        ref = {"pid": pid, "start_ticks": _start_ticks(pid), "host": self.host,
-               "gpu_ids": list(request.gpu_ids)}
+        ref: dict[str, Any] = {"pid": pid, "start_ticks": _start_ticks(pid), "host": self.host} if pid \
+            else {"queued": True, "host": self.host}
+        ref["gpu_ids"] = list(request.gpu_ids)
         return {**ref, "tasks": count} if count > 1 else ref
 
-    def _start(self, request: SubmitRequest, index: int, count: int) -> int:
-        """Start one task's wrapper; its pid."""
+    def _start(self, request: SubmitRequest, index: int, count: int) -> int | None:
+        """Start one task's wrapper; its pid (None: queued on the warm worker)."""
         spec = request.spec
         folder = replicas.task_dir(request.attempt_dir, index)
         store.make_dirs(folder)
@@ -91,7 +101,8 @@ class LocalBackend:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, replicas.gpu_share(request.gpu_ids, index, count)))
         if self._warm is not None and count == 1 and Path(request.script).name == layout.LAUNCHED_SHIM:
             try:
-                return self._warm.start(argv, env, str(folder), str(AttemptPaths(folder).wrapper_log))
+                return self._warm.start(request.key, argv, env, str(folder), str(AttemptPaths(folder).wrapper_log),
+                                        spec.cpus)
             except OSError as exc:  # started cold instead: slower, the same run
                 log.warning("warm worker: %s; starting the wrapper cold", exc)
         return self._start_cold(argv, env, folder)
@@ -113,21 +124,36 @@ class LocalBackend:
 
     def snapshot(self, tracked: list[Tracked]) -> dict[AttemptKey, BackendView]:
         self._reap()
-        alive = self._scan()
+        # Before any scan, so that none falls between: what the warm worker holds queued, the wrappers it forked
+        # (which a scan may not know yet) and those whose exit it heard. Attempts it accounts for all need no
+        # scan of /proc, which a thousand short functions would otherwise pay for every cycle.
+        known = self._warm.known() if self._warm is not None else warm.Known(set(), {}, set())
+        queued, forked = known.queued, known.running
+        if all(i.key in queued or i.key in forked or i.key in known.ended for i in tracked):
+            alive, self._tasks = {}, {}
+        else:
+            alive = self._scan()
         views: dict[AttemptKey, BackendView] = {}
         for item in tracked:
             count = int((item.ref or {}).get("tasks", 1))
             if count > 1:  # the tasks of a --replicas run stop together
                 self._stop_siblings(item.key, count)
             found = alive.get(item.key)
+            if found is None and item.key in forked:
+                pid = forked[item.key]
+                found = (pid, _start_ticks(pid) or 0)
             if found is None and self._tasks.get(item.key):
                 # Task 0 is over, a sibling still finishing (placement.reporting.siblings_finishing).
                 views[item.key] = BackendView("running", node=self.host, ref=item.ref)
+            elif found is None and item.key in queued:
+                views[item.key] = BackendView("pending", node=self.host, ref=item.ref, detail=QUEUED_DETAIL)
             elif found is None:
-                views[item.key] = BackendView("gone")
+                why = self._warm.gone(item.key) if self._warm is not None else None
+                views[item.key] = BackendView("gone", detail=why, cause=Cause.LOST.value if why else None)
             else:
                 pid, ticks = found
                 ref = {**(item.ref or {}), "pid": pid, "start_ticks": ticks, "host": self.host}
+                ref.pop("queued", None)  # out of the warm worker's queue
                 views[item.key] = BackendView("running", node=self.host, ref=ref)
         return views
 
@@ -135,6 +161,11 @@ class LocalBackend:
         alive = self._scan() if targets else {}
         for target in targets:
             found = alive.get(target.key)
+            if found is None and self._warm is not None:
+                # Still in the warm worker's queue (it leaves it, never to start), or forked since the scan.
+                self._warm.cancel(str(self.home.run(target.key.run_id).attempt(target.key.attempt).dir),
+                                  signal.SIGKILL if target.force else signal.Signals[contract.PLANNED_STOP_SIGNAL],
+                                  target.force)
             siblings = [pid for i, pid in self._tasks.get(target.key, {}).items() if i]
             for pid in ([found[0]] if found is not None else []) + siblings:
                 if target.force:

@@ -13,14 +13,24 @@ folder, the attempt's environment). That wrapper forks the function's workload
 in turn (fray.wrapper.forked). Every attempt still has its own wrapper and
 workload processes, so its records, result files, retries, fencing, signals,
 cancellation and exit status are those of a cold start. What stays warm is the
-interpreter they are forked from, with cloudpickle loaded once. As many run at
-once as the ledger admits: one per CPU for one-CPU functions.
+interpreter they are forked from, with cloudpickle loaded once.
 
-Protocol, one JSON object a line: the backend writes {"argv", "env", "cwd", "log"};
-the worker answers {"ready": true} once, then {"pid": N} for each request (or
-{"error": text}) and {"exit": N} whenever a wrapper it forked ends, so the
-daemon looks at once. When its stdin closes (the daemon is gone) it exits, and
-the wrappers it forked live on, each in its own session, to be found again by
+The worker is also the machine's queue of functions (fray.daemon.warm_queue):
+the ledger admits function attempts beyond the CPUs, by `QUEUE_PER_CPU` per
+CPU; the worker runs as many as the CPUs hold and starts the next queued one
+the moment a wrapper exits, without waiting for a daemon cycle. A queued
+attempt is the backend's "pending" (a submitted Slurm job not yet running: no
+heartbeat or stall clock runs for it); a cancel takes it out of the queue; if
+the worker dies, its queued attempts are reported gone, with why, and retried
+as the run's policy says.
+
+Protocol (fray.cluster.warm_worker), one JSON object a line: the backend writes
+{"argv", "env", "cwd", "log", "cpus"} or {"cancel": cwd, "signal", "group"}; the worker answers
+{"ready": true} once, then {"pid": N, "cwd"}, {"queued": true} or {"error": text} for
+each request, and tells {"started": cwd, "pid": N}, {"failed": cwd, "error"},
+{"dropped": cwd} and {"exit": N} as they happen (an exit wakes the daemon). When
+its stdin closes (the daemon is gone) it exits, dropping its queue, and the
+wrappers it forked live on, each in its own session, to be found again by
 their working folder (`attempt_of`).
 """
 
@@ -32,46 +42,104 @@ import queue
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
 START_TIMEOUT_SEC = 30.0
+QUEUE_PER_CPU = 3  # queued function attempts per CPU: enough that a CPU never waits for a daemon cycle
+GONE_FROM_QUEUE = "queued on this machine's warm worker, which exited before starting it"
+_Worker = subprocess.Popen  # the warm process, as the daemon started it
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the worker said of the attempts it was given, by the backend's key."""
+
+    queued: set[Any]  # waiting in its queue for CPUs
+    running: dict[Any, int]  # forked, whose exit was not heard yet (even before a scan of /proc could tell them)
+    ended: set[Any]  # whose wrapper's exit was heard: gone, no scan needed to tell
 
 
 class WarmWorker:
     """The daemon's side: starts the warm process on first use, asks it for wrappers, hears their exits."""
 
-    def __init__(self, home: Path, on_exit: Callable[[], None] | None) -> None:
+    def __init__(self, home: Path, slots: int, on_exit: Callable[[], None] | None) -> None:
         self.home = home
+        self.slots = slots  # the machine's CPUs: a new worker is told which of them earlier ones' wrappers hold
         self._on_exit = on_exit
         self._proc: subprocess.Popen[bytes] | None = None
         self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one request and its reply at a time
+        # What the worker said, kept by its listener (never held while waiting for a reply):
+        self._state = threading.Lock()
+        self._waiting: dict[str, tuple[Any, _Worker]] = {}  # working folder -> (key, worker): handed, not started
+        self._running: dict[int, tuple[Any, _Worker]] = {}  # pid -> (key, worker): forked, no exit heard yet
+        self._gone: dict[Any, str] = {}  # key -> why: attempts that left the queue without starting
+        self._ended: set[Any] = set()  # keys whose wrapper's exit was heard since `known` was last asked
 
-    def start(self, argv: list[str], env: dict[str, str], cwd: str, log: str) -> int:
-        """Fork a wrapper running `argv`; its pid. OSError when the warm process cannot start or fork."""
+    def start(self, key: Any, argv: list[str], env: dict[str, str], cwd: str, log: str, cpus: int) -> int | None:
+        """Fork a wrapper running `argv`: its pid, or None when it waits in the worker's queue for CPUs.
+        OSError when the warm process cannot start or fork."""
         with self._lock:
             proc = self._ensure()
-            assert proc.stdin is not None
+            with self._state:
+                self._waiting[cwd] = (key, proc)  # before the worker can say it started
+            reply: dict[str, Any] = {}
             try:
-                proc.stdin.write(json.dumps({"argv": argv, "env": env, "cwd": cwd, "log": log}).encode() + b"\n")
-                proc.stdin.flush()
-            except (BrokenPipeError, ValueError):
-                self._proc = None
-                raise OSError("the warm worker has exited") from None
-            reply = self._reply()
+                self._write(proc, {"argv": argv, "env": env, "cwd": cwd, "log": log, "cpus": cpus})
+                reply = self._reply()
+            finally:
+                if "pid" not in reply and not reply.get("queued"):
+                    with self._state:
+                        self._waiting.pop(cwd, None)
+        if reply.get("queued"):
+            return None
         if "pid" not in reply:
             raise OSError(f"the warm worker could not start the wrapper: {reply.get('error', reply)}")
         return int(reply["pid"])
+
+    def known(self) -> Known:
+        """What this worker knows of its attempts now; each exit is told once."""
+        with self._state:
+            ended, self._ended = self._ended, set()
+            return Known({key for key, _ in self._waiting.values()},
+                         {key: pid for pid, (key, _) in self._running.items()}, ended)
+
+    def gone(self, key: Any) -> str | None:
+        """Why `key` left the queue without starting (once), None if it did not."""
+        with self._state:
+            return self._gone.pop(key, None)
+
+    def cancel(self, cwd: str, signum: int, group: bool) -> None:
+        """Take the attempt whose folder is `cwd` out of the queue; if the worker forked it already, have the
+        worker send it `signum` (to its group with `group`). Nothing when there is no worker."""
+        with self._lock:
+            if self._proc is not None:
+                try:
+                    self._write(self._proc, {"cancel": cwd, "signal": int(signum), "group": group})
+                except OSError:
+                    pass  # the worker is gone, and its queue with it: the listener says so
+
+    def _write(self, proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            self._proc = None
+            raise OSError("the warm worker has exited") from None
 
     def _ensure(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._replies = queue.Queue()
-        proc = subprocess.Popen([sys.executable, "-m", MODULE, "--home", str(self.home)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-                                close_fds=True)
+        busy = ",".join(str(pid) for pid in forked_wrappers(self.home))  # a restart's, or a killed worker's
+        proc = subprocess.Popen([sys.executable, "-m", MODULE, "--home", str(self.home), "--slots", str(self.slots),
+                                 "--busy", busy],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                start_new_session=True, close_fds=True)
         threading.Thread(target=self._listen, args=(proc, self._replies), name="fray-warm-worker",
                          daemon=True).start()
         self._proc = proc
@@ -86,17 +154,64 @@ class WarmWorker:
             self._proc = None
             raise OSError(f"the warm worker did not answer within {START_TIMEOUT_SEC:g}s") from None
 
-    def _listen(self, proc: subprocess.Popen[bytes], replies: queue.Queue[dict[str, Any]]) -> None:
+    def _listen(self, proc: _Worker, replies: queue.Queue[dict[str, Any]]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             message = json.loads(line)
+            if "started" in message:  # a queued one forked: no word to the daemon, which sees it in its records
+                self._settle(message["started"], message["pid"], None)
+                continue
+            if "pid" in message:  # the reply to a start, after which this listener may hear its exit
+                self._settle(message["cwd"], message["pid"], None)
             if "exit" in message:
-                if self._on_exit is not None:
-                    self._on_exit()
+                with self._state:
+                    ended = self._running.pop(message["exit"], None)
+                    if ended is not None:
+                        self._ended.add(ended[0])
+            elif "dropped" in message or "failed" in message:
+                self._settle(message.get("dropped") or message["failed"], None, message.get("error"))
             else:
                 replies.put(message)
+                continue
+            if self._on_exit is not None:
+                self._on_exit()  # an end, or one out of the queue for good: the daemon looks at once
         replies.put({"error": "the warm worker has exited"})
         proc.wait()
+        with self._state:
+            for cwd, (key, owner) in list(self._waiting.items()):
+                if owner is proc:
+                    self._gone[key] = GONE_FROM_QUEUE
+                    del self._waiting[cwd]
+            # Its wrappers live on, found by /proc from now on: their exits will not be heard here.
+            self._running = {pid: entry for pid, entry in self._running.items() if entry[1] is not proc}
+        if self._on_exit is not None:
+            self._on_exit()
+
+    def _settle(self, cwd: str | None, pid: int | None, error: str | None) -> None:
+        """What became of the attempt handed over in `cwd`: forked as `pid`, or out of the queue for good."""
+        with self._state:
+            entry = self._waiting.pop(cwd, None) if cwd is not None else None
+            if entry is not None and pid is not None:
+                self._running[pid] = entry
+            elif entry is not None and error is not None:
+                self._gone[entry[0]] = f"the warm worker could not start it: {error}"
+
+
+def forked_wrappers(home: Path) -> list[int]:
+    """Pids of the live wrappers any warm worker of `home` forked (found by their command line and folder)."""
+    marks = (MODULE.encode(), str(home).encode())
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if all(mark in argv for mark in marks) and attempt_of(int(entry.name), home) is not None:
+            found.append(int(entry.name))
+    return found
 
 
 def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
