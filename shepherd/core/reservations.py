@@ -75,7 +75,11 @@ class Admitter:
                 use.cpus += request.cpus
                 use.mem_mb += request.mem_mb or 0
                 use.gpus += request.gpus
-        for rid in self.held:
+        for rid, res in self.held.items():
+            # A backend's own queue of functions (fray.daemon.warm_queue) starts what it holds as soon as the
+            # machine's CPUs are free, blind to the CPUs a reservation keeps: while one is live there, nothing
+            # is queued past the CPUs.
+            self.ledger(res.backend).queue_cpus = 0
             self._hold_idle(rid)
 
     def ledger(self, backend: str) -> Ledger:

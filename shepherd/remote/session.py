@@ -146,11 +146,21 @@ def sync_project(target: str, project: Path, *, home: str | None = None, force: 
     return done
 
 
+AF_UNIX_PATH_MAX = 107  # sun_path's 108 bytes less the terminating NUL
+
+
 def socket_path(target: str, home: str | None) -> Path:
-    """The master's socket for (target, remote home, ssh config): short enough for AF_UNIX."""
+    """The master's socket for (target, remote home, ssh config): in XDG_RUNTIME_DIR, or /tmp where that
+    is too long a path for AF_UNIX (a master that cannot bind would die unseen, and every command lose
+    the reuse)."""
     key = json.dumps([target, home, os.environ.get("FRAY_SSH_CONFIG", "")])
-    folder = Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp") / f"fray-ssh-{os.getuid()}"
-    return folder / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".sock")
+    name = hashlib.sha256(key.encode()).hexdigest()[:16] + ".sock"
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    path = Path(runtime or "/tmp") / f"fray-ssh-{os.getuid()}" / name
+    # The master binds a temporary name first (the suffix its pid, up to 7 digits: fray.remote.master).
+    if runtime and len(os.fsencode(path.with_suffix(".4194304"))) > AF_UNIX_PATH_MAX:
+        path = Path("/tmp") / f"fray-ssh-{os.getuid()}" / name
+    return path
 
 
 def ask(target: str, home: str | None, argv: list[str], timeout: float, cwd: str | None = None) -> Result | None:

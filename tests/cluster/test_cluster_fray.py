@@ -206,7 +206,7 @@ def test_reservations_hold_their_min_and_cap_their_jobs_at_max(home, tmp_path):
         assert cluster.get_reservation(reservation).used.cpus == 2
         release.touch()
         assert [i.result for i in cluster.wait(inside, raise_on_failure=True, timeout=30)] == ["released"] * 3
-        assert cluster.poll(outsider).status is JobStatus.PENDING  # min is still held
+        assert cluster.poll(outsider).status is JobStatus.PENDING, meta_of(home, outsider)  # min is still held
         cluster.release_reservation(reservation)
         assert cluster.wait(outsider, raise_on_failure=True, timeout=30).status is JobStatus.SUCCEEDED
     finally:

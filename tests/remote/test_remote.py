@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -223,6 +224,21 @@ def test_an_offline_cluster_gets_fray_and_its_dependencies_from_a_wheelhouse_sen
     # Installed with --no-index: everything came from the wheels sent along, and it runs.
     listing = command.run(conn, [installed.executable, "list", "--json"], env={"FRAY_HOME": str(home)})
     assert listing.exit_code == 0 and json.loads(listing.stdout)["runs"] == []
+
+
+def test_the_masters_socket_leaves_a_runtime_folder_too_deep_for_af_unix(monkeypatch):
+    import socket
+
+    from fray.remote import session
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/0")
+    assert session.socket_path("host", "/h").parent == Path(f"/run/user/0/fray-ssh-{os.getuid()}")
+    deep = "/tmp/" + "d" * 90  # a sun_path this long cannot be bound: the master would die unseen
+    monkeypatch.setenv("XDG_RUNTIME_DIR", deep)
+    path = session.socket_path("host", "/h")
+    assert path.parent == Path(f"/tmp/fray-ssh-{os.getuid()}")
+    with socket.socket(socket.AF_UNIX) as listener, pytest.raises(OSError, match="too long"):
+        listener.bind(f"{deep}/fray-ssh-{os.getuid()}/{path.stem}.4194304")
 
 
 @pytest.mark.slow
