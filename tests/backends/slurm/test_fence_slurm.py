@@ -100,5 +100,6 @@ def test_a_live_slurm_run_whose_meta_json_is_overwritten_keeps_its_name_and_stop
     meta = wait_until(lambda: ended(home, run_id), timeout=30, what="the stop")
     assert meta["end"]["status"] == "stopped_manual" and len(meta["attempts"]) == 1
     wait_until(lambda: not running(started["pid"]) and not tags.tagged(str(home.root)), what="the job's processes to go")
-    jobs = slurm_cluster.run("squeue", "-h", "-o", "%j").stdout
-    assert f"fray-{run_id}-" not in jobs
+    # The job leaves the queue once slurmd reports its end to slurmctld, a moment after its processes died.
+    wait_until(lambda: f"fray-{run_id}-" not in slurm_cluster.run("squeue", "-h", "-o", "%j").stdout, timeout=30,
+               what="the job to leave Slurm's queue")
