@@ -23,11 +23,11 @@ if str(REPO) not in sys.path:
 
 pytest_plugins = ["tests.slurm.plugin"]  # session fixture `slurm_cluster` (real Slurm)
 
-# The suite runs on two workers (pytest-xdist; `-n 2 --dist loadgroup` in pyproject.toml): its tests
-# mostly wait on real daemons, wrappers and schedulers, so two at a time nearly halve its wall time on
-# CI's two cores. What shares one machine-wide thing runs on one worker, in order: the tests on the real
-# Slurm cluster (one slurmctld for all: a test stops it, another drains a node or fills them all), and
-# the tests through the real sshd (their far side is this machine's account, its fray bootstrapped once).
+# The suite can run on two workers (pytest-xdist: `pytest -n 2 --dist loadgroup`): its tests mostly
+# wait on real daemons, wrappers and schedulers, so two at a time nearly halve its wall time on CI's two
+# cores. What shares one machine-wide thing runs on one worker, in order: the tests on the real Slurm
+# cluster (one slurmctld for all: a test stops it, another drains a node or fills them all), and the
+# tests through the real sshd (their far side is this machine's account, its fray bootstrapped once).
 SHARED_GROUPS = {"slurm": {"slurm_cluster"}, "remote": {"sshd", "sshd_without_sftp"}}
 SLURM_PAGE = "<!-- needs the Slurm test cluster -->"  # a docs page whose examples run on the Slurm cluster
 

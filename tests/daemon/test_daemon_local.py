@@ -234,7 +234,7 @@ def test_an_edited_config_takes_effect_without_a_restart_and_a_bad_edit_keeps_th
                    and any("waiting for resources" in (meta_of(home, r)["wait_reason"] or "") for r in pair),
                    what="one CPU: one run runs, the other waits")
         home.config.write_text(json.dumps({"local": {"cpus": 2}}))
-        wait_until(lambda: all(meta_of(home, r)["phase"] == "active" for r in pair),
+        wait_until(lambda: all(meta_of(home, r)["phase"] == "active" for r in pair), timeout=30,
                    what="the waiting run to start on the new CPU")
 
         home.config.write_text('{"local": {"cpus": "many"}}')

@@ -79,7 +79,8 @@ def test_a_quota_error_is_recognised_and_the_next_zone_succeeds(sim):
 
 def test_queued_mode_waits_for_resources_then_provisions_its_node(sim):
     config = json.loads((sim / "config.json").read_text())
-    (sim / "config.json").write_text(json.dumps({**config, "queued_wait_sec": 1.0}))
+    # Long enough for a loaded machine to list it still waiting, short enough not to slow the suite.
+    (sim / "config.json").write_text(json.dumps({**config, "queued_wait_sec": 4.0}))
     assert gcloud(command_lines.create(command_lines.SliceRequest("r4", 1, "us-west4-a", "v4-8", "v", HOME_ID, queued=True))).ok
 
     def queued() -> parse.QueuedResource:
@@ -88,7 +89,7 @@ def test_queued_mode_waits_for_resources_then_provisions_its_node(sim):
 
     assert queued().node_ids == ("fray-r4-a1",) and queued().state == "WAITING_FOR_RESOURCES"
     assert "fray-r4-a1" not in listed("us-west4-a")  # no node before its resources are there
-    wait_until(lambda: queued().state == "ACTIVE", what="the queued resource ACTIVE")
+    wait_until(lambda: queued().state == "ACTIVE", timeout=30, what="the queued resource ACTIVE")
     node = listed("us-west4-a")["fray-r4-a1"]
     assert node.state == "READY" and node.queued_resource == "fray-r4-a1"
     # Deleting the queued resource (--force) takes its node with it.
