@@ -7,8 +7,10 @@ makes the run `error_unknown` with the reason, never an exception.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
+from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +142,7 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
     return data
 
 
-def _pending_points(home: Home, written: set[str]) -> list[Meta]:
+def _pending_points(home: Home, written: Container[str]) -> list[Meta]:
     """The points of new sweeps whose runs the daemon has not written yet (none without sweep records)."""
     if not home.group_ids():
         return []  # and fray.state.sweeps.unwritten (with the audit log's hashing) is not imported
@@ -273,6 +275,16 @@ def _summary(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in ("run_id", "name", "status", "icon", "reason")}
 
 
+class _FolderExists:
+    """Run ids as a container answered by one stat each: whether a few runs exist, without listing runs/."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+
+    def __contains__(self, run_id: object) -> bool:
+        return isinstance(run_id, str) and os.path.isdir(self.home.run_folder(run_id))
+
+
 def family_view(home: Home, meta: Meta | None) -> dict[str, Any] | None:
     """A run's family for `fray status`: namespace, parent, children, group, reservation (None: it has none).
 
@@ -282,14 +294,14 @@ def family_view(home: Home, meta: Meta | None) -> dict[str, Any] | None:
     if meta is None:
         return None
     now = time.time()
-    ids = home.run_ids()
-    rows = [run_row(home, child, now) for child in parents_index.children(home, meta.run_id, ids)]
-    rows += [row_of(m.run_id, m, False, None, None, None, now) for m in _pending_points(home, set(ids))
+    written = _FolderExists(home)
+    rows = [run_row(home, child, now) for child in parents_index.children(home, meta.run_id)]
+    rows += [row_of(m.run_id, m, False, None, None, None, now) for m in _pending_points(home, written)
              if m.parent_run_id == meta.run_id]  # a new sweep's points, until the daemon has written their runs
     children = sorted((_summary(r) for r in rows), key=lambda r: r["run_id"])
     parent = None
     if meta.parent_run_id:
-        parent = (_summary(run_row(home, meta.parent_run_id, now)) if meta.parent_run_id in set(ids) else
+        parent = (_summary(run_row(home, meta.parent_run_id, now)) if meta.parent_run_id in written else
                   {"run_id": meta.parent_run_id, "name": meta.parent_run_id, "status": "error_unknown", "icon": "✗",
                    "reason": "no such run"})
     if parent is None and not children and not meta.namespace and not meta.group and not meta.reservation:

@@ -138,8 +138,7 @@ class AttemptPaths:
         return self.dir / "call-result.json"
 
     @property
-    def call_value(self) -> Path:
-        """A launched callable's return value (cloudpickle), for `wait` and `poll`."""
+    def call_value(self) -> Path:  # a launched callable's return value (cloudpickle), for `wait` and `poll`
         return self.dir / "call-result.pkl"
 
     @property
@@ -148,13 +147,11 @@ class AttemptPaths:
         return self.dir / "resume-call.pkl"
 
     @property
-    def slurm_script(self) -> Path:
-        """The batch script the Slurm backend submitted for this attempt."""
+    def slurm_script(self) -> Path:  # the batch script the Slurm backend submitted for this attempt
         return self.dir / "sbatch.sh"
 
     @property
-    def slurm_log(self) -> Path:
-        """Slurm's own output of the batch job (the wrapper's stdout and stderr)."""
+    def slurm_log(self) -> Path:  # Slurm's own output of the batch job (the wrapper's stdout and stderr)
         return self.dir / "slurm.log"
 
 
@@ -170,8 +167,7 @@ class ArrayPaths:
         return self.dir / "array.sh"
 
     @property
-    def tasks(self) -> Path:
-        """One attempt folder a line (relative to FRAY_HOME), in array task order."""
+    def tasks(self) -> Path:  # one attempt folder a line (relative to FRAY_HOME), in array task order
         return self.dir / "tasks"
 
     def task_log(self, index: str) -> Path:
@@ -381,6 +377,10 @@ class Home:
     @property
     def parents_index(self) -> Path:
         return self.cache_dir / "parents.json"  # run id -> parent run id (fray.state.parents_index)
+
+    @property
+    def children_index(self) -> Path:
+        return self.cache_dir / "children.json"  # parent run id -> children, and runs/'s mtime (parents_index)
 
     @property
     def namespaces_dir(self) -> Path:

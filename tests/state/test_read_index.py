@@ -68,6 +68,52 @@ def test_status_shows_the_children_on_disk_however_the_index_was_left(home, tmp_
     assert not list(home.run(parent).dir.glob("*.corrupt-*"))  # the index is not state: nothing was quarantined
 
 
+def age_runs_folder(home: Home, seconds: float) -> int:
+    """Set runs/'s mtime `seconds` into the past (as if no run had come or gone since); returns it."""
+    past = time.time_ns() - int(seconds * 1e9)
+    os.utime(home.runs_dir, ns=(past, past))
+    return past
+
+
+def test_status_answers_from_the_children_file_while_runs_is_unchanged(home, tmp_path):
+    """With runs/ unchanged for a while, `fray status` takes the children from cache/children.json without
+    listing runs/; a run folder that comes or goes changes runs/'s mtime and the listing is read again."""
+    parent = make_run(home, tmp_path, "parent")
+    first = make_run(home, tmp_path, "first", parent=parent)
+    age_runs_folder(home, 10)
+    assert children_shown(home, parent) == ["first"]
+    cached = json.loads(home.children_index.read_text())
+    assert cached["children"] == {parent: [first]} and cached["runs_mtime_ns"] == home.runs_dir.stat().st_mtime_ns
+
+    # Trusted now: a child recorded in the file (and still on disk) is shown without a listing...
+    decoy = make_run(home, tmp_path, "decoy")
+    mtime = age_runs_folder(home, 10)
+    home.children_index.write_text(json.dumps({**cached, "runs_mtime_ns": mtime,
+                                              "children": {parent: [first, decoy]}}))
+    assert sorted(children_shown(home, parent)) == ["decoy", "first"]  # proof that the file was believed
+    # ...but never a run whose folder is gone, even one the file names.
+    shutil.rmtree(home.run(decoy).dir)
+    os.utime(home.runs_dir, ns=(mtime, mtime))  # as if the removal had not moved the mtime
+    assert children_shown(home, parent) == ["first"]
+
+    second = make_run(home, tmp_path, "second", parent=parent)  # runs/ changes: the listing is read again
+    assert sorted(children_shown(home, parent)) == ["first", "second"]
+    assert sorted(json.loads(home.children_index.read_text())["children"][parent]) == sorted([first, second])
+
+
+def test_a_children_file_written_right_after_runs_changed_is_not_trusted(home, tmp_path):
+    """runs/'s mtime is only as fine as the file system's clock: a file written within STABLE_NS of the last
+    change could have missed a run created in the same tick, so the next status lists runs/ again."""
+    parent = make_run(home, tmp_path, "parent")
+    make_run(home, tmp_path, "first", parent=parent)
+    assert children_shown(home, parent) == ["first"]  # runs/ changed just now
+    cached = json.loads(home.children_index.read_text())
+    sneaked = make_run(home, tmp_path, "sneaked", parent=parent)
+    mtime = cached["runs_mtime_ns"]
+    os.utime(home.runs_dir, ns=(mtime, mtime))  # a run created in the same clock tick as the listing
+    assert sorted(children_shown(home, parent)) == ["first", "sneaked"], sneaked
+
+
 def test_a_parent_deleted_by_hand_shows_as_no_such_run(home, tmp_path):
     parent = make_run(home, tmp_path, "parent")
     child = make_run(home, tmp_path, "child", parent=parent)

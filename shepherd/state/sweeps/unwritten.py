@@ -24,6 +24,7 @@ from __future__ import annotations
 import getpass
 import os
 import time
+from collections.abc import Container
 from typing import Any
 
 from fray.core.model import Applied, Control, Meta
@@ -51,7 +52,7 @@ def pending(home: Home) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
     return found
 
 
-def pending_members(home: Home, written: set[str]) -> list[Meta]:
+def pending_members(home: Home, written: Container[str]) -> list[Meta]:
     """The members of new sweeps whose run folders are not among `written` (run ids), as they start out."""
     metas = []
     for record, launch in pending(home):
