@@ -67,7 +67,8 @@ def _own_dir() -> str:
     return os.path.dirname(os.path.abspath(__file__))
 
 
-def _sources() -> list[str]:
+@functools.lru_cache(maxsize=1)  # once per process, as _digest: a warm worker's wrappers run what it imported
+def _sources() -> tuple[str, ...]:
     """The wrapper package's modules, relative to it (probes/ included: report imports only its siblings,
     but a partial copy would break the day it imports one more)."""
     found = []
@@ -77,7 +78,7 @@ def _sources() -> list[str]:
         for name in sorted(filenames):
             if name.endswith(".py"):
                 found.append(os.path.relpath(os.path.join(dirpath, name), root))
-    return found
+    return tuple(found)
 
 
 def private_tmp() -> str:
@@ -110,7 +111,7 @@ def helpers_path() -> str:
     """A folder holding the tiny `fray` package for this wrapper's version (made once per node and version)."""
     sources = _sources()
     root = _own_dir()
-    folder = os.path.join(private_tmp(), "jobside-" + _digest(tuple(sources)))
+    folder = os.path.join(private_tmp(), "jobside-" + _digest(sources))
     if os.path.isdir(folder):
         return folder
     with records.built_folder(folder, ".jobside-") as staging:  # another wrapper on this node may win

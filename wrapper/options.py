@@ -20,6 +20,7 @@ workload runs in --workdir and sees them through its environment.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Callable, Sequence
 
@@ -173,6 +174,7 @@ def _seconds(minimum_exclusive: bool) -> Callable[[str], float]:
     return parse
 
 
+@functools.lru_cache(maxsize=1)  # built once per process: a warm worker builds it for every wrapper it forks
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m wrapper",

@@ -45,7 +45,10 @@ def serve(slots: int, busy: list[int]) -> int:
     from fray.state import layout, store  # noqa: F401
     from fray.wrapper import attempt, forked, jobside, main  # noqa: F401  the wrapper, all of it
 
+    from fray.wrapper import options
+
     forked.set_entry(layout.LAUNCHED_SHIM, entry.main)
+    options.build_parser()  # argparse's parser, once for every wrapper forked from here
     try:
         jobside.helpers_path()  # its version hash, once for every wrapper forked from here
     except OSError:
@@ -116,7 +119,10 @@ class _Slots:
     def reap(self) -> None:
         while True:
             try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
+                pid, _, ru = os.wait4(-1, os.WNOHANG)
+                if pid:
+                    with open("/tmp/p3/prof/reaped.log", "a") as f:
+                        f.write(f"{ru.ru_utime:.4f} {ru.ru_stime:.4f} {ru.ru_minflt}\n")
             except ChildProcessError:
                 break
             if pid == 0:

@@ -48,7 +48,7 @@ from fray.core.observation import BackendView
 from fray.core.scheduler import Ledger
 from fray.core.run_row import row_of
 from fray.daemon import alerts
-from fray.daemon import warm_queue
+from fray.daemon import pacing, warm_queue
 from fray.daemon.attempt_files import read_attempt_files
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
@@ -349,7 +349,9 @@ class Daemon:
             self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
             self._index.read_deferred_share()
             self._index.save_settled()
+            idle_from = time.perf_counter()
             wake.wait(self.poll_interval)
+            stop.wait(pacing.rest(self._backends.values(), idle_from - started, time.perf_counter() - idle_from))
         self._index.save_settled(force=True)
         self._notifications.close()
         if self.holds_lock():  # else the lease may be another daemon's now

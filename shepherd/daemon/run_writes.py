@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from fray.core import policy
 from fray.core.model import Meta
+from fray.daemon.cycle_state import RunState
 from fray.daemon.run_index import RunIndex
 from fray.state import meta_file as run_meta, store
 from fray.state.commit_batch import CommitBatch
@@ -28,6 +29,8 @@ class RunWrites:
         self._batch = batch
         self._index = index
         self._clock = clock
+        self._written: dict[str, RunState] = {}  # meta.json path -> its run as indexed, staged since the last commit
+        batch.on_commit(self._committed)
 
     def commit(self, paths: RunPaths, before: Meta, plan: policy.Plan) -> None:
         """Stage meta.json if the plan changed it (committed with the cycle's batch), then log the plan's events."""
@@ -36,10 +39,20 @@ class RunWrites:
             after.updated_at = plan.now
             run_meta.stage(self._batch, paths, after.to_dict())
             indexed = self._index.runs.get(paths.run_id)
-            if indexed is not None:  # what we wrote is what a re-read would give
-                indexed.meta, indexed.meta_key = after.copy(), stat_key(paths.meta)
+            if indexed is not None:  # what we wrote is what a re-read would give, once committed (_committed)
+                indexed.meta, indexed.meta_key = after.copy(), None  # None: read again unless committed
+                self._written[str(paths.meta)] = indexed
         for event in plan.events:
             self.event(paths, event.kind, event.reason, event.attempt, event.data, at=plan.now)
+
+    def _committed(self, targets: list[str]) -> None:
+        """The batch put these in place: the index takes their new stat, so the next cycle does not read back
+        what this daemon wrote (a later change by anyone else changes the stat again, and is read)."""
+        written, self._written = self._written, {}
+        for target in targets:
+            indexed = written.get(target)
+            if indexed is not None:
+                indexed.meta_key = stat_key(target)
 
     def finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None:
         """ended.json: the run's final status, reason and result, written once."""

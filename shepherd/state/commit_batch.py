@@ -73,6 +73,11 @@ class CommitBatch:
     def __init__(self, root: Path) -> None:
         self.root = root  # any folder on the file system the batched files live on (FRAY_HOME)
         self._staged: dict[str, str] = {}  # target path -> its temp file, in the order first staged
+        self._listeners: list[Callable[[list[str]], None]] = []
+
+    def on_commit(self, listener: Callable[[list[str]], None]) -> None:
+        """Call `listener(targets)` after each commit with the targets now in place and durable."""
+        self._listeners.append(listener)
 
     def __len__(self) -> int:
         return len(self._staged)
@@ -106,13 +111,17 @@ class CommitBatch:
             for tmp in staged.values():
                 records.discard(tmp)
             raise exc
+        placed = []
         for target, tmp in staged.items():
             try:
                 os.replace(tmp, target)
+                placed.append(target)
             except OSError as exc:
                 records.discard(tmp)
                 failed = failed or exc
         barrier(self.root)
+        for listener in self._listeners:
+            listener(placed)
         if failed is not None:
             raise failed
         return len(staged)

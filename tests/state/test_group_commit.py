@@ -178,3 +178,18 @@ def test_sigkill_during_a_large_commit_leaves_every_run_whole_and_listed(home, t
     finally:
         daemon.send_signal(signal.SIGKILL)
         daemon.wait()
+
+
+def test_a_commit_tells_its_listeners_which_files_are_now_in_place(tmp_path):
+    gone, kept = tmp_path / "gone", tmp_path / "kept"
+    gone.mkdir()
+    kept.mkdir()
+    told: list[list[str]] = []
+    batch = CommitBatch(tmp_path)
+    batch.on_commit(told.append)
+    batch.write_bytes(gone / "x.json", b"1\n")
+    batch.write_bytes(kept / "y.json", b"2\n")
+    (gone / "x.json").mkdir()  # its rename fails: not in place, not told
+    with pytest.raises(OSError):
+        batch.commit()
+    assert told == [[str(kept / "y.json")]]

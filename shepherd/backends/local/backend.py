@@ -77,6 +77,11 @@ class LocalBackend:
         """How far beyond its CPUs the ledger may admit function attempts: the warm worker queues them."""
         return self.capacity().cpus * warm.QUEUE_PER_CPU if self._warm is not None else 0
 
+    def queue_held(self) -> bool:
+        """Whether function attempts wait in the warm worker's queue, which starts them without the daemon
+        (fray.daemon.pacing)."""
+        return self._warm is not None and self._warm.queue_held()
+
     def submit(self, request: SubmitRequest) -> dict[str, Any]:
         """Start the attempt's wrapper; with --replicas N, one per task (task 0 last, so that a
         failure to start a sibling leaves no attempt behind that looks started). A function may

@@ -107,6 +107,11 @@ class WarmWorker:
             return Known({key for key, _ in self._waiting.values()},
                          {key: pid for pid, (key, _) in self._running.items()}, ended)
 
+    def queue_held(self) -> bool:
+        """Whether attempts handed to the worker wait in its queue for CPUs."""
+        with self._state:
+            return bool(self._waiting)
+
     def gone(self, key: Any) -> str | None:
         """Why `key` left the queue without starting (once), None if it did not."""
         with self._state:
