@@ -89,12 +89,25 @@ class FrayCluster(ClusterBase):
     def _write(self, requests: list[JobRequest], group_id: str | None = None) -> list[Meta]:
         return launching.launch(self.home, requests, self.launch_family(), group_id=group_id)
 
-    def ensure_daemon(self) -> None:
-        """Make sure a daemon serves FRAY_HOME, so launched runs start (inside a job, the one that started it does)."""
+    def ensure_daemon(self, started_at: float | None = None) -> None:
+        """Make sure a daemon serves FRAY_HOME, so launched runs start (inside a job, the one that started it does).
+        `started_at`: what `start_daemon` returned (the daemon started then is waited for)."""
         if self.job_id is None:  # inside a job, the daemon that started it is serving
             from fray.daemon import lease
 
-            lease.ensure_running(self.home)
+            if started_at is None:
+                lease.ensure_running(self.home)
+            else:
+                lease.await_first_cycle(self.home, started_at)
+
+    def start_daemon(self) -> float | None:
+        """Start a daemon for FRAY_HOME unless one serves (or this is a job), without waiting for it: when it was
+        started, for `ensure_daemon`. Its start (about a second) then overlaps the writing of many runs."""
+        if self.job_id is not None:
+            return None
+        from fray.daemon import lease
+
+        return lease.start(self.home)
 
     # -- watching ------------------------------------------------------------------------
 

@@ -65,6 +65,20 @@ def ensure_running(home: Home) -> dict[str, Any]:
     lease = read_lease(home)
     if is_locked(home) and lease is not None and not lease.get("stopping"):
         return lease
+    return await_first_cycle(home, _spawn(home))
+
+
+def start(home: Home) -> float | None:
+    """Start a daemon in the background unless one is serving, without waiting for it: when it was started
+    (for `await_first_cycle`), None when one serves already."""
+    store.ensure_home(home)
+    lease = read_lease(home)
+    if is_locked(home) and lease is not None and not lease.get("stopping"):
+        return None
+    return _spawn(home)
+
+
+def _spawn(home: Home) -> float:
     import subprocess  # only starting a daemon needs it: `fray list` reads the lease without it
 
     spawned_at = time.time()
@@ -76,6 +90,11 @@ def ensure_running(home: Home) -> dict[str, Any]:
                          start_new_session=True, close_fds=True)
     finally:
         os.close(log_fd)
+    return spawned_at
+
+
+def await_first_cycle(home: Home, spawned_at: float) -> dict[str, Any]:
+    """The lease of the daemon started at `spawned_at` (`start`) once it has completed a cycle."""
     deadline = spawned_at + START_TIMEOUT_SEC
     while time.time() < deadline:
         lease = read_lease(home)

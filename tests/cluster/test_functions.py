@@ -141,6 +141,18 @@ def test_map_runs_one_sweep_with_at_most_max_parallel_points_at_once(home, daemo
         fray.map(square_after_gate, [1], max_parallel=0)
 
 
+def test_map_with_no_daemon_serving_starts_one_as_it_writes_the_runs(home):
+    from fray.daemon import lease
+
+    assert not lease.is_locked(home)
+    try:
+        futures = fray.map(tokenize, ["a b", "c"], backend="local", home=home.root)
+        assert lease.is_locked(home)  # started, and waited for, before map returned
+        assert [f.result(timeout=60) for f in futures] == [["a", "b"], ["c"]]
+    finally:
+        lease.stop(home)
+
+
 def test_a_return_value_that_cannot_be_pickled_fails_the_call_and_says_why(home, daemon):
     future = fray.submit(returns_a_lock)
     with pytest.raises(JobFailed, match="return value could not be pickled: lock: TypeError"):

@@ -151,7 +151,8 @@ class LocalBackend:
                 # Task 0 is over, a sibling still finishing (placement.reporting.siblings_finishing).
                 views[item.key] = BackendView("running", node=self.host, ref=item.ref)
             elif found is None and item.key in queued:
-                views[item.key] = BackendView("pending", node=self.host, ref=item.ref, detail=QUEUED_DETAIL)
+                # No node yet, as a Slurm job PENDING: it is written with its start, not in a write of its own.
+                views[item.key] = BackendView("pending", ref=item.ref, detail=QUEUED_DETAIL)
             elif found is None:
                 why = self._warm.gone(item.key) if self._warm is not None else None
                 views[item.key] = BackendView("gone", detail=why, cause=Cause.LOST.value if why else None)
