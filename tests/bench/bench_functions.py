@@ -83,25 +83,47 @@ def floor(n: int) -> float:
     return time.perf_counter() - start
 
 
-def fray_map(n: int, warm: bool = True, chunk: int = 1) -> float:
-    """In a child process of its own, as a user's script: a fresh FRAY_HOME, the daemon started by fray.map."""
+def fray_map(n: int, warm: bool = True, chunk: int = 1) -> tuple[float, dict[str, float]]:
+    """In a child process of its own, as a user's script: a fresh FRAY_HOME, the daemon started by fray.map.
+    Its wall seconds, and the CPU seconds its processes used (`cpu_used`)."""
     home = Path(tempfile.mkdtemp(prefix="bench-functions-"))
     (home / "config.json").write_text(json.dumps({"local": {"warm_functions": warm}}))
     script = (
-        "import sys, time\nsys.path.insert(0, sys.argv[2])\nimport fray\n"
+        "import resource, sys, time\nsys.path.insert(0, sys.argv[2])\nimport fray\n"
         "from tests.bench.bench_functions import square\n"
         "n = int(sys.argv[1])\nstart = time.perf_counter()\n"
         "futures = fray.map(square, range(n), backend='local', chunk=int(sys.argv[3]))\n"
         "results = [f.result(timeout=3600) for f in futures]\n"
-        "assert results == [i * i for i in range(n)]\nprint(time.perf_counter() - start)\n")
+        "assert results == [i * i for i in range(n)]\nprint(time.perf_counter() - start)\n"
+        "usage = resource.getrusage(resource.RUSAGE_SELF)\nprint(usage.ru_utime + usage.ru_stime)\n")
     env = env_for(home)
     try:
         out = subprocess.run([sys.executable, "-c", script, str(n), str(REPO), str(chunk)], env=env, check=True,
                              capture_output=True, text=True, cwd=REPO).stdout
-        return float(out.split()[-1])
+        return float(out.split()[-2]), {"client": float(out.split()[-1]), **cpu_used(home)}
     finally:
         subprocess.run([sys.executable, "-m", "fray.cli.main", "daemon", "stop", "--json"], env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def cpu_used(home: Path) -> dict[str, float]:
+    """CPU seconds (user + system) so far of the daemon of `home`, and of the wrappers its warm worker forked
+    and reaped, with their workloads ("wrappers"; the guardians, init's children, are not counted)."""
+    daemon = json.loads((home / "daemon.json").read_text())["pid"]
+    used = {"daemon": _cpu_seconds(daemon, children=False), "wrappers": 0.0}
+    for entry in os.scandir("/proc"):
+        try:
+            argv = Path(entry.path, "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+            if b"fray.cluster.warm_worker" in argv and str(home).encode() in argv:
+                used["wrappers"] += _cpu_seconds(int(entry.name), children=True)
+        except OSError:
+            continue
+    return used
+
+
+def _cpu_seconds(pid: int, children: bool) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(field) for field in fields[11:15 if children else 13]) / os.sysconf("SC_CLK_TCK")
 
 
 def other(python: str, tool: str, n: int) -> float | str:
@@ -148,7 +170,14 @@ def commit_rates(count: int, rounds: int = 3) -> tuple[float, float]:
     return 2 * count / statistics.median(alone), 2 * count / statistics.median(together)
 
 
-def row(label: str, seconds: float | str, floor_sec: float, target: float | None = None) -> None:
+def row(label: str, seconds: float | str | tuple[float, dict[str, float]], floor_sec: float,
+        target: float | None = None, n: int = 1) -> None:
+    if isinstance(seconds, tuple):  # a fray row, with the CPU its processes used (a figure a busy machine keeps)
+        row(label, seconds[0], floor_sec, target)
+        per = {who: f"{used / n * 1000:.1f} ms" for who, used in seconds[1].items()}
+        print(f"    CPU per function: daemon {per['daemon']} (its start included), wrappers and workloads "
+              f"{per['wrappers']}, fray.map's process {per['client']}")
+        return
     if isinstance(seconds, str):
         print(f"  {label:<34} {'-':>9}    ({seconds})")
         return
@@ -172,11 +201,11 @@ def main() -> None:
         print(f"{n} trivial functions (x -> x * x), wall time until every result is back:")
         floor_sec = floor(n)
         row("floor: ProcessPoolExecutor", floor_sec, floor_sec)
-        row("fray.map, local backend (warm)", fray_map(n), floor_sec, TARGETS_SEC.get(n))
+        row("fray.map, local backend (warm)", fray_map(n), floor_sec, TARGETS_SEC.get(n), n)
         for chunk in [int(c) for c in args.chunks.split(",") if c]:
-            row(f"fray.map, chunk={chunk} (warm)", fray_map(n, chunk=chunk), floor_sec, TARGETS_SEC.get(n))
-        row("fray.map, cold starts", fray_map(n, warm=False) if n <= args.cold_max else f"over --cold-max {args.cold_max}",
-            floor_sec)
+            row(f"fray.map, chunk={chunk} (warm)", fray_map(n, chunk=chunk), floor_sec, TARGETS_SEC.get(n), n)
+        row("fray.map, cold starts", fray_map(n, warm=False)[0] if n <= args.cold_max
+            else f"over --cold-max {args.cold_max}", floor_sec)
         for tool in ("ray", "submitit"):
             if not os.path.exists(args.other_python):
                 result: float | str = "no --other-python"
