@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -91,13 +92,15 @@ def test_functions_past_the_cpus_wait_queued_on_the_machine_and_run_one_at_a_tim
         assert shown["status"] == "pending"
         assert "queued on the machine" in shown["reason"]
         assert not home.run(future.run_id).attempt(1).started.exists()  # no start, so no heartbeat clock
+        # No node yet, as a Slurm job PENDING: it is written with the start.
+        assert store.read_json(home.meta_file(future.run_id), "meta")["attempts"][0]["node"] is None
     assert sorted(p.name for p in tmp_path.glob("running-*")) == ["running-0"]  # one CPU: one runs
     (tmp_path / "release").touch()
     assert [f.result(timeout=120) for f in futures] == [0, 1, 4, 9]
     assert_one_at_a_time(tmp_path, 4)
     for future in futures:
         meta = store.read_json(home.meta_file(future.run_id), "meta")
-        assert [a["cause"] for a in meta["attempts"]] == ["success"]
+        assert [(a["cause"], a["node"]) for a in meta["attempts"]] == [("success", socket.gethostname())]
 
 
 def test_a_cancelled_queued_function_leaves_the_queue_and_never_starts(home, one_cpu, tmp_path):
