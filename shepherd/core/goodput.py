@@ -28,8 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fray.core.history import Point, Series
+from fray.core.model import Cause
 
 USEFUL = "useful"
+USEFUL_CAUSES = frozenset({Cause.SUCCESS.value, Cause.EXPIRED.value, Cause.STOPPED.value})  # ended doing its work
 LOST_CAUSES = ("redone", "detection", "backoff", "queue", "start", "idle")
 GOOD_ENDS = frozenset({"success", "stopped", "expired", "restarted", "paused"})
 

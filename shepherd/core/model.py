@@ -234,7 +234,7 @@ class Attempt:
 
     @property
     def in_flight(self) -> bool:
-        return self.state != AttemptState.ENDED.value
+        return self.state != AttemptState.ENDED  # a member equals its string; `.value` costs a call (hot in `fray list`)
 
 
 @dataclass

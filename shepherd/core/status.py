@@ -72,7 +72,7 @@ class RunStatus:
 def heartbeat_age(meta: Meta, heartbeat_at: float | None, now: float) -> float | None:
     """Seconds since the running attempt last showed life (None when nothing is running)."""
     attempt = meta.in_flight
-    if attempt is None or attempt.state not in (AttemptState.RUNNING.value, AttemptState.STOPPING.value):
+    if attempt is None or attempt.state not in (AttemptState.RUNNING, AttemptState.STOPPING):  # members: no `.value` call
         return None
     last = max(x for x in (heartbeat_at, attempt.started_at, attempt.submitted_at) if x is not None)
     return max(0.0, now - last)
@@ -98,7 +98,7 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
     """The one status of a run. `problem` reports an unreadable state file; `paused` is control.json's."""
     if meta is None:
         return RunStatus(Status.ERROR_UNKNOWN, problem or "meta.json is missing")
-    if meta.phase == Phase.ENDED.value and meta.end is not None:
+    if meta.phase == Phase.ENDED and meta.end is not None:  # members equal their strings (`fray list` runs this per run)
         return RunStatus(Status(meta.end.status), meta.end.reason)
     if problem:
         return RunStatus(Status.ERROR_UNKNOWN, problem)
@@ -115,10 +115,10 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
         if meta.attempts:
             return RunStatus(Status.RESTARTING, _queued_reason(meta))
         return RunStatus(Status.PENDING, meta.wait_reason or "waiting for the daemon")
-    if attempt.state == AttemptState.STOPPING.value:
+    if attempt.state == AttemptState.STOPPING:
         return RunStatus(Status.RESTARTING if attempt.stop_reason in ("restarted", "heartbeat_stall") else _running(meta, heartbeat_at, now).status,
                          f"stopping attempt {attempt.number}: {attempt.stop_reason or 'requested'}")
-    if attempt.state in (AttemptState.SUBMITTING.value, AttemptState.SUBMITTED.value):
+    if attempt.state in (AttemptState.SUBMITTING, AttemptState.SUBMITTED):
         if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
             return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
         status = Status.RESTARTING if attempt.number > 1 else Status.PENDING

@@ -16,7 +16,6 @@ from typing import Any
 from fray.errors import CorruptFileError, StateError
 from fray.state import store
 from fray.state.layout import Home
-from fray.wrapper import tags
 
 START_TIMEOUT_SEC = 15.0
 
@@ -65,7 +64,9 @@ def ensure_running(home: Home) -> dict[str, Any]:
     lease = read_lease(home)
     if is_locked(home) and lease is not None and not lease.get("stopping"):
         return lease
-    import subprocess  # only starting a daemon needs it: `fray list` reads the lease without it
+    import subprocess  # only starting a daemon needs these: `fray list` reads the lease without them
+
+    from fray.wrapper import tags
 
     spawned_at = time.time()
     log_fd = os.open(home.daemon_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from fray.core import goodput, history
 from fray.core.model import Meta
-from fray.core.usage import USEFUL_CAUSES
 from fray.errors import CorruptFileError
 from fray.state import store
 from fray.state.layout import AttemptPaths, Home
@@ -126,7 +125,7 @@ def run_goodput(found: RunHistory, now: float, since: float | None = None) -> go
     cut = goodput.stretches(found.attempts, found.series, now)
     if cut:
         return goodput.breakdown(cut, since, now)
-    return goodput.attempt_figures(found.attempts, now, USEFUL_CAUSES)
+    return goodput.attempt_figures(found.attempts, now, goodput.USEFUL_CAUSES)
 
 
 def goodput_view(home: Home, meta: Meta, now: float) -> dict[str, object]:
