@@ -19,8 +19,7 @@ the failure and backs off, writing into the run's `Plan` (fray.core.run_plan).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from fray.core.model import Attempt, AttemptState, Cause, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.status import healthy_period
@@ -36,8 +35,7 @@ WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE.value, Cause.CLEAN_EXIT.valu
 SUSPECT_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.HEARTBEAT_STALL.value})
 
 
-@dataclass(frozen=True)
-class BudgetsUsed:
+class BudgetsUsed(NamedTuple):
     """Failures that count against each retry budget now."""
 
     workload: int

@@ -10,9 +10,8 @@ fixes (a bad option, a partition that does not exist); the fix is the person's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from fray.core.model import AttemptState, Meta, Phase, RunSpec
 
@@ -57,8 +56,7 @@ CRASH_LOOP_AFTER = 3  # consecutive fast failures
 PAUSED_REASON = "paused: `fray control unpause` resumes it"
 
 
-@dataclass(frozen=True)
-class RunStatus:
+class RunStatus(NamedTuple):
     """A run's normalized status and the one line that explains it."""
 
     status: Status

@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from fray.errors import CorruptFileError, StateError
 from fray.state import store
@@ -20,8 +19,7 @@ from fray.state.layout import Home
 START_TIMEOUT_SEC = 15.0
 
 
-@dataclass(frozen=True)
-class Health:
+class Health(NamedTuple):
     """The daemon as a reader sees it from its lock and lease."""
 
     state: str  # "running" | "stale" | "stopped"

@@ -11,7 +11,7 @@ A file that cannot be read counts as empty: a history is advisory.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fray.core import goodput, history
 from fray.core.model import Meta
@@ -25,8 +25,7 @@ CACHED_FILES = 256
 _parsed: dict[str, tuple[int, history.Parsed]] = {}  # appended file -> (bytes parsed, what they held)
 
 
-@dataclass(frozen=True)
-class RunHistory:
+class RunHistory(NamedTuple):
     series: history.Series
     attempts: list[goodput.AttemptTimes]
 
