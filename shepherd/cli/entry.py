@@ -13,6 +13,7 @@ Anything else, a typo or `--help` included, goes to click (fray.cli.main), so
 usage errors and help text have one source. `fray submit SCRIPT --json` (no
 flag, no argument for the script) takes the same path: its time to the run's
 first heartbeat is mostly this process's start (tests/bench/bench_scale.py).
+So does `fray actors list --json` (with or without `--namespace NS`).
 
 The process then ends without tearing down every module and object, which
 changes nothing a user can see and costs a listing of 1,000 runs about 20 ms.
@@ -40,9 +41,9 @@ class ListArgs(NamedTuple):
 def main(argv: list[str] | None = None) -> None:
     invocation = normalize(sys.argv[1:] if argv is None else argv)  # the one reading of the command line
     listing, status, table = list_json(invocation), status_json(invocation), list_table(invocation)
-    submitted = submit_json(invocation)
-    if (listing is not None or status is not None or table is not None or submitted is not None) \
-            and _runs_here(invocation.remote):
+    submitted, actors = submit_json(invocation), actors_json(invocation)
+    if (listing is not None or status is not None or table is not None or submitted is not None
+            or actors is not None) and _runs_here(invocation.remote):
         if listing is not None:
             _exit_now(_fast_json(lambda: _list_data(listing)))
         if status is not None:
@@ -51,6 +52,8 @@ def main(argv: list[str] | None = None) -> None:
             _exit_now(_fast_table(table))
         if submitted is not None:
             _exit_now(_fast_json(lambda: _submit_data(*submitted)))
+        if actors is not None:
+            _exit_now(_fast_json(lambda: _actors_data(*actors)))
     from fray.cli.main import run_parsed  # also forwards to a --remote host, reporting a failure as text or JSON
 
     _exit_now(run_parsed(invocation))
@@ -87,6 +90,20 @@ def submit_json(invocation: Invocation) -> tuple[str | None, str] | None:
     if len(words) != 3 or words[0] != "submit" or words[2] != "--json" or words[1].startswith("-"):
         return None
     return invocation.home, words[1]
+
+
+def actors_json(invocation: Invocation) -> tuple[str | None, str | None] | None:
+    """(--home, --namespace or None) of the fast path's `actors list [--namespace NS | -n NS] --json`, else None
+    (another form goes to click, which reads it the same way or says what is wrong)."""
+    words = invocation.command
+    if words[:2] != ["actors", "list"] or words[-1:] != ["--json"]:
+        return None
+    options = words[2:-1]
+    if not options:
+        return invocation.home, None
+    if len(options) == 2 and options[0] in ("--namespace", "-n") and options[1] and not options[1].startswith("-"):
+        return invocation.home, options[1]
+    return None
 
 
 def parse_list_json(args: list[str]) -> ListArgs | None:
@@ -166,6 +183,13 @@ def _status_data(home: str | None, run: str) -> dict:
     from fray.state.layout import Home
 
     return status_data(Home.resolve(home), run)
+
+
+def _actors_data(home: str | None, namespace: str | None) -> dict:
+    from fray.ops.actors import actors_view
+    from fray.state.layout import Home
+
+    return actors_view(Home.resolve(home), namespace)
 
 
 def _submit_data(home: str | None, script: str) -> dict:

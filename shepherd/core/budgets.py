@@ -19,12 +19,14 @@ the failure and backs off, writing into the run's `Plan` (fray.core.run_plan).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from fray.core.model import Attempt, AttemptState, Cause, EndStatus, Meta, Mode, Phase, RunSpec
-from fray.core.run_plan import Cancel, Plan, SuspectNode
 from fray.core.status import healthy_period
 from fray.core.values import format_duration
+
+if TYPE_CHECKING:  # the policy's plan: `fray status` counts budgets (budgets_used) without loading its actions
+    from fray.core.run_plan import Plan
 
 WORKLOAD_BUDGET, NODE_BUDGET = "workload", "node"
 WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE.value, Cause.CLEAN_EXIT.value, Cause.SUCCESS.value,
@@ -33,8 +35,7 @@ WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE.value, Cause.CLEAN_EXIT.valu
 SUSPECT_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.HEARTBEAT_STALL.value})
 
 
-@dataclass(frozen=True)
-class BudgetsUsed:
+class BudgetsUsed(NamedTuple):
     """Failures that count against each retry budget now."""
 
     workload: int
@@ -78,6 +79,8 @@ def attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | Non
     meta.phase = Phase.QUEUED.value
     plan.log("attempt_ended", f"{cause}: {detail}", attempt.number, exit_code=exit_code)
     if cause in SUSPECT_CAUSES and attempt.node:
+        from fray.core.run_plan import SuspectNode
+
         plan.actions.append(SuspectNode(attempt.node, f"{cause}: {detail}"))
     spec = meta.spec
     if cause == Cause.SUCCESS.value and spec.mode == Mode.RUN_ONCE.value:
@@ -149,6 +152,8 @@ def supersede(plan: Plan, attempt: Attempt, cause: str, detail: str, jitter: flo
     """
     attempt.stop_reason = cause
     attempt.stop_requested_at = plan.now
+    from fray.core.run_plan import Cancel
+
     plan.actions.append(Cancel(attempt.number, force=True))
     plan.log("cancel", f"{detail}: closing attempt {attempt.number} and starting another", attempt.number)
     attempt_ended(plan, attempt, cause, None, detail, jitter, replace_now=True)

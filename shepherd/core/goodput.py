@@ -25,17 +25,18 @@ ended well, lost when it failed), and says so with `basis: "attempts"`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fray.core.history import Point, Series
+from fray.core.model import Cause
 
 USEFUL = "useful"
+USEFUL_CAUSES = frozenset({Cause.SUCCESS.value, Cause.EXPIRED.value, Cause.STOPPED.value})  # ended doing its work
 LOST_CAUSES = ("redone", "detection", "backoff", "queue", "start", "idle")
 GOOD_ENDS = frozenset({"success", "stopped", "expired", "restarted", "paused"})
 
 
-@dataclass(frozen=True)
-class AttemptTimes:
+class AttemptTimes(NamedTuple):
     number: int
     submitted_at: float
     started_at: float | None
@@ -43,8 +44,7 @@ class AttemptTimes:
     cause: str | None
 
 
-@dataclass(frozen=True)
-class Stretch:
+class Stretch(NamedTuple):
     attempt: int
     start: float
     end: float
@@ -121,8 +121,7 @@ def _clip(found: list[Stretch]) -> list[Stretch]:
     return [s for s in found if s.end > s.start]
 
 
-@dataclass(frozen=True)
-class Breakdown:
+class Breakdown(NamedTuple):
     basis: str  # "steps" | "attempts"
     wall_sec: float
     useful_sec: float

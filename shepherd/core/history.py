@@ -20,14 +20,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 DEFAULT_METRIC = "loss"
 _NOT_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
     attempt: int
     t: float
     step: int
@@ -35,24 +34,21 @@ class Point:
     redone: bool = False
 
 
-@dataclass(frozen=True)
-class CheckpointMark:
+class CheckpointMark(NamedTuple):
     attempt: int
     t: float
     step: int
     name: str
 
 
-@dataclass(frozen=True)
-class Restart:
+class Restart(NamedTuple):
     attempt: int  # the attempt the new segment belongs to
     t: float  # its first point
     step: int  # the step it reported first
     redone_steps: int  # how far earlier segments had got past it
 
 
-@dataclass(frozen=True)
-class Parsed:
+class Parsed(NamedTuple):
     points: list[Point]
     checkpoints: list[CheckpointMark]
     skipped: int  # lines or values that could not be read

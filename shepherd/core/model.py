@@ -234,7 +234,7 @@ class Attempt:
 
     @property
     def in_flight(self) -> bool:
-        return self.state != AttemptState.ENDED.value
+        return self.state != AttemptState.ENDED  # a member equals its string; `.value` costs a call (hot in `fray list`)
 
 
 @dataclass
@@ -296,7 +296,8 @@ class Meta:
     reservation: str | None = None
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Meta":
+    def from_dict(cls, data: dict[str, Any], spec: RunSpec | None = None) -> "Meta":
+        """`spec`: the run's spec when the caller has it already (shared, as Meta.copy shares it); else data's."""
         end = data.get("end")
         return cls(
             run_id=data["run_id"],
@@ -304,7 +305,7 @@ class Meta:
             created_at=data["created_at"],
             submitted_by=dict(data["submitted_by"]),
             script=dict(data["script"]),
-            spec=RunSpec.from_dict(data["spec"]),
+            spec=RunSpec.from_dict(data["spec"]) if spec is None else spec,
             phase=data["phase"],
             wait_reason=data.get("wait_reason"),
             next_attempt_at=data.get("next_attempt_at"),

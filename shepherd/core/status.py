@@ -10,9 +10,8 @@ fixes (a bad option, a partition that does not exist); the fix is the person's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from fray.core.model import AttemptState, Meta, Phase, RunSpec
 
@@ -57,8 +56,7 @@ CRASH_LOOP_AFTER = 3  # consecutive fast failures
 PAUSED_REASON = "paused: `fray control unpause` resumes it"
 
 
-@dataclass(frozen=True)
-class RunStatus:
+class RunStatus(NamedTuple):
     """A run's normalized status and the one line that explains it."""
 
     status: Status
@@ -72,7 +70,7 @@ class RunStatus:
 def heartbeat_age(meta: Meta, heartbeat_at: float | None, now: float) -> float | None:
     """Seconds since the running attempt last showed life (None when nothing is running)."""
     attempt = meta.in_flight
-    if attempt is None or attempt.state not in (AttemptState.RUNNING.value, AttemptState.STOPPING.value):
+    if attempt is None or attempt.state not in (AttemptState.RUNNING, AttemptState.STOPPING):  # members: no `.value` call
         return None
     last = max(x for x in (heartbeat_at, attempt.started_at, attempt.submitted_at) if x is not None)
     return max(0.0, now - last)
@@ -98,7 +96,7 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
     """The one status of a run. `problem` reports an unreadable state file; `paused` is control.json's."""
     if meta is None:
         return RunStatus(Status.ERROR_UNKNOWN, problem or "meta.json is missing")
-    if meta.phase == Phase.ENDED.value and meta.end is not None:
+    if meta.phase == Phase.ENDED and meta.end is not None:  # members equal their strings (`fray list` runs this per run)
         return RunStatus(Status(meta.end.status), meta.end.reason)
     if problem:
         return RunStatus(Status.ERROR_UNKNOWN, problem)
@@ -115,10 +113,10 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
         if meta.attempts:
             return RunStatus(Status.RESTARTING, _queued_reason(meta))
         return RunStatus(Status.PENDING, meta.wait_reason or "waiting for the daemon")
-    if attempt.state == AttemptState.STOPPING.value:
+    if attempt.state == AttemptState.STOPPING:
         return RunStatus(Status.RESTARTING if attempt.stop_reason in ("restarted", "heartbeat_stall") else _running(meta, heartbeat_at, now).status,
                          f"stopping attempt {attempt.number}: {attempt.stop_reason or 'requested'}")
-    if attempt.state in (AttemptState.SUBMITTING.value, AttemptState.SUBMITTED.value):
+    if attempt.state in (AttemptState.SUBMITTING, AttemptState.SUBMITTED):
         if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
             return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
         status = Status.RESTARTING if attempt.number > 1 else Status.PENDING

@@ -24,10 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fray.core.goodput import LOST_CAUSES, USEFUL, Stretch
-from fray.core.model import Cause, Meta
-
-USEFUL_CAUSES = frozenset({Cause.SUCCESS.value, Cause.EXPIRED.value, Cause.STOPPED.value})
+from fray.core.goodput import LOST_CAUSES, USEFUL, USEFUL_CAUSES, Stretch
+from fray.core.model import Meta
 GROUPINGS = ("run", "group", "partition", "node")
 NONE_KEY = "-"  # an attempt with no partition (not Slurm) or no node (never placed)
 

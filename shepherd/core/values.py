@@ -7,7 +7,6 @@ and flag. Pure.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import unicodedata
@@ -244,6 +243,8 @@ def parse_fallback(text: str) -> dict[str, Any]:
 
 
 def closest(word: str, choices: Any) -> str | None:
+    import difflib  # only a mistake needs it: every `fray status` imports this module
+
     matches = difflib.get_close_matches(word, list(choices), n=1)
     return matches[0] if matches else None
 

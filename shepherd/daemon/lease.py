@@ -10,19 +10,16 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from fray.errors import CorruptFileError, StateError
 from fray.state import store
 from fray.state.layout import Home
-from fray.wrapper import tags
 
 START_TIMEOUT_SEC = 15.0
 
 
-@dataclass(frozen=True)
-class Health:
+class Health(NamedTuple):
     """The daemon as a reader sees it from its lock and lease."""
 
     state: str  # "running" | "stale" | "stopped"
@@ -79,7 +76,9 @@ def start(home: Home) -> float | None:
 
 
 def _spawn(home: Home) -> float:
-    import subprocess  # only starting a daemon needs it: `fray list` reads the lease without it
+    import subprocess  # only starting a daemon needs these: `fray list` reads the lease without them
+
+    from fray.wrapper import tags
 
     spawned_at = time.time()
     log_fd = os.open(home.daemon_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)

@@ -11,11 +11,10 @@ A file that cannot be read counts as empty: a history is advisory.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fray.core import goodput, history
 from fray.core.model import Meta
-from fray.core.usage import USEFUL_CAUSES
 from fray.errors import CorruptFileError
 from fray.state import store
 from fray.state.layout import AttemptPaths, Home
@@ -26,8 +25,7 @@ CACHED_FILES = 256
 _parsed: dict[str, tuple[int, history.Parsed]] = {}  # appended file -> (bytes parsed, what they held)
 
 
-@dataclass(frozen=True)
-class RunHistory:
+class RunHistory(NamedTuple):
     series: history.Series
     attempts: list[goodput.AttemptTimes]
 
@@ -126,7 +124,7 @@ def run_goodput(found: RunHistory, now: float, since: float | None = None) -> go
     cut = goodput.stretches(found.attempts, found.series, now)
     if cut:
         return goodput.breakdown(cut, since, now)
-    return goodput.attempt_figures(found.attempts, now, USEFUL_CAUSES)
+    return goodput.attempt_figures(found.attempts, now, goodput.USEFUL_CAUSES)
 
 
 def goodput_view(home: Home, meta: Meta, now: float) -> dict[str, object]:

@@ -159,19 +159,16 @@ def _uncached_row(home: Home, run_id: str, cache: RowCache, meta_key: list[int] 
     meta.json nor control.json changed; its heartbeat and progress are always read.
     """
     control_key = stat_key(home.control_file(run_id))
-    meta: Meta | None = None
     hit = cache.get_live(run_id, meta_key, control_key)
     if hit is not None:
         try:
-            meta, paused, problem = Meta.from_dict(hit[0]), hit[1], None
-        except (AttributeError, KeyError, TypeError, ValueError):  # a damaged cache: read the files
-            meta = None
-    if meta is None:
-        meta, control, problem = _load(home.run(run_id), with_control=False)
-        paused = control.paused
-        if meta is not None and problem is None and meta.phase != "ended":
-            cache.put_live(run_id, meta_key, control_key, meta.to_dict(), paused)
-    row = _row_from(home.run_folder(run_id), run_id, meta, paused, problem, now)
+            return _row_from(home.run_folder(run_id), run_id, hit[0], hit[1], None, now)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            pass  # a cache damaged by hand (the files were validated when it was written): read the files
+    meta, control, problem = _load(home.run(run_id), with_control=False)
+    if meta is not None and problem is None and meta.phase != "ended":
+        cache.put_live(run_id, meta_key, control_key, meta, control.paused)
+    row = _row_from(home.run_folder(run_id), run_id, meta, control.paused, problem, now)
     if row["phase"] == "ended":
         cache.put(run_id, meta_key, row)
     return row

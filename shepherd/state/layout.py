@@ -2,6 +2,9 @@
 
 Nobody else joins path strings. `Home` is the state directory, `RunPaths` one
 run's folder, `AttemptPaths` one attempt's folder (names from fray.wrapper.contract).
+The folders' records are NamedTuples, not frozen dataclasses: every command
+imports this module, and on Python 3.11 a frozen dataclass costs about ten
+times as much to create (its six generated methods are compiled at import).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import NamedTuple
 
 from fray.wrapper import contract
 
@@ -57,8 +61,7 @@ def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
     return Path(os.path.abspath(os.path.expanduser(str(chosen))))
 
 
-@dataclass(frozen=True)
-class AttemptPaths:
+class AttemptPaths(NamedTuple):
     """The files of one attempt, in runs/<id>/attempts/<n>/."""
 
     dir: Path
@@ -155,8 +158,7 @@ class AttemptPaths:
         return self.dir / "slurm.log"
 
 
-@dataclass(frozen=True)
-class ArrayPaths:
+class ArrayPaths(NamedTuple):
     """The files of one Slurm job array (a sweep's attempts submitted together), in arrays/<name>/."""
 
     dir: Path
@@ -175,8 +177,7 @@ class ArrayPaths:
         return self.dir / f"task-{index}.log"
 
 
-@dataclass(frozen=True)
-class GroupPaths:
+class GroupPaths(NamedTuple):
     """A sweep's record, in groups/<group id>/: written once by `fray submit --sweep`, launched by the daemon."""
 
     dir: Path
@@ -206,8 +207,7 @@ class GroupPaths:
         return self.dir / frozen_name
 
 
-@dataclass(frozen=True)
-class RunPaths:
+class RunPaths(NamedTuple):
     """The files of one run, in runs/<id>/."""
 
     dir: Path

@@ -9,7 +9,12 @@ per ended run instead of a read, a parse and a validation.
 Runs still going: their validated meta.json and whether they are paused, keyed
 by the stats of meta.json and control.json. Their rows move with time, heartbeat
 and progress, which are always read; what the cache saves is reading, parsing
-and validating the two files that change only when the run does.
+and validating the two files that change only when the run does. A meta's spec
+is most of it, and runs submitted alike (a sweep, the same script) have the
+same one, so each distinct spec is kept once, in "specs", and the runs that
+have it share one RunSpec when they are read: `fray list` with 1,000 runs going
+parses and builds a few specs, not 1,000 (a run's spec is replaced whole when
+it changes, never changed in place: fray.core.model.Meta.copy shares it too).
 
 The cache is derived data, not state: when it is unreadable or from another
 version it is ignored and rebuilt, never reported as corrupt. Any `fray list`
@@ -23,11 +28,12 @@ from typing import Any, Callable
 
 import orjson
 
+from fray.core.model import Meta, RunSpec
 from fray.state import store
 from fray.state.layout import Home
 
-VERSION = 6  # 2: rows carry parent_run_id (cluster API families); 3: runs still going keep their meta; 4: priority;
-# 5: group (sweeps); 6: after (dependency edges)
+VERSION = 7  # 2: rows carry parent_run_id (cluster API families); 3: runs still going keep their meta; 4: priority;
+# 5: group (sweeps); 6: after (dependency edges); 7: the specs of runs still going, each kept once
 StatKey = list[int]
 
 
@@ -40,10 +46,13 @@ def stat_key(path: os.PathLike[str] | str) -> StatKey | None:
 
 
 class RowCache:
-    def __init__(self, home: Home, entries: dict[str, list[Any]], live: dict[str, list[Any]]) -> None:
+    def __init__(self, home: Home, entries: dict[str, list[Any]], live: dict[str, list[Any]],
+                 specs: list[Any]) -> None:
         self.home = home
         self._entries = entries  # ended run id -> [meta.json key, row]
-        self._live = live  # going run id -> [meta.json key, control.json key, meta, paused]
+        self._live = live  # going run id -> [meta.json key, control.json key, meta without its spec, paused, spec]
+        self._specs = specs  # the specs of runs going, each once (a live entry's last item is its index here)
+        self._built: dict[int, RunSpec] = {}  # spec index -> the RunSpec every run with it shares
         self._dirty = False
 
     @classmethod
@@ -51,11 +60,11 @@ class RowCache:
         try:
             data = orjson.loads(home.list_cache.read_bytes())
             if (isinstance(data, dict) and data.get("version") == VERSION and isinstance(data.get("rows"), dict)
-                    and isinstance(data.get("live"), dict)):
-                return cls(home, data["rows"], data["live"])
+                    and isinstance(data.get("live"), dict) and isinstance(data.get("specs"), list)):
+                return cls(home, data["rows"], data["live"], data["specs"])
         except (OSError, orjson.JSONDecodeError):
             pass
-        return cls(home, {}, {})
+        return cls(home, {}, {}, [])
 
     def get(self, run_id: str, key: StatKey | None) -> dict[str, Any] | None:
         """The cached row of an ended run whose meta.json still has this key."""
@@ -84,21 +93,51 @@ class RowCache:
             self._live.pop(run_id, None)
             self._dirty = True
 
-    def get_live(self, run_id: str, meta_key: StatKey | None,
-                 control_key: StatKey | None) -> tuple[dict[str, Any], bool] | None:
-        """(validated meta, paused) of a run still going, when neither file changed since."""
+    def get_live(self, run_id: str, meta_key: StatKey | None, control_key: StatKey | None) -> tuple[Meta, bool] | None:
+        """(meta, paused) of a run still going, when neither file changed since (None also for a damaged entry:
+        the caller reads the files)."""
         hit = self._live.get(run_id)
-        if (meta_key is not None and control_key is not None and isinstance(hit, list) and len(hit) == 4
+        if not (meta_key is not None and control_key is not None and isinstance(hit, list) and len(hit) == 5
                 and hit[0] == meta_key and hit[1] == control_key and isinstance(hit[2], dict)):
-            return hit[2], hit[3] is True
-        return None
+            return None
+        try:
+            return Meta.from_dict(hit[2], spec=self._spec(hit[4])), hit[3] is True
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+            return None
 
-    def put_live(self, run_id: str, meta_key: StatKey | None, control_key: StatKey | None,
-                 meta: dict[str, Any], paused: bool) -> None:
+    def _spec(self, index: Any) -> RunSpec:
+        built = self._built.get(index)
+        if built is None:
+            if type(index) is not int or not 0 <= index < len(self._specs):
+                raise IndexError(f"no spec {index!r} in the cache")
+            built = self._built[index] = RunSpec.from_dict(self._specs[index])
+        return built
+
+    def put_live(self, run_id: str, meta_key: StatKey | None, control_key: StatKey | None, meta: Meta,
+                 paused: bool) -> None:
         if meta_key is not None and control_key is not None:
-            self._live[run_id] = [meta_key, control_key, meta, paused]
+            document = meta.to_dict()
+            self._specs.append(document.pop("spec"))  # shared with its equals when saved (`_shared_specs`)
+            self._live[run_id] = [meta_key, control_key, document, paused, len(self._specs) - 1]
             self._entries.pop(run_id, None)
             self._dirty = True
+
+    def _shared_specs(self) -> list[Any]:
+        """The specs the live entries refer to, each distinct one once; the entries are renumbered to match."""
+        shared: list[Any] = []
+        index_of: dict[bytes, int] = {}
+        for run_id, entry in list(self._live.items()):
+            if not (isinstance(entry, list) and len(entry) == 5 and type(entry[4]) is int
+                    and 0 <= entry[4] < len(self._specs)):
+                del self._live[run_id]  # damaged: the next listing reads that run's files
+                continue
+            spec = self._specs[entry[4]]
+            index = index_of.setdefault(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS), len(shared))
+            if index == len(shared):
+                shared.append(spec)
+            entry[4] = index
+        self._specs, self._built = shared, {}
+        return shared
 
     def save(self, existing_ids: set[str]) -> None:
         """Write the cache if it changed or lost runs; a failure only costs speed."""
@@ -111,7 +150,7 @@ class RowCache:
             return
         try:
             store.make_dirs(self.home.cache_dir)
-            document = {"version": VERSION, "rows": self._entries, "live": self._live}
+            document = {"version": VERSION, "rows": self._entries, "live": self._live, "specs": self._shared_specs()}
             store.write_bytes_atomic(self.home.list_cache, orjson.dumps(document))
         except OSError:
             pass

@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import orjson
 
@@ -217,8 +216,7 @@ def append_jsonl(path: Path, record: dict[str, Any], schema: str) -> None:
         os.close(fd)
 
 
-@dataclass(frozen=True)
-class JsonLine:
+class JsonLine(NamedTuple):
     """One line of a JSON-lines file: its record, or the problem that made it unreadable."""
 
     line_no: int

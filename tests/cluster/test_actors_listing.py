@@ -90,3 +90,37 @@ def test_listings_killed_while_writing_the_cache_leave_nothing_hidden_or_invente
             endpoints.remove(home, "ns", "first", "f" * 16)
         on_disk = {(p.parent.name, p.stem) for p in home.namespaces_dir.glob("ns/actors/*/*.json")}
         assert {(name, actor_id) for _, name, actor_id, _ in shown(home)} == on_disk, f"after kill {kill}"
+
+
+CLICK_ONLY = "import sys; from fray.cli.main import cli; cli.main(sys.argv[1:], prog_name='fray')"
+WITH_MODULES = ("import atexit, json, sys; "
+                "atexit.register(lambda: print('MODULES=' + json.dumps(sorted(sys.modules)), file=sys.stderr)); "
+                "from fray.cli.entry import main; main(sys.argv[1:])")
+
+
+def test_actors_list_json_prints_the_same_document_without_click(home, tmp_path):
+    """`fray actors list --json [--namespace NS]` skips click (fray.cli.entry) and must not differ from the click
+    command, for every namespace, one namespace, a namespace with none, and an error (no such home)."""
+    from tests.conftest import schema_validate
+
+    register(home, "ns", "trainer", "a" * 16)
+    register(home, "other", "ps", "c" * 16)
+    env = {**os.environ, "FRAY_HOME": str(home.root), "NO_COLOR": "1"}
+    for args in (["actors", "list", "--json"], ["actors", "list", "--namespace", "ns", "--json"],
+                 ["actors", "list", "-n", "none", "--json"], ["actors", "list", "-n", "other", "--json"]):
+        runs = [subprocess.run([sys.executable, "-c", program, *args], capture_output=True, text=True, timeout=60,
+                               env=env) for program in (WITH_MODULES, CLICK_ONLY)]
+        assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+        documents = [json.loads(r.stdout) for r in runs]
+        for document in documents:
+            schema_validate("cli-actors", document)
+            document.pop("generated_at")
+        assert documents[0] == documents[1], args
+        assert "click" not in json.loads(runs[0].stderr.split("MODULES=", 1)[1]), args
+    assert [e["name"] for e in documents[0]["endpoints"]] == ["ps"]
+    unreadable = tmp_path / "not-a-home"
+    unreadable.write_text("a file, not a folder")
+    failed = subprocess.run([sys.executable, "-m", "fray", "--home", str(unreadable), "actors", "list", "--json"],
+                            capture_output=True, text=True, timeout=60, env=env)
+    error = json.loads(failed.stdout)["error"]  # as click's path reports it (fray.cli.failures)
+    assert failed.returncode == error["exit_code"] == 2 and str(unreadable) in error["message"], failed.stdout

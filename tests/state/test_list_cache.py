@@ -100,9 +100,39 @@ def test_a_damaged_cache_is_ignored_and_rebuilt(home, tmp_path):
     set_running(home, run_id, node="n1")
     expected = rows(home)[run_id]
     cached = json.loads(home.list_cache.read_text())
+    entry = cached["live"][run_id]
     for damaged in (b"", b"{not json", json.dumps({**cached, "version": 1}).encode(),
-                    json.dumps({**cached, "live": {run_id: [*cached["live"][run_id][:2], {"run_id": 5}, False]}}).encode()):
+                    json.dumps({**cached, "live": {run_id: [*entry[:2], {"run_id": 5}, False, 0]}}).encode(),
+                    json.dumps({**cached, "live": {run_id: [*entry[:4], 7]}}).encode(),  # no such spec
+                    json.dumps({**cached, "specs": [{"heartbeat_interval_sec": "soon"}]}).encode(),
+                    json.dumps({**cached, "specs": None}).encode()):
         home.list_cache.write_bytes(damaged)
         row = rows(home)[run_id]
         assert (row["status"], row["node"], row["name"]) == (expected["status"], "n1", "going"), damaged
     assert not list(home.run(run_id).dir.glob("*.corrupt-*"))  # the cache is not state: nothing was quarantined
+
+
+def test_runs_going_with_the_same_spec_share_it_in_the_cache_and_each_keeps_its_own(home, tmp_path):
+    """Each distinct spec of the runs going is kept once in the cache; every row still shows its own run's
+    spec (mode, priority) whether it came from the files or from the cache, and a changed spec is seen."""
+    script = tmp_path / "alike.py"
+    script.write_text("print('hi')\n")
+    alike = [runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, name=f"alike-{i}")).run_id
+             for i in range(3)]  # one script, one project: one spec
+    other = make_run(home, tmp_path, "other")
+    for run_id in [*alike, other]:
+        set_running(home, run_id, node="n1")
+    spec = json.loads(home.run(other).meta.read_text())["spec"]
+    rewrite_meta(home, other, spec={**spec, "mode": "indefinite", "priority": "batch"})
+    read = rows(home)
+    cached = json.loads(home.list_cache.read_text())
+    assert len(cached["specs"]) == 2 and len(cached["live"]) == 4
+    timeless = lambda shown: {r: {k: v for k, v in row.items() if not k.endswith("_sec")} for r, row in shown.items()}
+    assert timeless(rows(home)) == timeless(read)  # the same rows, now from the cache
+    assert {read[r]["mode"] for r in alike} == {"run_once"} and read[other]["mode"] == "indefinite"
+    assert read[other]["priority"] == "batch"
+
+    rewrite_meta(home, alike[0], spec={**spec, "priority": "production"})
+    shown = rows(home)
+    assert shown[alike[0]]["priority"] == "production" and shown[alike[1]]["priority"] == "interactive"
+    assert len(json.loads(home.list_cache.read_text())["specs"]) == 3
