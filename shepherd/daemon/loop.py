@@ -121,7 +121,8 @@ class Daemon:
         written = self._launcher.cycle(self._exclude)  # new sweeps: submitted, then their runs written
         if written:
             self._index.mark_dirty(written)
-        runs = self._index.load(stats, full)
+        self._index.load(stats, full)
+        runs = self._index.view()  # every run by id: looked up, not passed over (daemon.run_view)
         active = self._index.active()
         stats.runs, stats.active = len(runs), len(active)
         ledgers = self._ledgers(active)
@@ -157,7 +158,7 @@ class Daemon:
                 self._family.sweep_endpoints(runs)
             except OSError as exc:
                 log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
-            self._housekeeping.tidy([run.meta for run in runs], now)  # finished arrays' folders, unused snapshots
+            self._housekeeping.tidy(runs.metas, now)  # finished arrays' folders, unused snapshots, at their pace
         message = self._notifications.flush(now)  # what this cycle's changes (and any held back) call for
         for notice in message.notices if message else ():
             sinks = ", ".join(self._notifications.sinks)
@@ -347,9 +348,8 @@ class Daemon:
                 probe = (self.home.watch_probe, watching, watcher, wake)
                 threading.Thread(target=watching_runs.await_watch, args=probe, name="fray-watch-probe", daemon=True).start()
             self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
-            self._index.read_deferred_share()
             self._index.save_settled()
-            wake.wait(self.poll_interval)
+            self._index.idle(wake, self.poll_interval)  # the runs a start deferred, read while nothing happens
         self._index.save_settled(force=True)
         self._notifications.close()
         if self.holds_lock():  # else the lease may be another daemon's now

@@ -1,0 +1,111 @@
+"""A steady cycle costs the runs that changed and the runs going, not the runs that ended (fray.daemon.run_view,
+fray.daemon.quiet): a real in-process daemon on the local backend, real wrappers.
+
+Between full scans, a cycle touches no file of an ended run and does not decide a paused run again, yet it
+starts a new run, hands an ended parent's child its stop order and starts a paused run the moment it is
+unpaused.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import wait_until
+from fray.core import policy
+from fray.core.model import Attempt, End
+from fray.daemon import loop, run_index
+from fray.daemon.loop import Daemon
+from fray.state import meta_file, runs, store
+from fray.state.layout import Home
+
+pytestmark = pytest.mark.slow
+
+ENDED_RUNS = 30
+
+
+def _ended(meta) -> None:
+    now = time.time()
+    meta.phase = "ended"
+    meta.attempts = [Attempt(number=1, state="ended", backend="local", submitted_at=now - 9, started_at=now - 8,
+                             ended_at=now - 5, exit_code=0, cause="success", node="vm")]
+    meta.end = End(status="completed_success", reason="attempt 1 succeeded", at=now - 5)
+
+
+def _run(home: Home, script: Path, name: str, ended: bool = False, **overrides) -> str:
+    run_id = runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides, name=name,
+                                                      workdir=str(script.parent))).run_id
+    if ended:  # as a daemon would have left it
+        meta = runs.read_meta(home, run_id)
+        _ended(meta)
+        for path in (home.run(run_id).meta, home.run(run_id).meta_copy):
+            store.write_json(path, meta.to_dict(), "meta")
+    return run_id
+
+
+def _meta(home: Home, run_id: str) -> dict:
+    return json.loads(home.run(run_id).meta.read_text())
+
+
+def test_a_steady_cycle_reads_no_ended_run_and_decides_no_paused_run_again(home, tmp_path, monkeypatch):
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 2, "gpus": 0}}))
+    script = tmp_path / "job.py"
+    script.write_text("print('hi')\n")
+    ended = {_run(home, script, f"done-{i}", ended=True) for i in range(ENDED_RUNS)}
+    paused = _run(home, script, "paused")
+    runs.request(home, paused, "pause")
+    daemon = Daemon(home)
+    daemon.cycle(full=True)  # decides the paused run into its pause (meta.json written)
+    daemon.cycle(full=True)  # reads what it wrote: nothing left to decide
+    assert _meta(home, paused)["wait_reason"] == policy.PAUSED_REASON
+
+    touched: list[str] = []
+    decided: list[str] = []
+    real_stat, real_read, real_decide = run_index.stat_key, meta_file.read, policy.decide
+    monkeypatch.setattr(run_index, "stat_key", lambda path: touched.append(str(path)) or real_stat(path))
+    monkeypatch.setattr(run_index.run_meta, "read", lambda paths, **kw: touched.append(str(paths.meta))
+                        or real_read(paths, **kw))
+    monkeypatch.setattr(loop.policy, "decide", lambda s, admit: decided.append(s.meta.run_id) or real_decide(s, admit))
+
+    daemon.cycle(full=False)
+    assert not [path for path in touched if any(run_id in path for run_id in ended)]
+    assert paused not in decided  # its files unchanged since its pause was decided
+
+    fresh = _run(home, script, "fresh")
+    daemon._index.mark_dirty({fresh})  # what the file watcher reports
+    wait_until(lambda: daemon.cycle(full=False) is not None and (_meta(home, fresh)["end"] or {}).get("status")
+               == "completed_success", timeout=30, what="the new run to start and succeed")
+    assert not [path for path in touched if any(run_id in path for run_id in ended)]
+    assert paused not in decided
+
+    runs.request(home, paused, "unpause")
+    daemon._index.mark_dirty({paused})
+    wait_until(lambda: daemon.cycle(full=False) is not None and _meta(home, paused)["phase"] == "ended",
+               timeout=30, what="the unpaused run to start and end")
+    assert _meta(home, paused)["end"]["status"] == "completed_success"
+    assert not [path for path in touched if any(run_id in path for run_id in ended)]
+
+
+def test_a_steady_cycle_still_stops_the_child_of_an_ended_parent(home, tmp_path):
+    store.ensure_home(home)
+    script = tmp_path / "job.py"
+    script.write_text("print('hi')\n")
+    parent = _run(home, script, "parent", ended=True)
+    for i in range(ENDED_RUNS):
+        _run(home, script, f"done-{i}", ended=True)
+    daemon = Daemon(home)
+    daemon.cycle(full=True)
+    child = runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, name="child",
+                                                     workdir=str(tmp_path))).run_id
+    meta = runs.read_meta(home, child)
+    meta.parent_run_id, meta.parent_attempt = parent, 1
+    for path in (home.run(child).meta, home.run(child).meta_copy):
+        store.write_json(path, meta.to_dict(), "meta")
+    daemon._index.mark_dirty({child})
+    wait_until(lambda: daemon.cycle(full=False) is not None and _meta(home, child)["phase"] == "ended",
+               timeout=30, what="the child to be stopped")
+    assert f"its parent run {parent} ended" in _meta(home, child)["end"]["reason"]
