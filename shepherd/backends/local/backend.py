@@ -1,7 +1,8 @@
 """The embedded local backend: attempts are wrapper processes on this machine.
 
 Each attempt is `python -m fray.wrapper run ...` in a session of its own, detached,
-so it outlives the daemon. It is found again by scanning /proc for a wrapper
+so it outlives the daemon (a single-task attempt's wrapper forked from the warm
+worker, `fray.backends.local.warm`, as that command would have started). It is found again by scanning /proc for a wrapper
 command line carrying this FRAY_HOME, the run id and the attempt number: a
 reused pid has another command line, so it never passes for ours. Admission by
 CPUs, memory and GPUs is `scheduler.Ledger` over `capacity()`. A graceful
@@ -31,7 +32,6 @@ from fray.backends import wrapper_command
 from fray.backends.protocol import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
 from fray.backends.local import replicas, warm
 from fray.errors import BackendError
-from fray.state import layout
 from fray.state.layout import AttemptPaths, Home
 from fray.core.model import Cause
 from fray.core.observation import BackendView
@@ -59,8 +59,8 @@ class LocalBackend:
         self._capacity: Capacity | None = None
         self._gpu_type: str | None | bool = False  # False: not looked up yet
         self._tasks: dict[AttemptKey, dict[int, int]] = {}  # from the last scan: every task's wrapper pid
-        # Function runs' wrappers are forked from a warm Python (fray.backends.local.warm), which also queues
-        # them beyond the CPUs, unless turned off.
+        # Single-task wrappers (scripts and functions) are forked from a warm Python (fray.backends.local.warm),
+        # which also queues functions beyond the CPUs, unless turned off.
         self._warm = warm.WarmWorker(home.root, int(self._config.get("cpus") or _cpu_count()), on_attempt_exit) \
             if self._config.get("warm_functions", True) else None
 
@@ -99,7 +99,9 @@ class LocalBackend:
         env = {**tags.untagged(os.environ), **spec.env, **(replicas.task_env(request.key.run_id, index, count) if count > 1 else {})}
         # A CPU run must not land on a GPU another run was given.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, replicas.gpu_share(request.gpu_ids, index, count)))
-        if self._warm is not None and count == 1 and Path(request.script).name == layout.LAUNCHED_SHIM:
+        # A forked wrapper writes its first heartbeat a new Python's start and imports sooner; a script's
+        # workload is still a new process of the run's own interpreter (fray.wrapper.workload).
+        if self._warm is not None and count == 1:
             try:
                 return self._warm.start(request.key, argv, env, str(folder), str(AttemptPaths(folder).wrapper_log),
                                         spec.cpus)
