@@ -109,3 +109,28 @@ def test_a_steady_cycle_still_stops_the_child_of_an_ended_parent(home, tmp_path)
     wait_until(lambda: daemon.cycle(full=False) is not None and _meta(home, child)["phase"] == "ended",
                timeout=30, what="the child to be stopped")
     assert f"its parent run {parent} ended" in _meta(home, child)["end"]["reason"]
+
+
+def test_the_watcher_wakes_the_daemon_for_a_run_put_in_place_not_for_one_being_built(home):
+    import threading
+
+    from fray.daemon import watching
+
+    store.ensure_home(home)
+    wake, stop, on = threading.Event(), threading.Event(), threading.Event()
+    seen: list[set[str]] = []
+    watcher = threading.Thread(target=watching.watch_runs, args=(home, wake, stop, seen.append, on), daemon=True)
+    watcher.start()
+    try:
+        watching.await_watch(home.watch_probe, on, watcher)
+        assert on.is_set()
+        building = home.runs_dir / ".new-20260101-000000-job-0000"
+        building.mkdir()
+        (building / "control.json").write_text("{}\n")  # as `fray submit` writes a run before its rename
+        building.rename(home.runs_dir / "20260101-000000-job-0000")
+        wait_until(lambda: any("20260101-000000-job-0000" in ids for ids in seen), what="the run put in place")
+        assert wake.is_set()
+        assert not [ids for ids in seen if any(run_id.startswith(".") for run_id in ids)]
+    finally:
+        stop.set()
+        watcher.join(10)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -333,6 +334,8 @@ def _mem_total_mb() -> int | None:
 
 
 def _gpu_count() -> int:
+    if shutil.which("nvidia-smi") is None:  # no GPU tools: no fork (every `fray submit` checks this capacity)
+        return 0
     try:
         listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
