@@ -165,6 +165,7 @@ class Daemon:
             self._event(self.home.run(notice.run_id), "notify", f"{notice.status}: notifying {sinks}")
         self._index.drop_settled(active)
         self._quiet.note(active, now)
+        self._index.resting = self._quiet.resting()  # paused runs: not even stat'ed until their folder changes
         self.cycles += 1
         return stats
 

@@ -83,6 +83,11 @@ class QuietRuns:
             skipped.update(id(run) for run in rest if self._waiting[_id(run)][3] == why)
         return [run for run in active if id(run) not in skipped] if skipped else active
 
+    def resting(self) -> set[str]:
+        """The paused runs decided into their pause: the run index need not look at them until their files
+        change (fray.daemon.run_index)."""
+        return set(self._paused)
+
     def note(self, decided: list[RunState], now: float) -> None:
         """After the cycle: remember the decided runs left waiting (and forget the others among them)."""
         why: dict[tuple[str, Request], str] = {}

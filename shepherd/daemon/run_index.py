@@ -6,7 +6,9 @@ watcher is trusted: only the runs not settled (not ended, unreadable, or with a
 start request pending) and the folders it saw change (new, removed, or a
 control.json written) are looked at, so a steady cycle costs the runs still
 going, not the thousands that ended. An ended run changes only through its
-control.json (`fray control start`). A daemon's first cycle defers the runs
+control.json (`fray control start`), and so does a paused run once decided
+into its pause (`resting`, fray.daemon.quiet): neither is looked at again
+until the watcher reports its folder or a full scan comes. A daemon's first cycle defers the runs
 the index of settled runs vouches for (`fray.daemon.settled`): they are read
 a share between each two cycles after it.
 """
@@ -51,6 +53,9 @@ class RunIndex:
         self.runs: dict[str, RunState] = {}
         self.unsettled: set[str] = set()  # run ids looked at every cycle, whatever the watcher saw
         self._members: dict[str, set[str]] = {}  # group or sweep id -> its runs' ids (fray.daemon.run_view)
+        # Runs going that only a change of their files can wake (a paused run decided into its pause:
+        # fray.daemon.quiet), as ended runs: looked at when the watcher reports their folder, or by a full scan.
+        self.resting: set[str] = set()
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._reported_problems: set[str] = set()
@@ -64,6 +69,7 @@ class RunIndex:
         """Bring the index up to date, re-reading only the files whose stat changed; `full` lists the runs folder
         (module doc). What a cycle then reads of it is `view()` and `active()`."""
         dirty = self._take_dirty()
+        self.resting = set() if full else self.resting - dirty
         if full:
             self.runs = {run_id: self._refresh(run_id, self.runs.get(run_id), stats) for run_id in self._listed()}
             self.unsettled = {run_id for run_id, state in self.runs.items() if not settled(state)}
@@ -80,7 +86,7 @@ class RunIndex:
                 self.unsettled.discard(run_id)
                 continue
             self._look_at(run_id, stats)
-        for run_id in list(self.unsettled - dirty):
+        for run_id in list(self.unsettled - dirty - self.resting):
             self._look_at(run_id, stats)
 
     def _listed(self) -> list[str]:
@@ -123,11 +129,11 @@ class RunIndex:
 
     def view(self) -> RunView:
         """Every run by id, the runs going and each group's members, as this cycle's `load` left them."""
-        return RunView(self.runs, self.unsettled, self._members)
+        return RunView(self.runs, self.unsettled - self.resting, self._members)
 
     def active(self) -> list[RunState]:
         """The runs the policy must look at this cycle, in run id order (submission order: the oldest is admitted first)."""
-        return [state for run_id in sorted(self.unsettled) if (state := self.runs[run_id]).meta is not None
+        return [state for run_id in sorted(self.unsettled - self.resting) if (state := self.runs[run_id]).meta is not None
                 and needs_attention(state.meta, state.control)]
 
     def drop_settled(self, looked_at: list[RunState]) -> None:

@@ -32,7 +32,7 @@ class RunView(Mapping[str, "Meta | None"]):
 
     def __init__(self, runs: Mapping[str, RunState], going: Set[str], members: Mapping[str, Set[str]]) -> None:
         self._runs = runs
-        self._going = going  # run ids not settled: not ended, unreadable, or asked to start again
+        self._going = going  # run ids not settled (not ended, unreadable, or asked to start again) nor resting
         self._members = members  # group id -> the run ids whose meta names that group
 
     def __getitem__(self, run_id: str) -> Meta | None:
@@ -51,7 +51,8 @@ class RunView(Mapping[str, "Meta | None"]):
         return self._runs.get(run_id)
 
     def going(self) -> dict[str, Meta | None]:
-        """run id -> meta of the runs not settled: every run not ended is among them."""
+        """run id -> meta of the runs not settled: every run not ended is among them, but a paused one resting
+        (fray.daemon.quiet: no parent, group, sweep gate or --after can order or hold it)."""
         runs = self._runs
         return {run_id: runs[run_id].meta for run_id in self._going if run_id in runs}
 

@@ -1,7 +1,7 @@
 """A steady cycle costs the runs that changed and the runs going, not the runs that ended (fray.daemon.run_view,
 fray.daemon.quiet): a real in-process daemon on the local backend, real wrappers.
 
-Between full scans, a cycle touches no file of an ended run and does not decide a paused run again, yet it
+Between full scans, a cycle touches no file of an ended run nor of a paused run decided into its pause, yet it
 starts a new run, hands an ended parent's child its stop order and starts a paused run the moment it is
 unpaused.
 """
@@ -74,6 +74,7 @@ def test_a_steady_cycle_reads_no_ended_run_and_decides_no_paused_run_again(home,
     daemon.cycle(full=False)
     assert not [path for path in touched if any(run_id in path for run_id in ended)]
     assert paused not in decided  # its files unchanged since its pause was decided
+    assert not [path for path in touched if paused in path]  # nor looked at: only its control.json can wake it
 
     fresh = _run(home, script, "fresh")
     daemon._index.mark_dirty({fresh})  # what the file watcher reports
