@@ -74,6 +74,11 @@ class LocalBackend:
             )
         return self._capacity
 
+    def warm_up(self) -> None:
+        """Start the warm worker ahead of the first attempt (the daemon does, once its first cycle is done)."""
+        if self._warm is not None:
+            self._warm.prestart()
+
     def queue_cpus(self) -> int:
         """How far beyond its CPUs the ledger may admit function attempts: the warm worker queues them."""
         return self.capacity().cpus * warm.QUEUE_PER_CPU if self._warm is not None else 0
