@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -31,7 +30,7 @@ from typing import Any, Callable
 from fray.state import store
 from fray.backends import wrapper_command
 from fray.backends.protocol import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
-from fray.backends.local import replicas, warm
+from fray.backends.local import machine, replicas, warm
 from fray.errors import BackendError
 from fray.state.layout import AttemptPaths, Home
 from fray.core.model import Cause
@@ -54,7 +53,7 @@ class LocalBackend:
         self.home = home
         self._on_attempt_exit = on_attempt_exit
         self.host = socket.gethostname()
-        self._config = config if config is not None else _local_config(home)
+        self._config = config if config is not None else machine.local_config(home)
         self.poll_interval_sec = float(self._config.get("poll_interval_sec", self.poll_interval_sec))
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._capacity: Capacity | None = None
@@ -62,16 +61,12 @@ class LocalBackend:
         self._tasks: dict[AttemptKey, dict[int, int]] = {}  # from the last scan: every task's wrapper pid
         # Single-task wrappers (scripts and functions) are forked from a warm Python (fray.backends.local.warm),
         # which also queues functions beyond the CPUs, unless turned off.
-        self._warm = warm.WarmWorker(home.root, int(self._config.get("cpus") or _cpu_count()), on_attempt_exit) \
+        self._warm = warm.WarmWorker(home.root, int(self._config.get("cpus") or machine.cpu_count()), on_attempt_exit) \
             if self._config.get("warm_functions", True) else None
 
     def capacity(self) -> Capacity:
         if self._capacity is None:
-            self._capacity = Capacity(
-                cpus=int(self._config.get("cpus") or _cpu_count()),
-                mem_mb=int(self._config.get("mem_mb") or _mem_total_mb() or 0) or None,
-                gpus=int(self._config["gpus"]) if "gpus" in self._config else _gpu_count(),
-            )
+            self._capacity = machine.capacity(self._config)
         return self._capacity
 
     def warm_up(self) -> None:
@@ -321,35 +316,6 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         _signal(pid, sig)
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def _mem_total_mb() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return None
-
-
-def _gpu_count() -> int:
-    if shutil.which("nvidia-smi") is None:  # no GPU tools: no fork (every `fray submit` checks this capacity)
-        return 0
-    try:
-        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    if listing.returncode != 0:
-        return 0
-    return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
-
-
 def _gpu_name() -> str | None:
     """The first GPU's model as nvidia-smi names it (`NVIDIA H100 80GB HBM3`), None without one."""
     try:
@@ -364,9 +330,3 @@ def _gpu_name() -> str | None:
 def _wait_then(child: subprocess.Popen[bytes], callback: Callable[[], None]) -> None:
     child.wait()
     callback()
-
-
-def _local_config(home: Home) -> dict[str, Any]:
-    from fray.state.config import load_config
-
-    return load_config(home).get("local", {})
