@@ -9,14 +9,12 @@ unpaused.
 from __future__ import annotations
 
 import json
-import time
-from pathlib import Path
 
 import pytest
 
 from conftest import wait_until
+from test_daemon_start import _run
 from fray.core import policy
-from fray.core.model import Attempt, End
 from fray.daemon import loop, run_index
 from fray.daemon.loop import Daemon
 from fray.state import meta_file, runs, store
@@ -27,25 +25,6 @@ pytestmark = pytest.mark.slow
 ENDED_RUNS = 30
 
 
-def _ended(meta) -> None:
-    now = time.time()
-    meta.phase = "ended"
-    meta.attempts = [Attempt(number=1, state="ended", backend="local", submitted_at=now - 9, started_at=now - 8,
-                             ended_at=now - 5, exit_code=0, cause="success", node="vm")]
-    meta.end = End(status="completed_success", reason="attempt 1 succeeded", at=now - 5)
-
-
-def _run(home: Home, script: Path, name: str, ended: bool = False, **overrides) -> str:
-    run_id = runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides, name=name,
-                                                      workdir=str(script.parent))).run_id
-    if ended:  # as a daemon would have left it
-        meta = runs.read_meta(home, run_id)
-        _ended(meta)
-        for path in (home.run(run_id).meta, home.run(run_id).meta_copy):
-            store.write_json(path, meta.to_dict(), "meta")
-    return run_id
-
-
 def _meta(home: Home, run_id: str) -> dict:
     return json.loads(home.run(run_id).meta.read_text())
 
@@ -53,10 +32,8 @@ def _meta(home: Home, run_id: str) -> dict:
 def test_a_steady_cycle_reads_no_ended_run_and_decides_no_paused_run_again(home, tmp_path, monkeypatch):
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"cpus": 2, "gpus": 0}}))
-    script = tmp_path / "job.py"
-    script.write_text("print('hi')\n")
-    ended = {_run(home, script, f"done-{i}", ended=True) for i in range(ENDED_RUNS)}
-    paused = _run(home, script, "paused")
+    ended = {_run(home, tmp_path, f"done-{i}", ended=True) for i in range(ENDED_RUNS)}
+    paused = _run(home, tmp_path, "paused")
     runs.request(home, paused, "pause")
     daemon = Daemon(home)
     daemon.cycle(full=True)  # decides the paused run into its pause (meta.json written)
@@ -76,7 +53,7 @@ def test_a_steady_cycle_reads_no_ended_run_and_decides_no_paused_run_again(home,
     assert paused not in decided  # its files unchanged since its pause was decided
     assert not [path for path in touched if paused in path]  # nor looked at: only its control.json can wake it
 
-    fresh = _run(home, script, "fresh")
+    fresh = _run(home, tmp_path, "fresh")
     daemon._index.mark_dirty({fresh})  # what the file watcher reports
     wait_until(lambda: daemon.cycle(full=False) is not None and (_meta(home, fresh)["end"] or {}).get("status")
                == "completed_success", timeout=30, what="the new run to start and succeed")
@@ -93,15 +70,12 @@ def test_a_steady_cycle_reads_no_ended_run_and_decides_no_paused_run_again(home,
 
 def test_a_steady_cycle_still_stops_the_child_of_an_ended_parent(home, tmp_path):
     store.ensure_home(home)
-    script = tmp_path / "job.py"
-    script.write_text("print('hi')\n")
-    parent = _run(home, script, "parent", ended=True)
+    parent = _run(home, tmp_path, "parent", ended=True)
     for i in range(ENDED_RUNS):
-        _run(home, script, f"done-{i}", ended=True)
+        _run(home, tmp_path, f"done-{i}", ended=True)
     daemon = Daemon(home)
     daemon.cycle(full=True)
-    child = runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, name="child",
-                                                     workdir=str(tmp_path))).run_id
+    child = _run(home, tmp_path, "child")
     meta = runs.read_meta(home, child)
     meta.parent_run_id, meta.parent_attempt = parent, 1
     for path in (home.run(child).meta, home.run(child).meta_copy):

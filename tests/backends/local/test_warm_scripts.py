@@ -36,11 +36,15 @@ def _interpreter(tmp_path: Path) -> Path:
     return shim
 
 
-def _submit(home: Home, tmp_path: Path, go: Path) -> str:
+def _started(home: Home, tmp_path: Path, go: Path) -> tuple[str, dict]:
+    """A run of WAITS_FOR_GO under the shim interpreter, once its first attempt has started: (run id, started.json)."""
     script = tmp_path / "wait_for_go.py"
     script.write_text(f"GO = {str(go)!r}\n" + WAITS_FOR_GO)
-    return runs.create_run(home, runs.SubmitOptions(script=script, overrides={"python": str(_interpreter(tmp_path))},
-                                                    workdir=str(tmp_path))).run_id
+    run_id = runs.create_run(home, runs.SubmitOptions(script=script, overrides={"python": str(_interpreter(tmp_path))},
+                                                      workdir=str(tmp_path))).run_id
+    attempt = home.run(run_id).attempt(1)
+    return run_id, wait_until(lambda: attempt.started.exists() and json.loads(attempt.started.read_text()),
+                              timeout=30, what="the attempt to start")
 
 
 def _meta(home: Home, run_id: str) -> dict:
@@ -56,10 +60,8 @@ def _parent_cmdline(pid: int) -> bytes:
 
 def test_a_scripts_wrapper_is_forked_warm_and_its_workload_runs_under_the_runs_interpreter(home, tmp_path, daemon):
     go = tmp_path / "go"
-    run_id = _submit(home, tmp_path, go)
+    run_id, started = _started(home, tmp_path, go)
     attempt = home.run(run_id).attempt(1)
-    started = wait_until(lambda: attempt.started.exists() and json.loads(attempt.started.read_text()),
-                         timeout=30, what="the attempt to start")
     assert b"fray.cluster.warm_worker" in _parent_cmdline(started["pid"])  # forked by the warm worker
     wait_until(lambda: b"workload under" in attempt.stdout.read_bytes() if attempt.stdout.exists() else False,
                what="the workload's first line")
@@ -71,10 +73,8 @@ def test_a_scripts_wrapper_is_forked_warm_and_its_workload_runs_under_the_runs_i
 
 def test_a_killed_warm_scripts_wrapper_takes_its_workload_with_it_and_is_retried(home, tmp_path, daemon):
     go = tmp_path / "go"
-    run_id = _submit(home, tmp_path, go)
+    run_id, started = _started(home, tmp_path, go)
     attempt = home.run(run_id).attempt(1)
-    started = wait_until(lambda: attempt.started.exists() and json.loads(attempt.started.read_text()),
-                         timeout=30, what="the attempt to start")
     os.kill(started["pid"], signal.SIGKILL)
     wait_until(lambda: not running(started["workload_pid"]), timeout=10, what="the workload to die with its wrapper")
     second = home.run(run_id).attempt(2)
