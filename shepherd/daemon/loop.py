@@ -348,7 +348,7 @@ class Daemon:
                 watcher.start()  # the cycles are full until one began with the watch on (module doc)
                 probe = (self.home.watch_probe, watching, watcher, wake)
                 threading.Thread(target=watching_runs.await_watch, args=probe, name="fray-watch-probe", daemon=True).start()
-                getattr(self._backend("local"), "warm_up", lambda: None)()  # a first script need not wait for it
+                getattr(self._backends.get("local"), "warm_up", lambda: None)()  # a first script need not wait for it
             self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
             self._index.save_settled()
             self._index.idle(wake, self.poll_interval)  # the runs a start deferred, read while nothing happens
