@@ -67,10 +67,10 @@ def recheck(backend: object, spec: RunSpec) -> list[str]:
 
 def offer(home: Home, backend: str, run_command: external.Runner = external.run) -> submit_checks.Offer:
     if backend == "local":
-        from fray.backends.local.backend import LocalBackend
+        from fray.backends.local import machine
 
         try:
-            return submit_checks.Offer(capacity=LocalBackend(home).capacity())
+            return submit_checks.Offer(capacity=machine.capacity(machine.local_config(home)))
         except (OSError, StateError):  # an unusable FRAY_HOME or config.json: writing the run says so
             return submit_checks.Offer()
     if backend == "slurm":

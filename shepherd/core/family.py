@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from fray.core.model import AttemptState, Control, Meta, Phase
 from fray.core.scheduler import Admission
@@ -29,26 +29,26 @@ STOPPER = "fray"
 _ENDED = Phase.ENDED.value  # (enum attribute lookups add up over 10,000 runs a cycle)
 
 
-def stop_orders(metas: Mapping[str, Meta | None], present: Iterable[str]) -> dict[str, str]:
+def stop_orders(metas: Mapping[str, Meta | None], present: Collection[str],
+                children: Mapping[str, Meta | None] | None = None) -> dict[str, str]:
     """run id -> why it must stop, for every run not ended whose parent says so.
 
     `metas` holds every run the daemon read (None: unreadable this cycle, so
-    nothing is decided from it); `present` every run folder that exists.
+    nothing is decided from it); `present` every run folder that exists;
+    `children` the runs to decide for, when not all of `metas` (those not
+    ended, say: the daemon does not pass over the thousands that ended).
     """
     orders: dict[str, str] = {}
-    exists: set[str] | None = None
-    for run_id, meta in metas.items():
+    for run_id, meta in (metas if children is None else children).items():
         if meta is None or not meta.parent_run_id or meta.phase == _ENDED:
             continue
-        if exists is None:
-            exists = set(present)
-        why = _parent_says_stop(meta, metas, exists)
+        why = _parent_says_stop(meta, metas, present)
         if why:
             orders[run_id] = why
     return orders
 
 
-def _parent_says_stop(child: Meta, metas: Mapping[str, Meta | None], exists: set[str]) -> str | None:
+def _parent_says_stop(child: Meta, metas: Mapping[str, Meta | None], exists: Collection[str]) -> str | None:
     parent_id = child.parent_run_id
     assert parent_id is not None
     if parent_id not in exists:

@@ -31,7 +31,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from fray.actors import endpoints
 from fray.core import dependencies, family, reservations
@@ -48,6 +48,7 @@ from fray.state import layout
 from fray.state.config import load_config
 from fray.state.layout import Home
 from fray.daemon import warm_queue
+from fray.daemon.run_view import RunView
 
 log = logging.getLogger("fray.daemon")
 
@@ -68,13 +69,14 @@ class FamilyKeeper:
         self._endpoint_cache: dict[Path, endpoints.Endpoint | None] = {}
         self._swept_at = float("-inf")
 
-    def prepare(self, runs: Iterable[Any], active: Iterable[Any], ledgers: dict[str, Ledger], now: float,
+    def prepare(self, runs: RunView, active: Iterable[Any], ledgers: dict[str, Ledger], now: float,
                 submits_together: Callable[[str], bool] = lambda _backend: False) -> CyclePlan:
-        """`runs`: every RunState of the cycle; `active`: those the policy looks at; `submits_together(backend)`:
-        whether that backend submits a sweep's attempts in one call and throttles them itself (Slurm)."""
-        runs, active = list(runs), list(active)
-        metas = _metas(runs)
-        orders = family.stop_orders(metas, metas.keys())
+        """`runs`: every run of the cycle, by id (fray.daemon.run_view: what is asked of the runs that ended is
+        looked up, never scanned); `active`: those the policy looks at; `submits_together(backend)`: whether that
+        backend submits a sweep's attempts in one call and throttles them itself (Slurm)."""
+        active = list(active)
+        going = runs.going()  # every run not ended: the only ones a parent, a group or a sweep orders or holds
+        orders = family.stop_orders(runs, runs, children=going)
         active_metas = [r.meta for r in active if r.meta is not None]
         held = reservations.live(self._reservations(), now)
         orders.update({k: v for k, v in reservations.orders(active_metas, held).items() if k not in orders})
@@ -86,20 +88,23 @@ class FamilyKeeper:
             return admitter.admit(meta.spec.backend, warm_queue.request_of(meta), meta.reservation)
 
         groups: dict[str, list[tuple[Meta, Control]]] = {}
-        for run in runs:  # ended members too: one that ended before the start breaks its group
-            meta = run.meta
-            if meta is not None and meta.gang is not None and meta.run_id not in orders:
-                groups.setdefault(meta.gang["id"], []).append((meta, run.control))
+        for gang_id in {m.gang["id"] for m in going.values() if m is not None and m.gang is not None}:
+            for run in runs.members(gang_id):  # ended members too: one that ended before the start breaks its group
+                meta = run.meta
+                if meta is not None and meta.gang is not None and meta.run_id not in orders:
+                    groups.setdefault(gang_id, []).append((meta, run.control))
         groups = {g: found for g, found in groups.items() if any(m.phase != "ended" for m, _ in found)}
         plan = family.plan_groups(groups, now, admit_meta, admitter.snapshot, admitter.restore) if groups \
             else family.GroupPlan()
         for run_id, why in plan.stop.items():
             orders.setdefault(run_id, why)
-        credits = credits_from(self.config, [m for m in metas.values() if m is not None], now)
-        sweeps = gate.plan((m for m in metas.values() if m is not None), submits_together)
-        gates = _gates(active, metas, runs, now)
+        credits = credits_from(self.config, (m for m in runs.metas() if m is not None), now)  # read only if on
+        sweep_ids = {m.sweep["id"] for m in going.values() if m is not None and m.sweep is not None}
+        sweeps = gate.plan((run.meta for sweep_id in sweep_ids for run in runs.members(sweep_id)
+                            if run.meta is not None), submits_together)
+        gates = _gates(active, runs, now)
         # Backends where a run that cannot queue waits for CPUs (also one this cycle skips as quiet): no queueing.
-        closed = {m.spec.backend for m in metas.values() if m is not None and _waits_unqueueable(m)}
+        closed = {m.spec.backend for m in going.values() if m is not None and _waits_unqueueable(m)}
         held_back = _held_back([r for r in active if r.meta is None or r.meta.run_id not in gates], orders, plan,
                                admitter.ledgers, now, credits, sweeps, closed)
 
@@ -135,14 +140,14 @@ class FamilyKeeper:
                 found.append(record)
         return found
 
-    def sweep_endpoints(self, runs: list[Any], force: bool = False) -> int:
+    def sweep_endpoints(self, runs: Mapping[str, Meta | None], force: bool = False) -> int:
         """Remove stale endpoint files; how many were removed."""
         if not force and time.monotonic() - self._swept_at < ENDPOINT_SWEEP_SEC:
             return 0
         self._swept_at = time.monotonic()
         if not self.home.namespaces_dir.exists():
             return 0
-        metas = _metas(runs)
+        metas = runs
         removed = 0
         seen: set[Path] = set()
         for path in _endpoint_files(self.home):
@@ -171,25 +176,20 @@ class FamilyKeeper:
         return removed
 
 
-def _metas(runs: list[Any]) -> dict[str, Meta | None]:
-    """run id -> meta (None: unreadable) of every run folder (the meta's own id avoids a Path.name each)."""
-    return {(r.meta.run_id if r.meta is not None else r.paths.run_id): r.meta for r in runs}
-
-
-def _gates(active: list[Any], metas: dict[str, Meta | None], runs: list[Any], now: float) -> dict[str, Admission]:
+def _gates(active: list[Any], runs: RunView, now: float) -> dict[str, Admission]:
     """Run id -> the refusal of each run held by its --after this cycle (final: failed_dependency)."""
     gates: dict[str, Admission] = {}
-    paths = {r.paths.run_id: r.paths for r in runs}
 
     def status_of(upstream: Meta) -> str:
         attempt = upstream.in_flight
-        beat = store.read_heartbeat(paths[upstream.run_id].attempt(attempt.number).heartbeat) \
-            if attempt is not None and upstream.run_id in paths else None
+        state = runs.state(upstream.run_id)
+        beat = store.read_heartbeat(state.paths.attempt(attempt.number).heartbeat) \
+            if attempt is not None and state is not None else None
         return normalized_status(upstream, beat, now).status.value
 
     for run in active:
         meta = run.meta
-        verdict = dependencies.gate(meta, metas, paths.__contains__, status_of) if meta is not None else None
+        verdict = dependencies.gate(meta, runs, runs.__contains__, status_of) if meta is not None else None
         if verdict is not None and not verdict.start:
             gates[meta.run_id] = Admission(False, verdict.reason, unschedulable=verdict.broken,
                                            final="failed_dependency" if verdict.broken else None)

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from fray.core.model import Meta
 from fray.daemon.sweeps import ArrayFolders
@@ -24,6 +24,16 @@ from fray.state.layout import Home
 log = logging.getLogger("fray.daemon")
 
 TEMPS_EVERY_SEC = 3600.0
+
+
+class LazyMetas:
+    """Every run's meta, passed over only if iterated."""
+
+    def __init__(self, metas: Callable[[], Iterable[Meta | None]]) -> None:
+        self._metas = metas
+
+    def __iter__(self) -> Iterator[Meta | None]:
+        return iter(self._metas())
 
 
 class Housekeeping:
@@ -42,9 +52,10 @@ class Housekeeping:
         if removed:
             log.info("removed %d temp files a killed daemon left in run folders", removed)
 
-    def tidy(self, metas: list[Meta | None], now: float) -> None:
-        self.arrays.sweep(metas, now)
-        self.snapshots.collect(metas, now)
+    def tidy(self, metas: Callable[[], Iterable[Meta | None]], now: float) -> None:
+        """`metas()`: every run's meta, asked for only by a task whose time has come (a pass over every run)."""
+        self.arrays.sweep(LazyMetas(metas), now)
+        self.snapshots.collect(LazyMetas(metas), now)
         if time.monotonic() - self._temps_at >= TEMPS_EVERY_SEC:
             self._temps_at = time.monotonic()
             threading.Thread(target=self.remove_left_behind, name="fray-temps", daemon=True).start()

@@ -121,7 +121,8 @@ class Daemon:
         written = self._launcher.cycle(self._exclude)  # new sweeps: submitted, then their runs written
         if written:
             self._index.mark_dirty(written)
-        runs = self._index.load(stats, full)
+        self._index.load(stats, full)
+        runs = self._index.view()  # every run by id: looked up, not passed over (daemon.run_view)
         active = self._index.active()
         stats.runs, stats.active = len(runs), len(active)
         ledgers = self._ledgers(active)
@@ -157,13 +158,14 @@ class Daemon:
                 self._family.sweep_endpoints(runs)
             except OSError as exc:
                 log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
-            self._housekeeping.tidy([run.meta for run in runs], now)  # finished arrays' folders, unused snapshots
+            self._housekeeping.tidy(runs.metas, now)  # finished arrays' folders, unused snapshots, at their pace
         message = self._notifications.flush(now)  # what this cycle's changes (and any held back) call for
         for notice in message.notices if message else ():
             sinks = ", ".join(self._notifications.sinks)
             self._event(self.home.run(notice.run_id), "notify", f"{notice.status}: notifying {sinks}")
         self._index.drop_settled(active)
         self._quiet.note(active, now)
+        self._index.resting = self._quiet.resting()  # paused runs: not even stat'ed until their folder changes
         self.cycles += 1
         return stats
 
@@ -346,11 +348,11 @@ class Daemon:
                 watcher.start()  # the cycles are full until one began with the watch on (module doc)
                 probe = (self.home.watch_probe, watching, watcher, wake)
                 threading.Thread(target=watching_runs.await_watch, args=probe, name="fray-watch-probe", daemon=True).start()
+                getattr(self._backends.get("local"), "warm_up", lambda: None)()  # a first script need not wait for it
             self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
-            self._index.read_deferred_share()
             self._index.save_settled()
             idle_from = time.perf_counter()
-            wake.wait(self.poll_interval)
+            self._index.idle(wake, self.poll_interval)  # the runs a start deferred, read while nothing happens
             stop.wait(pacing.rest(self._backends.values(), idle_from - started, time.perf_counter() - idle_from))
         self._index.save_settled(force=True)
         self._notifications.close()

@@ -18,6 +18,12 @@ cycle skips it:
   sweep), the scheduler's line starts the oldest first, so only as many of
   them as the room could take on their own are decided, oldest first.
 
+A paused run waiting to start is skipped the same way (`_stays_paused`): once
+decided into its pause, with neither file changed since, no timer of its own
+and no tie to another run, it gets the same decision until a person unpauses
+or stops it, which writes its control.json. A home with a thousand paused runs
+then costs a steady cycle their stat, not a thousand decisions.
+
 When room opens, a run changes or a full cycle comes (`FULL_SCAN_EVERY_SEC`,
 the level-triggered safety net), it is decided as before, so what it is told
 (started, or why it waits) is what an undivided cycle tells it; its recorded
@@ -30,6 +36,7 @@ from typing import Any, Callable
 
 from fray.core.model import Control, Meta, Mode, Phase
 from fray.core.scheduler import Ledger, Request
+from fray.core.status import PAUSED_REASON
 from fray.daemon import warm_queue
 from fray.daemon.cycle_state import RunState
 from fray.state.row_cache import StatKey
@@ -47,20 +54,26 @@ class QuietRuns:
         # ledger then left a run of that kind waiting once that cycle's runs had started (its wait reason's words)
         self._waiting: dict[str, tuple[StatKey | None, StatKey | None, tuple[Any, ...], str]] = {}
         self._ledgers: dict[str, Ledger] = {}  # this cycle's: they hold what it admits once it has decided
+        self._paused: dict[str, tuple[StatKey | None, StatKey | None]] = {}  # run id -> its files' stat then
 
     def select(self, active: list[RunState], ledgers: dict[str, Ledger], full: bool) -> list[RunState]:
         """The runs of `active` to decide this cycle: every one on a full cycle, else all but the quiet ones."""
         self._ledgers = ledgers
-        if full or not self._waiting or (self._config().get("priority") or {}).get("credit_hours") is not None:
+        if full or not (self._waiting or self._paused) \
+                or (self._config().get("priority") or {}).get("credit_hours") is not None:
             return active  # with credits, a user's runs change band as time passes (fray.core.placement.priority)
         alike: dict[tuple[Any, ...], list[RunState]] = {}
+        skipped: set[int] = set()
         for run in active:
+            paused = self._paused.get(run.meta.run_id if run.meta is not None else "")
+            if paused is not None and paused == (run.meta_key, run.control_key) and run.problem is None:
+                skipped.add(id(run))
+                continue
             seen = self._waiting.get(run.meta.run_id if run.meta is not None else "")
             if seen is not None and seen[:2] == (run.meta_key, run.control_key) and run.problem is None:
                 ledger = ledgers.get(seen[2][0])
                 if ledger is not None and ledger.capacity is not None:  # one that queues by itself admits at once
                     alike.setdefault(seen[2], []).append(run)
-        skipped: set[int] = set()
         for kind, runs in alike.items():
             # Of runs alike, the scheduler's line (fray.core.placement) takes the oldest first: only as many as
             # the room takes can start, and the next in line is told it is first; the others wait as before
@@ -69,6 +82,11 @@ class QuietRuns:
             rest = sorted(runs, key=_in_line)[room + 1:] if room else runs
             skipped.update(id(run) for run in rest if self._waiting[_id(run)][3] == why)
         return [run for run in active if id(run) not in skipped] if skipped else active
+
+    def resting(self) -> set[str]:
+        """The paused runs decided into their pause: the run index need not look at them until their files
+        change (fray.daemon.run_index)."""
+        return set(self._paused)
 
     def note(self, decided: list[RunState], now: float) -> None:
         """After the cycle: remember the decided runs left waiting (and forget the others among them)."""
@@ -81,8 +99,13 @@ class QuietRuns:
                     ledger = self._ledgers.get(kind[0])
                     why[kind[:2]] = ledger.explain(kind[1]) if ledger is not None else ""
                 self._waiting[meta.run_id] = (run.meta_key, run.control_key, kind, why[kind[:2]])
+                self._paused.pop(meta.run_id, None)
+            elif meta is not None and _stays_paused(meta, run.control):
+                self._paused[meta.run_id] = (run.meta_key, run.control_key)
+                self._waiting.pop(meta.run_id, None)
             elif meta is not None:
                 self._waiting.pop(meta.run_id, None)
+                self._paused.pop(meta.run_id, None)
 
 
 def _kind(meta: Meta) -> tuple[Any, ...]:
@@ -116,9 +139,21 @@ def _room(ledger: Ledger, request: Request, most: int) -> tuple[int, str]:
 
 def _only_room_starts(meta: Meta, control: Control, now: float) -> bool:
     """Waiting to start, with no timer of its own and no tie to another run's state (module doc)."""
+    return (meta.wait_reason is not None and (meta.next_attempt_at is None or meta.next_attempt_at <= now)
+            and not control.paused and _untied(meta, control))
+
+
+def _stays_paused(meta: Meta, control: Control) -> bool:
+    """Decided into its pause (fray.core.policy: a paused run waits), which only its control.json can end."""
+    return (meta.wait_reason == PAUSED_REASON and control.paused and meta.spec.keep_alive_sec is None
+            and _untied(meta, control))
+
+
+def _untied(meta: Meta, control: Control) -> bool:
+    """Queued, nothing asked of it, no timer of its own and no tie to another run's state (module doc)."""
     spec = meta.spec
-    return (meta.phase == _QUEUED and meta.in_flight is None and meta.wait_reason is not None
-            and (meta.next_attempt_at is None or meta.next_attempt_at <= now)
-            and not control.paused and not control.stop_requested and control.start_nonce <= meta.applied.start_nonce
+    return (meta.phase == _QUEUED and meta.in_flight is None
+            and not control.stop_requested and control.start_nonce <= meta.applied.start_nonce
+            and control.restart_nonce <= meta.applied.restart_nonce
             and spec.mode == _RUN_ONCE and spec.scheduling_timeout_sec is None and not spec.partitions
             and not spec.after and meta.parent_run_id is None and meta.gang is None and meta.reservation is None)

@@ -6,7 +6,9 @@ watcher is trusted: only the runs not settled (not ended, unreadable, or with a
 start request pending) and the folders it saw change (new, removed, or a
 control.json written) are looked at, so a steady cycle costs the runs still
 going, not the thousands that ended. An ended run changes only through its
-control.json (`fray control start`). A daemon's first cycle defers the runs
+control.json (`fray control start`), and so does a paused run once decided
+into its pause (`resting`, fray.daemon.quiet): neither is looked at again
+until the watcher reports its folder or a full scan comes. A daemon's first cycle defers the runs
 the index of settled runs vouches for (`fray.daemon.settled`): they are read
 a share between each two cycles after it.
 """
@@ -16,11 +18,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from fray.core.model import Control, Meta, Phase
 from fray.daemon.cycle_state import CycleStats, RunState
+from fray.daemon.run_view import RunView, group_ids
 from fray.daemon.settled import Deferral
 from fray.errors import CorruptFileError
 from fray.state import meta_file as run_meta, store
@@ -30,6 +34,8 @@ from fray.state.row_cache import stat_key
 log = logging.getLogger("fray.daemon")
 
 _ENDED = Phase.ENDED.value  # compared for every run each cycle; an Enum's .value is a slow lookup
+
+IDLE_SHARE_SEC = 0.01  # of reading deferred runs at a time while idle: how long a wake may wait for it
 
 # Records a problem with a run in its events: (run folder, kind, reason).
 EventSink = Callable[[RunPaths, str, str], None]
@@ -46,6 +52,10 @@ class RunIndex:
         self._first = True
         self.runs: dict[str, RunState] = {}
         self.unsettled: set[str] = set()  # run ids looked at every cycle, whatever the watcher saw
+        self._members: dict[str, set[str]] = {}  # group or sweep id -> its runs' ids (fray.daemon.run_view)
+        # Runs going that only a change of their files can wake (a paused run decided into its pause:
+        # fray.daemon.quiet), as ended runs: looked at when the watcher reports their folder, or by a full scan.
+        self.resting: set[str] = set()
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._reported_problems: set[str] = set()
@@ -55,28 +65,29 @@ class RunIndex:
         with self._dirty_lock:
             self._dirty |= run_ids
 
-    def load(self, stats: CycleStats, full: bool) -> list[RunState]:
-        """Every run, re-reading only the files whose stat changed; `full` lists the runs folder (module doc)."""
+    def load(self, stats: CycleStats, full: bool) -> None:
+        """Bring the index up to date, re-reading only the files whose stat changed; `full` lists the runs folder
+        (module doc). What a cycle then reads of it is `view()` and `active()`."""
         dirty = self._take_dirty()
+        self.resting = set() if full else self.resting - dirty
         if full:
             self.runs = {run_id: self._refresh(run_id, self.runs.get(run_id), stats) for run_id in self._listed()}
             self.unsettled = {run_id for run_id, state in self.runs.items() if not settled(state)}
-            if self._read_deferred(stats):
-                self.runs = dict(sorted(self.runs.items()))
-            return list(self.runs.values())
-        added = self._read_deferred(stats)
+            self._members = {}
+            for run_id, state in self.runs.items():
+                for group_id in group_ids(state.meta):
+                    self._members.setdefault(group_id, set()).add(run_id)
+            self._read_deferred(stats)
+            return
+        self._read_deferred(stats)
         for run_id in dirty:
             if run_id.startswith(".") or not os.path.isdir(self.home.run_folder(run_id)):
-                self.runs.pop(run_id, None)
+                self._group(run_id, self.runs.pop(run_id, None), None)
                 self.unsettled.discard(run_id)
                 continue
-            added = added or run_id not in self.runs
             self._look_at(run_id, stats)
-        for run_id in list(self.unsettled - dirty):
+        for run_id in list(self.unsettled - dirty - self.resting):
             self._look_at(run_id, stats)
-        if added:
-            self.runs = dict(sorted(self.runs.items()))
-        return list(self.runs.values())
 
     def _listed(self) -> list[str]:
         """The run folders a full cycle reads: at the first, those the index of settled runs does not vouch for."""
@@ -86,31 +97,43 @@ class RunIndex:
             return self.deferral.split(run_ids, self._config())
         return [run_id for run_id in run_ids if not self.deferral.holds(run_id)] if self.deferral.pending else run_ids
 
-    def _read_deferred(self, stats: CycleStats) -> bool:
-        """Read the deferred runs that the runs going refer to; whether any was read."""
+    def _read_deferred(self, stats: CycleStats) -> None:
+        """Read the deferred runs that the runs going refer to."""
+        if not self.deferral.pending:
+            return
         metas = [self.runs[run_id].meta for run_id in self.unsettled]
-        return self._read(self.deferral.referenced(metas, self.runs), stats)
+        self._read(self.deferral.referenced(metas, self.runs), stats)
 
     def read_deferred_share(self) -> None:
         """Between two cycles: read a share of the runs still deferred (fray.daemon.settled)."""
-        if self.deferral.pending and self._read(self.deferral.share(), CycleStats()):
-            self.runs = dict(sorted(self.runs.items()))
+        if self.deferral.pending:
+            self._read(self.deferral.share(), CycleStats())
 
-    def _read(self, run_ids: Iterable[str], stats: CycleStats) -> bool:
-        added = False
+    def idle(self, wake: threading.Event, timeout: float) -> None:
+        """Wait up to `timeout` for `wake`, reading the runs still deferred meanwhile, IDLE_SHARE_SEC at a time:
+        an idle daemon reads them all within a second or two, and a wake waits for one share at most (a run
+        submitted into a home of 10,000 is not held up by a share each second for the next ten)."""
+        deadline = time.monotonic() + timeout
+        while self.deferral.pending and not wake.is_set() and time.monotonic() < deadline:
+            self._read(self.deferral.share(IDLE_SHARE_SEC, every=0.0), CycleStats())
+        wake.wait(max(0.0, deadline - time.monotonic()))
+
+    def _read(self, run_ids: Iterable[str], stats: CycleStats) -> None:
         for run_id in run_ids:
             if os.path.isdir(self.home.run_folder(run_id)):
                 self._look_at(run_id, stats)
-                added = True
-        return added
 
     def save_settled(self, force: bool = False) -> None:
         """The index of settled runs, for the next daemon's start (now and then; `force`: as this one stops)."""
         self.deferral.save(self.runs, settled, force)
 
+    def view(self) -> RunView:
+        """Every run by id, the runs going and each group's members, as this cycle's `load` left them."""
+        return RunView(self.runs, self.unsettled - self.resting, self._members)
+
     def active(self) -> list[RunState]:
         """The runs the policy must look at this cycle, in run id order (submission order: the oldest is admitted first)."""
-        return [state for run_id in sorted(self.unsettled) if (state := self.runs[run_id]).meta is not None
+        return [state for run_id in sorted(self.unsettled - self.resting) if (state := self.runs[run_id]).meta is not None
                 and needs_attention(state.meta, state.control)]
 
     def drop_settled(self, looked_at: list[RunState]) -> None:
@@ -118,8 +141,11 @@ class RunIndex:
         self.unsettled.difference_update(run.paths.run_id for run in looked_at if settled(run))
 
     def _look_at(self, run_id: str, stats: CycleStats) -> None:
-        state = self._refresh(run_id, self.runs.get(run_id), stats)
+        before = self.runs.get(run_id)
+        state = self._refresh(run_id, before, stats)
         self.runs[run_id] = state
+        if state is not before:
+            self._group(run_id, before, state)
         if settled(state):
             self.unsettled.discard(run_id)
         else:
@@ -148,6 +174,21 @@ class RunIndex:
             stats.errors.append(f"{run_id}: {problem}")
             self._event(paths, "error", problem)
         return RunState(paths, meta, control, problem, meta_key, control_key)
+
+    def _group(self, run_id: str, before: RunState | None, after: RunState | None) -> None:
+        """Keep the index of groups' members as a run is read again, appears or goes."""
+        old = group_ids(before.meta if before is not None else None)
+        new = group_ids(after.meta if after is not None else None)
+        if old == new:
+            return
+        for group_id in old:
+            members = self._members.get(group_id)
+            if members is not None:
+                members.discard(run_id)
+                if not members:
+                    del self._members[group_id]
+        for group_id in new:
+            self._members.setdefault(group_id, set()).add(run_id)
 
     def _take_dirty(self) -> set[str]:
         with self._dirty_lock:

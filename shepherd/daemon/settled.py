@@ -89,6 +89,7 @@ class Deferral:
         self._saved_at = clock()
         self._shared_at = float("-inf")
         self._saved: frozenset[str] | None = None
+        self._entries: dict[str, list[Any]] = {}  # as last saved: their files were stat'ed then, not again
 
     @property
     def pending(self) -> bool:
@@ -139,16 +140,16 @@ class Deferral:
             del self._deferred[run_id]
         return found
 
-    def share(self) -> Iterator[str]:
-        """Deferred runs to read between two cycles, each as the caller reads the one before, for LOAD_BUDGET_SEC
-        of the caller's reading, at most every SHARE_EVERY_SEC (none just after the first cycle)."""
+    def share(self, budget: float = LOAD_BUDGET_SEC, every: float = SHARE_EVERY_SEC) -> Iterator[str]:
+        """Deferred runs to read between two cycles, each as the caller reads the one before, for `budget` seconds
+        of the caller's reading, at most every `every` seconds (none just after the first cycle)."""
         if self._fresh:
             self._fresh = False
             return
-        if self._clock() - self._shared_at < SHARE_EVERY_SEC:
+        if self._clock() - self._shared_at < every:
             return
         self._shared_at = self._clock()
-        deadline = time.perf_counter() + LOAD_BUDGET_SEC
+        deadline = time.perf_counter() + budget
         while self._deferred and time.perf_counter() < deadline:
             run_id = next(iter(self._deferred))
             del self._deferred[run_id]
@@ -169,6 +170,10 @@ class Deferral:
         entries = {}
         for run_id, state in listed.items():
             meta = state.meta
+            saved = self._entries.get(run_id)
+            if saved is not None and saved[:2] == [state.meta_key, state.control_key]:
+                entries[run_id] = saved  # read from the files it was saved with (a start checks them again)
+                continue
             # Its meta as the daemon wrote it this cycle carries the key of the file it replaces: left out.
             if meta is None or _keys(self.home, run_id) != [state.meta_key, state.control_key]:
                 continue
@@ -177,6 +182,6 @@ class Deferral:
         try:
             store.make_dirs(self.home.cache_dir)
             store.write_bytes_atomic(self.home.settled_index, orjson.dumps({"version": VERSION, "runs": entries}))
-            self._saved = keys
+            self._saved, self._entries = keys, entries
         except OSError as exc:
             log.warning("could not write %s (only a later start is slower): %s", self.home.settled_index, exc)

@@ -67,7 +67,9 @@ def watch_runs(home: Home, wake: threading.Event, stop: threading.Event,
                                         recursive=True, raise_interrupt=False, ignore_permission_denied=True):
             watching.set()  # any event at all: the watches were all set up before the first one
             run_ids = {path[len(root):].split(os.sep, 1)[0] for _, path in changes if path.startswith(root)}
-            run_ids.discard(layout.WATCH_PROBE)
+            # A dot: never a run (a run still being built, whose rename into place is the event that counts;
+            # the probe): a cycle for it only takes a CPU from the `fray submit` building it.
+            run_ids = {run_id for run_id in run_ids if not run_id.startswith(".")}
             if run_ids:
                 on_change(run_ids)
             if run_ids or any(path == config or Path(path).parent == groups_dir for _, path in changes):

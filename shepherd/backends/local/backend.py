@@ -1,7 +1,8 @@
 """The embedded local backend: attempts are wrapper processes on this machine.
 
 Each attempt is `python -m fray.wrapper run ...` in a session of its own, detached,
-so it outlives the daemon. It is found again by scanning /proc for a wrapper
+so it outlives the daemon (a single-task attempt's wrapper forked from the warm
+worker, `fray.backends.local.warm`, as that command would have started). It is found again by scanning /proc for a wrapper
 command line carrying this FRAY_HOME, the run id and the attempt number: a
 reused pid has another command line, so it never passes for ours. Admission by
 CPUs, memory and GPUs is `scheduler.Ledger` over `capacity()`. A graceful
@@ -29,9 +30,8 @@ from typing import Any, Callable
 from fray.state import store
 from fray.backends import wrapper_command
 from fray.backends.protocol import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
-from fray.backends.local import replicas, warm
+from fray.backends.local import machine, replicas, warm
 from fray.errors import BackendError
-from fray.state import layout
 from fray.state.layout import AttemptPaths, Home
 from fray.core.model import Cause
 from fray.core.observation import BackendView
@@ -53,25 +53,26 @@ class LocalBackend:
         self.home = home
         self._on_attempt_exit = on_attempt_exit
         self.host = socket.gethostname()
-        self._config = config if config is not None else _local_config(home)
+        self._config = config if config is not None else machine.local_config(home)
         self.poll_interval_sec = float(self._config.get("poll_interval_sec", self.poll_interval_sec))
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._capacity: Capacity | None = None
         self._gpu_type: str | None | bool = False  # False: not looked up yet
         self._tasks: dict[AttemptKey, dict[int, int]] = {}  # from the last scan: every task's wrapper pid
-        # Function runs' wrappers are forked from a warm Python (fray.backends.local.warm), which also queues
-        # them beyond the CPUs, unless turned off.
-        self._warm = warm.WarmWorker(home.root, int(self._config.get("cpus") or _cpu_count()), on_attempt_exit) \
+        # Single-task wrappers (scripts and functions) are forked from a warm Python (fray.backends.local.warm),
+        # which also queues functions beyond the CPUs, unless turned off.
+        self._warm = warm.WarmWorker(home.root, int(self._config.get("cpus") or machine.cpu_count()), on_attempt_exit) \
             if self._config.get("warm_functions", True) else None
 
     def capacity(self) -> Capacity:
         if self._capacity is None:
-            self._capacity = Capacity(
-                cpus=int(self._config.get("cpus") or _cpu_count()),
-                mem_mb=int(self._config.get("mem_mb") or _mem_total_mb() or 0) or None,
-                gpus=int(self._config["gpus"]) if "gpus" in self._config else _gpu_count(),
-            )
+            self._capacity = machine.capacity(self._config)
         return self._capacity
+
+    def warm_up(self) -> None:
+        """Start the warm worker ahead of the first attempt (the daemon does, once its first cycle is done)."""
+        if self._warm is not None:
+            self._warm.prestart()
 
     def queue_cpus(self) -> int:
         """How far beyond its CPUs the ledger may admit function attempts: the warm worker queues them."""
@@ -104,7 +105,9 @@ class LocalBackend:
         env = {**tags.untagged(os.environ), **spec.env, **(replicas.task_env(request.key.run_id, index, count) if count > 1 else {})}
         # A CPU run must not land on a GPU another run was given.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, replicas.gpu_share(request.gpu_ids, index, count)))
-        if self._warm is not None and count == 1 and Path(request.script).name == layout.LAUNCHED_SHIM:
+        # A forked wrapper writes its first heartbeat a new Python's start and imports sooner; a script's
+        # workload is still a new process of the run's own interpreter (fray.wrapper.workload).
+        if self._warm is not None and count == 1:
             try:
                 return self._warm.start(request.key, argv, env, str(folder), str(AttemptPaths(folder).wrapper_log),
                                         spec.cpus)
@@ -319,33 +322,6 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         _signal(pid, sig)
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def _mem_total_mb() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return None
-
-
-def _gpu_count() -> int:
-    try:
-        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    if listing.returncode != 0:
-        return 0
-    return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
-
-
 def _gpu_name() -> str | None:
     """The first GPU's model as nvidia-smi names it (`NVIDIA H100 80GB HBM3`), None without one."""
     try:
@@ -360,9 +336,3 @@ def _gpu_name() -> str | None:
 def _wait_then(child: subprocess.Popen[bytes], callback: Callable[[], None]) -> None:
     child.wait()
     callback()
-
-
-def _local_config(home: Home) -> dict[str, Any]:
-    from fray.state.config import load_config
-
-    return load_config(home).get("local", {})

@@ -100,6 +100,17 @@ class WarmWorker:
             raise OSError(f"the warm worker could not start the wrapper: {reply.get('error', reply)}")
         return int(reply["pid"])
 
+    def prestart(self) -> None:
+        """Start the warm process now, in a thread, so that the first attempt does not wait for its imports."""
+        def start() -> None:
+            with self._lock:
+                try:
+                    self._ensure()
+                except OSError:
+                    pass  # the first attempt's start tries again, and says why if it cannot
+
+        threading.Thread(target=start, name="fray-warm-start", daemon=True).start()
+
     def known(self) -> Known:
         """What this worker knows of its attempts now; each exit is told once."""
         with self._state:
