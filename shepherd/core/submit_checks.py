@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from fray.core import values
 from fray.core.model import RunSpec
 from fray.core.scheduler import Capacity, run_request
-from fray.core.tpu_topology import shape
 
 # A Google Cloud zone: region and letter, like us-west4-a or europe-west4-b.
 _ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
@@ -141,6 +140,8 @@ def _tpu_problems(spec: RunSpec) -> list[str]:
     if not spec.tpu:
         found.append("--backend tpu needs the accelerator type: add --tpu TYPE, like --tpu v5litepod-16 (`fray tpus`)")
     else:
+        from fray.core.tpu_topology import shape  # the generation table: only a TPU submit needs it
+
         try:
             shape(spec.tpu)
         except ValueError as exc:

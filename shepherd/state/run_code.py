@@ -26,7 +26,6 @@ from fray.core.directive_options import SUBMIT_SETTLED
 from fray.errors import UsageError
 from fray.state import snapshots
 from fray.state.layout import Home
-from fray.wrapper import workload
 
 FIELDS = SUBMIT_SETTLED  # set with a flag or a `#FRAY` line, settled here into the spec
 CODE_NONE = "none"
@@ -174,6 +173,8 @@ def _conda_prefix(name: str) -> Path:
 
 
 def _has_shebang(script: Path) -> bool:
+    from fray.wrapper import workload  # the wrapper's launcher (argparse, process tags): not every submit's import
+
     try:
         return workload.read_first_line(script).startswith("#!")
     except OSError:

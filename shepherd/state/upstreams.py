@@ -24,9 +24,7 @@ from fray.core import dependencies
 from fray.core.model import Meta
 from fray.errors import CorruptFileError, RunLookupError, UsageError
 from fray.state import store
-from fray.state.sweeps import unwritten
 from fray.state.layout import Home
-from fray.wrapper.checkpoints import latest_checkpoint
 
 
 def resolve(home: Home, texts: list[str], own_name: str, lookup: Callable[[Home, str], str]) -> list[dict[str, Any]]:
@@ -57,6 +55,8 @@ def _target(home: Home, ref: str, own_name: str, lookup: Callable[[Home, str], s
 
 def _group(home: Home, ref: str) -> dict[str, Any] | None:
     """The sweep group `ref` names (id or name; when several share a name, the newest), or None."""
+    from fray.state.sweeps import unwritten  # only an --after naming a sweep: a plain submit imports none of it
+
     groups: dict[str, dict[str, Any]] = {}
     for record, _launch in unwritten.pending(home):
         groups[record["id"]] = {"name": record["name"], "group": record["id"], "size": record["size"],
@@ -84,6 +84,8 @@ def _meta(home: Home, run_id: str) -> Meta | None:
 
 def environment(home: Home, meta: Meta) -> dict[str, str]:
     """FRAY_AFTER_* for `meta`'s attempt (see the module docstring)."""
+    from fray.wrapper.checkpoints import latest_checkpoint  # the daemon's, for a run with --after: not submit's
+
     env: dict[str, str] = {}
     for upstream in meta.spec.after:
         if upstream.get("run_id"):

@@ -21,6 +21,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -88,7 +89,9 @@ class Watch:
             self.sample()
 
     def wrappers(self) -> dict[int, tuple[str, int, int, bytes]]:
-        """pid -> (run id, attempt, parent pid, command line) of every live wrapper of this home."""
+        """pid -> (run id, attempt, parent pid, command line) of every live wrapper of this home: started as
+        `python -m fray.wrapper run ...`, or forked from the local backend's warm worker (its command line,
+        in the attempt's folder: the wrapper's working folder, as the backend finds them)."""
         home_arg = str(self.home.root).encode()
         found = {}
         for name in os.listdir("/proc"):
@@ -102,19 +105,39 @@ class Watch:
             except OSError:
                 continue
             argv = raw.split(b"\0")
-            if b"fray.wrapper" not in argv or home_arg not in argv:
-                continue
-            at = argv.index(b"fray.wrapper")
-            if at == 0 or argv[at - 1] != b"-m" or argv[at + 1:at + 2] != [b"run"]:
+            if home_arg not in argv:
                 continue
             fields = stat[stat.rindex(b")") + 2:].split()
             if fields[0] == b"Z":
                 continue  # exited, not yet reaped: not alive
-            values = dict(zip(argv[at + 2::2], argv[at + 3::2]))
-            if values.get(b"--home") != home_arg:
-                continue
-            found[int(name)] = (values[b"--run-id"].decode(), int(values[b"--attempt"]), int(fields[1]), raw)
+            attempt = self._started_wrapper(argv, home_arg) or self._forked_wrapper(int(name), argv)
+            if attempt is not None:
+                found[int(name)] = (*attempt, int(fields[1]), raw)
         return found
+
+    @staticmethod
+    def _started_wrapper(argv: list[bytes], home_arg: bytes) -> tuple[str, int] | None:
+        if b"fray.wrapper" not in argv:
+            return None
+        at = argv.index(b"fray.wrapper")
+        if at == 0 or argv[at - 1] != b"-m" or argv[at + 1:at + 2] != [b"run"]:
+            return None
+        values = dict(zip(argv[at + 2::2], argv[at + 3::2]))
+        if values.get(b"--home") != home_arg:
+            return None
+        return values[b"--run-id"].decode(), int(values[b"--attempt"])
+
+    def _forked_wrapper(self, pid: int, argv: list[bytes]) -> tuple[str, int] | None:
+        if b"fray.cluster.warm_worker" not in argv:
+            return None
+        try:
+            folder = Path(os.readlink(f"/proc/{pid}/cwd"))
+        except OSError:
+            return None
+        if folder.parent.name != "attempts" or folder.parent.parent.parent != self.home.runs_dir \
+                or not folder.name.isdigit():
+            return None  # the warm worker itself, or a wrapper's guardian (in /)
+        return folder.parent.parent.name, int(folder.name)
 
     def sample(self) -> None:
         seen = self.wrappers()
@@ -235,6 +258,7 @@ def test_runs_reach_their_ends_while_the_daemon_is_killed_again_and_again(home, 
         print(f"chaos: {kills} daemon kills in {storm:.1f}s; all {RUNS} runs ended "
               f"{time.monotonic() - began - storm:.1f}s later; {watch.samples} /proc samples, "
               f"at most {watch.most_wrappers} wrappers alive at once")
+    assert watch.most_wrappers > 1, "the witness saw no wrappers: it would not see two attempts of one run either"
 
     causes = Counter(a["cause"] for p in plans for a in json.loads(home.run(p.run_id).meta.read_text())["attempts"])
     adopted = sum(json.loads(line)["kind"] == "adopted" for p in plans
@@ -347,14 +371,21 @@ def test_an_attempt_handed_to_the_backend_just_before_the_daemon_died_is_adopted
     assert "adopted" in kinds and "submitted" not in kinds
 
 
-def test_the_watch_would_see_two_live_attempts_of_one_run(home):
-    """The storm's witness is not blind: stand-ins for wrappers (same command line) trip it."""
+@pytest.mark.parametrize("started", ["as a new Python", "forked from the warm worker"])
+def test_the_watch_would_see_two_live_attempts_of_one_run(home, started):
+    """The storm's witness is not blind: stand-ins for wrappers (same command line; for a wrapper the warm worker
+    forked, its command line in the attempt's folder) trip it."""
     store.ensure_home(home)
 
     def stand_in(attempt: int) -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "fray.wrapper", "run",
-                                 "--home", str(home.root), "--run-id", "r1", "--attempt", str(attempt)],
-                                start_new_session=True)
+        if started == "as a new Python":
+            return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "fray.wrapper", "run",
+                                     "--home", str(home.root), "--run-id", "r1", "--attempt", str(attempt)],
+                                    start_new_session=True)
+        folder = home.run("r1").attempt(attempt).dir
+        folder.mkdir(parents=True, exist_ok=True)
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "fray.cluster.warm_worker",
+                                 "--home", str(home.root)], cwd=folder, start_new_session=True)
 
     watch = Watch(home)
     first, second = stand_in(1), stand_in(2)
@@ -362,7 +393,7 @@ def test_the_watch_would_see_two_live_attempts_of_one_run(home):
         wait_until(lambda: len(watch.wrappers()) == 2, what="the stand-ins")
         watch.sample()
         assert len(watch.violations) == 1 and "r1" in watch.violations[0]
-        home.run("r1").attempt(1).dir.mkdir(parents=True)
+        home.run("r1").attempt(1).dir.mkdir(parents=True, exist_ok=True)
         home.run("r1").attempt(1).exit.write_text("{}")  # attempt 1 has finished: merely still exiting
         watch.sample()
         assert len(watch.violations) == 1
