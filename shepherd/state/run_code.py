@@ -18,9 +18,8 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from fray.core.directive_options import SUBMIT_SETTLED
 from fray.errors import UsageError
@@ -32,8 +31,7 @@ CODE_NONE = "none"
 CONDA_TIMEOUT_SEC = 30.0
 
 
-@dataclass(frozen=True)
-class Given:
+class Given(NamedTuple):
     """One of FIELDS as the user gave it: its text, and the folder a relative path is taken from."""
 
     value: str
@@ -66,8 +64,7 @@ def module_root(given_code: str | None, cwd: Path, home: Home) -> Path:
     return snapshots.project_root(cwd, home.root)
 
 
-@dataclass(frozen=True)
-class Settled:
+class Settled(NamedTuple):
     """A run's interpreter and working directory, and the project to snapshot (None: --code none)."""
 
     fields: dict[str, Any]  # the spec's python, python_env, module, workdir

@@ -10,7 +10,6 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,7 +127,7 @@ def new_meta(name: str, now: float, workdir: str, spec: RunSpec, source: str, fr
     (`in_place`: --code none, attempts run the script at `source` instead)."""
     return Meta(
         run_id=make_run_id(name, now), name=name[:128], created_at=now,
-        submitted_by={"user": getpass.getuser(), "host": socket.gethostname(), "cwd": workdir},
+        submitted_by={"user": getpass.getuser(), "host": os.uname().nodename, "cwd": workdir},
         script={"source": source, "frozen": frozen, "sha256": hashlib.sha256(script).hexdigest(),
                 **({"in_place": True} if in_place else {})},
         spec=spec, phase=Phase.QUEUED.value, wait_reason="waiting for the daemon", **family,
