@@ -26,6 +26,7 @@ from typing import Any
 
 from fray.core.goodput import LOST_CAUSES, USEFUL, USEFUL_CAUSES, Stretch
 from fray.core.model import Meta
+
 GROUPINGS = ("run", "group", "partition", "node")
 NONE_KEY = "-"  # an attempt with no partition (not Slurm) or no node (never placed)
 
