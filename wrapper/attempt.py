@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from . import code, contract, forked, hangwatch, outcome, procs, records, tags, workload
+from . import code, contract, forked, guardian, hangwatch, outcome, procs, records, tags, workload
 from .fence import Fence, Superseded, Writer, bind
 from .health import HealthCheck
 from .heartbeat import Heartbeat
@@ -250,6 +250,8 @@ class _Attempt:
             self.watch.stop()
         hangwatch.forget_dumps(self.options.attempt_dir)
         if self.proc is None or self.reaper is None:
+            if self.proc is None:
+                guardian.all_clear()  # nothing was started
             return
         reaper = self.reaper
         grace = min(self.options.stop_grace, 5.0)
@@ -258,6 +260,7 @@ class _Attempt:
             self.log.write(f"giving up on processes that would not die: {left}")
         else:
             self.relay.detach()
+            guardian.all_clear()
         if not reaper.exited.is_set():
             reaper.exited.wait(STATUS_AFTER_GROUP_GONE_SEC)
         status = reaper.wait_status

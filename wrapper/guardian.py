@@ -27,7 +27,11 @@ that was started under this wrapper's attempt folder (FRAY_ATTEMPT_DIR: one
 task's, where an attempt runs several; none are left after a normal end, where
 the wrapper has killed them already), says
 what it killed in the attempt's wrapper.log - through the fence, as every
-job-side write: nothing once the attempt is closed - and exits.
+job-side write: nothing once the attempt is closed - and exits. A wrapper that
+has itself killed everything its workload left (its clean-up found nothing
+left alive) writes one byte into the pipe first (`all_clear`): the guardian
+then exits without reading every process's environment, a scan that costs a
+short function's attempt more than the function.
 
 What it does not cover: a kill that takes the guardian as well (the node going
 away, which takes everything; a SIGKILL sent to it by hand). Then the sweeps
@@ -45,6 +49,9 @@ from . import forked
 # The signals a scheduler or a terminal sends to a job to stop it politely: the wrapper handles them itself;
 # the guardian outlives them and ends when the wrapper does.
 IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+ALL_CLEAR = b"."  # the wrapper's word that nothing its workload started is alive
+
+_write_end: int | None = None  # this wrapper's end of its guardian's pipe
 
 
 def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
@@ -80,7 +87,18 @@ def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
             os._exit(0)
     os.close(read_end)
     os.waitpid(middle, 0)  # the guardian is now init's child (or a subreaper's above): not the wrapper's
-    # write_end stays open, unused, until this process ends.
+    global _write_end
+    _write_end = write_end  # open until this process ends: its closing is what the guardian waits for
+
+
+def all_clear() -> None:
+    """Tell the guardian that nothing this attempt started is alive any more (the clean-up killed and reaped
+    it all): when this wrapper ends, it has nothing to look for."""
+    if _write_end is not None:
+        try:
+            os.write(_write_end, ALL_CLEAR)
+        except OSError:
+            pass  # the guardian is gone: nothing to tell
 
 
 def _exec_guardian(read_end: int, args: list[str]) -> None:
@@ -99,8 +117,11 @@ def guard(read_end: int, run_id: str, attempt: int, home: str, attempt_dir: str)
     from .log import DiagnosticLog
 
     mine = tags.Tag(run_id, attempt, home)
-    while os.read(read_end, 1):
-        pass  # nothing is ever written: the read returns b"" when the wrapper has ended
+    clear = False
+    while byte := os.read(read_end, 1):  # b"" once the wrapper has ended
+        clear = byte == ALL_CLEAR
+    if clear:
+        return
     # The attempt's processes that this wrapper started: an attempt of several tasks may run several wrappers on
     # one machine (local replicas; the test cluster's nodes), each with its own attempt folder in FRAY_ATTEMPT_DIR.
     killed = [pid for pid, tag in sorted(tags.tagged(home).items()) if tag == mine

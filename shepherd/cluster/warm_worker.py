@@ -28,6 +28,7 @@ scans /proc (fray.backends.local.backend, the tests' clean-up).
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import os
 import select
@@ -42,6 +43,7 @@ def serve(slots: int, busy: list[int]) -> int:
     import ctypes  # noqa: F401  what every wrapper imports late (fray.wrapper.procs: prctl), a tenth of its start
     import cloudpickle  # noqa: F401  what every function's workload unpickles with
     from fray.cluster import call_records, chunks, entry, environment, payloads, resuming  # noqa: F401  the workload's imports
+    from fray.core import validation
     from fray.state import layout, store  # noqa: F401
     from fray.wrapper import attempt, forked, jobside, main  # noqa: F401  the wrapper, all of it
 
@@ -53,6 +55,11 @@ def serve(slots: int, busy: list[int]) -> int:
         jobside.helpers_path()  # its version hash, once for every wrapper forked from here
     except OSError:
         pass  # each wrapper says why, as a cold one would
+    for schema in ("job", "call-result"):  # what every function's workload reads and writes, compiled once
+        validation.is_valid(schema)
+    # Out of the collector's sight for good: a child's collections would otherwise walk (and so copy, page by
+    # page) every object inherited from here.
+    gc.freeze()
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
