@@ -186,3 +186,31 @@ def _cmdline(pid: str) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def _maps(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_the_warm_worker_imports_once_the_standard_modules_a_function_needed_never_the_users_own(
+        home, daemon, tmp_path, monkeypatch):
+    # A function's module is imported again by every workload (unpickling it): the standard-library modules
+    # it needs (here `decimal`, a C extension the worker has not loaded) are imported by the warm worker
+    # after the first call, so later forks have them; the user's own module (which says who imports it)
+    # never is: it may change on disk while the worker lives.
+    project = tmp_path / "project"
+    project.mkdir()
+    imported_by = tmp_path / "imported-by"
+    (project / "shapes.py").write_text(
+        "import decimal\nimport os\n"
+        f"with open({str(imported_by)!r}, 'a') as log:\n    log.write(f'{{os.getpid()}}\\n')\n"
+        "def area(side):\n    return str(decimal.Decimal(side) ** 2)\n")
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.chdir(project)
+    import shapes
+
+    assert fray.submit(shapes.area, "1.5").result(timeout=60) == "2.25"
+    [worker] = warm_workers(home)
+    wait_until(lambda: "_decimal" in _maps(worker), what="the warm worker to import decimal")
+    assert [f.result(timeout=60) for f in fray.map(shapes.area, ["2", "3"])] == ["4", "9"]
+    assert str(worker) not in imported_by.read_text().split() and len(imported_by.read_text().split()) == 4
