@@ -91,32 +91,63 @@ def catches(pid: int, signum: int) -> bool:
 
 
 def descendants(root: int) -> list[int]:
-    """Live (not zombie) descendants of `root`, from /proc; [] where there is no /proc."""
-    children: dict[int, list[int]] = {}
-    dead: set[int] = set()
+    """Live (not zombie) descendants of `root`: children's children from /proc/<pid>/task/<tid>/children, a
+    few reads; where the kernel has no such file, from a scan of every process. [] where there is no /proc."""
     try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        info = _ppid_and_state(name)
-        if info is None:
-            continue
-        ppid, state = info
-        children.setdefault(ppid, []).append(int(name))
-        if state in ("Z", "X"):
-            dead.add(int(name))
+        tree = _children_files(root)
+    except FileNotFoundError:
+        tree = _scan_all()
+    dead: set[int] = set()
     found: list[int] = []
     frontier = [root]
     while frontier:
         pid = frontier.pop()
-        for child in children.get(pid, ()):
-            if child not in dead:
-                found.append(child)
+        for child in tree(pid):
+            if child in dead:
+                continue
+            info = _ppid_and_state(str(child))
+            if info is None or info[1] in ("Z", "X"):
+                dead.add(child)  # a zombie has no children left: nothing below it to find
+                continue
+            found.append(child)
             frontier.append(child)
     return found
+
+
+def _children_files(root: int) -> Callable[[int], list[int]]:
+    """pid -> its children, read from the kernel's per-thread lists (a child forked by any of its threads);
+    FileNotFoundError where the kernel keeps none (CONFIG_PROC_CHILDREN) or there is no /proc."""
+    def children(pid: int) -> list[int]:
+        found: list[int] = []
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return found  # gone meanwhile
+        for tid in threads:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                    found.extend(int(child) for child in handle.read().split())
+            except OSError:
+                continue  # that thread has ended
+        return found
+
+    os.stat(f"/proc/{root}/task/{root}/children")  # FileNotFoundError: none kept here
+    return children
+
+
+def _scan_all() -> Callable[[int], list[int]]:
+    """pid -> its children, from every process's parent in /proc (a kernel without children files)."""
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        names = []
+    for name in names:
+        if name.isdigit():
+            info = _ppid_and_state(name)
+            if info is not None:
+                children.setdefault(info[0], []).append(int(name))
+    return lambda pid: children.get(pid, [])
 
 
 class Reaper:
