@@ -113,7 +113,7 @@ class _Attempt:
             home=options.home,
             workdir=options.workdir,
             min_free_disk_mb=options.min_free_disk_mb,
-            env=workload.workload_env(os.environ, options),  # the smoke test sees what the workload will
+            env=lambda: workload.workload_env(os.environ, options),  # the smoke test sees what the workload will
         )
         started_at = time.time()
         entries, failure = preflight.run(

@@ -11,11 +11,12 @@ a node fault.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import contract
@@ -50,7 +51,7 @@ class ProbeContext:
         home: str | None = None,
         workdir: str | None = None,
         min_free_disk_mb: int = 0,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
         python: str | None = None,
     ) -> None:
         self.gpus = gpus
@@ -59,10 +60,17 @@ class ProbeContext:
         self.home = home
         self.workdir = workdir or os.getcwd()
         self.min_free_disk_mb = min_free_disk_mb
-        self.env = dict(os.environ if env is None else env)
+        self._env = env
         self.python = python or sys.executable or "python3"
         self._lock = threading.Lock()
         self._gpu_listing: runner.CommandResult | None = None
+
+    @functools.cached_property
+    def env(self) -> dict[str, str]:
+        """The workload's environment (`env`, or what it returns), built the first time a probe asks for it:
+        most attempts run no probe that does."""
+        source = self._env() if callable(self._env) else self._env
+        return dict(os.environ if source is None else source)
 
     def command(self, argv: Sequence[str], deadline: float) -> runner.CommandResult:
         """Run a command until `deadline` as the workload would find it: its PATH, environment and folder."""
