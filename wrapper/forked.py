@@ -58,20 +58,16 @@ def warm() -> bool:
     return _entry is not None
 
 
-def guard_here(read_end: int, exec_pipe: tuple[int, int], ignored: Sequence[signal.Signals],
-               guard: Callable[[], None]) -> NoReturn:
+def guard_here(read_end: int, ignored: Sequence[signal.Signals], guard: Callable[[], None]) -> NoReturn:
     """In the guardian's fork of a warm wrapper (fray.wrapper.guardian): run `guard` here instead of exec'ing
     a new Python for it, which costs a short function's wrapper more than the function. Set up as the exec'd
     guardian starts: `ignored` signals ignored, the others at their defaults, 0-2 on /dev/null, nothing else
-    open but `read_end`. Its working folder becomes / before the middle process may go (closing `exec_pipe`,
-    as the exec would): a fork of the warm worker in an attempt folder passes for that attempt's wrapper
-    (fray.backends.local.warm.attempt_of)."""
+    open but `read_end`. Its working folder becomes / first: a fork of the warm worker in an attempt folder
+    passes for that attempt's wrapper (fray.backends.local.warm.attempt_of)."""
+    os.chdir("/")
     default_signals()
     for signum in ignored:
         signal.signal(signum, signal.SIG_IGN)
-    os.chdir("/")
-    for fd in exec_pipe:
-        os.close(fd)
     close_from(3, keep=read_end)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):

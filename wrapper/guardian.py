@@ -16,11 +16,14 @@ descendant of the wrapper (so the wrapper's own clean-up neither waits for nor
 kills it, and Slurm's `proctrack/linuxproc` does not count it as the job's),
 holding the read end of a pipe whose write end only the wrapper holds. It execs
 `python -m fray.wrapper.guardian`, so that it never looks like a wrapper to
-whoever finds wrappers by their command line (the local backend does); a
-wrapper forked from the local backend's warm worker guards from the fork
-itself, in / (that backend finds those wrappers by their working folder), as a
-new Python would cost a short function more than the function
-(fray.wrapper.forked.guard_here). When the
+whoever finds wrappers by their command line (the local backend does). A
+wrapper forked from the local backend's warm worker forks its guardian once,
+as its own child in a session of its own, which guards from the fork itself,
+in / (that backend finds those wrappers by their working folder): a new
+Python, or the middle process's fork and exit, would cost a short function
+more than the function (fray.wrapper.forked.guard_here); there is no Slurm
+there to count it, and the wrapper's clean-up leaves it out
+(fray.wrapper.procs.not_the_attempts). When the
 wrapper ends, however it ends, the kernel closes that end; the guardian's read
 returns, it SIGKILLs every process tagged with this attempt (fray.wrapper.tags)
 that was started under this wrapper's attempt folder (FRAY_ATTEMPT_DIR: one
@@ -44,7 +47,7 @@ import os
 import signal
 import sys
 
-from . import forked
+from . import forked, procs
 
 # The signals a scheduler or a terminal sends to a job to stop it politely: the wrapper handles them itself;
 # the guardian outlives them and ends when the wrapper does.
@@ -63,6 +66,22 @@ def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
         read_end, write_end = os.pipe()  # both close-on-exec: no process the wrapper launches holds the write end
     except OSError:
         return
+    global _write_end
+    if forked.warm():  # a Python that has all it needs: guard from a fork of this one (fray.wrapper.forked)
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_end)
+            os.close(write_end)
+            return
+        if pid == 0:
+            os.close(write_end)
+            os.setsid()
+            forked.guard_here(read_end, IGNORED, lambda: guard(read_end, run_id, attempt, home, attempt_dir))
+        os.close(read_end)
+        procs.not_the_attempts(pid)  # this wrapper's child, but none of its attempt's processes
+        _write_end = write_end
+        return
     try:
         middle = os.fork()
     except OSError:
@@ -75,9 +94,6 @@ def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
             execed, exec_signal = os.pipe()  # close-on-exec: EOF once the guardian has exec'd (or died)
             if os.fork() == 0:
                 os.close(write_end)
-                if forked.warm():  # a Python that has all it needs: guard from this fork (fray.wrapper.forked)
-                    forked.guard_here(read_end, (execed, exec_signal), IGNORED,
-                                      lambda: guard(read_end, run_id, attempt, home, attempt_dir))
                 _exec_guardian(read_end, [run_id, str(attempt), home, attempt_dir])
             os.close(exec_signal)
             # Not gone before the exec: a fork of the wrapper that init had adopted would look like a second
@@ -87,7 +103,6 @@ def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
             os._exit(0)
     os.close(read_end)
     os.waitpid(middle, 0)  # the guardian is now init's child (or a subreaper's above): not the wrapper's
-    global _write_end
     _write_end = write_end  # open until this process ends: its closing is what the guardian waits for
 
 

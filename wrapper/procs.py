@@ -90,6 +90,15 @@ def catches(pid: int, signum: int) -> bool:
     return False
 
 
+_outside: set[int] = set()  # children of this process that are none of its attempt's processes (its guardian)
+
+
+def not_the_attempts(pid: int) -> None:
+    """`pid`, a child of this process, is none of the attempt's processes: `descendants` leaves it out, so the
+    clean-up neither signals it nor waits for it."""
+    _outside.add(pid)
+
+
 def descendants(root: int) -> list[int]:
     """Live (not zombie) descendants of `root`: children's children from /proc/<pid>/task/<tid>/children, a
     few reads; where the kernel has no such file, from a scan of every process. [] where there is no /proc."""
@@ -103,7 +112,7 @@ def descendants(root: int) -> list[int]:
     while frontier:
         pid = frontier.pop()
         for child in tree(pid):
-            if child in dead:
+            if child in dead or child in _outside:
                 continue
             info = _ppid_and_state(str(child))
             if info is None or info[1] in ("Z", "X"):

@@ -214,3 +214,16 @@ def test_the_warm_worker_imports_once_the_standard_modules_a_function_needed_nev
     wait_until(lambda: "_decimal" in _maps(worker), what="the warm worker to import decimal")
     assert [f.result(timeout=60) for f in fray.map(shapes.area, ["2", "3"])] == ["4", "9"]
     assert str(worker) not in imported_by.read_text().split() and len(imported_by.read_text().split()) == 4
+
+
+def test_a_warm_functions_wrapper_and_its_guardian_are_gone_once_its_result_is_back(home, daemon):
+    # The guardian is the warm wrapper's own child, which the wrapper's clean-up must leave out: signalled,
+    # it would ignore the SIGTERM and hold the clean-up for its grace period before a SIGKILL.
+    futures = fray.map(shout, ["a", "b", "c"])
+    assert [f.result(timeout=60) for f in futures] == ["A", "B", "C"]
+    [worker] = wait_until(lambda: warm_workers(home) if len(warm_workers(home)) == 1 else None, timeout=5,
+                          what="every wrapper and guardian forked from the warm worker to end")
+    for future in futures:
+        exit_record = json.loads(home.run(future.run_id).attempt(1).exit.read_text())
+        started = json.loads(home.run(future.run_id).attempt(1).started.read_text())
+        assert exit_record["ended_at"] - started["started_at"] < 5, "the clean-up waited for something"
