@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import io
 import os
-import select
 import signal
 import sys
 import traceback
@@ -29,12 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from . import procs
+from . import procs, warm_imports
 
 _entry: tuple[str, Callable[[], int]] | None = None  # (shim file name, its main), set by a warm worker
-# The write end of the warm worker's pipe for the standard-library modules its workloads had to import
-# (fray.cluster.warm_worker imports them itself, once, for every later fork): kept open through each fork.
-_imports_told: int | None = None
 
 
 @dataclass
@@ -45,12 +41,10 @@ class Forked:
     returncode: int | None = None
 
 
-def set_entry(shim_name: str, main: Callable[[], int], imports_told: int | None = None) -> None:
-    """In a warm worker, before it forks any wrapper: workloads `python <folder>/<shim_name>` run `main`, and
-    name on `imports_told` (a non-blocking pipe) the standard-library modules they imported."""
-    global _entry, _imports_told
+def set_entry(shim_name: str, main: Callable[[], int]) -> None:
+    """In a warm worker, before it forks any wrapper: workloads `python <folder>/<shim_name>` run `main`."""
+    global _entry
     _entry = (shim_name, main)
-    _imports_told = imports_told
 
 
 def warm() -> bool:
@@ -101,31 +95,14 @@ def start(argv: Sequence[str], env: Mapping[str, str], cwd: str, out: int, err: 
         sys.argv = [argv[1]]
         extra = [path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path]
         sys.path[:0] = [os.path.dirname(os.path.realpath(argv[1])), *extra]
+        warm_imports.unshadow([*sys.path[:1 + len(extra)], cwd])
         known = set(sys.modules)
         try:
             return main()
         finally:
-            tell_imports(known)
+            warm_imports.tell(known)
 
     exit_with(workload)
-
-
-def tell_imports(known: set[str]) -> None:
-    """Name to the warm worker the standard-library modules imported here beyond `known`: what the function's
-    own module needed (unpickling it imports that module). The stdlib only: it does not change while the
-    worker lives, where the user's own files and installed packages may."""
-    if _imports_told is None:
-        return
-    names = [name for name in sys.modules if name not in known and name.partition(".")[0] in sys.stdlib_module_names]
-    if not names:
-        return
-    line = ",".join(names).encode()
-    if len(line) >= select.PIPE_BUF:  # one write of at most PIPE_BUF bytes is never interleaved with another's
-        line = line[:select.PIPE_BUF - 1].rpartition(b",")[0]
-    try:
-        os.write(_imports_told, line + b"\n")
-    except OSError:
-        pass  # the pipe is full (the worker is busy) or gone: a later workload tells it again
 
 
 def become_new_process(out: int, err: int, cwd: str, env: Mapping[str, str], unbuffered: bool) -> None:
@@ -136,7 +113,7 @@ def become_new_process(out: int, err: int, cwd: str, env: Mapping[str, str], unb
     os.dup2(null, 0)
     os.dup2(out, 1)
     os.dup2(err, 2)
-    close_from(3, keep=-1 if _imports_told is None else _imports_told)
+    close_from(3, keep=warm_imports.kept_fd())
     os.chdir(cwd)
     for name in [name for name in os.environ if name not in env]:
         del os.environ[name]

@@ -23,7 +23,7 @@ their own sessions.
 The wrapper forks the function's workload in turn (fray.wrapper.forked); a
 workload names on a pipe the standard-library modules it had to import (what
 the function's module imports), and the worker imports them itself, once, for
-every later fork (`import_told`).
+every later fork (fray.wrapper.warm_imports).
 `--home` is not read: it names the home in the command line, for whoever
 scans /proc (fray.backends.local.backend, the tests' clean-up).
 """
@@ -32,18 +32,12 @@ from __future__ import annotations
 
 import collections
 import gc
-import importlib
 import json
 import os
 import select
 import signal
 import sys
 from typing import Any, Callable, NoReturn
-
-
-# Standard-library modules whose import acts on the terminal or the desktop, or prints: never imported here.
-NEVER_IMPORTED = frozenset({"this", "antigravity", "readline", "curses", "tkinter", "turtle", "turtledemo", "idlelib",
-                            "test"})
 
 
 def serve(slots: int, busy: list[int]) -> int:
@@ -56,11 +50,10 @@ def serve(slots: int, busy: list[int]) -> int:
     from fray.state import layout, store  # noqa: F401
     from fray.wrapper import attempt, forked, jobside, main  # noqa: F401  the wrapper, all of it
 
-    from fray.wrapper import options
+    from fray.wrapper import options, warm_imports
 
-    told_read, told_write = os.pipe()
-    os.set_blocking(told_write, False)  # a workload never waits on this worker
-    forked.set_entry(layout.LAUNCHED_SHIM, entry.main, told_write)
+    told = warm_imports.open_pipe()
+    forked.set_entry(layout.LAUNCHED_SHIM, entry.main)
     options.build_parser()  # argparse's parser, once for every wrapper forked from here
     try:
         jobside.helpers_path()  # its version hash, once for every wrapper forked from here
@@ -80,7 +73,7 @@ def serve(slots: int, busy: list[int]) -> int:
     pending = b""
     while True:
         try:
-            readable, _, _ = select.select([0, wake_read, told_read, *slots_.others], [], [])
+            readable, _, _ = select.select([0, wake_read, told, *slots_.others], [], [])
         except InterruptedError:
             continue
         ended = [fd for fd in readable if fd in slots_.others]
@@ -91,8 +84,8 @@ def serve(slots: int, busy: list[int]) -> int:
             if wake_read in readable:
                 os.read(wake_read, 4096)
             slots_.reap()
-        if told_read in readable:
-            import_told(os.read(told_read, 1 << 16))
+        if told in readable:
+            warm_imports.learn(os.read(told, 1 << 16))
         if 0 in readable:
             chunk = os.read(0, 1 << 16)
             if not chunk:
@@ -101,35 +94,6 @@ def serve(slots: int, busy: list[int]) -> int:
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
                 slots_.take(json.loads(line))
-
-
-def import_told(lines: bytes) -> None:
-    """Import the standard-library modules that workloads forked from here had to import themselves
-    (fray.wrapper.forked.tell_imports): every later fork has them, as a Ray worker keeps what its first task
-    imported. Output while importing goes nowhere (descriptor 1 is this worker's line to the daemon)."""
-    wanted = [name for name in lines.decode("ascii", "replace").replace("\n", ",").split(",")
-              if name and name not in sys.modules and name.partition(".")[0] in sys.stdlib_module_names
-              and name.partition(".")[0] not in NEVER_IMPORTED]
-    if not wanted:
-        return
-    saved = {fd: os.dup(fd) for fd in (1, 2)}
-    null = os.open(os.devnull, os.O_WRONLY)
-    for fd in saved:
-        os.dup2(null, fd)
-    os.close(null)
-    try:
-        for name in wanted:
-            try:
-                importlib.import_module(name)
-            except (Exception, SystemExit):
-                pass  # the workload that needs it imports it, and says why it cannot
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()  # what an import printed, into /dev/null before the line is back
-        for fd, copy in saved.items():
-            os.dup2(copy, fd)
-            os.close(copy)
-    gc.freeze()
 
 
 class _Slots:

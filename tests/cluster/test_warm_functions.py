@@ -216,6 +216,31 @@ def test_the_warm_worker_imports_once_the_standard_modules_a_function_needed_nev
     assert str(worker) not in imported_by.read_text().split() and len(imported_by.read_text().split()) == 4
 
 
+def test_a_projects_own_module_named_like_a_learned_standard_one_is_the_one_its_functions_import(
+        home, daemon, tmp_path, monkeypatch):
+    # The warm worker has learned the standard `statistics` from one project's function; another project
+    # has its own statistics.py beside its code, which a new Python would import instead: so must its
+    # functions, forked from that worker.
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+    (first / "averages.py").write_text("import statistics\ndef mean(xs):\n    return statistics.mean(xs)\n")
+    (second / "statistics.py").write_text("MARK = 'the project s own'\n")
+    (second / "which.py").write_text("import statistics\ndef mark(_):\n    return getattr(statistics, 'MARK', 'standard')\n")
+    monkeypatch.syspath_prepend(str(first))
+    monkeypatch.chdir(first)
+    import averages
+
+    assert fray.submit(averages.mean, [1, 2, 3]).result(timeout=60) == 2
+    [worker] = warm_workers(home)
+    wait_until(lambda: "_statistics" in _maps(worker), what="the warm worker to learn statistics")
+    monkeypatch.syspath_prepend(str(second))
+    monkeypatch.chdir(second)
+    import which
+
+    assert [f.result(timeout=60) for f in fray.map(which.mark, [0, 1])] == ["the project s own"] * 2
+
+
 def test_a_warm_functions_wrapper_and_its_guardian_are_gone_once_its_result_is_back(home, daemon):
     # The guardian is the warm wrapper's own child, which the wrapper's clean-up must leave out: signalled,
     # it would ignore the SIGTERM and hold the clean-up for its grace period before a SIGKILL.
