@@ -30,7 +30,6 @@ import hashlib
 import os
 import posixpath
 import stat
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +132,8 @@ def _git_state(root: Path) -> dict[str, Any] | None:
     """{"commit", "dirty"} of the git work tree at `root`; None when it is none (or git is missing)."""
     if not (root / ".git").exists():
         return None
+    import subprocess  # only a git work tree runs git: a project outside git loads no subprocess
+
     try:
         done = subprocess.run(["git", "-C", str(root), "status", "--porcelain=v2", "--branch"],
                               capture_output=True, timeout=GIT_TIMEOUT_SEC)
@@ -152,6 +153,8 @@ def _git_state(root: Path) -> dict[str, Any] | None:
 
 
 def _git_files(root: Path) -> list[str]:
+    import subprocess  # as in _git_state
+
     done = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                           capture_output=True, timeout=GIT_TIMEOUT_SEC)
     if done.returncode != 0:
