@@ -38,7 +38,8 @@ def check(home: Home, spec: RunSpec, name: str, script: bytes | None = None,
     """Refuse (UsageError, exit 2) a run that can never be submitted as it stands; say every reason and fix."""
     offered = offer(home, spec.backend, run_command)
     if spec.backend == "local" and script is not None:
-        offered = dataclasses.replace(offered, missing_interpreter=_missing(submit_checks.interpreter_of(script)))
+        missing = _missing(submit_checks.interpreter_of(script))
+        offered = submit_checks.Offer(offered.capacity, missing, offered.partitions)
     found = submit_checks.problems(spec, name, offered, asked(spec))
     if found:
         lines = "\n".join(f"  - {problem}" for problem in found)

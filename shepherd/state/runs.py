@@ -10,10 +10,9 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from fray.state import meta_file, run_code, store, upstreams
 
@@ -40,8 +39,7 @@ def _random_hex() -> str:
     return os.urandom(2).hex()
 
 
-@dataclass(frozen=True)
-class SubmitOptions:
+class SubmitOptions(NamedTuple):
     script: Path | None  # None with `module`
     overrides: dict[str, Any]  # RunSpec field -> value, from CLI flags (and run_code.FIELDS, as typed)
     name: str | None = None
@@ -51,8 +49,7 @@ class SubmitOptions:
     force: bool = False  # snapshot a project over the size limit
 
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(NamedTuple):
     """A script read and checked for submission: its name, spec, bytes and frozen file name."""
 
     name: str
@@ -139,8 +136,7 @@ def new_meta(name: str, now: float, workdir: str, spec: RunSpec, source: str, fr
     )
 
 
-@dataclass(frozen=True)
-class NewRun:
+class NewRun(NamedTuple):
     """Everything a new run's folder holds: its meta, `files` by name (the frozen script; a launched job's
     payload or script; a path inside the folder: a sweep member's first batch script and events) and, for a
     job launched through the cluster API, its job.json."""
