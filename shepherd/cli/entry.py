@@ -29,7 +29,7 @@ import sys
 import threading
 from typing import Callable, NamedTuple
 
-from fray.cli.arguments import Invocation, normalize
+from fray.cli.arguments import Invocation, fray_prefix, normalize
 
 
 class SubmitArgs(NamedTuple):
@@ -220,8 +220,6 @@ def _fast_submit(args: SubmitArgs) -> int:
         home = Home.resolve(args.home)
         meta = submitting.submit(home, Path(args.script))
         submitting.ensure_daemon(home, meta)
-        from fray.cli.arguments import fray_prefix
-
         prefix = fray_prefix(home)
         data = submitting.submitted_view(home, meta, prefix)
         if args.as_json and not args.wait:  # the one document, printed as _fast_json does: no click
@@ -232,10 +230,16 @@ def _fast_submit(args: SubmitArgs) -> int:
             return 0
         from fray.cli import submit_wait
 
-        wait = (lambda: submit_wait.narrated_wait(home, meta.run_id)) if args.wait else None
+        wait = None
+        if args.wait:
+            gc.enable()  # a wait may last days
+            wait = lambda: submit_wait.narrated_wait(home, meta.run_id)  # noqa: E731
         return submit_wait.finish(home, meta, data, args.as_json, prefix, wait)
     except BrokenPipeError:
         return 1  # as click does for a reader that went away
+    except KeyboardInterrupt:  # before any wait (which tells how it stopped itself), as click's path says it
+        sys.stderr.write("\nAborted!\n")
+        return 1
     except Exception as exc:
         exit_code = failures.report(exc)
         if exit_code is None:
