@@ -18,9 +18,10 @@ WITH_MODULES = ("import atexit, json, sys; "
                 "from fray.cli.entry import main; main(sys.argv[1:])")
 
 # What a plain local submit has no use for: the wrapper's launcher (argparse), a process runner (git, conda,
-# nvidia-smi, sinfo), the audit log (socket), secrets (base64, hmac), the TPU table.
+# nvidia-smi, sinfo), the audit log (socket), secrets (base64, hmac), the TPU table, the constraint parser.
 NOT_NEEDED = ("fray.wrapper.workload", "argparse", "subprocess", "fray.backends.external", "fray.state.audit",
-              "socket", "secrets", "fray.core.tpu_topology")
+              "socket", "secrets", "fray.core.tpu_topology", "fray.core.placement.constraints",
+              "fray.core.placement.slurm")
 
 
 def _submit(home: Path, script: Path) -> tuple[dict, list[str]]:
