@@ -17,13 +17,15 @@ import dataclasses
 import os
 import shutil
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fray.backends import external
 from fray.core import submit_checks
 from fray.core.model import RunSpec
 from fray.errors import StateError, UsageError
 from fray.state.layout import Home
+
+if TYPE_CHECKING:  # the runner (subprocess) is loaded where sinfo is run: a local submit runs no command
+    from fray.backends import external
 
 SINFO_TIMEOUT_SEC = 15.0
 SINFO_TTL_SEC = 60.0
@@ -32,11 +34,12 @@ _sinfo_cache: dict[str, tuple[float, tuple[submit_checks.PartitionOffer, ...] | 
 
 
 def check(home: Home, spec: RunSpec, name: str, script: bytes | None = None,
-          run_command: external.Runner = external.run) -> None:
+          run_command: external.Runner | None = None) -> None:
     """Refuse (UsageError, exit 2) a run that can never be submitted as it stands; say every reason and fix."""
     offered = offer(home, spec.backend, run_command)
     if spec.backend == "local" and script is not None:
-        offered = dataclasses.replace(offered, missing_interpreter=_missing(submit_checks.interpreter_of(script)))
+        missing = _missing(submit_checks.interpreter_of(script))
+        offered = submit_checks.Offer(offered.capacity, missing, offered.partitions)
     found = submit_checks.problems(spec, name, offered, asked(spec))
     if found:
         lines = "\n".join(f"  - {problem}" for problem in found)
@@ -65,7 +68,7 @@ def recheck(backend: object, spec: RunSpec) -> list[str]:
     return submit_checks.backend_problems(spec, submit_checks.Offer(partitions=partitions), asked(spec))
 
 
-def offer(home: Home, backend: str, run_command: external.Runner = external.run) -> submit_checks.Offer:
+def offer(home: Home, backend: str, run_command: external.Runner | None = None) -> submit_checks.Offer:
     if backend == "local":
         from fray.backends.local import machine
 
@@ -102,14 +105,16 @@ def _missing(program: str | None) -> str | None:
     return None if found else program
 
 
-def _partitions(run_command: external.Runner) -> tuple[submit_checks.PartitionOffer, ...] | None:
+def _partitions(run_command: external.Runner | None) -> tuple[submit_checks.PartitionOffer, ...] | None:
+    """What Slurm offers (`run_command`: external.run when None), read at most once a minute."""
     cached = _sinfo_cache.get("slurm")
     if cached is None or time.monotonic() - cached[0] > SINFO_TTL_SEC:
+        from fray.backends import external
         from fray.backends.slurm import sinfo
         from fray.errors import BackendError
 
         try:
-            found = sinfo.read_partitions(run_command, SINFO_TIMEOUT_SEC)
+            found = sinfo.read_partitions(run_command or external.run, SINFO_TIMEOUT_SEC)
         except BackendError:
             cached = (time.monotonic(), None)
         else:

@@ -10,9 +10,10 @@ through fray.cli.list_render) or its error as click's path would, unless a host 
 view is asked for or is the default (fray.remote.forward.runs_here). The command
 line is read once (fray.cli.arguments), here, and handed to click as read.
 Anything else, a typo or `--help` included, goes to click (fray.cli.main), so
-usage errors and help text have one source. `fray submit SCRIPT --json` (no
-flag, no argument for the script) takes the same path: its time to the run's
-first heartbeat is mostly this process's start (tests/bench/bench_scale.py).
+usage errors and help text have one source. `fray submit SCRIPT` with no flag
+but `--wait` and `--json` (and no argument for the script) takes the same path
+(fray.cli.submit_wait): its time to the run's first heartbeat, and to the end
+of a short run, is mostly this process's start (tests/bench/bench_scale.py).
 So does `fray actors list --json` (with or without `--namespace NS`).
 
 The process then ends without tearing down every module and object, which
@@ -28,7 +29,14 @@ import sys
 import threading
 from typing import Callable, NamedTuple
 
-from fray.cli.arguments import Invocation, normalize
+from fray.cli.arguments import Invocation, fray_prefix, normalize
+
+
+class SubmitArgs(NamedTuple):
+    home: str | None
+    script: str
+    wait: bool
+    as_json: bool
 
 
 class ListArgs(NamedTuple):
@@ -41,7 +49,7 @@ class ListArgs(NamedTuple):
 def main(argv: list[str] | None = None) -> None:
     invocation = normalize(sys.argv[1:] if argv is None else argv)  # the one reading of the command line
     listing, status, table = list_json(invocation), status_json(invocation), list_table(invocation)
-    submitted, actors = submit_json(invocation), actors_json(invocation)
+    submitted, actors = submit_plain(invocation), actors_json(invocation)
     if (listing is not None or status is not None or table is not None or submitted is not None
             or actors is not None) and _runs_here(invocation.remote):
         if listing is not None:
@@ -51,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
         if table is not None:
             _exit_now(_fast_table(table))
         if submitted is not None:
-            _exit_now(_fast_json(lambda: _submit_data(*submitted)))
+            _exit_now(_fast_submit(submitted))
         if actors is not None:
             _exit_now(_fast_json(lambda: _actors_data(*actors)))
     from fray.cli.main import run_parsed  # also forwards to a --remote host, reporting a failure as text or JSON
@@ -84,12 +92,17 @@ def status_json(invocation: Invocation) -> tuple[str | None, str] | None:
     return invocation.home, words[1]
 
 
-def submit_json(invocation: Invocation) -> tuple[str | None, str] | None:
-    """(--home, SCRIPT) of the fast path's `submit SCRIPT --json`, with no other flag or argument, else None."""
+def submit_plain(invocation: Invocation) -> SubmitArgs | None:
+    """The fast path's `submit SCRIPT [--wait] [--json]` (the flags in any order, once each, no other flag nor
+    argument for the script), else None."""
     words = invocation.command
-    if len(words) != 3 or words[0] != "submit" or words[2] != "--json" or words[1].startswith("-"):
+    if words[:1] != ["submit"]:
         return None
-    return invocation.home, words[1]
+    flags = words[1:-1] if invocation.as_json else words[1:]
+    scripts = [word for word in flags if not word.startswith("-")]
+    if len(scripts) != 1 or len(flags) > 2 or (len(flags) == 2 and "--wait" not in flags):
+        return None
+    return SubmitArgs(invocation.home, scripts[0], "--wait" in flags, invocation.as_json)
 
 
 def actors_json(invocation: Invocation) -> tuple[str | None, str | None] | None:
@@ -192,18 +205,46 @@ def _actors_data(home: str | None, namespace: str | None) -> dict:
     return actors_view(Home.resolve(home), namespace)
 
 
-def _submit_data(home: str | None, script: str) -> dict:
-    """What `fray submit SCRIPT --json` prints (fray.cli.submit, with no flag given)."""
+def _fast_submit(args: SubmitArgs) -> int:
+    """`fray submit SCRIPT [--wait] [--json]` as the click command does it (fray.cli.submit): the same run,
+    output, errors and exit code; what printing and waiting need is loaded once the run is written."""
+    gc.disable()  # as in _fast_json
     from pathlib import Path
 
-    from fray.cli.arguments import fray_prefix
+    from fray.cli import failures
     from fray.ops import submit as submitting
     from fray.state.layout import Home
 
-    served = Home.resolve(home)
-    meta = submitting.submit(served, Path(script))
-    submitting.ensure_daemon(served, meta)
-    return submitting.submitted_view(served, meta, fray_prefix(served))
+    failures.json_errors.set(args.as_json)
+    try:
+        home = Home.resolve(args.home)
+        meta = submitting.submit(home, Path(args.script))
+        submitting.ensure_daemon(home, meta)
+        prefix = fray_prefix(home)
+        data = submitting.submitted_view(home, meta, prefix)
+        if args.as_json and not args.wait:  # the one document, printed as _fast_json does: no click
+            from fray.cli.output import json_bytes
+
+            sys.stdout.buffer.write(json_bytes(data))
+            sys.stdout.flush()
+            return 0
+        from fray.cli import submit_wait
+
+        wait = None
+        if args.wait:
+            gc.enable()  # a wait may last days
+            wait = lambda: submit_wait.narrated_wait(home, meta.run_id)  # noqa: E731
+        return submit_wait.finish(home, meta, data, args.as_json, prefix, wait)
+    except BrokenPipeError:
+        return 1  # as click does for a reader that went away
+    except KeyboardInterrupt:  # before any wait (which tells how it stopped itself), as click's path says it
+        sys.stderr.write("\nAborted!\n")
+        return 1
+    except Exception as exc:
+        exit_code = failures.report(exc)
+        if exit_code is None:
+            raise
+        return exit_code
 
 
 def _fast_json(build: Callable[[], dict]) -> int:

@@ -23,7 +23,7 @@ from fray.remote import forward
 
 # command path -> "module:renderer"; the longest matching path wins, None means "pass through"
 RENDERERS: dict[tuple[str, ...], str | None] = {
-    ("submit",): "fray.cli.submit:render_submitted",
+    ("submit",): "fray.cli.submit_wait:render_submitted",
     ("list",): "fray.cli.list_cmd:render_list",
     ("status",): "fray.cli.status_cmd:render_status",
     ("logs",): "fray.cli.logs_cmd:render_logs",

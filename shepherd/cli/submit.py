@@ -16,19 +16,18 @@ from typing import Any, Callable
 import click
 from click.core import ParameterSource
 
-from fray.cli import output, render
+from fray.cli import output, render, submit_wait
 from fray.cli.main import fray_prefix, home_of
 from fray.core import directives
 from fray.core.waiting import EXIT_NEVER_STARTS
 from fray.core.model import Meta
 from fray.errors import UsageError
-from fray.ops import human, lookup, submit as submitting
+from fray.ops import human, submit as submitting
 from fray.state.layout import Home
 
 # Only a sweep, --wait or --follow loads fray.ops.sweeps, .wait and .logs: a plain submit's time to its
-# run's first heartbeat is mostly this process's start (tests/bench/bench_scale.py).
-
-SUCCESS = "completed_success"
+# run's first heartbeat is mostly this process's start (tests/bench/bench_scale.py); `fray submit SCRIPT
+# [--wait] [--json]` with no other flag does not come here at all (fray.cli.entry, fray.cli.submit_wait).
 
 
 class SubmitCommand(click.Command):
@@ -131,31 +130,16 @@ def submit(ctx: click.Context, script: str | None, args: tuple[str, ...], module
         return
     meta = submitting.submit(home, path, args, overrides, name, module, force)
     submitting.ensure_daemon(home, meta)
-    data = submitting.submitted_view(home, meta, fray_prefix(home))
-    if not (wait or follow):
-        output.emit(data, as_json, render_submitted)
-        return
-    if not as_json:
-        for text in render_submitted(data):
-            output.line(text)
-    try:
-        ended = _follow(home, meta.run_id, as_json) if follow else _narrated_wait(home, meta.run_id)
-    except KeyboardInterrupt:
-        output.note(f"\nstopped watching; run {meta.run_id} goes on (`{fray_prefix(home)} status {meta.run_id}`)")
-        ctx.exit(130)
-    if ended is None:  # it can never start here: waiting longer changes nothing (the reason was just told)
-        if as_json:
-            output.json_line(data)  # "end": null: it has not ended
-        output.note(f"gave up waiting: run {meta.run_id} can never start here; it is left as it is "
-                    f"(`{fray_prefix(home)} control stop {meta.run_id}`)")
-        ctx.exit(EXIT_NEVER_STARTS)
-    data["end"] = submitting.end_view(home, ended)
-    if as_json:
-        output.json_line(data)
-    else:
-        for text in render_end(data):
-            output.line(text)
-    ctx.exit(0 if ended.end and ended.end.status == SUCCESS else 1)
+    prefix = fray_prefix(home)
+    data = submitting.submitted_view(home, meta, prefix)
+    wait_for: Callable[[], Meta | None] | None = None
+    if follow:
+        wait_for = lambda: _follow(home, meta.run_id, as_json)  # noqa: E731
+    elif wait:
+        wait_for = lambda: submit_wait.narrated_wait(home, meta.run_id)  # noqa: E731
+    code = submit_wait.finish(home, meta, data, as_json, prefix, wait_for)
+    if code:
+        ctx.exit(code)
 
 
 def _submit_sweep(ctx: click.Context, home: Home, script: Path | None, args: tuple[str, ...],
@@ -196,16 +180,6 @@ def render_sweep(data: dict[str, Any], shown: int = 5) -> list[str]:
     return lines
 
 
-def _narrated_wait(home: Home, run_id: str) -> Meta | None:
-    """Wait for the run, telling each change on stderr; its meta once ended, None if it can never start."""
-    from fray.ops import wait as waiting
-
-    watch = waiting.Watch(home, [run_id], lambda line: output.line(line, err=True))
-    if watch.run() == EXIT_NEVER_STARTS:
-        return None
-    return lookup.read_meta(home, run_id)
-
-
 def _follow(home: Home, run_id: str, as_json: bool) -> Meta | None:
     from fray.ops import logs as runlogs, wait as waiting
 
@@ -232,35 +206,3 @@ def _follow(home: Home, run_id: str, as_json: bool) -> Meta | None:
     watch.step()  # its end, told like every change before it
     assert follower.meta is not None
     return follower.meta
-
-
-def render_submitted(data: dict[str, Any]) -> list[str]:
-    spec = data["spec"]
-    daemon = data["daemon"]
-    lines = [
-        f"submitted run {render.style(data['run_id'], bold=True)} ({data['name']})",
-        *render.key_values([
-            ("mode", f"{spec['mode']} on {spec['backend']}, {human.resources(spec)}"),
-            ("script", data["script"]["source"]),
-            ("code", human.code(spec)),
-            ("python", human.interpreter(spec)),
-            ("files", data["dir"]),
-            ("daemon", render.style(f"{daemon['state']}: {daemon['detail']}", **render.DAEMON_COLOURS.get(daemon["state"], {}))),
-        ]),
-    ]
-    lines.append("next:")
-    lines.extend(f"  {hint}" for hint in data["next"])
-    return lines
-
-
-def render_end(data: dict[str, Any]) -> list[str]:
-    end = data["end"]
-    if end is None:
-        return []
-    lines = [f"run {data['run_id']} ended: {render.status_label(end['status'])}: {end['reason']}"
-             f" ({human.plural(end['attempts'], 'attempt')})"]
-    if end.get("result"):
-        lines.append(f"result: {output.dumps(end['result'])}")
-    if end["status"] != SUCCESS:
-        lines.append(f"see: {data['next'][0]}")
-    return lines

@@ -6,8 +6,7 @@ help from it, so a directive and its command-line flag can never differ. Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from fray.core import dependencies, values
 from fray.core.backend_names import BACKEND_NAMES
@@ -23,8 +22,7 @@ _DEFAULT = RunSpec()
 BEATS_PER_TIMEOUT = 6
 
 
-@dataclass(frozen=True)
-class DirectiveOption:
+class DirectiveOption(NamedTuple):
     """One option, as `#FRAY --flag value` and as the CLI flag of the same name.
 
     `parse` turns the raw text into the field's value or raises ValueError saying

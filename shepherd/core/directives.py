@@ -26,7 +26,6 @@ from fray.core import values
 from fray.core.directive_options import BEATS_PER_TIMEOUT, OPTIONS, SUBMIT_SETTLED, DirectiveOption
 from fray.core.placement import values as placement_values
 from fray.core.model import Mode, RunSpec
-from fray.core.tpu_topology import default_runtime
 from fray.core.values import format_duration
 from fray.errors import DirectiveError, UsageError
 
@@ -240,6 +239,8 @@ def build_spec(
         chosen[field] = list(merged.values())
     _fill_heartbeat_defaults(chosen)
     if chosen.get("backend") == "tpu" and chosen.get("tpu") and not chosen.get("runtime_version"):
+        from fray.core.tpu_topology import default_runtime  # the generation table: only a TPU run needs it
+
         chosen["runtime_version"] = default_runtime(chosen["tpu"])  # as gcloud users expect: one per generation
     spec = RunSpec(**chosen, sbatch=list(parsed.sbatch), args=list(args), workdir=workdir)
     check_spec(spec)

@@ -17,7 +17,7 @@ the backend itself is then the judge, as it was before this check.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fray.core import values
 from fray.core.model import RunSpec
@@ -29,8 +29,7 @@ _ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 _CLOSED = ("inact",)
 
 
-@dataclass(frozen=True)
-class PartitionOffer:
+class PartitionOffer(NamedTuple):
     """One Slurm partition as one sinfo showed it: its state, and the GPUs its largest nodes have."""
 
     name: str
@@ -38,8 +37,7 @@ class PartitionOffer:
     gpus: dict[str | None, int]  # GPU type (None: untyped GRES) -> the most of it on one node
 
 
-@dataclass(frozen=True)
-class Offer:
+class Offer(NamedTuple):
     """What the run's backend can ever offer; None: not known, not judged."""
 
     capacity: Capacity | None = None  # local: this machine's CPUs, memory, GPUs
@@ -47,8 +45,7 @@ class Offer:
     partitions: tuple[PartitionOffer, ...] | None = None  # slurm: from one sinfo
 
 
-@dataclass(frozen=True)
-class Asked:
+class Asked(NamedTuple):
     """What a Slurm run asks on its `#SBATCH` lines, read by the Slurm backend's own parser."""
 
     partitions: tuple[str, ...] = ()

@@ -23,6 +23,11 @@ log = logging.getLogger("fray.daemon")
 # them: the daemon writes it itself.
 WAKE_NAMES = frozenset({layout.CONTROL, contract.STARTED, contract.EXIT})
 WATCH_READY_TIMEOUT_SEC = 10.0
+# watchfiles hands over a batch of changes once none came for a step (ms): a new run's rename is seen 1-2
+# steps after it (its first heartbeat, tests/bench/bench_scale.py); a quieter batch than that waits at most
+# DEBOUNCE_MS. Each step briefly takes the GIL, a few microseconds 200 times a second.
+WATCH_STEP_MS = 5
+DEBOUNCE_MS = 100
 
 
 def await_watch(probe: Path, watching: threading.Event, watcher: threading.Thread,
@@ -63,8 +68,9 @@ def watch_runs(home: Home, wake: threading.Event, stop: threading.Event,
 
     root = str(runs_dir) + os.sep
     try:
-        for changes in watchfiles.watch(home.root, watch_filter=relevant, stop_event=stop, debounce=100, step=10,
-                                        recursive=True, raise_interrupt=False, ignore_permission_denied=True):
+        for changes in watchfiles.watch(home.root, watch_filter=relevant, stop_event=stop, debounce=DEBOUNCE_MS,
+                                        step=WATCH_STEP_MS, recursive=True, raise_interrupt=False,
+                                        ignore_permission_denied=True):
             watching.set()  # any event at all: the watches were all set up before the first one
             run_ids = {path[len(root):].split(os.sep, 1)[0] for _, path in changes if path.startswith(root)}
             # A dot: never a run (a run still being built, whose rename into place is the event that counts;

@@ -15,9 +15,7 @@ from typing import Any, Sequence
 from fray.backends import offers
 from fray.core import directives, values
 from fray.core.model import Meta
-from fray.daemon import lease
 from fray.errors import StateError, UsageError
-from fray.ops import human, views
 from fray.state import runs
 from fray.state.layout import Home
 
@@ -44,6 +42,8 @@ def preview(script: Path, args: str = "") -> tuple[str, str | None]:
         spec = directives.build_spec(parsed, {}, workdir=str(Path.cwd()), args=shlex.split(args))
     except (UsageError, ValueError) as exc:
         return "", str(exc)
+    from fray.ops import human  # the dashboard's preview: not `fray submit`'s import
+
     name = parsed.name or script.stem
     mode = spec.mode + (f", keep alive {values.format_duration(spec.keep_alive_sec)}" if spec.keep_alive_sec else "")
     lines = [f"name: {name}", f"mode: {mode}", f"on: {spec.backend}, {human.resources(spec.to_dict())}"]
@@ -63,6 +63,8 @@ def submit(home: Home, script: Path | None, args: Sequence[str] = (), overrides:
 
 def ensure_daemon(home: Home, meta: Meta) -> None:
     """Make sure a daemon serves the new run; the error says the run exists and how to start one."""
+    from fray.daemon import lease  # after the run is written: the daemon may start it meanwhile
+
     try:
         lease.ensure_running(home)
     except StateError as exc:
@@ -72,6 +74,8 @@ def ensure_daemon(home: Home, meta: Meta) -> None:
 
 def submitted_view(home: Home, meta: Meta, prefix: str = "fray") -> dict[str, Any]:
     """A new run: its files, spec and the daemon serving it (schemas/cli-submit.json); `prefix` starts the hints."""
+    from fray.ops import views  # the daemon's state as `fray status` words it; after the run is written
+
     paths = home.run(meta.run_id)
     return {
         "run_id": meta.run_id,

@@ -139,7 +139,7 @@ def ended_record(home: Home, run_id: str, patience: float = 2.0) -> dict[str, An
             return None
         if record is not None or time.monotonic() >= deadline:
             return record
-        time.sleep(0.05)
+        time.sleep(QUICK_SEC)  # it comes a moment after meta.json: `submit --wait` of a short script waits on it
 
 
 def group_members(home: Home, group: str) -> tuple[str, dict[str, str]]:

@@ -13,10 +13,8 @@ anything is written, never an attempt that fails on the node.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -154,6 +152,9 @@ def _conda_prefix(name: str) -> Path:
         if not conda:
             raise UsageError(f"--conda {name}: conda is not on PATH here; give the env's folder "
                              "(--conda /path/to/env) or --python PATH")
+        import json
+        import subprocess  # only --conda NAME runs a command: a plain submit's start loads neither
+
         try:
             done = subprocess.run([conda, "env", "list", "--json"], capture_output=True, timeout=CONDA_TIMEOUT_SEC)
             envs = [Path(p) for p in json.loads(done.stdout)["envs"]]
@@ -170,9 +171,10 @@ def _conda_prefix(name: str) -> Path:
 
 
 def _has_shebang(script: Path) -> bool:
-    from fray.wrapper import workload  # the wrapper's launcher (argparse, process tags): not every submit's import
-
+    """Whether the script's first line starts with `#!`, as the wrapper reads it (fray.wrapper.workload): its
+    first two bytes, read here without loading the wrapper's launcher (argparse, process tags)."""
     try:
-        return workload.read_first_line(script).startswith("#!")
+        with open(script, "rb") as handle:
+            return handle.read(2) == b"#!"
     except OSError:
         return False

@@ -8,15 +8,13 @@ import getpass
 import hashlib
 import os
 import re
-import secrets
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
-from fray.state import audit, meta_file, run_code, store, upstreams
+from fray.state import meta_file, run_code, store, upstreams
 
 from fray.core import directives
 from fray.errors import UsageError
@@ -32,11 +30,16 @@ SYNC_EACH_UP_TO = 8  # runs written together; more share one sync (write_runs)
 def make_run_id(name: str, now: float, suffix: str | None = None) -> str:
     """Sortable and readable: `YYYYMMDD-HHMMSS-<name>-<4 hex>` (UTC)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
-    return f"{stamp}-{slug(name)}-{suffix or secrets.token_hex(2)}"
+    return f"{stamp}-{slug(name)}-{suffix or _random_hex()}"
 
 
-@dataclass(frozen=True)
-class SubmitOptions:
+def _random_hex() -> str:
+    """Four random hex digits, as secrets.token_hex(2) draws them (os.urandom), without importing secrets
+    (base64, hmac): every `fray submit` draws one before its run exists."""
+    return os.urandom(2).hex()
+
+
+class SubmitOptions(NamedTuple):
     script: Path | None  # None with `module`
     overrides: dict[str, Any]  # RunSpec field -> value, from CLI flags (and run_code.FIELDS, as typed)
     name: str | None = None
@@ -46,8 +49,7 @@ class SubmitOptions:
     force: bool = False  # snapshot a project over the size limit
 
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(NamedTuple):
     """A script read and checked for submission: its name, spec, bytes and frozen file name."""
 
     name: str
@@ -134,8 +136,7 @@ def new_meta(name: str, now: float, workdir: str, spec: RunSpec, source: str, fr
     )
 
 
-@dataclass(frozen=True)
-class NewRun:
+class NewRun(NamedTuple):
     """Everything a new run's folder holds: its meta, `files` by name (the frozen script; a launched job's
     payload or script; a path inside the folder: a sweep member's first batch script and events) and, for a
     job launched through the cluster API, its job.json."""
@@ -162,7 +163,7 @@ def unique_ids(home: Home, run_ids: list[str]) -> list[str]:
     fresh = []
     for run_id in run_ids:
         while run_id in taken or os.path.lexists(home.run_folder(run_id)):
-            run_id = run_id[:-4] + secrets.token_hex(2)
+            run_id = run_id[:-4] + _random_hex()
         taken.add(run_id)
         fresh.append(run_id)
     return fresh
@@ -268,6 +269,8 @@ def set_overrides(home: Home, run_id: str, settings: dict[str, Any]) -> Control:
         directives.check_spec(RunSpec.from_dict({**meta.spec.to_dict(), **merged}))
         control.overrides = merged
         _stamp_and_write(home, run_id, control)
+    from fray.state import audit  # the audit log (socket for the host name): control requests, not submit
+
     audit.record(home, "control.config-set", run_id, {"settings": settings})
     return control
 
@@ -293,5 +296,7 @@ def request(home: Home, run_id: str, op: str) -> Control:
         control = read_control(home, run_id)
         control.ask(op, meta.applied)
         _stamp_and_write(home, run_id, control)
+    from fray.state import audit  # as in set_overrides
+
     audit.record(home, f"control.{op}", run_id)
     return control

@@ -30,11 +30,9 @@ import hashlib
 import os
 import posixpath
 import stat
-import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import orjson
 
@@ -51,8 +49,7 @@ ROOT_MARKERS = (".git", ".fray-sync.json")  # a git work tree; a project synced 
 VENV_MARKER = "pyvenv.cfg"  # a folder holding one is a virtual environment, never code
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     """A stored snapshot: its tree hash, where it was taken from, and what it holds."""
 
     tree: str
@@ -65,10 +62,9 @@ class Snapshot:
         return {"tree": self.tree, "root": self.root, "files": self.files, "bytes": self.bytes, "git": self.git}
 
 
-@dataclass
-class _Listing:
-    files: dict[str, os.stat_result] = field(default_factory=dict)  # rel -> lstat
-    links: dict[str, str] = field(default_factory=dict)  # rel -> relative target inside the project
+class _Listing(NamedTuple):
+    files: dict[str, os.stat_result]  # rel -> lstat
+    links: dict[str, str]  # rel -> relative target inside the project
 
 
 def project_root(start: Path, home: Path) -> Path:
@@ -133,6 +129,8 @@ def _git_state(root: Path) -> dict[str, Any] | None:
     """{"commit", "dirty"} of the git work tree at `root`; None when it is none (or git is missing)."""
     if not (root / ".git").exists():
         return None
+    import subprocess  # only a git work tree runs git: a project outside git loads no subprocess
+
     try:
         done = subprocess.run(["git", "-C", str(root), "status", "--porcelain=v2", "--branch"],
                               capture_output=True, timeout=GIT_TIMEOUT_SEC)
@@ -152,6 +150,8 @@ def _git_state(root: Path) -> dict[str, Any] | None:
 
 
 def _git_files(root: Path) -> list[str]:
+    import subprocess  # as in _git_state
+
     done = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                           capture_output=True, timeout=GIT_TIMEOUT_SEC)
     if done.returncode != 0:
@@ -188,7 +188,7 @@ def _list(root: Path, home: Path, in_git: bool) -> _Listing:
     names = _git_files(root) if in_git else list(_walk_files(root, patterns))
     skipped = tuple(folder + "/" for folder in _skipped_folders(root, home, names))
     left_out = ignore_rules.FolderRules(patterns) if in_git else None  # git applied .gitignore; .frayignore is ours
-    listing = _Listing()
+    listing = _Listing({}, {})
     prefix = f"{root}{os.sep}"
     for rel in names:
         if left_out is not None and left_out.ignored(rel):

@@ -362,13 +362,17 @@ def test_submit_json_prints_the_same_document_without_click(home, tmp_path):
     slow = run_fray("submit", str(tmp_path / "nosuch.py"), "--json", home=home.root)
     assert (fast.returncode, fast.stdout) == (slow.returncode, slow.stdout) and slow.returncode == 2, fast.stdout
     from fray.cli.arguments import normalize
-    from fray.cli.entry import submit_json
+    from fray.cli.entry import SubmitArgs, submit_plain
 
-    assert submit_json(normalize(["submit", "a.py", "--json"])) == (None, "a.py")
-    assert submit_json(normalize(["--json", "--home", "/h", "submit", "a.py"])) == ("/h", "a.py")
-    for args in (["submit", "a.py"], ["submit", "--gpus", "1", "a.py", "--json"], ["submit", "a.py", "--json", "--", "x"],
-                 ["submit", "--wait", "a.py", "--json"]):
-        assert submit_json(normalize(args)) is None, args
+    assert submit_plain(normalize(["submit", "a.py", "--json"])) == SubmitArgs(None, "a.py", False, True)
+    assert submit_plain(normalize(["--json", "--home", "/h", "submit", "a.py"])) == SubmitArgs("/h", "a.py", False, True)
+    assert submit_plain(normalize(["submit", "a.py"])) == SubmitArgs(None, "a.py", False, False)
+    assert submit_plain(normalize(["submit", "--wait", "a.py", "--json"])) == SubmitArgs(None, "a.py", True, True)
+    assert submit_plain(normalize(["submit", "a.py", "--wait"])) == SubmitArgs(None, "a.py", True, False)
+    for args in (["submit", "--gpus", "1", "a.py", "--json"], ["submit", "a.py", "--json", "--", "x"], ["submit"],
+                 ["submit", "--wait"], ["submit", "a.py", "b.py"], ["submit", "--wait", "--wait", "a.py"],
+                 ["submit", "--follow", "a.py"], ["submit", "-f", "a.py"], ["submit", "a.py", "--help"]):
+        assert submit_plain(normalize(args)) is None, args
 
 
 def test_the_list_fast_path_reads_its_options_as_click_does():

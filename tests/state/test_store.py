@@ -233,7 +233,7 @@ def test_runs_of_one_name_in_one_second_never_share_an_id(tmp_path, monkeypatch)
 
     home = Home(tmp_path / "home")
     draws = iter(["beef", "beef", "beef", "cafe", "beef", "d00d"])
-    monkeypatch.setattr(runs.secrets, "token_hex", lambda n: next(draws))
+    monkeypatch.setattr(runs, "_random_hex", lambda: next(draws))
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
     monkeypatch.setattr(runs.time, "time", lambda: 1_790_000_000.0)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -49,6 +48,8 @@ def mem_total_mb() -> int | None:
 def gpu_count() -> int:
     if shutil.which("nvidia-smi") is None:  # no GPU tools: no fork (every `fray submit` counts the GPUs)
         return 0
+    import subprocess  # only where nvidia-smi is: a submit on a machine without GPUs loads no subprocess
+
     try:
         listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):

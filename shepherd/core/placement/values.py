@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 
 from fray.core.model import RunSpec
-from fray.core.placement.constraints import ConstraintSyntaxError, parse
-from fray.core.placement.slurm import to_slurm
 from fray.errors import UsageError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]*")
@@ -16,6 +14,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]*")
 
 def parse_constraint(text: str) -> dict[str, str]:
     """One constraint, checked now, stored as written (as a one-entry dict: the option repeats)."""
+    from fray.core.placement.constraints import ConstraintSyntaxError, parse  # a run without one: not loaded
+
     try:
         constraint = parse(text)
     except ConstraintSyntaxError as exc:
@@ -53,6 +53,9 @@ def placement_problems(spec: RunSpec) -> list[str]:
         except ValueError as exc:
             problems.append(str(exc))
     if spec.backend == "slurm":
+        from fray.core.placement.constraints import parse  # as in parse_constraint
+        from fray.core.placement.slurm import to_slurm
+
         try:
             to_slurm([parse(text) for text in spec.constraints])
         except UsageError as exc:
