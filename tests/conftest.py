@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -87,6 +88,19 @@ def reference_validator(name: str):
     schemas = {p.name: json.loads(p.read_text()) for p in SCHEMAS.glob("*.json")}
     registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
     return jsonschema.Draft202012Validator(schemas[f"{name}.json"], registry=registry)
+
+
+@pytest.fixture(scope="session")
+def fray_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """fray's wheel, built once a session (pip wheel, ~6 s) for the tests that install or read one; they only
+    read it. Built from a copy of the checkout, so the build leaves nothing in it."""
+    folder = tmp_path_factory.mktemp("wheel")
+    source = folder / "src"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", ".venv", "*.egg-info", "build", "__pycache__"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(folder), str(source)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    return next(folder.glob("fray-*.whl"))
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
@@ -41,8 +42,9 @@ def test_every_commands_help_works_without_a_host_or_daemon(tmp_path: Path) -> N
     home = tmp_path / "no home yet"
     paths = command_paths()
     assert ("sync",) in paths and ("remote", "trust") in paths and ("wait",) in paths and len(paths) > 20
-    for path in paths:
-        proc = run_fray(*path, "--help", home=home, env={"FRAY_REMOTE": ""})
+    with ThreadPoolExecutor(2) as pool:  # two real `fray` processes at a time: each is a Python start, ~0.3 s
+        procs = list(pool.map(lambda path: run_fray(*path, "--help", home=home, env={"FRAY_REMOTE": ""}), paths))
+    for path, proc in zip(paths, procs):
         assert proc.returncode == 0, (path, proc.stderr)
         assert proc.stdout.startswith(f"Usage: fray {' '.join(path)} "), (path, proc.stdout[:200])
     assert not home.exists()  # no FRAY_HOME made, so no daemon started

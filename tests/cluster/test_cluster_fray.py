@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_fray, schema_validate, start_daemon, stop_daemon, wait_until
+from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
 from fray import (ClusterResolver, EnvironmentConfig, Entrypoint, FrayCluster, JobGroupConfig, JobRequest,
                   JobStatus, ReservationConfig, ResourceConfig, WorkerPool)
 from fray.cluster.api import ClusterError
@@ -377,22 +377,16 @@ print("RESULT=" + json.dumps(info.result))
 """
 
 
-def test_a_job_environment_sees_fray_installed_from_a_wheel(home, tmp_path):
+def test_a_job_environment_sees_fray_installed_from_a_wheel(home, tmp_path, fray_wheel):
     """fray installed from its wheel (not editable): a job's cached environment imports that same fray."""
-    import shutil
     import sysconfig
 
-    source = tmp_path / "src"
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", "*.egg-info", "build", "__pycache__"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
-                           capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr[-2000:]
     venv = tmp_path / "wheel-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
-    zipfile.ZipFile(next(tmp_path.glob("fray-*.whl"))).extractall(purelib)
+    zipfile.ZipFile(fray_wheel).extractall(purelib)
     # fray's dependencies from this environment, as plain paths: its editable fray (an import hook run by a
     # .pth file) stays out, so the fray found is the wheel's.
     Path(purelib, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")

@@ -7,7 +7,6 @@ top level of site-packages.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -31,13 +30,8 @@ def test_every_package_directory_is_declared():
     assert found <= declared_packages(), f"add to pyproject.toml packages: {sorted(found - declared_packages())}"
 
 
-def test_the_wheel_carries_the_wrapper_probes_and_the_schemas(tmp_path: Path):
-    source = tmp_path / "src"  # a copy, so the build leaves nothing in the checkout
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", "*.egg-info", "build", "__pycache__"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
-                           capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr[-2000:]
-    wheel = next(tmp_path.glob("fray-*.whl"))
+def test_the_wheel_carries_the_wrapper_probes_and_the_schemas(tmp_path: Path, fray_wheel: Path):
+    wheel = fray_wheel  # built by pip from a copy of the checkout (tests/conftest.py)
     names = zipfile.ZipFile(wheel).namelist()
     assert "fray/wrapper/probes/__init__.py" in names
     schemas = {Path(n).name for n in names if n.startswith("fray/schemas/") and n.endswith(".json")}

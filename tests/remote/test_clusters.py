@@ -15,6 +15,7 @@ import shlex
 import socket
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
@@ -61,7 +62,7 @@ def _ssh_config(clusters: Clusters, ports: dict[str, int], keys: dict[str, Path]
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory) -> Iterator[Clusters]:
     require_sshd()
-    from fray.remote import bootstrap, connection
+    from fray.remote import bootstrap, connection, wheels as local_wheels
 
     made = Clusters(tmp_path_factory.mktemp("clusters"))
     ports, keys, known = {}, {}, []
@@ -96,9 +97,12 @@ def clusters(tmp_path_factory) -> Iterator[Clusters]:
         real = bootstrap.local_version()
         patch.setattr(bootstrap, "local_version", lambda: real + ".1")
         try:
+            local_wheels.prepare()  # the wheels both installs send, made (or found cached) once, before they start
+            with ThreadPoolExecutor(len(made.homes)) as pool:  # each host's venv and pip install, side by side
+                installed = dict(zip(made.homes, pool.map(
+                    lambda alias: bootstrap.ensure(connection.connect(alias), str(made.homes[alias])), made.homes)))
             for alias, remote_home in made.homes.items():
-                installed = bootstrap.ensure(connection.connect(alias), str(remote_home))
-                assert installed.executable == str(remote_home / "venv" / "bin" / "fray")
+                assert installed[alias].executable == str(remote_home / "venv" / "bin" / "fray")
         finally:
             connection.close_all()
     try:

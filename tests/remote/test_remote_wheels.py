@@ -35,29 +35,38 @@ def test_the_plan_sends_this_machines_wheels_only_where_they_run():
     assert named.send == (made.fray, *house) and named.offline and named.pip_wheel is None
 
 
-def test_fray_and_its_dependencies_are_made_once_and_cached(tmp_path):
-    first = wheels.prepare(tmp_path / "cache")
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, wheels.Wheels]:
+    """An empty wheel cache, filled once for this module by `wheels.prepare` (it builds fray's wheel and repacks
+    every dependency: the longest step of a first bootstrap), and what that first call made. The tests below
+    only read the wheels in it."""
+    cache = tmp_path_factory.mktemp("wheels") / "cache"
+    return cache, wheels.prepare(cache)
+
+
+def test_fray_and_its_dependencies_are_made_once_and_cached(made):
+    cache, first = made
     names = {w.name.split("-")[0].lower() for w in first.dependencies}
     assert {"click", "orjson", "paramiko", "textual", "cryptography"} <= names  # direct and indirect
     assert first.pip is not None and first.pip.name.startswith("pip-")
     with zipfile.ZipFile(first.fray) as wheel:
         assert "fray/remote/wheels.py" in wheel.namelist()
     stamps = {p: p.stat().st_mtime_ns for p in (first.fray, *first.dependencies)}
-    again = wheels.prepare(tmp_path / "cache")
+    again = wheels.prepare(cache)
     assert again == first and {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing rebuilt
 
 
 @pytest.mark.slow
-def test_wheels_already_on_the_remote_are_not_sent_again(remote_host, tmp_path):
-    made = wheels.prepare(tmp_path / "cache")
+def test_wheels_already_on_the_remote_are_not_sent_again(remote_host, tmp_path, made):
+    prepared = made[1]
     conn = connection.connect(remote_host.alias)
     home = tmp_path / "remote home"
-    wanted = (made.fray, *made.dependencies[:3])
+    wanted = (prepared.fray, *prepared.dependencies[:3])
     assert bootstrap.send_missing(conn, "python3", str(home), str(home / "wheels"), wanted) == wanted
     assert bootstrap.send_missing(conn, "python3", str(home), str(home / "wheels"), wanted) == ()
-    (home / "wheels" / made.fray.name).write_bytes(b"a different build")  # same name, other content
-    assert bootstrap.send_missing(conn, "python3", str(home), str(home / "wheels"), wanted) == (made.fray,)
-    assert (home / "wheels" / made.fray.name).read_bytes() == made.fray.read_bytes()
+    (home / "wheels" / prepared.fray.name).write_bytes(b"a different build")  # same name, other content
+    assert bootstrap.send_missing(conn, "python3", str(home), str(home / "wheels"), wanted) == (prepared.fray,)
+    assert (home / "wheels" / prepared.fray.name).read_bytes() == prepared.fray.read_bytes()
 
 
 def test_an_edited_source_tree_gets_a_new_wheel(tmp_path):

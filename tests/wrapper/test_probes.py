@@ -314,7 +314,8 @@ def test_a_full_disk_is_a_node_fault(tmp_path: Path) -> None:
 
 def test_probes_do_not_delay_the_first_heartbeat(tmp_path: Path) -> None:
     node = Node(tmp_path, {"hang": True})
-    proc = subprocess.Popen(node.argv("--gpus", "1", "--probe-timeout", "10"), env=node.env, cwd=str(node.root),
+    # The hung probe holds the wrapper for its whole timeout: 4 s, ample for a first heartbeat that needs none.
+    proc = subprocess.Popen(node.argv("--gpus", "1", "--probe-timeout", "4"), env=node.env, cwd=str(node.root),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: (node.dir / contract.HEARTBEAT).exists(), timeout=10, what="the first heartbeat")
