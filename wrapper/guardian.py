@@ -46,6 +46,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import NoReturn
 
 from . import forked, procs
 
@@ -66,44 +67,40 @@ def start(run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
         read_end, write_end = os.pipe()  # both close-on-exec: no process the wrapper launches holds the write end
     except OSError:
         return
-    global _write_end
-    if forked.warm():  # a Python that has all it needs: guard from a fork of this one (fray.wrapper.forked)
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(read_end)
-            os.close(write_end)
-            return
-        if pid == 0:
-            os.close(write_end)
-            os.setsid()
-            forked.guard_here(read_end, IGNORED, lambda: guard(read_end, run_id, attempt, home, attempt_dir))
-        os.close(read_end)
-        procs.not_the_attempts(pid)  # this wrapper's child, but none of its attempt's processes
-        _write_end = write_end
-        return
     try:
-        middle = os.fork()
+        child = os.fork()
     except OSError:
         os.close(read_end)
         os.close(write_end)
         return
-    if middle == 0:  # the middle process: a session of its own, then the guardian, then gone
-        try:
-            os.setsid()
-            execed, exec_signal = os.pipe()  # close-on-exec: EOF once the guardian has exec'd (or died)
-            if os.fork() == 0:
-                os.close(write_end)
-                _exec_guardian(read_end, [run_id, str(attempt), home, attempt_dir])
-            os.close(exec_signal)
-            # Not gone before the exec: a fork of the wrapper that init had adopted would look like a second
-            # wrapper of this attempt to whoever finds wrappers by command line and parent.
-            os.read(execed, 1)
-        finally:
-            os._exit(0)
+    warm = forked.warm()  # a Python that has all it needs: guard from a fork of this one (fray.wrapper.forked)
+    if child == 0:
+        os.close(write_end)
+        os.setsid()
+        if warm:
+            forked.guard_here(read_end, IGNORED, lambda: guard(read_end, run_id, attempt, home, attempt_dir))
+        _through_a_middle_process(read_end, [run_id, str(attempt), home, attempt_dir])
     os.close(read_end)
-    os.waitpid(middle, 0)  # the guardian is now init's child (or a subreaper's above): not the wrapper's
+    if warm:
+        procs.not_the_attempts(child)  # this wrapper's child, but none of its attempt's processes
+    else:
+        os.waitpid(child, 0)  # the guardian is now init's child (or a subreaper's above): not the wrapper's
+    global _write_end
     _write_end = write_end  # open until this process ends: its closing is what the guardian waits for
+
+
+def _through_a_middle_process(read_end: int, args: list[str]) -> NoReturn:
+    """In the middle process, in a session of its own: fork the guardian, which execs, and go once it has."""
+    try:
+        execed, exec_signal = os.pipe()  # close-on-exec: EOF once the guardian has exec'd (or died)
+        if os.fork() == 0:
+            _exec_guardian(read_end, args)
+        os.close(exec_signal)
+        # Not gone before the exec: a fork of the wrapper that init had adopted would look like a second
+        # wrapper of this attempt to whoever finds wrappers by command line and parent.
+        os.read(execed, 1)
+    finally:
+        os._exit(0)
 
 
 def all_clear() -> None:
