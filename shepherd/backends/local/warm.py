@@ -232,7 +232,12 @@ def forked_wrappers(home: Path) -> list[int]:
 
 def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
     """(run id, attempt) of a wrapper the warm worker forked, from its working folder
-    (runs/<id>/attempts/<n>: where every wrapper runs); None for the worker itself or a workload."""
+    (runs/<id>/attempts/<n>: where every wrapper runs); None for the worker itself or a workload.
+
+    A process the wrapper forks starts in that folder too, with the same command line, until it moves
+    (a script's workload between its fork and its exec, a function's workload, the guardian): its parent
+    is in the same folder, where a wrapper's (the warm worker, or init) never is. Taken for the wrapper,
+    it would get the attempt's stop, and a workload that exits 0 on SIGTERM would pass for a success."""
     try:
         cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError:
@@ -241,4 +246,15 @@ def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
     runs = Path(os.path.realpath(home)) / "runs"
     if folder.parent.name != "attempts" or folder.parent.parent.parent != runs or not folder.name.isdigit():
         return None
+    if _parent_folder(pid) == cwd:
+        return None
     return folder.parent.parent.name, int(folder.name)
+
+
+def _parent_folder(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            ppid = int(handle.read().rpartition(b")")[2].split()[1])
+        return os.readlink(f"/proc/{ppid}/cwd")
+    except (OSError, ValueError, IndexError):
+        return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -82,3 +83,37 @@ def test_a_killed_warm_scripts_wrapper_takes_its_workload_with_it_and_is_retried
     go.touch()
     wait_until(lambda: _meta(home, run_id)["phase"] == "ended", timeout=30, what="the run to end")
     assert _meta(home, run_id)["end"]["status"] == "completed_success"
+
+
+FORKS_IN_ITS_FOLDER = """import os, sys, time
+os.chdir(sys.argv[1])
+child = os.fork()
+if child == 0:
+    time.sleep(60)  # a process the wrapper forked, not yet moved: a workload before its exec, a guardian
+    os._exit(0)
+print(child, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_process_a_forked_wrapper_forks_in_its_folder_is_never_taken_for_that_wrapper(tmp_path):
+    # The backend finds a warm wrapper by its command line (the warm worker's) and its working folder (the
+    # attempt's), and so, for a moment, each process that wrapper forks. Taken for the wrapper, a script's
+    # workload would get the attempt's stop itself: one that exits 0 on SIGTERM then passed for a success
+    # (a restarted run ended `completed_success` under load).
+    from fray.backends.local import warm
+
+    home = tmp_path / "home"
+    attempt = home / "runs" / "20261127-000000-job-0000" / "attempts" / "1"
+    attempt.mkdir(parents=True)
+    wrapper = subprocess.Popen([sys.executable, "-c", FORKS_IN_ITS_FOLDER, str(attempt), warm.MODULE, "--home",
+                                str(home)], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(wrapper.stdout.readline())
+        assert warm.forked_wrappers(home) == [wrapper.pid]
+        assert warm.attempt_of(wrapper.pid, home) == ("20261127-000000-job-0000", 1)
+        assert warm.attempt_of(child, home) is None
+    finally:
+        wrapper.kill()
+        wrapper.wait()
+        os.kill(child, signal.SIGKILL)
