@@ -144,9 +144,10 @@ def test_a_failing_sink_is_retried_and_logged_and_a_hanging_one_blocks_neither_t
         try:
             submit(home, tmp_path, "broken", "#FRAY --max-retries 0\nexit 3")
             wait_until(lambda: webhook.received, what="the retried webhook post")
-            log = home.daemon_log.read_text()
+            # The daemon logs the send once the post has been answered: a moment after the webhook saw it.
+            log = wait_until(lambda: "notify slack: sent 'fray: broken is failed'" in (text := home.daemon_log.read_text())
+                             and text, what="the send in daemon.log")
             assert "notify slack: try 1 of 2 for 'fray: broken is failed' failed (HTTP Error 500" in log
-            assert "notify slack: sent 'fray: broken is failed'" in log
             # Now the webhook hangs (accepts, never answers); e-mail must still go out and runs still finish.
             configure(home, {"notify": {"on": ["failed", "completed_success"], "rate_limit": "10/1m",
                                         "timeout_sec": 1, "retries": 2,
