@@ -78,6 +78,12 @@ def _ppid_and_state(pid: str) -> tuple[int, str] | None:
     return int(fields[1]), fields[0].decode("ascii", errors="replace")
 
 
+def parent_of(pid: int) -> int | None:
+    """The parent of process `pid` (from /proc); None once it is gone."""
+    info = _ppid_and_state(str(pid))
+    return None if info is None else info[0]
+
+
 def catches(pid: int, signum: int) -> bool:
     """Whether process `pid` has a handler for `signum` (the SigCgt mask of /proc/<pid>/status)."""
     try:

@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from fray.wrapper import procs
+
 MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
 START_TIMEOUT_SEC = 30.0
 QUEUE_PER_CPU = 3  # queued function attempts per CPU: enough that a CPU never waits for a daemon cycle
@@ -252,9 +254,8 @@ def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
 
 
 def _parent_folder(pid: int) -> str | None:
+    parent = procs.parent_of(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            ppid = int(handle.read().rpartition(b")")[2].split()[1])
-        return os.readlink(f"/proc/{ppid}/cwd")
-    except (OSError, ValueError, IndexError):
+        return None if parent is None else os.readlink(f"/proc/{parent}/cwd")
+    except OSError:
         return None
