@@ -43,7 +43,7 @@ STDERR_TAIL_LINES = 20
 STATUS_AFTER_GROUP_GONE_SEC = 1.0  # the reaper thread records what it has just reaped
 
 
-class _Attempt:
+class Attempt:
     """The state of one attempt as the main thread drives it."""
 
     def __init__(self, options: Options, log: DiagnosticLog, heartbeat: Heartbeat, started_at: float) -> None:
@@ -325,7 +325,7 @@ class _Attempt:
 
 def run_attempt(options: Options, log: DiagnosticLog, heartbeat: Heartbeat, started_at: float) -> int:
     """Everything after the first heartbeat; the wrapper's exit code. Stops `heartbeat` and closes `log`."""
-    attempt = _Attempt(options, log, heartbeat, started_at)
+    attempt = Attempt(options, log, heartbeat, started_at)
     exit_code = contract.EXIT_WRAPPER_ERROR
     fence = None
     if options.home is not None:

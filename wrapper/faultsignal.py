@@ -69,4 +69,17 @@ def arm() -> bool:
         return False
 
 
+def disarm() -> None:
+    """Undo `arm` (a function host, fray.cluster.function_host, arms it for each attempt it runs)."""
+    signum = stack_signal()
+    if not _kept or signum is None:
+        return
+    import faulthandler
+
+    faulthandler.unregister(signum)
+    for handle in _kept:
+        handle.close()  # type: ignore[attr-defined]
+    _kept.clear()
+
+
 _kept: list[object] = []

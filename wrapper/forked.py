@@ -24,7 +24,7 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -45,6 +45,12 @@ def set_entry(shim_name: str, main: Callable[[], int]) -> None:
     """In a warm worker, before it forks any wrapper: workloads `python <folder>/<shim_name>` run `main`."""
     global _entry
     _entry = (shim_name, main)
+
+
+def entry() -> Callable[[], int]:
+    """The function entry point a warm worker set (set_entry)."""
+    assert _entry is not None
+    return _entry[1]
 
 
 def warm() -> bool:
@@ -155,8 +161,17 @@ def _caught_signals() -> list[int]:
 
 
 def exit_with(main: Callable[[], int | None]) -> NoReturn:
-    """Run `main` as a forked child's whole life and end the child as `python` ends: its return value, a
-    SystemExit's code (a text printed, then 1), 1 after an uncaught exception's traceback."""
+    """Run `main` as a forked child's whole life and end the child as `python` ends (`run_as_main`)."""
+    code = 1
+    try:
+        code = run_as_main(main)
+    finally:
+        os._exit(code)
+
+
+def run_as_main(main: Callable[[], int | None]) -> int:
+    """Run `main` and say how `python` would end after it: its return value, a SystemExit's code (a text
+    printed, then 1), 1 after an uncaught exception's traceback; the standard streams flushed."""
     code = 1
     try:
         code = main() or 0
@@ -167,11 +182,12 @@ def exit_with(main: Callable[[], int | None]) -> NoReturn:
     except BaseException:
         traceback.print_exc()
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+    return code
 
 
 def new_std_streams(unbuffered: bool) -> None:
@@ -183,10 +199,11 @@ def new_std_streams(unbuffered: bool) -> None:
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
 
 
-def close_from(lowest: int, keep: int = -1) -> None:
+def close_from(lowest: int, keep: int | Collection[int] = -1) -> None:
     """Close every descriptor from `lowest` up but `keep` (close_fds=True of Popen): the wrapper's must not leak."""
+    kept = {keep} if isinstance(keep, int) else set(keep)
     for name in os.listdir("/proc/self/fd"):
-        if int(name) >= lowest and int(name) != keep:
+        if int(name) >= lowest and int(name) not in kept:
             try:
                 os.close(int(name))
             except OSError:

@@ -123,17 +123,75 @@ def _exec_guardian(read_end: int, args: list[str]) -> None:
     os.execv(sys.executable, [sys.executable, "-m", __name__, str(read_end), *args])
 
 
+def start_for_host() -> int | None:
+    """In a function host (fray.cluster.function_host), before any thread: fork its guardian, which guards the
+    attempt the host last named (`serving`) when the host ends; the write end of its pipe (None: no guardian)."""
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        return None
+    try:
+        child = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    if child == 0:
+        os.close(write_end)
+        os.setsid()
+        forked.guard_here(read_end, IGNORED, lambda: guard_host(read_end))
+    os.close(read_end)
+    procs.not_the_attempts(child)  # the host's child, but none of its functions' processes
+    return write_end
+
+
+def serving(write_end: int | None, run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
+    """Tell a host's guardian which attempt the host runs from now on."""
+    if write_end is not None:
+        try:
+            os.write(write_end, "\t".join([run_id, str(attempt), home, attempt_dir]).encode() + b"\n")
+        except OSError:
+            pass  # the guardian is gone: the sweeps remain
+
+
+def host_all_clear(write_end: int | None) -> None:
+    """Tell a host's guardian that nothing the attempt it runs started is alive any more."""
+    if write_end is not None:
+        try:
+            os.write(write_end, ALL_CLEAR + b"\n")
+        except OSError:
+            pass
+
+
+def guard_host(read_end: int) -> None:
+    """A host's guardian's life: follow the attempts it names; once it ends, kill what the last one left."""
+    current: list[str] | None = None
+    pending = b""
+    while chunk := os.read(read_end, 4096):  # b"" once the host has ended
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            current = None if line == ALL_CLEAR else line.decode().split("\t")
+    if current is not None:
+        run_id, attempt, home, attempt_dir = current
+        kill_left(run_id, int(attempt), home, attempt_dir, "its function host has ended")
+
+
 def guard(read_end: int, run_id: str, attempt: int, home: str, attempt_dir: str) -> None:
     """The guardian's life: wait for the wrapper's end, then kill what its attempt left and say so."""
+    clear = False
+    while byte := os.read(read_end, 1):  # b"" once the wrapper has ended
+        clear = byte == ALL_CLEAR
+    if not clear:
+        kill_left(run_id, attempt, home, attempt_dir, "its wrapper has ended")
+
+
+def kill_left(run_id: str, attempt: int, home: str, attempt_dir: str, why: str) -> None:
+    """Kill the processes this attempt started under `attempt_dir` and say so in its wrapper.log."""
     from . import contract, fence, tags  # here, not above: the wrapper imports this module before its first beat
     from .log import DiagnosticLog
 
     mine = tags.Tag(run_id, attempt, home)
-    clear = False
-    while byte := os.read(read_end, 1):  # b"" once the wrapper has ended
-        clear = byte == ALL_CLEAR
-    if clear:
-        return
     # The attempt's processes that this wrapper started: an attempt of several tasks may run several wrappers on
     # one machine (local replicas; the test cluster's nodes), each with its own attempt folder in FRAY_ATTEMPT_DIR.
     killed = [pid for pid, tag in sorted(tags.tagged(home).items()) if tag == mine
@@ -141,7 +199,7 @@ def guard(read_end: int, run_id: str, attempt: int, home: str, attempt_dir: str)
     if killed:
         fence.bind(fence.Writer(home, run_id, attempt))
         log = DiagnosticLog(os.path.join(attempt_dir, contract.WRAPPER_LOG), echo=False)
-        for line in tags.describe([(mine, ("its wrapper has ended", killed))]):
+        for line in tags.describe([(mine, (why, killed))]):
             log.write(f"guardian: {line}")
 
 

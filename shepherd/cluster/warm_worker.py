@@ -3,10 +3,12 @@
 `python -m fray.cluster.warm_worker --home HOME --slots N [--busy PID,...]`
 imports once what a function run's wrapper and workload need (the wrapper, fray's function entry
 point, cloudpickle), then reads requests on stdin, one JSON object a line
-({"argv", "env", "cwd", "log", "cpus"}), and forks a child for each that
-becomes the wrapper as `subprocess.Popen(argv, stdin=DEVNULL, stdout=log,
-stderr=log, env=env, cwd=cwd, start_new_session=True, close_fds=True)` would
-have started it. At most N CPUs' worth of wrappers run at once, counting one
+({"argv", "env", "cwd", "log", "cpus"}). A plain function attempt goes to one
+of its function hosts (fray.cluster.host_pool, fray.cluster.function_host);
+for any other it forks a child that becomes the wrapper as
+`subprocess.Popen(argv, stdin=DEVNULL, stdout=log, stderr=log, env=env,
+cwd=cwd, start_new_session=True, close_fds=True)` would have started it. At
+most N CPUs' worth of attempts run at once, counting one
 CPU for each wrapper an earlier worker forked that still runs (--busy; the
 daemon restarted, or the worker was killed): a request that
 does not fit now waits in the worker's queue, first in first out, and starts
@@ -14,16 +16,18 @@ the moment an exit frees its CPUs, with no round trip to the daemon (a Slurm
 job PENDING, then RUNNING). It answers {"ready": true} once, then per request
 {"pid": N, "cwd": cwd}, {"queued": true} or {"error": text}; {"started": cwd, "pid": N}
 (or {"failed": cwd, "error": text}) when a queued one starts; {"exit": N} when
-a wrapper it forked ends. {"cancel": cwd, "signal": N, "group": bool} takes a
-queued request out of the queue ({"dropped": cwd}), or sends that signal to the
-wrapper forked for it (the backend asks for those its scan did not find). It
-exits when stdin closes (the daemon is gone), dropping its queue (the next
-daemon finds those attempts gone and retries them); the wrappers live on in
-their own sessions.
-The wrapper forks the function's workload in turn (fray.wrapper.forked); a
-workload names on a pipe the standard-library modules it had to import (what
-the function's module imports), and the worker imports them itself, once, for
-every later fork (fray.wrapper.warm_imports).
+a wrapper it forked ends, or the host N is done with its attempt (it wrote
+exit.json) or died in it. {"cancel": cwd, "signal": N, "group": bool} takes a
+queued request out of the queue ({"dropped": cwd}), or stops the attempt: that
+signal to the wrapper forked for it, or the host's stop (fray.cluster.host_pool)
+to the host serving it; the backend sends every stop for what this worker
+forked through here. It exits when stdin closes (the daemon is gone), dropping
+its queue (the next daemon finds those attempts gone and retries them); the
+wrappers and busy hosts live on in their own sessions, and a host exits once
+its attempt is done.
+A workload (forked, or a host's function) names on a pipe the standard-library
+modules it had to import (what the function's module imports), and the worker
+imports them itself, once, for every later fork (fray.wrapper.warm_imports).
 `--home` is not read: it names the home in the command line, for whoever
 scans /proc (fray.backends.local.backend, the tests' clean-up).
 """
@@ -37,7 +41,10 @@ import os
 import select
 import signal
 import sys
-from typing import Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
+
+if TYPE_CHECKING:
+    from fray.cluster import host_pool
 
 
 def serve(slots: int, busy: list[int]) -> int:
@@ -50,6 +57,7 @@ def serve(slots: int, busy: list[int]) -> int:
     from fray.state import layout, store  # noqa: F401
     from fray.wrapper import attempt, forked, jobside, main  # noqa: F401  the wrapper, all of it
 
+    from fray.cluster import host_pool
     from fray.wrapper import options, warm_imports
 
     told = warm_imports.open_pipe()
@@ -69,13 +77,20 @@ def serve(slots: int, busy: list[int]) -> int:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the select below
     _send({"ready": True})
-    slots_ = _Slots(slots, main.main, _pidfds(busy))
+    slots_ = _Slots(slots, main.main, _pidfds(busy), host_pool.HostPool())
+    hosts = slots_.hosts
     pending = b""
     while True:
+        replies = hosts.reply_fds()
         try:
-            readable, _, _ = select.select([0, wake_read, told, *slots_.others], [], [])
+            readable, _, _ = select.select([0, wake_read, told, *slots_.others, *replies], [], [],
+                                           hosts.next_deadline())
         except InterruptedError:
             continue
+        hosts.enforce_grace()
+        for fd in readable:
+            if fd in replies:
+                slots_.host_done(replies[fd])
         ended = [fd for fd in readable if fd in slots_.others]
         for fd in ended:
             os.close(fd)
@@ -99,8 +114,10 @@ def serve(slots: int, busy: list[int]) -> int:
 class _Slots:
     """The wrappers running (pid -> CPUs) and the requests waiting for CPUs, oldest first."""
 
-    def __init__(self, slots: int, wrapper_main: Callable[[list[str]], int], others: dict[int, int]) -> None:
+    def __init__(self, slots: int, wrapper_main: Callable[[list[str]], int], others: dict[int, int],
+                 hosts: host_pool.HostPool) -> None:
         self.slots = slots
+        self.hosts = hosts  # those that run function attempts in themselves (fray.cluster.function_host)
         self.running: dict[int, tuple[int, str]] = {}  # pid -> (CPUs, working folder)
         self.others = others  # pidfd -> pid: an earlier worker's wrappers still running, one CPU each
         self.queue: collections.deque[dict[str, Any]] = collections.deque()
@@ -125,6 +142,8 @@ class _Slots:
             self.queue = collections.deque(kept)
             _send({"dropped": cwd})
             return
+        if self.hosts.stop(cwd, signum, group):
+            return
         for pid, (_, folder) in self.running.items():
             if folder == cwd:
                 _signal(pid, signum, group)
@@ -132,13 +151,25 @@ class _Slots:
     def reap(self) -> None:
         while True:
             try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
+            if pid in self.hosts.hosts and self.hosts.died(pid, status) is None:
+                continue  # an idle host (retired, or stopped after its attempt was done)
             self.running.pop(pid, None)
             _send({"exit": pid})
+        self._start_queued()
+
+    def host_done(self, pid: int) -> None:
+        """Host `pid` said it is done with its attempt (exit.json written): its CPUs are free."""
+        for _ in self.hosts.heard(pid):
+            self.running.pop(pid, None)
+            _send({"exit": pid})
+        self._start_queued()
+
+    def _start_queued(self) -> None:
         while self.queue and self._fits(self.queue[0]):
             request = self.queue.popleft()
             pid, error = self._fork(request)
@@ -151,6 +182,14 @@ class _Slots:
         return not used or used + int(request.get("cpus", 1)) <= self.slots
 
     def _fork(self, request: dict[str, Any]) -> tuple[int, str | None]:
+        options = self.hosts.options_if_hostable(request)
+        if options is not None:
+            try:
+                pid = self.hosts.hand(request, options)
+            except OSError as exc:
+                return 0, f"fork: {exc}"
+            self.running[pid] = (int(request.get("cpus", 1)), request["cwd"])
+            return pid, None
         try:
             log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         except OSError as exc:

@@ -21,6 +21,7 @@ from conftest import start_daemon, stop_daemon, wait_until
 from fray.backends.local import warm
 from fray.state import store
 from fray.state.layout import Home
+from fray.wrapper import procs
 
 import cloudpickle  # noqa: E402
 
@@ -50,8 +51,8 @@ def waits_unless_retried(path: str) -> str:
     return f"attempt {os.environ['FRAY_ATTEMPT']}"
 
 
-def warm_workers(home: Home) -> list[int]:
-    """Pids of this home's warm worker processes."""
+def warm_processes(home: Home) -> list[int]:
+    """Pids of this home's warm worker processes and of what they forked (function hosts, their guardians)."""
     found = []
     for name in os.listdir("/proc"):
         try:
@@ -61,6 +62,12 @@ def warm_workers(home: Home) -> list[int]:
         if warm.MODULE.encode() in argv and str(home.root).encode() in argv:
             found.append(int(name))
     return found
+
+
+def warm_workers(home: Home) -> list[int]:
+    """Pids of this home's warm workers: not the function hosts they forked, nor those hosts' guardians."""
+    found = warm_processes(home)
+    return [pid for pid in found if procs.parent_of(pid) not in found]
 
 
 def _calls(home: Home) -> list[dict]:
@@ -241,13 +248,21 @@ def test_a_projects_own_module_named_like_a_learned_standard_one_is_the_one_its_
     assert [f.result(timeout=60) for f in fray.map(which.mark, [0, 1])] == ["the project s own"] * 2
 
 
-def test_a_warm_functions_wrapper_and_its_guardian_are_gone_once_its_result_is_back(home, daemon):
-    # The guardian is the warm wrapper's own child, which the wrapper's clean-up must leave out: signalled,
-    # it would ignore the SIGTERM and hold the clean-up for its grace period before a SIGKILL.
-    futures = fray.map(shout, ["a", "b", "c"])
-    assert [f.result(timeout=60) for f in futures] == ["A", "B", "C"]
-    [worker] = wait_until(lambda: warm_workers(home) if len(warm_workers(home)) == 1 else None, timeout=5,
-                          what="every wrapper and guardian forked from the warm worker to end")
+def test_function_hosts_stay_one_per_cpu_at_most_and_keep_nothing_of_their_functions(home, daemon):
+    # Functions run in hosts forked once (fray.cluster.function_host), not in a wrapper, guardian and
+    # workload forked each: after a map, what the worker forked is at most a host per CPU, each with its
+    # guardian only (its own child, which the clean-up after each function must leave out: signalled, it
+    # would ignore the SIGTERM and hold that clean-up for its grace period before a SIGKILL).
+    futures = fray.map(shout, list("abcdef"))
+    assert [f.result(timeout=60) for f in futures] == list("ABCDEF")
+    [worker] = warm_workers(home)
+    hosts = [pid for pid in warm_processes(home) if procs.parent_of(pid) == worker]
+    assert 1 <= len(hosts) <= (os.cpu_count() or 1)
+    for host in hosts:
+        [guardian] = procs.descendants(host)  # nothing any function started
+        assert os.readlink(f"/proc/{guardian}/cwd") == "/" and os.getsid(guardian) == guardian
+    served = {json.loads(home.run(f.run_id).attempt(1).started.read_text())["pid"] for f in futures}
+    assert served <= set(hosts)
     for future in futures:
         exit_record = json.loads(home.run(future.run_id).attempt(1).exit.read_text())
         started = json.loads(home.run(future.run_id).attempt(1).started.read_text())

@@ -170,8 +170,10 @@ class LocalBackend:
         alive = self._scan() if targets else {}
         for target in targets:
             found = alive.get(target.key)
-            if found is None and self._warm is not None:
-                # Still in the warm worker's queue (it leaves it, never to start), or forked since the scan.
+            if self._warm is not None and (found is None or self._warm.forked(found[0])):
+                # Still in the warm worker's queue (it leaves it, never to start), forked since the scan, or
+                # forked by it: only the worker knows whether a function host is still on this attempt.
+                found = None
                 self._warm.cancel(str(self.home.run(target.key.run_id).attempt(target.key.attempt).dir),
                                   signal.SIGKILL if target.force else signal.Signals[contract.PLANNED_STOP_SIGNAL],
                                   target.force)

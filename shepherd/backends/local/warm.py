@@ -6,14 +6,17 @@ fray's entry point and cloudpickle again. That is about half a second on a
 small machine, far more than a short function. So the local backend keeps one
 warm process (`python -m fray.cluster.warm_worker --home HOME`, started on first
 use and again if it died) that has imported the wrapper, the entry point and
-cloudpickle once. For each attempt it forks a child that becomes the wrapper
-exactly as `subprocess.Popen` would have started it (its own session, stdin
-from /dev/null, wrapper.log as stdout and stderr, the attempt folder as working
-folder, the attempt's environment). That wrapper forks the function's workload
-in turn (fray.wrapper.forked). Every attempt still has its own wrapper and
-workload processes, so its records, result files, retries, fencing, signals,
-cancellation and exit status are those of a cold start. What stays warm is the
-interpreter they are forked from, with cloudpickle loaded once.
+cloudpickle once. A plain function attempt runs in one of its function hosts
+(fray.cluster.function_host: forked once per CPU, then wrapper and workload of
+attempt after attempt, with every record of a cold start; fray.cluster.host_pool
+says which attempts qualify). For any other attempt it forks a child that
+becomes the wrapper exactly as `subprocess.Popen` would have started it (its
+own session, stdin from /dev/null, wrapper.log as stdout and stderr, the
+attempt folder as working folder, the attempt's environment), which forks a
+function's workload in turn (fray.wrapper.forked). Either way its records,
+result files, retries, fencing, cancellation and exit status are those of a
+cold start. A stop for an attempt the running worker forked goes through the
+worker (`cancel`), which alone knows whether a host is still on that attempt.
 
 The worker is also the machine's queue of functions (fray.daemon.warm_queue):
 the ledger admits function attempts beyond the CPUs, by `QUEUE_PER_CPU` per
@@ -30,8 +33,9 @@ Protocol (fray.cluster.warm_worker), one JSON object a line: the backend writes
 each request, and tells {"started": cwd, "pid": N}, {"failed": cwd, "error"},
 {"dropped": cwd} and {"exit": N} as they happen (an exit wakes the daemon). When
 its stdin closes (the daemon is gone) it exits, dropping its queue, and the
-wrappers it forked live on, each in its own session, to be found again by
-their working folder (`attempt_of`).
+wrappers and hosts it forked live on, each in its own session, to be found
+again by the attempt folder they work in or hold open (`attempt_of`); a host
+takes no new attempt once its worker is gone.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fray.wrapper import procs
+from fray.wrapper import contract, procs
 
 MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
 START_TIMEOUT_SEC = 30.0
@@ -129,6 +133,11 @@ class WarmWorker:
         """Why `key` left the queue without starting (once), None if it did not."""
         with self._state:
             return self._gone.pop(key, None)
+
+    def forked(self, pid: int) -> bool:
+        """Whether the running worker forked `pid` (a wrapper or a function host): its stops go through it."""
+        proc = self._proc
+        return proc is not None and proc.poll() is None and procs.parent_of(pid) == proc.pid
 
     def cancel(self, cwd: str, signum: int, group: bool) -> None:
         """Take the attempt whose folder is `cwd` out of the queue; if the worker forked it already, have the
@@ -234,28 +243,31 @@ def forked_wrappers(home: Path) -> list[int]:
 
 def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
     """(run id, attempt) of a wrapper the warm worker forked, from its working folder
-    (runs/<id>/attempts/<n>: where every wrapper runs); None for the worker itself or a workload.
+    (runs/<id>/attempts/<n>: where every wrapper runs), or of a function host, from the folder it holds open
+    on contract.ATTEMPT_FD; None for the worker itself, an idle host or a workload.
 
     A process the wrapper forks starts in that folder too, with the same command line, until it moves
     (a script's workload between its fork and its exec, a function's workload, the guardian): its parent
     is in the same folder, where a wrapper's (the warm worker, or init) never is. Taken for the wrapper,
     it would get the attempt's stop, and a workload that exits 0 on SIGTERM would pass for a success."""
-    try:
-        cwd = os.readlink(f"/proc/{pid}/cwd")
-    except OSError:
-        return None
-    folder = Path(cwd)
     runs = Path(os.path.realpath(home)) / "runs"
-    if folder.parent.name != "attempts" or folder.parent.parent.parent != runs or not folder.name.isdigit():
+    folder = _attempt_folder(pid, runs)
+    if folder is None:
         return None
-    if _parent_folder(pid) == cwd:
+    parent = procs.parent_of(pid)
+    if parent is not None and _attempt_folder(parent, runs) == folder:
         return None
     return folder.parent.parent.name, int(folder.name)
 
 
-def _parent_folder(pid: int) -> str | None:
-    parent = procs.parent_of(pid)
-    try:
-        return None if parent is None else os.readlink(f"/proc/{parent}/cwd")
-    except OSError:
-        return None
+def _attempt_folder(pid: int, runs: Path) -> Path | None:
+    """The attempt folder `pid` works in (a forked wrapper) or holds open on contract.ATTEMPT_FD (a function
+    host, fray.cluster.function_host, whose working folder is its function's); None if neither."""
+    for link in (f"/proc/{pid}/cwd", f"/proc/{pid}/fd/{contract.ATTEMPT_FD}"):
+        try:
+            folder = Path(os.readlink(link))
+        except OSError:
+            continue
+        if folder.parent.name == "attempts" and folder.parent.parent.parent == runs and folder.name.isdigit():
+            return folder
+    return None

@@ -1,0 +1,234 @@
+"""The warm worker's function hosts (fray.cluster.function_host): which attempts they take, handing them over,
+stopping them, and the records of a host that died while serving one.
+
+A function attempt goes to a host when a forked workload would have been this
+very interpreter running the run's launch shim with nothing else to set up: a
+callable (not a script), no package environment to build, no GPU or TPU, no
+health command, no other interpreter. Every other attempt keeps its own
+forked wrapper (fray.cluster.warm_worker).
+
+The pool forks a host when no idle one is left (so at most one per CPU slot
+busy at once) and keeps it for the next attempt. A stop for an attempt a host
+serves goes through here, never straight to the host's pid from the backend:
+only the worker knows whether that host is still on that attempt or has moved
+on to the next. A polite stop is SIGTERM to the host (a checkpointable call
+saves its checkpoint on it, fray.cluster.resuming), then SIGKILL to its group
+after the attempt's --stop-grace; a forced one is SIGKILL to its group.
+
+A host that dies while serving an attempt (that stop, the OOM killer, a crash,
+an os._exit in the function) leaves the records to this process, its parent:
+it kills what the attempt left (the processes tagged with it, as the
+guardian does), then, unless the attempt was superseded, killed by force, or
+wrote its exit.json already, writes what the wrapper would have written for a
+workload that ended so, through the attempt's fence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fray.state import layout
+from fray.wrapper import contract, fence, outcome, records
+from fray.wrapper.log import DiagnosticLog
+from fray.wrapper.options import Options, parse
+from fray.wrapper.tail import tail_lines
+
+
+@dataclass
+class Serving:
+    """The attempt a host runs now."""
+
+    cwd: str
+    options: Options
+    started_at: float
+    stop_signal: int | None = None  # the stop the backend asked for, relayed
+    kill_at: float | None = None  # SIGKILL to the host's group then: the stop's grace is over
+
+
+@dataclass
+class Host:
+    pid: int
+    requests: int  # the write end of its requests pipe
+    replies: int  # the read end of its replies pipe
+    serving: Serving | None = None
+    retiring: bool = False
+    pending: bytes = field(default=b"", repr=False)
+
+
+class HostPool:
+    def __init__(self) -> None:
+        self.hosts: dict[int, Host] = {}  # pid -> host
+
+    def options_if_hostable(self, request: dict[str, Any]) -> Options | None:
+        """The attempt's options when a host may run it; None when it needs a wrapper of its own."""
+        argv = request["argv"]
+        try:
+            options = parse(argv[argv.index("fray.wrapper") + 1:])
+        except (SystemExit, ValueError):
+            return None
+        if (options.home is None or os.path.basename(options.script) != layout.LAUNCHED_SHIM or options.script_args
+                or options.module is not None or options.gpus or options.tpu_devices or options.health_cmd
+                or options.python_env is not None
+                or (options.python is not None and os.path.realpath(options.python) != os.path.realpath(sys.executable))):
+            return None
+        try:
+            with open(os.path.join(options.home, "runs", options.run_id, "job.json"), "rb") as handle:
+                job = json.loads(handle.read())
+            return options if job["kind"] != "script" and not job["environment"]["key"] else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # the wrapper's workload says what is wrong with it
+
+    def hand(self, request: dict[str, Any], options: Options) -> int:
+        """Give the attempt to an idle host, or to a new one; the host's pid. OSError when none can be forked."""
+        host = next((h for h in self.hosts.values() if h.serving is None and not h.retiring), None) or self._fork()
+        host.serving = Serving(request["cwd"], options, time.time())
+        os.write(host.requests, json.dumps(request).encode() + b"\n")
+        return host.pid
+
+    def _fork(self) -> Host:
+        from fray.cluster import function_host
+
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (requests_read, requests_write, replies_read, replies_write):
+                os.close(fd)
+            raise
+        if pid == 0:
+            function_host.serve(requests_read, replies_write)
+        os.close(requests_read)
+        os.close(replies_write)
+        host = Host(pid, requests_write, replies_read)
+        self.hosts[pid] = host
+        return host
+
+    def reply_fds(self) -> dict[int, int]:
+        """Replies' read end -> host pid, for the worker's select."""
+        return {host.replies: pid for pid, host in self.hosts.items()}
+
+    def heard(self, pid: int) -> list[str]:
+        """Read what host `pid` said; the attempt folders it is done with (at most one)."""
+        host = self.hosts[pid]
+        try:
+            chunk = os.read(host.replies, 4096)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            return []  # it died: `died` says what became of its attempt
+        host.pending += chunk
+        done = []
+        while b"\n" in host.pending:
+            line, host.pending = host.pending.split(b"\n", 1)
+            if host.serving is not None:
+                done.append(host.serving.cwd)
+                host.serving = None
+            if line == b"retire":
+                self._retire(host)
+        return done
+
+    def _retire(self, host: Host) -> None:
+        host.retiring = True
+        for fd in (host.requests,):
+            try:
+                os.close(fd)  # EOF: it exits
+            except OSError:
+                pass
+
+    def died(self, pid: int, status: int) -> str | None:
+        """Host `pid` ended (reaped); the folder of the attempt it was serving (recorded here), else None."""
+        host = self.hosts.pop(pid)
+        for fd in (host.replies,) + (() if host.retiring else (host.requests,)):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        serving = host.serving
+        if serving is None:
+            return None
+        _record_death(pid, serving, status)
+        return serving.cwd
+
+    def stop(self, cwd: str, signum: int, group: bool) -> bool:
+        """The backend's stop for the attempt in `cwd`, if a host serves it; whether one did."""
+        for host in self.hosts.values():
+            serving = host.serving
+            if serving is None or serving.cwd != cwd:
+                continue
+            if signum == signal.SIGKILL:
+                serving.stop_signal = signal.SIGKILL
+                _kill_group(host.pid, signal.SIGKILL)
+            elif serving.stop_signal is None:
+                serving.stop_signal = signum
+                serving.kill_at = time.monotonic() + serving.options.stop_grace
+                _kill_group(host.pid, signal.SIGTERM) if group else os.kill(host.pid, signal.SIGTERM)
+            return True
+        return False
+
+    def next_deadline(self) -> float | None:
+        """Seconds until a stopped host's grace is over (None: no such host)."""
+        deadlines = [h.serving.kill_at for h in self.hosts.values() if h.serving and h.serving.kill_at]
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+
+    def enforce_grace(self) -> None:
+        now = time.monotonic()
+        for host in self.hosts.values():
+            if host.serving and host.serving.kill_at is not None and now >= host.serving.kill_at:
+                host.serving.kill_at = None
+                _kill_group(host.pid, signal.SIGKILL)
+
+
+def _kill_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def _record_death(pid: int, serving: Serving, status: int) -> None:
+    """What the wrapper would have written for its workload ending with `status` (the host's guardian kills what
+    it left): failure.json (or final.json) and exit.json, through the fence; nothing once superseded or
+    force-killed."""
+    options = serving.options
+    home = options.home or ""
+    path = os.path.join(options.attempt_dir, "{}").format
+    fenced = os.WIFEXITED(status) and os.WEXITSTATUS(status) == contract.EXIT_FENCED
+    if fenced or serving.stop_signal == signal.SIGKILL or os.path.exists(path(contract.EXIT)):
+        return
+    fence.bind(fence.Writer(home, options.run_id, options.attempt))
+    try:
+        log = DiagnosticLog(path(contract.WRAPPER_LOG), echo=False)
+        end = outcome.WorkloadEnd.from_wait_status(status)
+        log.write(f"the function host {pid} running this attempt {end.describe()}")
+        host = socket.gethostname()
+        stamp = outcome.AttemptStamp(options.run_id, options.attempt, host, serving.started_at,
+                                     os.environ.get("SLURMD_NODENAME") or host)
+        result = outcome.decide(probe_failure=None, launch_error=None, launch_node_side=False, end=end,
+                                received_signal=serving.stop_signal, script=options.script,
+                                stderr_path=path(contract.STDERR))
+        now = time.time()
+        if not (os.path.exists(path(contract.FINAL)) or os.path.exists(path(contract.FAILURE))):
+            if result.cause is None:
+                records.write_record_json(path(contract.FINAL), outcome.final_record(stamp, now, None))
+            else:
+                log.write(f"failure ({result.cause}): {result.message}")
+                tail = tail_lines(path(contract.STDERR), 20)
+                records.write_record_json(path(contract.FAILURE), outcome.failure_record(stamp, result, end, tail, now))
+        records.write_record_json(path(contract.EXIT), outcome.exit_record(stamp, result.exit_code, end,
+                                                                           serving.stop_signal, now))
+        log.close()
+    except (fence.Superseded, OSError, ValueError):
+        pass  # superseded meanwhile, or the folder is gone: nothing of this attempt is ours to write
+    finally:
+        fence.bind(None)

@@ -1,0 +1,86 @@
+"""Function hosts (fray.cluster.function_host): many function attempts in one process, each as if it were alone.
+
+A host runs attempt after attempt in itself, so each function must find the host as a new Python would have
+started: no environment, working folder, sys.path, module or stale copy of the user's code left by the
+function before it; and whatever cannot be put back (fray's own process-wide state: a cluster handle, an actor
+connection) retires the host. Real daemons, real processes; the same host is checked by the pid that
+started.json names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+import fray
+from conftest import wait_until
+from fray.state.layout import Home
+
+import cloudpickle  # noqa: E402
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the jobs cannot import this module
+
+pytestmark = pytest.mark.slow
+
+
+def leaves_traces(folder: str) -> str:
+    os.environ["LEFT_BY_THE_FIRST"] = "yes"
+    os.chdir(folder)
+    sys.path.insert(0, folder)
+    sys.modules["left_by_the_first"] = sys  # a module only this function imported
+    return "left"
+
+
+def looks_around(_: int) -> dict:
+    return {"env": os.environ.get("LEFT_BY_THE_FIRST"), "cwd": os.getcwd(),
+            "in_path": any("left-here" in entry for entry in sys.path), "module": "left_by_the_first" in sys.modules}
+
+
+def takes_a_cluster_handle() -> str:
+    return type(fray.current_cluster()).__name__
+
+
+def host_of(home: Home, future: fray.Future) -> int:
+    return json.loads(home.run(future.run_id).attempt(1).started.read_text())["pid"]
+
+
+def test_a_function_finds_nothing_the_function_before_it_left_in_their_host(home, daemon, tmp_path, monkeypatch):
+    folder = tmp_path / "left-here"
+    folder.mkdir()
+    first = fray.submit(leaves_traces, str(folder))
+    assert first.result(timeout=60) == "left"
+    second = fray.submit(looks_around, 0)
+    seen = second.result(timeout=60)
+    assert host_of(home, first) == host_of(home, second), "the second function ran in another host: nothing shown"
+    assert seen == {"env": None, "cwd": os.getcwd(), "in_path": False, "module": False}
+
+
+def test_a_users_module_changed_between_two_functions_is_imported_again(home, daemon, tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    module = project / "release.py"
+    module.write_text("NAME = 'first'\ndef name(_):\n    return NAME\n")
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.chdir(project)
+    import release
+
+    first = fray.submit(release.name, 0)
+    assert first.result(timeout=60) == "first"
+    module.write_text("NAME = 'second'\ndef name(_):\n    return NAME\n")
+    second = fray.submit(release.name, 0)
+    assert second.result(timeout=60) == "second"
+    assert host_of(home, first) == host_of(home, second)
+
+
+def test_a_function_that_took_a_cluster_handle_retires_its_host(home, daemon):
+    first = fray.submit(takes_a_cluster_handle)
+    assert first.result(timeout=60)
+    second = fray.submit(looks_around, 0)
+    second.result(timeout=60)
+    # The handle names the first attempt's namespace: a later function in that host would use it.
+    assert host_of(home, first) != host_of(home, second)
+    retired = host_of(home, first)
+    wait_until(lambda: not os.path.exists(f"/proc/{retired}"), what="the retired host to exit")
