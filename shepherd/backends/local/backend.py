@@ -76,7 +76,7 @@ class LocalBackend:
 
     def queue_cpus(self) -> int:
         """How far beyond its CPUs the ledger may admit function attempts: the warm worker queues them."""
-        return self.capacity().cpus * warm.QUEUE_PER_CPU if self._warm is not None else 0
+        return self.capacity().cpus * self._warm.depth_per_cpu() if self._warm is not None else 0
 
     def queue_held(self) -> bool:
         """Whether function attempts wait in the warm worker's queue, which starts them without the daemon

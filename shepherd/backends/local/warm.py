@@ -19,9 +19,11 @@ cold start. A stop for an attempt the running worker forked goes through the
 worker (`cancel`), which alone knows whether a host is still on that attempt.
 
 The worker is also the machine's queue of functions (fray.daemon.warm_queue):
-the ledger admits function attempts beyond the CPUs, by `QUEUE_PER_CPU` per
-CPU; the worker runs as many as the CPUs hold and starts the next queued one
-the moment a wrapper exits, without waiting for a daemon cycle. A queued
+the ledger admits function attempts beyond the CPUs, as many per CPU as
+QUEUED_WORK_SEC of work at the pace recent attempts ended (`depth_per_cpu`:
+from 3 for long functions to 32 for ones of a few milliseconds); the worker
+runs as many as the CPUs hold and starts the next queued one the moment an
+attempt ends, without waiting for a daemon cycle. A queued
 attempt is the backend's "pending" (a submitted Slurm job not yet running: no
 heartbeat or stall clock runs for it); a cancel takes it out of the queue; if
 the worker dies, its queued attempts are reported gone, with why, and retried
@@ -46,6 +48,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -54,7 +57,9 @@ from fray.wrapper import contract, procs
 
 MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
 START_TIMEOUT_SEC = 30.0
-QUEUE_PER_CPU = 3  # queued function attempts per CPU: enough that a CPU never waits for a daemon cycle
+QUEUE_PER_CPU = 3  # queued function attempts per CPU, at least: enough that a CPU never waits for a daemon cycle
+QUEUE_MAX_PER_CPU = 32
+QUEUED_WORK_SEC = 0.5  # per CPU: what the queue holds of attempts as long as the recent ones (`depth_per_cpu`)
 GONE_FROM_QUEUE = "queued on this machine's warm worker, which exited before starting it"
 _Worker = subprocess.Popen  # the warm process, as the daemon started it
 
@@ -84,6 +89,8 @@ class WarmWorker:
         self._running: dict[int, tuple[Any, _Worker]] = {}  # pid -> (key, worker): forked, no exit heard yet
         self._gone: dict[Any, str] = {}  # key -> why: attempts that left the queue without starting
         self._ended: set[Any] = set()  # keys whose wrapper's exit was heard since `known` was last asked
+        self._started_at: dict[int, float] = {}  # pid -> when it started its attempt (a host starts many)
+        self._mean_sec: float | None = None  # how long attempts have lasted lately (an exponential average)
 
     def start(self, key: Any, argv: list[str], env: dict[str, str], cwd: str, log: str, cpus: int) -> int | None:
         """Fork a wrapper running `argv`: its pid, or None when it waits in the worker's queue for CPUs.
@@ -123,6 +130,16 @@ class WarmWorker:
             ended, self._ended = self._ended, set()
             return Known({key for key, _ in self._waiting.values()},
                          {key: pid for pid, (key, _) in self._running.items()}, ended)
+
+    def depth_per_cpu(self) -> int:
+        """How many attempts per CPU the queue may hold: QUEUED_WORK_SEC of work at the recent attempts' pace,
+        between QUEUE_PER_CPU and QUEUE_MAX_PER_CPU. Short functions need a deep queue (a CPU must not drain it
+        within a daemon cycle); long ones a shallow one, so that the daemon's scheduler, not this queue's
+        first-in first-out, still orders what comes after them."""
+        mean = self._mean_sec
+        if not mean:
+            return QUEUE_PER_CPU
+        return max(QUEUE_PER_CPU, min(QUEUE_MAX_PER_CPU, int(QUEUED_WORK_SEC / mean)))
 
     def queue_held(self) -> bool:
         """Whether attempts handed to the worker wait in its queue for CPUs."""
@@ -195,6 +212,7 @@ class WarmWorker:
                     ended = self._running.pop(message["exit"], None)
                     if ended is not None:
                         self._ended.add(ended[0])
+                    self._timed(message["exit"])
             elif "dropped" in message or "failed" in message:
                 self._settle(message.get("dropped") or message["failed"], None, message.get("error"))
             else:
@@ -214,12 +232,19 @@ class WarmWorker:
         if self._on_exit is not None:
             self._on_exit()
 
+    def _timed(self, pid: int) -> None:
+        started = self._started_at.pop(pid, None)
+        if started is not None:
+            took = time.monotonic() - started
+            self._mean_sec = took if self._mean_sec is None else 0.8 * self._mean_sec + 0.2 * took
+
     def _settle(self, cwd: str | None, pid: int | None, error: str | None) -> None:
         """What became of the attempt handed over in `cwd`: forked as `pid`, or out of the queue for good."""
         with self._state:
             entry = self._waiting.pop(cwd, None) if cwd is not None else None
             if entry is not None and pid is not None:
                 self._running[pid] = entry
+                self._started_at[pid] = time.monotonic()
             elif entry is not None and error is not None:
                 self._gone[entry[0]] = f"the warm worker could not start it: {error}"
 
