@@ -62,7 +62,7 @@ class Heartbeat:
         if self._silenced:
             return False
         try:
-            records.write_record(self.path, beat_text(time.time()).encode("ascii"))
+            records.write_record(self.path, beat_text(time.time()).encode("ascii"), durable=False)
         except fence.Superseded:
             # Checked before the write (fray.wrapper.fence.guard): a wrapper thawed past its fence beats no more.
             self.silence()

@@ -85,14 +85,16 @@ def write_once() -> bool:
     return os.environ.get(contract.ENV_RECORDS) == contract.RECORDS_WRITE_ONCE
 
 
-def write_record(path: str | os.PathLike[str], data: bytes) -> None:
+def write_record(path: str | os.PathLike[str], data: bytes, durable: bool = True) -> None:
     """Write an attempt record (ending in a newline) the way FRAY_RECORDS says, if this attempt is still
-    current; raises OSError, or fence.Superseded (nothing written)."""
+    current; raises OSError, or fence.Superseded (nothing written). `durable=False` skips the fsync: for a
+    record whose loss in a machine's crash costs nothing (the heartbeat: a machine that crashed has no
+    attempt left to be alive, and a heartbeat a reader cannot parse counts as old)."""
     fence.guard()
     if write_once():
         versions.write(path, data)
     else:
-        write_bytes(path, data)
+        write_bytes(path, data, sync=durable)
 
 
 def write_record_json(path: str | os.PathLike[str], document: object) -> None:

@@ -25,7 +25,6 @@ from collections.abc import Iterable
 # Modules whose import acts on the terminal or the desktop: never imported in the worker.
 NEVER = frozenset({"this", "antigravity", "readline", "curses", "tkinter", "turtle", "turtledemo", "idlelib", "test"})
 _STDLIB = os.path.dirname(os.__file__) + os.sep  # the standard library's folder (lib-dynload is inside it)
-_INSTALLED = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 
 _pipe: int | None = None  # the write end, in the worker and in every process forked from it
 _learned: set[str] = set()  # the top-level names the worker imported this way
@@ -108,9 +107,9 @@ def unshadow(folders: Iterable[str]) -> None:
 
 def forget_imported(before: dict[str, object]) -> bool:
     """In a function host (fray.cluster.function_host), after a function: drop every module it imported (or
-    replaced) but the standard library's, so that the next function imports the user's modules fresh from
-    disk. True when one of them cannot be imported twice safely (an installed package's, an extension):
-    kept then, and the host must retire."""
+    replaced) but the standard library's, so that the next function imports the user's modules, and the
+    packages it needs, fresh from disk. True when one of them cannot be imported twice in a process (a
+    compiled extension): kept then, and the host must retire."""
     unsafe = False
     for name, module in list(sys.modules.items()):
         if before.get(name) is module:
@@ -119,10 +118,8 @@ def forget_imported(before: dict[str, object]) -> bool:
             _learned.add(name.partition(".")[0])  # kept: a later function's own folder may shadow it (unshadow)
             continue
         path = getattr(module, "__file__", None) or ""
-        # fray's own pure-Python modules may go even where installed: whatever state they hold is the attempt's.
-        if path and (not path.endswith(".py") or (any(mark in path for mark in _INSTALLED)
-                                                  and name.partition(".")[0] != "fray")):
-            unsafe = True
+        if path and not path.endswith(".py"):
+            unsafe = True  # a compiled extension (numpy's, torch's): initialised once per process
             continue
         del sys.modules[name]
     return unsafe

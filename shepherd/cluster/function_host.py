@@ -17,12 +17,12 @@ One attempt at a time, and each leaves the host as it found it:
 - afterwards the environment, folder, descriptors, sys.path and signal
   handlers are put back; every module it imported is dropped again unless it
   is the standard library's (the next function imports the user's own
-  modules, and fray's it had not loaded, fresh from disk, as a new Python
-  would); processes it left are killed, as the wrapper's clean-up kills them;
+  modules, the packages it needs and fray's it had not loaded fresh from
+  disk, as a new Python would); processes it left are killed, as the wrapper's clean-up kills them;
 - what cannot be put back retires the host after that attempt (the worker
-  forks a fresh one): a thread the function left running, a module from an
-  installed package or an extension (neither can be imported twice safely),
-  or fray's own process-wide state changed (a cluster handle from
+  forks a fresh one): a thread the function left running, a compiled
+  extension module (numpy's: it cannot be imported twice in a process), or
+  fray's own process-wide state changed (a cluster handle from
   `current_cluster()`, an actor connection: another attempt's namespace and
   sockets). Pure functions, the case this is for, change none of these.
 

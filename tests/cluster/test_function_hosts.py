@@ -84,3 +84,17 @@ def test_a_function_that_took_a_cluster_handle_retires_its_host(home, daemon):
     assert host_of(home, first) != host_of(home, second)
     retired = host_of(home, first)
     wait_until(lambda: not os.path.exists(f"/proc/{retired}"), what="the retired host to exit")
+
+
+def imports_a_compiled_extension(_: int) -> str:
+    import bcrypt  # paramiko's: a compiled module, which no process can import twice
+
+    return bcrypt.gensalt(4).decode()[:7]
+
+
+def test_a_function_that_loaded_a_compiled_extension_retires_its_host(home, daemon):
+    first = fray.submit(imports_a_compiled_extension, 0)
+    assert first.result(timeout=60) == "$2b$04$"
+    second = fray.submit(looks_around, 0)
+    second.result(timeout=60)
+    assert host_of(home, first) != host_of(home, second)
