@@ -14,6 +14,7 @@ are exported from here too, since the daemon reads them off the plan this module
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -315,8 +316,21 @@ def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> 
 
 
 def _wait(plan: Plan, reason: str, quiet: bool = False) -> None:
-    """Record why the run waits; log it when it changes (`quiet`: already logged elsewhere)."""
+    """Record why the run waits; log it when it changes (`quiet`: already logged elsewhere).
+
+    A reason whose counts alone moved ("0 of 2 free, 12 queued" for "..., 30 queued") is news to no one: it is
+    rewritten at most every WAIT_COUNTS_REFRESH_SEC and never logged. Rewriting it every cycle made each of a
+    1,000-function sweep's waiting runs a meta.json write and an event per cycle."""
     meta = plan.meta
-    if meta.wait_reason != reason and not quiet:
+    if meta.wait_reason == reason:
+        return
+    same_wait = meta.wait_reason is not None and _DIGITS.sub("#", meta.wait_reason) == _DIGITS.sub("#", reason)
+    if same_wait and plan.now - (meta.updated_at or 0.0) < WAIT_COUNTS_REFRESH_SEC:
+        return
+    if not same_wait and not quiet:
         plan.log("waiting", reason)
     meta.wait_reason = reason
+
+
+WAIT_COUNTS_REFRESH_SEC = 5.0
+_DIGITS = re.compile(r"\d+")

@@ -67,6 +67,23 @@ def test_a_run_that_does_not_fit_waits_with_the_reason():
     assert normalized_status(plan.meta, None, T0).status is Status.PENDING
 
 
+def test_a_waiting_runs_counts_are_rewritten_every_few_seconds_and_never_logged_its_new_wait_is_at_once():
+    # A 1,000-function sweep waits behind a machine whose queue length moves every cycle: rewriting each waiting
+    # run's meta.json (and logging an event) for every new count cost the daemon a write per waiting run per cycle.
+    def waiting(reason: str):
+        return lambda _request: Admission(False, reason)
+
+    meta = step(make_meta(), T0, admit=waiting("waiting for resources: 1 CPUs wanted, 0 of 2 free, 6 queued")).meta
+    meta.updated_at = T0
+    plan = step(meta, T0 + 1, admit=waiting("waiting for resources: 1 CPUs wanted, 0 of 2 free, 30 queued"))
+    assert plan.meta == meta and kinds(plan) == []  # no change at all: nothing to write
+    later = step(meta, T0 + policy.WAIT_COUNTS_REFRESH_SEC + 1,
+                 admit=waiting("waiting for resources: 1 CPUs wanted, 0 of 2 free, 30 queued"))
+    assert later.meta.wait_reason.endswith("30 queued") and kinds(later) == []
+    other = step(meta, T0 + 1, admit=waiting("waiting for its dependencies: train"))
+    assert other.meta.wait_reason == "waiting for its dependencies: train" and kinds(other) == ["waiting"]
+
+
 def test_a_request_larger_than_the_machine_says_it_can_never_start():
     plan = step(make_meta(gpus=4), T0, admit=Ledger(Capacity(cpus=8, mem_mb=1000, gpus=1)).admit)
     assert "can never start here" in plan.meta.wait_reason and "4 GPUs" in plan.meta.wait_reason
