@@ -136,28 +136,20 @@ class HostPool:
         return done
 
     def _retire(self, host: Host) -> None:
-        host.retiring = True
-        for fd in (host.requests,):
-            try:
-                os.close(fd)  # EOF: it exits
-            except OSError:
-                pass
+        host.retiring = True  # it exits by itself; its requests pipe is closed when it is reaped (`died`)
 
     def died(self, pid: int, status: int) -> str | None:
         """Host `pid` ended (reaped); the folder of the attempt it was serving (recorded here), else None."""
         host = self.hosts.pop(pid)
-        for fd in (host.replies,) + (() if host.retiring else (host.requests,)):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for fd in (host.replies, host.requests):
+            os.close(fd)
         serving = host.serving
         if serving is None:
             return None
         _record_death(pid, serving, status)
         return serving.cwd
 
-    def stop(self, cwd: str, signum: int, group: bool) -> bool:
+    def stop(self, cwd: str, signum: int) -> bool:
         """The backend's stop for the attempt in `cwd`, if a host serves it; whether one did."""
         for host in self.hosts.values():
             serving = host.serving
@@ -169,7 +161,7 @@ class HostPool:
             elif serving.stop_signal is None:
                 serving.stop_signal = signum
                 serving.kill_at = time.monotonic() + serving.options.stop_grace
-                _kill_group(host.pid, signal.SIGTERM) if group else os.kill(host.pid, signal.SIGTERM)
+                _kill_group(host.pid, signal.SIGTERM)  # the host's group: the function and what it started
             return True
         return False
 

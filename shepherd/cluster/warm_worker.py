@@ -142,7 +142,7 @@ class _Slots:
             self.queue = collections.deque(kept)
             _send({"dropped": cwd})
             return
-        if self.hosts.stop(cwd, signum, group):
+        if self.hosts.stop(cwd, signum):
             return
         for pid, (_, folder) in self.running.items():
             if folder == cwd:

@@ -107,8 +107,9 @@ def fray_map(n: int, warm: bool = True, chunk: int = 1) -> tuple[float, dict[str
 
 
 def cpu_used(home: Path) -> dict[str, float]:
-    """CPU seconds (user + system) so far of the daemon of `home`, and of the wrappers its warm worker forked
-    and reaped, with their workloads ("wrappers"; the guardians, init's children, are not counted)."""
+    """CPU seconds (user + system) so far of the daemon of `home`, and of its warm worker with what it forked:
+    the function hosts, and the wrappers it reaped with their workloads ("wrappers"; the guardians are not
+    counted)."""
     daemon = json.loads((home / "daemon.json").read_text())["pid"]
     used = {"daemon": _cpu_seconds(daemon, children=False), "wrappers": 0.0}
     for entry in os.scandir("/proc"):
@@ -175,7 +176,7 @@ def row(label: str, seconds: float | str | tuple[float, dict[str, float]], floor
     if isinstance(seconds, tuple):  # a fray row, with the CPU its processes used (a figure a busy machine keeps)
         row(label, seconds[0], floor_sec, target)
         per = {who: f"{used / n * 1000:.1f} ms" for who, used in seconds[1].items()}
-        print(f"    CPU per function: daemon {per['daemon']} (its start included), wrappers and workloads "
+        print(f"    CPU per function: daemon {per['daemon']} (its start included), warm worker, hosts and wrappers "
               f"{per['wrappers']}, fray.map's process {per['client']}")
         return
     if isinstance(seconds, str):

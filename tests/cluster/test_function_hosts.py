@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 
 import fray
 from conftest import wait_until
+from fray.cluster import host_pool
 from fray.state.layout import Home
+from fray.wrapper.options import parse
 
 import cloudpickle  # noqa: E402
 
@@ -98,3 +103,22 @@ def test_a_function_that_loaded_a_compiled_extension_retires_its_host(home, daem
     second = fray.submit(looks_around, 0)
     second.result(timeout=60)
     assert host_of(home, first) != host_of(home, second)
+
+
+def test_a_stopped_host_that_outlives_its_grace_is_killed(tmp_path):
+    # A function may ignore SIGTERM: the worker (HostPool) then SIGKILLs its host's group once the attempt's
+    # --stop-grace is over, as a wrapper kills a workload that will not stop. The host here is a real process
+    # in a session of its own that ignores SIGTERM.
+    host = subprocess.Popen(["bash", "-c", "trap '' TERM; while :; do sleep 0.05; done"], start_new_session=True)
+    pool = host_pool.HostPool()
+    folder = str(tmp_path / "attempts" / "1")
+    options = parse(["run", "--run-id", "r", "--attempt", "1", "--attempt-dir", folder, "--script", "s.py",
+                     "--stop-grace", "0.3"])
+    pool.hosts[host.pid] = host_pool.Host(host.pid, -1, -1, host_pool.Serving(folder, options, time.time()))
+    assert pool.stop(folder, signal.SIGUSR2) and not pool.stop(str(tmp_path / "other"), signal.SIGUSR2)
+    assert host.poll() is None, "SIGTERM is ignored"
+    deadline = pool.next_deadline()
+    assert deadline is not None and deadline <= 0.3
+    wait_until(lambda: (pool.enforce_grace(), host.poll())[1] is not None, timeout=5, what="the SIGKILL after the grace")
+    assert host.returncode == -signal.SIGKILL
+    assert pool.next_deadline() is None
