@@ -115,7 +115,9 @@ class Ledger:
         free_cpus = cap.cpus - self.used_cpus
         queue = self.queue_cpus if request.queueable and not self.unqueued_cpus else 0
         if request.cpus > free_cpus + queue:
-            queued = f", {max(self.used_cpus - cap.cpus, 0)} queued on the machine" if queue else ""
+            # Not how many: that number moves every cycle, and a waiting run's reason must only change with
+            # what it waits for (fray.daemon.quiet skips deciding again a run whose reason would stay the same).
+            queued = " and the machine's queue full" if queue else ""
             short.append(f"{request.cpus} CPUs wanted, {max(free_cpus, 0)} of {cap.cpus} free{queued}")
         if cap.mem_mb is not None and request.mem_mb:
             free_mem = cap.mem_mb - self.used_mem_mb

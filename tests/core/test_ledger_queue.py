@@ -19,7 +19,7 @@ def ledger() -> Ledger:
 def test_functions_are_admitted_past_the_cpus_up_to_the_queue_and_say_so_when_it_is_full():
     machine = ledger()
     assert [machine.admit(FUNCTION).admitted for _ in range(7)] == [True] * 6 + [False]
-    assert machine.admit(FUNCTION).reason == "waiting for resources: 1 CPUs wanted, 0 of 2 free, 4 queued on the machine"
+    assert machine.admit(FUNCTION).reason == "waiting for resources: 1 CPUs wanted, 0 of 2 free and the machine's queue full"
 
 
 def test_a_script_waits_until_the_queued_and_running_functions_leave_it_a_cpu():
