@@ -5,8 +5,8 @@ fray.wrapper.versions.)
 
 The content is the beat, not the file's mtime: the clocks of a file server
 and of the nodes disagree. An attempt whose beat stops changing is
-unresponsive. The first beat is written synchronously by `start()`, before any
-other work, so that the time from submit to first heartbeat measures the
+unresponsive. The first beat is written synchronously, by `start()` or by the wrapper's `beat()` before
+any other work, so that the time from submit to first heartbeat measures the
 scheduler and the node, not the wrapper.
 
 `hold()` stops the beats without stopping the wrapper: a failing health
@@ -77,8 +77,10 @@ class Heartbeat:
         self._failing = False
         return True
 
-    def start(self) -> "Heartbeat":
-        self.beat()
+    def start(self, beat: bool = True) -> "Heartbeat":
+        """Beat now (unless `beat` is False: the caller just did), then every `interval` from a thread."""
+        if beat:
+            self.beat()
         self._thread.start()
         return self
 

@@ -11,8 +11,10 @@ The order is the contract with the shepherd:
 4. kill whatever the workload left running, then final.json or failure.json;
 5. stop the heartbeat and write exit.json, the very last act.
 
-Before the first beat, too, the guardian (fray.wrapper.guardian) is forked: it must be forked while this
-process has no thread yet, and it kills the attempt's processes if this one is SIGKILLed.
+Right after the first beat (written by this thread, as the guardian's fork costs a wrapper forked from a
+large warm worker milliseconds) and before the heartbeat's thread starts, the guardian
+(fray.wrapper.guardian) is forked: it must be forked while this process has no thread yet, and it kills
+the attempt's processes if this one is SIGKILLed (there are none before the launch, step 2).
 """
 
 from __future__ import annotations
@@ -41,14 +43,15 @@ def run(options: Options) -> int:
             file=sys.stderr,
         )
         return contract.EXIT_NODE_FAULT
-    if options.home is not None:
-        guardian.start(options.run_id, options.attempt, options.home, options.attempt_dir)  # before any thread: it forks
     # An attempt superseded before it started (a job the scheduler started late) writes not even a beat.
     fence.bind(fence.Writer(options.home, options.run_id, options.attempt) if options.home is not None else None,
                _fenced_before_launch)
     log = DiagnosticLog(os.path.join(options.attempt_dir, contract.WRAPPER_LOG))
     heartbeat = Heartbeat(os.path.join(options.attempt_dir, contract.HEARTBEAT), options.heartbeat_interval, log.write)
-    heartbeat.start()
+    heartbeat.beat()
+    if options.home is not None:
+        guardian.start(options.run_id, options.attempt, options.home, options.attempt_dir)  # before any thread: it forks
+    heartbeat.start(beat=False)
 
     from .attempt import run_attempt  # after the first beat, see the module docstring
 

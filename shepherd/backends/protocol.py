@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from fray.core.model import RunSpec
 from fray.core.observation import BackendView
-from fray.core.scheduler import Capacity
+from fray.core.capacity import Capacity
 
 
 @dataclass(frozen=True)

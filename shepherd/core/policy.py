@@ -26,7 +26,8 @@ from fray.core.observation import BackendView
 from fray.core.placement.reporting import TaskEnd, reporting_task, siblings_finishing
 from fray.core.model import Attempt, AttemptState, Cause, Control, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.run_plan import Action, Cancel, Event, Finish, Plan, Reactivate, Submit, SuspectNode
-from fray.core.scheduler import Admission, Request, run_request
+from fray.core.capacity import Request, run_request
+from fray.core.scheduler import Admission
 from fray.core.status import PAUSED_REASON, progress_stalled_for
 from fray.core.values import format_duration
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from fray.core.model import Meta, Phase
-from fray.core.scheduler import Admission, Ledger, Request
+from fray.core.capacity import Request
+from fray.core.scheduler import Admission, Ledger
 
 
 @dataclass(frozen=True)

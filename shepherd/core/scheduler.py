@@ -25,29 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from fray.core.capacity import Capacity, Request
+
 if TYPE_CHECKING:  # a name in annotations only: `fray submit` checks a run's size without loading placement
     from fray.core.placement.attributes import Worker
-
-
-@dataclass(frozen=True)
-class Capacity:
-    cpus: int
-    mem_mb: int | None  # None: memory is not accounted
-    gpus: int
-
-
-@dataclass(frozen=True)
-class Request:
-    cpus: int
-    mem_mb: int | None
-    gpus: int
-    queueable: bool = False  # may wait in the backend's own queue (a function for the warm worker)
-
-
-def run_request(cpus: int, mem_mb: int | None, gpus: int, replicas: int = 1, queueable: bool = False) -> Request:
-    """What a run holds on one machine: its tasks' resources, for all its replicas side by side."""
-    return Request(cpus * replicas, mem_mb * replicas if mem_mb else mem_mb, gpus * replicas,
-                   queueable and replicas == 1 and gpus == 0)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from fray.core import values
 from fray.core.model import RunSpec
-from fray.core.scheduler import Capacity, run_request
+from fray.core.capacity import Capacity, run_request
 
 # A Google Cloud zone: region and letter, like us-west4-a or europe-west4-b.
 _ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")

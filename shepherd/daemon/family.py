@@ -39,7 +39,8 @@ from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.priority import Credits, parse_band
 from fray.core.placement.runs import credits_from, never_placeable, place_on_machine
-from fray.core.scheduler import Admission, Ledger, Request
+from fray.core.capacity import Request
+from fray.core.scheduler import Admission, Ledger
 from fray.core.status import normalized_status
 from fray.core.sweeps import gate
 from fray.errors import CorruptFileError

@@ -56,6 +56,12 @@ def current_health(home: Home) -> tuple[Health, dict[str, Any] | None]:
     return health(lease, is_locked(home), time.time()), lease
 
 
+def view(home: Home) -> dict[str, Any]:
+    """The daemon as the CLI's documents show it (their `daemon` object): its state, why, and its lease."""
+    state, record = current_health(home)
+    return {"state": state.state, "detail": state.detail, "lease": record}
+
+
 def ensure_running(home: Home) -> dict[str, Any]:
     """Start a daemon in the background unless one is serving; wait for its first cycle."""
     store.ensure_home(home)

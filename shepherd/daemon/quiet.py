@@ -35,7 +35,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from fray.core.model import Control, Meta, Mode, Phase
-from fray.core.scheduler import Ledger, Request
+from fray.core.capacity import Request
+from fray.core.scheduler import Ledger
 from fray.core.status import PAUSED_REASON
 from fray.daemon import warm_queue
 from fray.daemon.cycle_state import RunState

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from fray.core.model import Meta
-from fray.core.scheduler import Request, run_request
+from fray.core.capacity import Request, run_request
 from fray.state import layout
 
 

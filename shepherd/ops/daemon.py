@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from fray.daemon import lease
-from fray.ops import views
 from fray.state.layout import Home
 
 
 def daemon_view(home: Home, action: str = "status", changed: bool = False) -> dict[str, Any]:
-    return {"home": str(home.root), "action": action, "changed": changed, **views.daemon_view(home)}
+    return {"home": str(home.root), "action": action, "changed": changed, **lease.view(home)}
 
 
 def ensure_running(home: Home) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import orjson
 from fray.core.model import Meta, Phase
 from fray.core.status import Status
 from fray.core.run_row import row_of
+from fray.daemon import lease
 from fray.ops import views
 from fray.state import layout, store
 from fray.state.sweeps import unwritten
@@ -195,7 +196,7 @@ class RunsModel:
         counts = Counter(row["status"] for row in self.rows.values())
         return Snapshot(rows=dict(self.rows), changed=changed, removed=removed,
                         counts={s.value: counts.get(s.value, 0) for s in Status},
-                        daemon=views.daemon_view(self.home, now), events=self.events.latest(),
+                        daemon=lease.view(self.home), events=self.events.latest(),
                         generated_at=now, full=full and not partial, hint=hint or Hint(full=not partial),
                         scan_ms=(time.perf_counter() - started) * 1000)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from fray.core.values import parse_duration
 from fray.errors import CorruptFileError, UsageError
-from fray.ops import views
+from fray.daemon import lease
 from fray.state import blacklist, store
 from fray.state.layout import Home
 
@@ -50,7 +50,7 @@ def nodes_view(home: Home) -> dict[str, Any]:
     for name in sorted(set(banned.nodes) - known):
         rows.append({"name": name, "backend": None, "state": "unknown", "cpus": None, "mem_mb": None, "gpus": None,
                      "gpu_type": None, "partitions": [], "blacklist": _ban_of(banned, name, now)})
-    return {"generated_at": now, "inventory_at": inventory["generated_at"], "daemon": views.daemon_view(home),
+    return {"generated_at": now, "inventory_at": inventory["generated_at"], "daemon": lease.view(home),
             "nodes": rows, "inventory_problem": problem}
 
 

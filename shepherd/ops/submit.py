@@ -74,7 +74,7 @@ def ensure_daemon(home: Home, meta: Meta) -> None:
 
 def submitted_view(home: Home, meta: Meta, prefix: str = "fray") -> dict[str, Any]:
     """A new run: its files, spec and the daemon serving it (schemas/cli-submit.json); `prefix` starts the hints."""
-    from fray.ops import views  # the daemon's state as `fray status` words it; after the run is written
+    from fray.daemon import lease  # the daemon's state as `fray status` words it; after the run is written
 
     paths = home.run(meta.run_id)
     return {
@@ -83,7 +83,7 @@ def submitted_view(home: Home, meta: Meta, prefix: str = "fray") -> dict[str, An
         "dir": str(paths.dir),
         "script": {"source": meta.script["source"], "frozen": str(paths.script(meta.script["frozen"]))},
         "spec": meta.spec.to_dict(),
-        "daemon": views.daemon_view(home),
+        "daemon": lease.view(home),
         "next": [f"{prefix} status {meta.run_id}", f"{prefix} logs {meta.run_id} -f"],
         "end": None,
     }

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from fray.backends import offers
 from fray.core.model import Meta
 from fray.core.sweeps import grid, record as sweep_record
-from fray.ops import views
+from fray.daemon import lease
 from fray.state import runs
 from fray.state.sweeps import creating
 from fray.state.layout import Home
@@ -54,6 +54,6 @@ def sweep_view(home: Home, record: dict[str, Any], prefix: str = "fray") -> dict
     return {
         "group": record["id"], "name": record["name"], "size": record["size"], "max_parallel": record["max_parallel"],
         "mode": spec["mode"], "backend": spec["backend"], "script": template["script"]["source"],
-        "runs": runs_view, "daemon": views.daemon_view(home),
+        "runs": runs_view, "daemon": lease.view(home),
         "next": [f"{prefix} list --group {record['id']}", f"{prefix} control stop --group {record['id']}"],
     }

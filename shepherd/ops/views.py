@@ -96,11 +96,6 @@ def budgets_view(meta: Meta, now: float) -> dict[str, Any]:
             "node": {"used": used.node, "max": spec.max_retries_preemption}}
 
 
-def daemon_view(home: Home, now: float | None = None) -> dict[str, Any]:
-    health, record = lease.current_health(home)
-    return {"state": health.state, "detail": health.detail, "lease": record}
-
-
 def list_view(home: Home, include_ended: bool = True, limit: int | None = None, tree: bool = False,
               group: str | None = None, fold: bool = True) -> dict[str, Any]:
     """Every run (newest first), with counts per status and the daemon's health (schemas/cli-list.json).
@@ -129,7 +124,7 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
         rows = folding.fold(rows)
     if limit is not None:
         rows = rows[:limit]
-    data = {"home": str(home.root), "generated_at": now, "daemon": daemon_view(home, now),
+    data = {"home": str(home.root), "generated_at": now, "daemon": lease.view(home),
             "counts": {s.value: counts.get(s.value, 0) for s in Status}, "runs": rows,
             "active_only": not include_ended}
     if group_id is not None:
@@ -209,7 +204,7 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
         "events": recent[-events:],
         "corrupt_files": [str(p) for p in paths.corrupt_files()],
         "dir": str(paths.dir),
-        "daemon": daemon_view(home, now),
+        "daemon": lease.view(home),
         "commands": commands_view(paths, now),
     }
 

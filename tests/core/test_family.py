@@ -6,7 +6,8 @@ import dataclasses
 
 from fray.core import family, reservations
 from fray.core.model import Attempt, Control, End, Meta, RunSpec
-from fray.core.scheduler import Admission, Capacity, Ledger, Request
+from fray.core.capacity import Capacity, Request
+from fray.core.scheduler import Admission, Ledger
 
 T0 = 1_800_000_000.0
 

@@ -6,7 +6,8 @@ and while something else holds CPUs nothing is queued past them, so no more run 
 
 from __future__ import annotations
 
-from fray.core.scheduler import Capacity, Ledger, run_request
+from fray.core.capacity import Capacity, run_request
+from fray.core.scheduler import Ledger
 
 FUNCTION = run_request(1, None, 0, queueable=True)
 SCRIPT = run_request(1, None, 0)

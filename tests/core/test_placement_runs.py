@@ -9,7 +9,8 @@ from fray.core.placement import Resources, Worker, parse
 from fray.core.placement.attributes import local_attributes
 from fray.core.placement.runs import job_for, place_on_machine
 from fray.core.placement.slurm import to_slurm
-from fray.core.scheduler import Capacity, Ledger, Request
+from fray.core.capacity import Capacity, Request
+from fray.core.scheduler import Ledger
 from fray.errors import UsageError
 
 

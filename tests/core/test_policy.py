@@ -11,7 +11,8 @@ from fray.core.model import Control, Meta, RunSpec
 from fray.core.policy import AttemptFiles, Situation, decide
 from fray.core.observation import BackendView
 from fray.core.placement.reporting import TaskEnd
-from fray.core.scheduler import Admission, Capacity, Ledger, Request
+from fray.core.capacity import Capacity, Request
+from fray.core.scheduler import Admission, Ledger
 from fray.core.status import Status, normalized_status
 
 T0 = 1_800_000_000.0

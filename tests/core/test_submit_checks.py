@@ -15,7 +15,7 @@ from fray.backends import offers, wrapper_command
 from fray.backends.protocol import AttemptKey, SubmitRequest
 from fray.core import directives, submit_checks
 from fray.core.model import RunSpec
-from fray.core.scheduler import Capacity
+from fray.core.capacity import Capacity
 from fray.core.tpu_topology import default_runtime
 from fray.state import store
 from fray.state.layout import Home

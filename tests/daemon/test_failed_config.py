@@ -109,7 +109,7 @@ def test_the_daemon_checks_again_before_submitting_what_sinfo_says_no_node_has(s
 
 def test_a_gcloud_that_fails_every_call_is_shown_in_daemon_status_list_and_the_dashboard(home, sim, daemon,
                                                                                         tmp_path: Path) -> None:
-    from fray.ops import views
+    from fray.daemon import lease
     from fray.tui.widgets.status_bar import banner_text
 
     config = json.loads((sim / "config.json").read_text())
@@ -126,7 +126,7 @@ def test_a_gcloud_that_fails_every_call_is_shown_in_daemon_status_list_and_the_d
     assert document["lease"]["failing_commands"][0]["command"] == "gcloud"
     listing = run_fray("list")
     assert "tpu: gcloud failing for" in listing.stdout.splitlines()[0] and broken in listing.stdout.splitlines()[0]
-    banner = banner_text({"pending": 1}, views.daemon_view(home))
+    banner = banner_text({"pending": 1}, lease.view(home))
     assert banner is not None and banner.startswith("⚠ tpu: gcloud failing for") and broken in banner
     assert meta_of(home, run_id)["phase"] != "ended"  # transient as far as fray can tell: still retried
     (sim / "config.json").write_text(json.dumps(config))  # gcloud works again: the warning goes

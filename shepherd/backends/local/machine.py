@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from fray.core.scheduler import Capacity
+from fray.core.capacity import Capacity
 from fray.state.layout import Home
 
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from fray.core.model import Meta, Phase
-from fray.core.scheduler import Admission, Request
+from fray.core.capacity import Request
+from fray.core.scheduler import Admission
 
 Admit = Callable[[Request], Admission]
 
