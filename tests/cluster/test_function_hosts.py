@@ -110,6 +110,7 @@ def test_a_stopped_host_that_outlives_its_grace_is_killed(tmp_path):
     # --stop-grace is over, as a wrapper kills a workload that will not stop. The host here is a real process
     # in a session of its own that ignores SIGTERM.
     host = subprocess.Popen(["bash", "-c", "trap '' TERM; while :; do sleep 0.05; done"], start_new_session=True)
+    wait_until(lambda: _ignores(host.pid, signal.SIGTERM), what="the shell to ignore SIGTERM")
     pool = host_pool.HostPool()
     folder = str(tmp_path / "attempts" / "1")
     options = parse(["run", "--run-id", "r", "--attempt", "1", "--attempt-dir", folder, "--script", "s.py",
@@ -122,3 +123,10 @@ def test_a_stopped_host_that_outlives_its_grace_is_killed(tmp_path):
     wait_until(lambda: (pool.enforce_grace(), host.poll())[1] is not None, timeout=5, what="the SIGKILL after the grace")
     assert host.returncode == -signal.SIGKILL
     assert pool.next_deadline() is None
+
+
+def _ignores(pid: int, signum: int) -> bool:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False

@@ -36,7 +36,7 @@ from fray.state.layout import AttemptPaths, Home
 from fray.core.model import Cause
 from fray.core.observation import BackendView
 from fray.core.placement.attributes import local_attributes
-from fray.core.scheduler import Capacity
+from fray.core.capacity import Capacity
 from fray.wrapper import contract, procs, tags
 
 PROC = Path("/proc")
