@@ -11,7 +11,6 @@ text and colour is applied after padding, so columns stay aligned.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -74,6 +73,8 @@ def terminal_width() -> int | None:
             return None
     except (AttributeError, ValueError):
         return None
+    import shutil  # a terminal only: `fray list` into a pipe or file loads no shutil
+
     return shutil.get_terminal_size((100, 24)).columns
 
 
