@@ -483,12 +483,15 @@ def test_tables_align_and_fit_the_width():
 
 def test_a_table_laid_out_whole_reads_as_one_cut_to_fit(monkeypatch):
     """A table with nothing to cut or colour is laid out a line at a time (`fray list` into a pipe): the same text
-    as the column-by-column layout gives, trailing blanks dropped, braces in cells printed as they are."""
+    as the column-by-column layout gives, trailing blanks dropped, braces and percent signs in cells printed as
+    they are."""
     columns = (render.Column("NAME"), render.Column("N", ">"), render.Column("REASON", shrinkable=True, min_width=5),
                render.Column("LAST"))
-    rows = [["a", "1", "{short}", ""], ["longer", ("22", {"fg": "red"}), "a reason", "x "], ["", "", "", ""]]
+    rows = [["a", "1", "{short}", ""], ["longer", ("22", {"fg": "red"}), "a reason", "x "], ["10%", "3", "%s of {}", ""],
+            ["", "", "", ""]]
     whole = render.table(columns, rows)
-    assert whole == ["NAME     N  REASON    LAST", "a        1  {short}", "longer  22  a reason  x", ""]
+    assert whole == ["NAME     N  REASON    LAST", "a        1  {short}", "longer  22  a reason  x", "10%      3  %s of {}", ""]
+    assert render.table(columns, rows, gap=" % ")[1] == "a      %  1 % {short}  %"
     assert render.table(columns, rows, width=1000) == whole  # wide enough: nothing cut, the same text
     monkeypatch.setattr(render, "colour_enabled", lambda stream=None: True)  # column by column, coloured
     assert [click.unstyle(line) for line in render.table(columns, rows)] == whole
