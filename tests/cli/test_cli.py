@@ -497,6 +497,23 @@ def test_a_table_laid_out_whole_reads_as_one_cut_to_fit(monkeypatch):
     assert [click.unstyle(line) for line in render.table(columns, rows)] == whole
 
 
+def test_json_output_writes_keys_that_are_not_strings_as_strings_and_refuses_what_json_cannot_hold():
+    """--json documents with string keys only (most) take orjson's faster path; one with other keys (a count
+    per attempt number, a status enum) reads the same as before, and a value JSON cannot hold is still an error."""
+    import orjson
+
+    from fray.cli import output
+    from fray.core.status import Status
+
+    mixed = {"runs": [{"run_id": "r", "loss": 0.5}], "by_attempt": {1: 2, 3: None}, Status.FAILED: "x"}
+    assert output.json_bytes(mixed) == b'{"runs":[{"run_id":"r","loss":0.5}],"by_attempt":{"1":2,"3":null},"failed":"x"}\n'
+    assert json.loads(output.dumps(mixed)) == json.loads(output.json_bytes(mixed))
+    assert output.json_bytes({"a": [1, {"b": True}]}) == b'{"a":[1,{"b":true}]}\n'
+    for bad in ({"n": 2 ** 70}, {"o": object()}):
+        with pytest.raises(orjson.JSONEncodeError):
+            output.json_bytes(bad)
+
+
 # ---------------------------------------------------------------- the schemas of --json
 
 CLI_SCHEMAS = ("cli-submit", "cli-list", "cli-status", "cli-logs", "cli-logs-line", "cli-control", "cli-daemon",
