@@ -26,7 +26,6 @@ import atexit
 import gc
 import os
 import sys
-import threading
 from typing import Callable, NamedTuple
 
 from fray.cli.arguments import Invocation, fray_prefix, normalize
@@ -276,7 +275,9 @@ def _exit_now(code: int | str | None) -> None:
     atexit handlers still run and the standard streams are flushed; while another
     non-daemon thread is alive, the normal exit (which waits for it) is used instead.
     """
-    if any(t is not threading.main_thread() and not t.daemon for t in threading.enumerate()):
+    threading = sys.modules.get("threading")  # not loaded: no thread was started through it
+    if threading is not None and any(t is not threading.main_thread() and not t.daemon
+                                     for t in threading.enumerate()):
         raise SystemExit(code)
     if code is None:
         code = 0

@@ -83,11 +83,6 @@ def daemon_warning(data: dict[str, Any]) -> str | None:
     return render.style(text, fg="yellow", bold=True)
 
 
-def _after(row: dict[str, Any]) -> str:
-    """` ⇠ train, sweep:fail` in the tree: the dependency edges of a run started --after others."""
-    return " " + human.edges(row["after"]) if "depth" in row and row.get("after") else ""
-
-
 def row_cells(row: dict[str, Any]) -> list[Any]:
     colour = render.status_style(row["status"])
     if row.get("kind") == "group":  # a sweep folded into one row (fray.core.sweeps.folding)
@@ -97,16 +92,22 @@ def row_cells(row: dict[str, Any]) -> list[Any]:
     status = row["status"] + (" (paused)" if row["paused"] and row["phase"] != "ended" else "")
     if row["phase"] == "queued" and row.get("priority"):
         status += f" · {row['priority']}"  # the band it waits in (fray.core.placement.priority)
+    name = ("  " * (row["depth"] - 1) + "└ " if row.get("depth") else "") + row["name"]
+    if "depth" in row and row.get("after"):  # in the tree: ` ⇠ train, sweep:fail`, the edges it was started --after
+        name += " " + human.edges(row["after"])
+    # An empty cell (every ended run's uptime, heartbeat, step and loss) without a call: 10,000 rows in `fray list`.
+    attempt, uptime, beat, step, loss = (row["attempt"], row["uptime_sec"], row["heartbeat_age_sec"], row["step"],
+                                         row["loss"])
     return [
         (row["icon"], colour),
-        ("  " * (row["depth"] - 1) + "└ " if row.get("depth") else "") + row["name"] + _after(row),
+        name,
         row["run_id"],
         (status, colour),
-        human.number(row["attempt"]),
+        human.MISSING if attempt is None else human.number(attempt),
         row["node"] or human.MISSING,
-        human.duration(row["uptime_sec"]),
-        human.duration(row["heartbeat_age_sec"]),
-        human.number(row["step"]),
-        human.number(row["loss"]),
+        human.MISSING if uptime is None else human.duration(uptime),
+        human.MISSING if beat is None else human.duration(beat),
+        human.MISSING if step is None else human.number(step),
+        human.MISSING if loss is None else human.number(loss),
         row["reason"].replace("\n", " "),
     ]

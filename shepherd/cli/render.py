@@ -11,7 +11,6 @@ text and colour is applied after padding, so columns stay aligned.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -74,6 +73,8 @@ def terminal_width() -> int | None:
             return None
     except (AttributeError, ValueError):
         return None
+    import shutil  # a terminal only: `fray list` into a pipe or file loads no shutil
+
     return shutil.get_terminal_size((100, 24)).columns
 
 
@@ -96,32 +97,34 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int |
 
     `width`: cut shrinkable columns (with …) so each line fits in it.
     """
-    plain = [[c if isinstance(c, str) else c[0] for c in row] for row in rows]
-    widths = [max([len(col.title)] + [len(r[i]) for r in plain]) for i, col in enumerate(columns)]
+    # Column by column, as far as possible in C (zip, map): `fray list` lays out 10,000 rows of 11 cells.
+    cells = list(zip(*rows)) if rows else [()] * len(columns)
+    plain = [column if set(map(type, column)) <= {str} else [c if isinstance(c, str) else c[0] for c in column]
+             for column in cells]
+    widths = [max(len(col.title), max(map(len, texts), default=0)) for col, texts in zip(columns, plain)]
     natural = list(widths)
     if width is not None:
         _fit(columns, widths, width, len(gap))
     header = gap.join(_pad(col.title, widths[i], col.align) for i, col in enumerate(columns)).rstrip()
     lines = [style(header, bold=True)]
     coloured, last, laid_out = colour_enabled(), len(columns) - 1, []
-    if not coloured and widths == natural:  # nothing to cut or colour (output to a pipe): one format per line
-        layout = gap.join(f"{{:{col.align}{w}}}" for col, w in zip(columns, widths))
-        lines.extend(layout.format(*cells).rstrip() for cells in plain)
+    if not coloured and widths == natural:  # nothing to cut or colour (output to a pipe): one %-format per line
+        layout = gap.replace("%", "%%").join(f"%{'-' if col.align == '<' else ''}{w}s"
+                                             for col, w in zip(columns, widths))
+        lines.extend((layout % line).rstrip() for line in zip(*plain))
         return lines
-    # Column by column, in comprehensions: `fray list` lays out 10,000 rows of 11 cells.
     for i, col in enumerate(columns):
         w = widths[i]
-        texts = [t if len(t) <= w else human.truncate(t, w) for t in (r[i] for r in plain)]
+        texts = [t if len(t) <= w else human.truncate(t, w) for t in plain[i]]
         texts = [t.rjust(w) for t in texts] if col.align == ">" else [t.ljust(w) for t in texts]
         if i == last:
             texts = [t.rstrip() for t in texts]
         if coloured:
             import click
 
-            texts = [t if isinstance(c, str) or not c[1] else click.style(t, **c[1])
-                     for t, c in zip(texts, (r[i] for r in rows))]
+            texts = [t if isinstance(c, str) or not c[1] else click.style(t, **c[1]) for t, c in zip(texts, cells[i])]
         laid_out.append(texts)
-    lines.extend(gap.join(cells).rstrip() for cells in zip(*laid_out))
+    lines.extend(gap.join(texts).rstrip() for texts in zip(*laid_out))
     return lines
 
 

@@ -56,6 +56,9 @@ class Parsed(NamedTuple):
 
 @dataclass
 class Series:
+    """A run's metrics across its attempts, with its checkpoints and restarts (a docstring: without one,
+    dataclass builds one from inspect.signature at import, which `fray status` pays)."""
+
     points: list[Point] = field(default_factory=list)  # attempt, then time order
     checkpoints: list[CheckpointMark] = field(default_factory=list)
     restarts: list[Restart] = field(default_factory=list)

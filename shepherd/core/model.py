@@ -8,6 +8,7 @@ Pure: no IO.
 from __future__ import annotations
 
 import dataclasses
+import reprlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -61,6 +62,28 @@ def _copied(value: Any) -> Any:
         clone.__dict__.update({name: _copied(item) for name, item in value.__dict__.items()})
         return clone
     return value
+
+
+class _Record:
+    """`__eq__` and `__repr__` of the records below, as @dataclass writes them but written once.
+
+    Every command imports this module, and on Python 3.11 @dataclass compiles each
+    method it generates from source at import (most of the module's import time);
+    the records keep only their generated `__init__`.
+    """
+
+    __hash__ = None  # type: ignore[assignment]  # as @dataclass(eq=True) leaves a record: unhashable
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        names = _field_names(type(self))
+        return tuple(getattr(self, name) for name in names) == tuple(getattr(other, name) for name in names)
+
+    @reprlib.recursive_repr()
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _field_names(type(self)))
+        return f"{type(self).__qualname__}({fields})"
 
 
 class Mode(str, Enum):
@@ -124,8 +147,8 @@ DEFAULT_PROGRESS_TIMEOUT_SEC = 1800.0
 DEFAULT_RETRY_WINDOW_SEC = 86400.0
 
 
-@dataclass
-class RunSpec:
+@dataclass(eq=False, repr=False)
+class RunSpec(_Record):
     """How a run must be run: from `#FRAY` directives, overridden by CLI flags."""
 
     mode: str = Mode.RUN_ONCE.value
@@ -205,8 +228,8 @@ class RunSpec:
         return _plain(self)
 
 
-@dataclass
-class Attempt:
+@dataclass(eq=False, repr=False)
+class Attempt(_Record):
     """One try at running the workload: where it went, how it started and ended, and why."""
 
     number: int
@@ -237,8 +260,8 @@ class Attempt:
         return self.state != AttemptState.ENDED  # a member equals its string; `.value` costs a call (hot in `fray list`)
 
 
-@dataclass
-class End:
+@dataclass(eq=False, repr=False)
+class End(_Record):
     """How a run ended: its final status, the one-line reason, and when."""
 
     status: str
@@ -246,8 +269,8 @@ class End:
     at: float
 
 
-@dataclass
-class Counters:
+@dataclass(eq=False, repr=False)
+class Counters(_Record):
     """Failures drawn from each budget, and the streak of fast failures behind crash_loop."""
 
     workload_failures: int = 0  # in all, since `since`; the budgets count only those in the retry window
@@ -256,8 +279,8 @@ class Counters:
     since: float | None = None  # when counting (re)started: a restart of an ended run starts afresh
 
 
-@dataclass
-class Applied:
+@dataclass(eq=False, repr=False)
+class Applied(_Record):
     """The control.json nonces the daemon has acted on, so each request is acted on once."""
 
     restart_nonce: int = 0
@@ -268,8 +291,8 @@ GANG, SWEEP = "gang", "sweep"  # the kinds of group a run may belong to (Meta.gr
 FAMILY_FIELDS = ("parent_run_id", "parent_attempt", "namespace", "group", "reservation")
 
 
-@dataclass
-class Meta:
+@dataclass(eq=False, repr=False)
+class Meta(_Record):
     """A run's meta.json: its spec, phase, attempts and budgets."""
 
     run_id: str
@@ -364,8 +387,8 @@ class Meta:
         return last if last is not None and last.in_flight else None
 
 
-@dataclass
-class Control:
+@dataclass(eq=False, repr=False)
+class Control(_Record):
     """A run's control.json: what people asked of it (stop, restart, pause, overrides)."""
 
     paused: bool = False

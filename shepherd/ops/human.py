@@ -14,7 +14,6 @@ import math
 import time
 from typing import Any
 
-from fray.core import tpu_topology
 from fray.core.status import ICONS, Status
 
 ELLIPSIS = "…"
@@ -78,6 +77,8 @@ def resources(spec: dict[str, Any]) -> str:
 
 
 def tpu_slice(spec: dict[str, Any]) -> str:
+    from fray.core import tpu_topology  # a TPU run's `fray status` only: `fray list` loads no topology
+
     try:
         found = tpu_topology.shape(spec["tpu"])
         hosts = f" ({plural(found.hosts, 'host')} x {plural(found.chips_per_host, 'chip')})"

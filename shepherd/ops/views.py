@@ -11,6 +11,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Container
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +110,9 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
     cache = RowCache.load(home)
     rows = [row if row is not None else _uncached_row(home, run_id, cache, key, now)
             for run_id, (key, row) in zip(ids, cache.ended_rows(ids, home.meta_file))]
-    cache.save(set(ids))
-    new_points = _pending_points(home, set(ids))
+    written = set(ids)
+    cache.save(written)
+    new_points = _pending_points(home, written)
     if new_points:  # a new sweep's points, shown from its record until the daemon has written their runs
         rows = sorted(rows + [row_of(m.run_id, m, False, None, None, None, now) for m in new_points],
                       key=lambda row: row["run_id"], reverse=True)
@@ -119,7 +121,7 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
         group_id, rows = lookup.resolve(rows, group)
     if not include_ended:
         rows = [r for r in rows if r["phase"] != "ended"]
-    counts = Counter(r["status"] for r in rows)
+    counts = Counter(map(itemgetter("status"), rows))
     if fold and group_id is None and not tree:
         rows = folding.fold(rows)
     if limit is not None:

@@ -25,6 +25,18 @@ paramiko is imported only when a connection is made, so commands that never
 go remote start as fast as before.
 """
 
-from fray.remote.errors import RemoteError
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["RemoteError"]
+
+
+def __getattr__(name: str) -> Any:
+    """`fray.remote.RemoteError`, loaded when asked for (PEP 562): every command asks fray.remote.forward
+    whether it runs here, and `fray list` and `fray status` never need the errors (nor their shlex)."""
+    if name == "RemoteError":
+        from fray.remote.errors import RemoteError
+
+        return RemoteError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,13 +18,13 @@ from typing import Any, Iterator, NamedTuple
 import orjson
 
 from fray.core import validation
-from fray.wrapper import records, versions
+from fray.wrapper import versions
 from fray.errors import CorruptFileError, StateError
 from fray.state import layout
 from fray.state.layout import Home
 
-DIR_MODE = records.DIR_MODE
-FILE_MODE = records.FILE_MODE
+DIR_MODE = 0o700  # fray.wrapper.records' modes; that module (the writer, with shutil and tempfile) is loaded
+FILE_MODE = versions.FILE_MODE  # by the first write, so `fray list` and `fray status`, which only read, never load it
 
 
 def ensure_home(home: Home) -> None:
@@ -46,6 +46,8 @@ def ensure_home(home: Home) -> None:
 
 def make_dirs(path: Path) -> None:
     """Create `path` and each missing parent 0700 (Path.mkdir(parents=True) gives parents the umask's mode)."""
+    from fray.wrapper import records
+
     records.make_private_dir(path)
 
 
@@ -56,6 +58,8 @@ def dumps(document: Any) -> bytes:
 def write_bytes_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     """Temp file, fsync, os.replace: the wrapper's writer, so both sides write files one way.
     `sync=False`: the caller makes many files durable at once (`sync_all`) before anyone sees them."""
+    from fray.wrapper import records
+
     records.write_bytes(path, data, sync)
 
 
@@ -82,6 +86,8 @@ def create_json(path: Path, document: Any, schema: str) -> bool:
     problems = validation.errors(schema, document)
     if problems:
         raise ValueError(f"refusing to write {path} that violates schema {schema!r}: {'; '.join(problems)}")
+    from fray.wrapper import records
+
     return records.create_bytes(path, dumps(document))
 
 

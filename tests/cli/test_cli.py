@@ -483,15 +483,35 @@ def test_tables_align_and_fit_the_width():
 
 def test_a_table_laid_out_whole_reads_as_one_cut_to_fit(monkeypatch):
     """A table with nothing to cut or colour is laid out a line at a time (`fray list` into a pipe): the same text
-    as the column-by-column layout gives, trailing blanks dropped, braces in cells printed as they are."""
+    as the column-by-column layout gives, trailing blanks dropped, braces and percent signs in cells printed as
+    they are."""
     columns = (render.Column("NAME"), render.Column("N", ">"), render.Column("REASON", shrinkable=True, min_width=5),
                render.Column("LAST"))
-    rows = [["a", "1", "{short}", ""], ["longer", ("22", {"fg": "red"}), "a reason", "x "], ["", "", "", ""]]
+    rows = [["a", "1", "{short}", ""], ["longer", ("22", {"fg": "red"}), "a reason", "x "], ["10%", "3", "%s of {}", ""],
+            ["", "", "", ""]]
     whole = render.table(columns, rows)
-    assert whole == ["NAME     N  REASON    LAST", "a        1  {short}", "longer  22  a reason  x", ""]
+    assert whole == ["NAME     N  REASON    LAST", "a        1  {short}", "longer  22  a reason  x", "10%      3  %s of {}", ""]
+    assert render.table(columns, rows, gap=" % ")[1] == "a      %  1 % {short}  %"
     assert render.table(columns, rows, width=1000) == whole  # wide enough: nothing cut, the same text
     monkeypatch.setattr(render, "colour_enabled", lambda stream=None: True)  # column by column, coloured
     assert [click.unstyle(line) for line in render.table(columns, rows)] == whole
+
+
+def test_json_output_writes_keys_that_are_not_strings_as_strings_and_refuses_what_json_cannot_hold():
+    """--json documents with string keys only (most) take orjson's faster path; one with other keys (a count
+    per attempt number, a status enum) reads the same as before, and a value JSON cannot hold is still an error."""
+    import orjson
+
+    from fray.cli import output
+    from fray.core.status import Status
+
+    mixed = {"runs": [{"run_id": "r", "loss": 0.5}], "by_attempt": {1: 2, 3: None}, Status.FAILED: "x"}
+    assert output.json_bytes(mixed) == b'{"runs":[{"run_id":"r","loss":0.5}],"by_attempt":{"1":2,"3":null},"failed":"x"}\n'
+    assert json.loads(output.dumps(mixed)) == json.loads(output.json_bytes(mixed))
+    assert output.json_bytes({"a": [1, {"b": True}]}) == b'{"a":[1,{"b":true}]}\n'
+    for bad in ({"n": 2 ** 70}, {"o": object()}):
+        with pytest.raises(orjson.JSONEncodeError):
+            output.json_bytes(bad)
 
 
 # ---------------------------------------------------------------- the schemas of --json

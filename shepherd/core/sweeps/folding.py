@@ -62,8 +62,8 @@ def fold(rows: Iterable[Row]) -> list[Row]:
     members: dict[str, list[Row]] = {}
     groups: dict[str, dict[str, Any]] = {}
     for row in rows:
-        group = sweep_of(row)
-        if group is None:
+        group = row.get("group")  # sweep_of, inline: `fray list` folds 10,000 rows, most in no group
+        if not group or group.get("kind") != "sweep":
             out.append(row)
             continue
         if group["id"] not in members:
