@@ -59,7 +59,7 @@ from fray.wrapper.contract import ATTEMPT_FD
 from fray.wrapper.hangwatch import Watch
 from fray.wrapper.heartbeat import Heartbeat
 from fray.wrapper.log import DiagnosticLog
-from fray.wrapper.options import Options, parse
+from fray.wrapper.options import Options
 
 _guardian: int | None = None  # the write end of this host's guardian's pipe (fray.wrapper.guardian)
 _fray_state: list[tuple[dict[str, Any], str]] = []  # fray's module-level state, which a function may change
@@ -110,12 +110,11 @@ def run_attempt(request: dict[str, Any]) -> bool:
         os.dup2(log_fd, fd)  # wrapper.log, as a forked wrapper's stdout and stderr
     os.close(log_fd)
     base = dict(os.environ)
-    _set_environment(request["env"])
-    argv = request["argv"]
+    _set_environment(request["env"], base)
     try:
-        return _attempt(parse(argv[argv.index("fray.wrapper") + 1:]), started_at)
+        return _attempt(_options(request["options"]), started_at)
     finally:
-        _set_environment(base)
+        _set_environment(base, dict(os.environ))
         os.chdir("/")
         null = os.open(os.devnull, os.O_WRONLY)
         for fd in (1, 2):
@@ -233,7 +232,7 @@ def _call(options: Options, script: str, env: dict[str, str], cwd: str) -> tuple
     base = dict(os.environ)
     modules = dict(sys.modules)
     threads = set(threading.enumerate())
-    _set_environment(env)
+    _set_environment(env, base)
     os.chdir(cwd)
     forked.new_std_streams(unbuffered=bool(env.get("PYTHONUNBUFFERED")))
     sys.argv = [script]
@@ -253,7 +252,7 @@ def _call(options: Options, script: str, env: dict[str, str], cwd: str) -> tuple
             os.close(copy)
         sys.stdout, sys.stderr, sys.stdin = saved_streams
         sys.path[:], sys.argv[:] = saved_path, saved_argv
-        _set_environment(base)
+        _set_environment(base, dict(os.environ))
         forked.default_signals()
     retire = warm_imports.forget_imported(modules) or changed or bool(set(threading.enumerate()) - threads)
     return code, retire
@@ -289,9 +288,15 @@ def _open_append(path: str) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
 
-def _set_environment(env: dict[str, str]) -> None:
-    for name in [name for name in os.environ if name not in env]:
+def _options(fields: dict[str, Any]) -> Options:
+    """The attempt's options as the worker parsed them from its wrapper's command line (host_pool.as_fields)."""
+    return Options(**{name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()})
+
+
+def _set_environment(env: dict[str, str], current: dict[str, str]) -> None:
+    """Make os.environ `env`, from `current` (what it is now): each change is a putenv, each read a decode."""
+    for name in current.keys() - env.keys():
         del os.environ[name]
     for name, value in env.items():
-        if os.environ.get(name) != value:
+        if current.get(name) != value:
             os.environ[name] = value

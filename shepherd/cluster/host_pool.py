@@ -89,7 +89,7 @@ class HostPool:
         """Give the attempt to an idle host, or to a new one; the host's pid. OSError when none can be forked."""
         host = next((h for h in self.hosts.values() if h.serving is None and not h.retiring), None) or self._fork()
         host.serving = Serving(request["cwd"], options, time.time())
-        os.write(host.requests, json.dumps(request).encode() + b"\n")
+        os.write(host.requests, json.dumps({**request, "options": as_fields(options)}).encode() + b"\n")
         return host.pid
 
     def _fork(self) -> Host:
@@ -176,6 +176,11 @@ class HostPool:
             if host.serving and host.serving.kill_at is not None and now >= host.serving.kill_at:
                 host.serving.kill_at = None
                 _kill_group(host.pid, signal.SIGKILL)
+
+
+def as_fields(options: Options) -> dict[str, Any]:
+    """`options` as JSON can carry them to the host, which then need not parse the command line again."""
+    return {name: getattr(options, name) for name in Options.__slots__}
 
 
 def _kill_group(pid: int, signum: int) -> None:
