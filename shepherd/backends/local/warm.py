@@ -21,7 +21,7 @@ worker (`cancel`), which alone knows whether a host is still on that attempt.
 The worker is also the machine's queue of functions (fray.daemon.warm_queue):
 the ledger admits function attempts beyond the CPUs, as many per CPU as
 QUEUED_WORK_SEC of work at the pace recent attempts ended (`depth_per_cpu`:
-from 3 for long functions to 32 for ones of a few milliseconds); the worker
+from 3 for long functions to 64 for ones of a few milliseconds); the worker
 runs as many as the CPUs hold and starts the next queued one the moment an
 attempt ends, without waiting for a daemon cycle. A queued
 attempt is the backend's "pending" (a submitted Slurm job not yet running: no
@@ -58,8 +58,8 @@ from fray.wrapper import contract, procs
 MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
 START_TIMEOUT_SEC = 30.0
 QUEUE_PER_CPU = 3  # queued function attempts per CPU, at least: enough that a CPU never waits for a daemon cycle
-QUEUE_MAX_PER_CPU = 32
-QUEUED_WORK_SEC = 0.5  # per CPU: what the queue holds of attempts as long as the recent ones (`depth_per_cpu`)
+QUEUE_MAX_PER_CPU = 64
+QUEUED_WORK_SEC = 1.0  # per CPU: what the queue holds of attempts as long as the recent ones (`depth_per_cpu`)
 GONE_FROM_QUEUE = "queued on this machine's warm worker, which exited before starting it"
 _Worker = subprocess.Popen  # the warm process, as the daemon started it
 
