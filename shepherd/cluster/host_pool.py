@@ -87,9 +87,20 @@ class HostPool:
 
     def hand(self, request: dict[str, Any], options: Options) -> int:
         """Give the attempt to an idle host, or to a new one; the host's pid. OSError when none can be forked."""
-        host = next((h for h in self.hosts.values() if h.serving is None and not h.retiring), None) or self._fork()
+        message = json.dumps({**request, "options": as_fields(options)}).encode() + b"\n"
+        for host in [host for host in self.hosts.values() if host.serving is None and not host.retiring]:
+            try:
+                os.write(host.requests, message)
+            except OSError:
+                host.retiring = True  # it died while idle, not reaped yet: no attempt of its to record
+                continue
+            return self._serving(host, request, options)
+        host = self._fork()
+        os.write(host.requests, message)
+        return self._serving(host, request, options)
+
+    def _serving(self, host: Host, request: dict[str, Any], options: Options) -> int:
         host.serving = Serving(request["cwd"], options, time.time())
-        os.write(host.requests, json.dumps({**request, "options": as_fields(options)}).encode() + b"\n")
         return host.pid
 
     def _fork(self) -> Host:

@@ -130,3 +130,16 @@ def _ignores(pid: int, signum: int) -> bool:
         if line.startswith("SigIgn:"):
             return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
     return False
+
+
+def test_a_host_killed_while_idle_costs_the_next_function_nothing(home, daemon):
+    first = fray.submit(looks_around, 0)
+    first.result(timeout=60)
+    idle = host_of(home, first)
+    os.kill(idle, signal.SIGKILL)  # between two attempts: the worker may not have reaped it yet
+    second = fray.submit(looks_around, 1)
+    assert second.result(timeout=60)["env"] is None
+    assert host_of(home, second) != idle
+    meta = json.loads(home.run(second.run_id).meta.read_text())
+    assert [a["cause"] for a in meta["attempts"]] == ["success"]
+    assert not (home.run(first.run_id).attempt(1).dir / "failure.json").exists()
