@@ -53,7 +53,7 @@ import time
 from types import ModuleType
 from typing import Any, NoReturn
 
-from fray.wrapper import contract, faultsignal, fence, forked, guardian, outcome, procs, warm_imports, workload
+from fray.wrapper import code, contract, faultsignal, fence, forked, guardian, outcome, procs, warm_imports, workload
 from fray.wrapper.attempt import Attempt
 from fray.wrapper.contract import ATTEMPT_FD
 from fray.wrapper.hangwatch import Watch
@@ -168,7 +168,7 @@ def _launch(attempt: Attempt) -> bool:
     options = attempt.options
     try:
         place = workload.place(options)
-    except (OSError, Exception) as exc:  # code.CodeError among them
+    except (code.CodeError, OSError) as exc:
         attempt.launch_error = f"cannot lay out the run's code: {exc}"
         attempt.write(contract.STARTED, attempt.started_record())
         return False

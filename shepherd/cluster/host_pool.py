@@ -73,10 +73,7 @@ class HostPool:
             options = parse(argv[argv.index("fray.wrapper") + 1:])
         except (SystemExit, ValueError):
             return None
-        if (options.home is None or os.path.basename(options.script) != layout.LAUNCHED_SHIM or options.script_args
-                or options.module is not None or options.gpus or options.tpu_devices or options.health_cmd
-                or options.python_env is not None
-                or (options.python is not None and os.path.realpath(options.python) != os.path.realpath(sys.executable))):
+        if _needs_its_own_wrapper(options):
             return None
         try:
             with open(os.path.join(options.home, "runs", options.run_id, "job.json"), "rb") as handle:
@@ -187,6 +184,16 @@ class HostPool:
             if host.serving and host.serving.kill_at is not None and now >= host.serving.kill_at:
                 host.serving.kill_at = None
                 _kill_group(host.pid, signal.SIGKILL)
+
+
+def _needs_its_own_wrapper(options: Options) -> bool:
+    """What a host does not give an attempt: a script or a module, arguments, GPUs or TPUs, a health command,
+    another interpreter or environment."""
+    other_python = options.python is not None and os.path.realpath(options.python) != os.path.realpath(sys.executable)
+    return (options.home is None or os.path.basename(options.script) != layout.LAUNCHED_SHIM
+            or bool(options.script_args) or options.module is not None or bool(options.gpus)
+            or bool(options.tpu_devices) or options.health_cmd is not None or options.python_env is not None
+            or other_python)
 
 
 def as_fields(options: Options) -> dict[str, Any]:
