@@ -136,3 +136,28 @@ def test_runs_going_with_the_same_spec_share_it_in_the_cache_and_each_keeps_its_
     shown = rows(home)
     assert shown[alike[0]]["priority"] == "production" and shown[alike[1]]["priority"] == "interactive"
     assert len(json.loads(home.list_cache.read_text())["specs"]) == 3
+
+
+def test_ended_runs_alike_share_one_shape_and_each_keeps_its_own_name_time_and_place(home, tmp_path):
+    """Ended rows are cached as a shared shape plus each run's own fields: the listing from the cache is the
+    listing from the files, and a damaged entry or shape costs a read, never a wrong row."""
+    end = vars(End(status="completed_success", reason="attempt 1 succeeded", at=time.time()))
+    alike = [make_run(home, tmp_path, f"alike-{i}") for i in range(3)]
+    failed = make_run(home, tmp_path, "failed")
+    for run_id in alike:
+        rewrite_meta(home, run_id, phase="ended", end=end)
+    rewrite_meta(home, failed, phase="ended", end={**end, "status": "failed", "reason": "attempt 1 failed"})
+    from_files = rows(home)
+    cached = json.loads(home.list_cache.read_text())
+    assert len(cached["shapes"]) == 2 and {cached["rows"][r][1] for r in alike} == {cached["rows"][alike[0]][1]}
+    from_cache = rows(home)
+    assert from_cache == from_files
+    assert [from_cache[r]["name"] for r in alike] == ["alike-0", "alike-1", "alike-2"]
+    assert from_cache[failed]["status"] == "failed" and from_cache[alike[0]]["status"] == "completed_success"
+
+    entry = cached["rows"][alike[1]]
+    for damaged in ({**cached, "rows": {**cached["rows"], alike[1]: [entry[0], 9, *entry[2:]]}},  # no such shape
+                    {**cached, "rows": {**cached["rows"], alike[1]: entry[:3]}},  # cut short
+                    {**cached, "shapes": [None, *cached["shapes"][1:]]}):
+        home.list_cache.write_text(json.dumps(damaged))
+        assert rows(home) == from_files, damaged
