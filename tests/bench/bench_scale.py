@@ -14,8 +14,12 @@ its floor, `python -c pass`, measured in the same run:
 
 Each figure is the median of the repeats (the commands taken in turn, so a busy
 machine slows the floor and the figure alike), in wall milliseconds and, for a
-command, the CPU milliseconds its process used; PASS/MISS compares the wall
-figure with the target of issue 23. Runs in a few minutes on 2 CPUs.
+command, the CPU milliseconds its process used. Two verdicts compare the wall
+figure with issue 23's target: as written, and at this run's floor. The issue set
+its targets on a VM whose floor was 45 ms (ISSUE_FLOOR_MS); this machine's floor
+moves between 30 and 170 ms with the hour (the same VM, other tenants), and a
+slower machine slows a command and its floor alike, so the second verdict scales
+each target by this run's floor / 45 ms. Runs in a few minutes on 2 CPUs.
 
     python tests/bench/bench_scale.py [--sizes 1000,10000] [--repeats 7] [--rows reads,tui,daemon]
 
@@ -49,6 +53,7 @@ from fray.state import runs, store  # noqa: E402
 from fray.state.layout import Home  # noqa: E402
 
 PARENT_CHILDREN = 10
+ISSUE_FLOOR_MS = 45.0  # `python -c pass` on the machine issue 23's targets were set on
 TRIVIAL = "print('hi')\n"
 
 
@@ -283,16 +288,26 @@ def _cell(figures: dict[str, float], key: str) -> str:
 
 
 def table(sizes: list[int], figures: dict[int, dict[str, float]], rows: tuple[Row, ...] = ROWS) -> list[str]:
-    """The Markdown table: a row per figure, a column per size, the target and PASS/MISS (wall) per size."""
-    head = "| median ms, wall (cpu) | " + " | ".join(f"{size:,} runs" for size in sizes) + " | target | result |"
-    lines = [head, "|---|" + "---:|" * len(sizes) + "---:|---|"]
-    lines.append("| floor: `python -c pass` | " + " | ".join(_cell(figures[size], "floor") for size in sizes) + " | | |")
+    """The Markdown table: a row per figure, a column per size, the target as written and at this run's floor
+    (target x floor / ISSUE_FLOOR_MS), and PASS/MISS (wall) against each."""
+    head = ("| median ms, wall (cpu) | " + " | ".join(f"{size:,} runs" for size in sizes)
+            + " | target | at this floor | as written | at this floor |")
+    lines = [head, "|---|" + "---:|" * len(sizes) + "---:|---:|---|---|"]
+    lines.append("| floor: `python -c pass` | " + " | ".join(_cell(figures[size], "floor") for size in sizes)
+                 + " | | | | |")
     for row in rows:
         cells = " | ".join(_cell(figures[size], row.key) for size in sizes)
+        scaled = {size: row.targets[size] * figures[size]["floor"] / ISSUE_FLOOR_MS for size in sizes}
         target = " / ".join(f"{row.targets[size]:.0f}" for size in sizes)
-        verdict = " / ".join("PASS" if figures[size][row.key] <= row.targets[size] else "MISS" for size in sizes)
-        lines.append(f"| {row.label} | {cells} | <= {target} | {verdict} |")
+        at_floor = " / ".join(f"{scaled[size]:.0f}" for size in sizes)
+        written = " / ".join(_verdict(figures[size][row.key], row.targets[size]) for size in sizes)
+        floored = " / ".join(_verdict(figures[size][row.key], scaled[size]) for size in sizes)
+        lines.append(f"| {row.label} | {cells} | <= {target} | <= {at_floor} | {written} | {floored} |")
     return lines
+
+
+def _verdict(figure: float, target: float) -> str:
+    return "PASS" if figure <= target else "MISS"
 
 
 def main() -> None:
