@@ -107,7 +107,7 @@ class RowCache:
     def put(self, run_id: str, key: StatKey | None, row: dict[str, Any]) -> None:
         if key is not None:
             shape = {**row, **dict.fromkeys(OWN_FIELDS)}
-            self._shapes.append(shape)  # shared with its equals when saved (`_shared_shapes`)
+            self._shapes.append(shape)  # shared with its equals when saved (`_shared`)
             self._entries[run_id] = [key, len(self._shapes) - 1, row["name"], row["created_at"], row.get("group")]
             self._live.pop(run_id, None)
             self._dirty = True
@@ -136,48 +136,10 @@ class RowCache:
                  paused: bool) -> None:
         if meta_key is not None and control_key is not None:
             document = meta.to_dict()
-            self._specs.append(document.pop("spec"))  # shared with its equals when saved (`_shared_specs`)
+            self._specs.append(document.pop("spec"))  # shared with its equals when saved (`_shared`)
             self._live[run_id] = [meta_key, control_key, document, paused, len(self._specs) - 1]
             self._entries.pop(run_id, None)
             self._dirty = True
-
-    def _shared_specs(self) -> list[Any]:
-        """The specs the live entries refer to, each distinct one once; the entries are renumbered to match."""
-        shared: list[Any] = []
-        index_of: dict[bytes, int] = {}
-        for run_id, entry in list(self._live.items()):
-            if not (isinstance(entry, list) and len(entry) == 5 and type(entry[4]) is int
-                    and 0 <= entry[4] < len(self._specs)):
-                del self._live[run_id]  # damaged: the next listing reads that run's files
-                continue
-            spec = self._specs[entry[4]]
-            index = index_of.setdefault(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS), len(shared))
-            if index == len(shared):
-                shared.append(spec)
-            entry[4] = index
-        self._specs, self._built = shared, {}
-        return shared
-
-    def _shared_shapes(self) -> list[Any]:
-        """The shapes the ended entries refer to, each distinct one once; the entries are renumbered to match."""
-        shared: list[Any] = []
-        index_of: dict[bytes, int] = {}
-        renumbered: dict[int, int] = {}
-        for run_id, entry in list(self._entries.items()):
-            if not (isinstance(entry, list) and len(entry) == 5 and type(entry[1]) is int
-                    and 0 <= entry[1] < len(self._shapes)):
-                del self._entries[run_id]  # damaged: the next listing reads that run's files
-                continue
-            index = renumbered.get(entry[1])
-            if index is None:
-                shape = self._shapes[entry[1]]
-                index = index_of.setdefault(orjson.dumps(shape, option=orjson.OPT_SORT_KEYS), len(shared))
-                if index == len(shared):
-                    shared.append(shape)
-                renumbered[entry[1]] = index
-            entry[1] = index
-        self._shapes = shared
-        return shared
 
     def save(self, existing_ids: set[str]) -> None:
         """Write the cache if it changed or lost runs; a failure only costs speed."""
@@ -188,10 +150,33 @@ class RowCache:
                 stale = True
         if not (self._dirty or stale):
             return
+        self._shapes, self._specs = _shared(self._entries, 1, self._shapes), _shared(self._live, 4, self._specs)
+        self._built = {}
         try:
             store.make_dirs(self.home.cache_dir)
-            document = {"version": VERSION, "rows": self._entries, "shapes": self._shared_shapes(),
-                        "live": self._live, "specs": self._shared_specs()}
+            document = {"version": VERSION, "rows": self._entries, "shapes": self._shapes, "live": self._live,
+                        "specs": self._specs}
             store.write_bytes_atomic(self.home.list_cache, orjson.dumps(document))
         except OSError:
             pass
+
+
+def _shared(entries: dict[str, Any], slot: int, items: list[Any]) -> list[Any]:
+    """The items the entries refer to (by index, at `slot`), each distinct one once; the entries are renumbered
+    to match, and a damaged one is dropped (the next listing reads that run's files)."""
+    shared: list[Any] = []
+    index_of: dict[bytes, int] = {}
+    renumbered: dict[int, int] = {}
+    for run_id, entry in list(entries.items()):
+        if not (isinstance(entry, list) and len(entry) == 5 and type(entry[slot]) is int
+                and 0 <= entry[slot] < len(items)):
+            del entries[run_id]
+            continue
+        index = renumbered.get(entry[slot])
+        if index is None:
+            index = index_of.setdefault(orjson.dumps(items[entry[slot]], option=orjson.OPT_SORT_KEYS), len(shared))
+            if index == len(shared):
+                shared.append(items[entry[slot]])
+            renumbered[entry[slot]] = index
+        entry[slot] = index
+    return shared
