@@ -8,9 +8,9 @@ per ended run instead of a read, a parse and a validation. Ended rows are kept
 as a shape and what is each run's own: most of a row (its status, reason,
 backend, mode...) is what hundreds of other ended runs show too, so each
 distinct shape is kept once, in "shapes", and a run's entry holds only its name,
-creation time and place in its group. At 10,000 runs the cache is a fifth of the
-size it would be with whole rows, and reading it is most of what `fray list`
-costs after the stats.
+creation time and place in its group. In the bench's home of 10,000 runs
+(tests/bench/bench_scale.py) the cache shrank from 5.0 to 1.9 MB, and reading it
+from 40 to 19 ms.
 
 Runs still going: their validated meta.json and whether they are paused, keyed
 by the stats of meta.json and control.json. Their rows move with time, heartbeat
