@@ -20,7 +20,11 @@ never as fray's dependencies; rows whose tool does not import say so.
 Then the daemon's commit cost: meta.json documents (with their last good copy)
 written one fsync'd file at a time, as before group commit, against the same
 documents staged and committed as one batch (fray.state.commit_batch), in
-writes per second. Targets (issue 23): 100 functions <= 3 s, 1,000 <= 15 s.
+writes per second. Targets (issue 23): 100 functions <= 3 s, 1,000 <= 15 s,
+judged as written and at this machine's speed of the moment: before each size,
+`python -c pass` is timed, and each target scaled by it / 45 ms (the floor on
+the VM the issue's targets were set on, as bench_scale.py does; this VM's moves
+between 30 and 170 ms with the hour).
 
     python tests/bench/bench_functions.py [--sizes 100,1000] [--other-python /tmp/bench-venv/bin/python]
         [--cold-max 100] [--submitit-max 100] [--chunks 25,100]
@@ -45,6 +49,7 @@ sys.path.insert(0, str(REPO))
 from tests.bench._common import env_for  # noqa: E402
 
 TARGETS_SEC = {100: 3.0, 1000: 15.0}
+ISSUE_FLOOR_MS = 45.0  # `python -c pass` on the machine issue 23's targets were set on
 CPUS = os.cpu_count() or 1
 
 OTHER = r'''
@@ -73,6 +78,16 @@ print(time.perf_counter() - start)
 
 def square(x: int) -> int:
     return x * x
+
+
+def python_floor_ms(repeats: int = 7) -> float:
+    """The median wall time of `python -c pass` here, now."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1000
 
 
 def floor(n: int) -> float:
@@ -172,9 +187,11 @@ def commit_rates(count: int, rounds: int = 3) -> tuple[float, float]:
 
 
 def row(label: str, seconds: float | str | tuple[float, dict[str, float]], floor_sec: float,
-        target: float | None = None, n: int = 1) -> None:
+        target: float | None = None, n: int = 1, speed: float = 1.0) -> None:
+    """`speed`: this machine's `python -c pass` / ISSUE_FLOOR_MS, what the target is scaled by for its second
+    verdict."""
     if isinstance(seconds, tuple):  # a fray row, with the CPU its processes used (a figure a busy machine keeps)
-        row(label, seconds[0], floor_sec, target)
+        row(label, seconds[0], floor_sec, target, speed=speed)
         per = {who: f"{used / n * 1000:.1f} ms" for who, used in seconds[1].items()}
         print(f"    CPU per function: daemon {per['daemon']} (its start included), warm worker, hosts and wrappers "
               f"{per['wrappers']}, fray.map's process {per['client']}")
@@ -182,7 +199,9 @@ def row(label: str, seconds: float | str | tuple[float, dict[str, float]], floor
     if isinstance(seconds, str):
         print(f"  {label:<34} {'-':>9}    ({seconds})")
         return
-    verdict = "" if target is None else f"  target <= {target:.0f} s: " + ("PASS" if seconds <= target else "MISS")
+    verdict = "" if target is None else (
+        f"  target <= {target:.0f} s: {'PASS' if seconds <= target else 'MISS'}; at this floor <= "
+        f"{target * speed:.1f} s: {'PASS' if seconds <= target * speed else 'MISS'}")
     print(f"  {label:<34} {seconds:8.2f} s  ({seconds / floor_sec:6.1f} x floor){verdict}")
 
 
@@ -199,12 +218,15 @@ def main() -> None:
     print(f"{CPUS} CPUs; other tools from {args.other_python}"
           + ("" if os.path.exists(args.other_python) else " (missing: their rows are skipped)"))
     for n in [int(size) for size in args.sizes.split(",")]:
-        print(f"{n} trivial functions (x -> x * x), wall time until every result is back:")
+        python_ms = python_floor_ms()
+        speed = python_ms / ISSUE_FLOOR_MS
+        print(f"{n} trivial functions (x -> x * x), wall time until every result is back "
+              f"(`python -c pass` {python_ms:.0f} ms: the targets at this floor are x {speed:.2f}):")
         floor_sec = floor(n)
         row("floor: ProcessPoolExecutor", floor_sec, floor_sec)
-        row("fray.map, local backend (warm)", fray_map(n), floor_sec, TARGETS_SEC.get(n), n)
+        row("fray.map, local backend (warm)", fray_map(n), floor_sec, TARGETS_SEC.get(n), n, speed)
         for chunk in [int(c) for c in args.chunks.split(",") if c]:
-            row(f"fray.map, chunk={chunk} (warm)", fray_map(n, chunk=chunk), floor_sec, TARGETS_SEC.get(n), n)
+            row(f"fray.map, chunk={chunk} (warm)", fray_map(n, chunk=chunk), floor_sec, TARGETS_SEC.get(n), n, speed)
         row("fray.map, cold starts", fray_map(n, warm=False)[0] if n <= args.cold_max
             else f"over --cold-max {args.cold_max}", floor_sec)
         for tool in ("ray", "submitit"):
