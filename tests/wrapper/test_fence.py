@@ -78,6 +78,25 @@ def start_attempt(home: Home, tmp_path: Path) -> tuple[Meta, object]:
     return meta, json.loads(paths.attempt(1).started.read_text())
 
 
+def wait_gone(started: dict, wrapper_log: Path, timeout: float, what: str) -> None:
+    """Until the attempt's workload and wrapper are gone; a failure shows what each still is and the wrapper's
+    log (a fence that did not fire says why there)."""
+    try:
+        wait_until(lambda: not running(started["workload_pid"]) and not running(started["pid"]), timeout=timeout,
+                   what=what)
+    except AssertionError as exc:
+        states = {name: _state(started[key]) for name, key in (("workload", "workload_pid"), ("wrapper", "pid"))}
+        log = wrapper_log.read_text(errors="replace")[-3000:] if wrapper_log.exists() else "(no wrapper.log)"
+        raise AssertionError(f"{exc}; still there: {states}\nwrapper.log:\n{log}") from None
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
+
+
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     """Every file below `folder`: (size, mtime_ns)."""
     return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
@@ -93,8 +112,7 @@ def test_a_closed_attempt_kills_its_workload_within_a_heartbeat_and_writes_nothi
                                  submitted_at=time.time()))
     store.write_json(paths.meta, meta.to_dict(), "meta")
     closed_at = time.monotonic()
-    wait_until(lambda: not running(started["workload_pid"]) and not running(started["pid"]), timeout=5,
-               what="the superseded workload and its wrapper to be gone")
+    wait_gone(started, paths.attempt(1).wrapper_log, 5, "the superseded workload and its wrapper to be gone")
     assert time.monotonic() - closed_at < 0.5 + 1.0  # one heartbeat interval, and a margin for a busy machine
     before = {"attempt": snapshot(paths.attempt(1).dir), "checkpoints": snapshot(paths.checkpoints_dir)}
     time.sleep(1.5)  # three intervals: anything still alive would have written by now
