@@ -46,10 +46,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.bench._common import env_for  # noqa: E402
+from tests.bench._common import ISSUE_FLOOR_MS, env_for, time_command  # noqa: E402
 
 TARGETS_SEC = {100: 3.0, 1000: 15.0}
-ISSUE_FLOOR_MS = 45.0  # `python -c pass` on the machine issue 23's targets were set on
 CPUS = os.cpu_count() or 1
 
 OTHER = r'''
@@ -82,12 +81,7 @@ def square(x: int) -> int:
 
 def python_floor_ms(repeats: int = 7) -> float:
     """The median wall time of `python -c pass` here, now."""
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1000
+    return statistics.median(time_command([sys.executable, "-c", "pass"], dict(os.environ), repeats)) * 1000
 
 
 def floor(n: int) -> float:

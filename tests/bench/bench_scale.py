@@ -46,14 +46,13 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import FRAY, env_for, warm_up  # noqa: E402
+from _common import FRAY, ISSUE_FLOOR_MS, env_for, warm_up  # noqa: E402
 
 from fray.core.model import Attempt, Control, End, Meta  # noqa: E402
 from fray.state import runs, store  # noqa: E402
 from fray.state.layout import Home  # noqa: E402
 
 PARENT_CHILDREN = 10
-ISSUE_FLOOR_MS = 45.0  # `python -c pass` on the machine issue 23's targets were set on
 TRIVIAL = "print('hi')\n"
 
 
