@@ -24,7 +24,7 @@ writes per second. Targets (issue 23): 100 functions <= 3 s, 1,000 <= 15 s,
 judged as written and at this machine's speed of the moment: before each size,
 `python -c pass` is timed, and each target scaled by it / 45 ms (the floor on
 the VM the issue's targets were set on, as bench_scale.py does; this VM's moves
-between 30 and 170 ms with the hour).
+between 30 and 80 ms with the hour).
 
     python tests/bench/bench_functions.py [--sizes 100,1000] [--other-python /tmp/bench-venv/bin/python]
         [--cold-max 100] [--submitit-max 100] [--chunks 25,100]

@@ -17,7 +17,7 @@ machine slows the floor and the figure alike), in wall milliseconds and, for a
 command, the CPU milliseconds its process used. Two verdicts compare the wall
 figure with issue 23's target: as written, and at this run's floor. The issue set
 its targets on a VM whose floor was 45 ms (ISSUE_FLOOR_MS); this machine's floor
-moves between 30 and 170 ms with the hour (the same VM, other tenants), and a
+moves between 30 and 80 ms with the hour (the same VM, other tenants), and a
 slower machine slows a command and its floor alike, so the second verdict scales
 each target by this run's floor / 45 ms. Runs in a few minutes on 2 CPUs.
 
