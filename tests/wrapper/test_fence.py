@@ -126,8 +126,7 @@ def test_a_wrapper_cut_off_from_fray_home_kills_its_workload_after_the_grace(hom
     moved = tmp_path / "unreachable"
     shutil.move(str(home.root), moved)  # FRAY_HOME is gone from this node's point of view
     gone_at = time.monotonic()
-    wait_until(lambda: not running(started["workload_pid"]) and not running(started["pid"]), timeout=10,
-               what="the cut-off workload to be killed")
+    wait_gone(started, Home(moved).run(meta.run_id).attempt(1).wrapper_log, 10, "the cut-off workload to be killed")
     # --fence-grace is half of --heartbeat-timeout 2: the daemon would give up on it at 2 s.
     assert time.monotonic() - gone_at < 2.0 + 1.0
     attempt = Home(moved).run(meta.run_id).attempt(1)
@@ -144,16 +143,14 @@ def test_a_lost_meta_json_is_judged_by_its_copy_and_a_lost_copy_too_stops_the_at
     assert running(started["workload_pid"]) and running(started["pid"])
     meta.attempts[0].state, meta.attempts[0].cause = AttemptState.ENDED.value, "lost"
     store.write_json(paths.meta_copy, meta.to_dict(), "meta")  # the copy says it is closed: fenced by it
-    wait_until(lambda: not running(started["workload_pid"]) and not running(started["pid"]), timeout=5,
-               what="the attempt closed in the copy to be fenced")
+    wait_gone(started, paths.attempt(1).wrapper_log, 5, "the attempt closed in the copy to be fenced")
 
     meta2, started2 = start_attempt(home, tmp_path)
     paths2 = home.run(meta2.run_id)
     paths2.meta.write_text("[1,2]\n")
     paths2.meta_copy.write_text("[1,2]\n")  # both lost: nothing could ever stop it
     lost_at = time.monotonic()
-    wait_until(lambda: not running(started2["workload_pid"]) and not running(started2["pid"]), timeout=10,
-               what="the attempt of a run whose state is lost to stop itself")
+    wait_gone(started2, paths2.attempt(1).wrapper_log, 10, "the attempt of a run whose state is lost to stop itself")
     assert time.monotonic() - lost_at < 1.0 + 1.5  # --fence-grace and a check interval
 
 
