@@ -1,6 +1,6 @@
 """A cache of `fray list` inputs, keyed by the stat of the files they came from.
 
-Ended runs: the whole row, keyed by the stat of meta.json. An ended run's row
+Ended runs: their row, keyed by the stat of meta.json. An ended run's row
 depends only on its meta.json, and the daemon replaces that file (new inode, new
 mtime) whenever anything about the run changes, so a row whose key still matches
 is exactly what a fresh read would give. Listing 1,000 runs then costs one stat
