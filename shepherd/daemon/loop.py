@@ -67,6 +67,7 @@ from fray.errors import BackendError, FrayError
 from fray.state import store
 from fray.state.commit_batch import CommitBatch
 from fray.state.layout import Home
+from fray.state.run_changes import Journal
 
 log = logging.getLogger("fray.daemon")
 
@@ -84,9 +85,11 @@ class Daemon:
         self.jitter = jitter
         self._backends: dict[str, Backend] = dict(backends or {})
         self._reader = store.CachedReader()
-        self._index = RunIndex(home, lambda paths, kind, reason: self._event(paths, kind, reason), lambda: self._config)
+        self._journal = Journal(home)  # the runs whose meta.json changed, for `fray list` (fray.state.run_changes)
+        self._index = RunIndex(home, lambda paths, kind, reason: self._event(paths, kind, reason), lambda: self._config,
+                               self._journal)
         self._quiet = QuietRuns(lambda: self._config)  # waiting runs nothing can start now: not decided again
-        self._batch = CommitBatch(home.root)  # the cycle's meta.json writes, made durable together
+        self._batch = CommitBatch(home.root, self._journal)  # the cycle's meta.json writes, made durable together
         self._writes = RunWrites(self._batch, self._index, clock)
         self._event, self._commit, self._finish = self._writes.event, self._writes.commit, self._writes.finish
         self._seen_in_flight: set[AttemptKey] = set()
@@ -115,6 +118,8 @@ class Daemon:
     def cycle(self, full: bool = True) -> CycleStats:
         """One reconcile pass. `full=False` trusts the file watcher for ended runs (daemon.run_index)."""
         stats = CycleStats()
+        if self.cycles == 0:
+            self._journal.start()  # this daemon's own: a change made while none ran is seen by `fray list` too
         changed = self._settings.reload()
         if changed is not None:
             self._apply_config(changed)

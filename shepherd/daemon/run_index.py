@@ -30,6 +30,7 @@ from fray.errors import CorruptFileError
 from fray.state import meta_file as run_meta, store
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import stat_key
+from fray.state.run_changes import Journal
 
 log = logging.getLogger("fray.daemon")
 
@@ -44,8 +45,10 @@ EventSink = Callable[[RunPaths, str, str], None]
 class RunIndex:
     """Every run as last read, the ones still to be looked at each cycle, and what the watcher saw change."""
 
-    def __init__(self, home: Home, event: EventSink, config: Callable[[], Mapping[str, Any]] = dict) -> None:
+    def __init__(self, home: Home, event: EventSink, config: Callable[[], Mapping[str, Any]] = dict,
+                 journal: Journal | None = None) -> None:
         self.home = home
+        self._journal = journal  # told of meta.json files changed by another hand (fray.state.run_changes)
         self._event = event
         self._config = config  # config.json as in force (priority credits need every run: nothing deferred)
         self.deferral = Deferral(home)
@@ -162,6 +165,8 @@ class RunIndex:
         paths = state.paths if state is not None else self.home.run(run_id)
         # A corrupt or missing meta.json is put back from its last good copy, and that said in the run's events.
         raw, problem = run_meta.read(paths, on_restored=lambda what: self._event(paths, "error", what))
+        if self._journal is not None and state is not None and state.meta_key != meta_key:
+            self._journal.note([run_id])  # not this daemon's commit (that set the key): `fray list` reads it again
         meta = Meta.from_dict(raw) if raw is not None else None
         try:
             control = Control.from_dict(store.read_json(control_file, "control"))

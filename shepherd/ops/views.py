@@ -21,7 +21,7 @@ from fray.core.status import Status
 from fray.core.sweeps import folding, lookup
 from fray.daemon import lease
 from fray.errors import CorruptFileError
-from fray.state import meta_file, parents_index, store
+from fray.state import meta_file, parents_index, run_changes, store
 from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import RowCache, stat_key
@@ -108,8 +108,10 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
     now = time.time()
     ids = list(reversed(home.run_ids()))
     cache = RowCache.load(home)
+    changes = run_changes.read_since(home, cache.position)  # before any file is looked at: a later change shows
+    cache.position = changes.position
     rows = [row if row is not None else _uncached_row(home, run_id, cache, key, now)
-            for run_id, (key, row) in zip(ids, cache.ended_rows(ids, home.meta_file))]
+            for run_id, (key, row) in zip(ids, cache.ended_rows(ids, home.meta_file, changes.run_ids))]
     written = set(ids)
     cache.save(written)
     new_points = _pending_points(home, written)

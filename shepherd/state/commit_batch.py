@@ -20,6 +20,10 @@ there is no syncfs (not Linux) it is sync(2). Nothing that must follow a file's
 durability may happen before `commit` returns: the daemon commits before it asks
 a backend to start or stop anything (fray.daemon.submitting).
 
+Before the first barrier the run ids of the meta.json files about to be
+replaced go into the journal `fray list` reads instead of a stat per run, and
+after the second a line saying those renames are over (fray.state.run_changes).
+
 A daemon killed between `write` and `commit` leaves its temp files behind
 (hidden, never read); `remove_left_behind` removes those of meta.json and its
 copy that another process wrote: one daemon per FRAY_HOME writes them, so
@@ -36,6 +40,7 @@ from typing import Any, Callable
 from fray.core import validation
 from fray.state import store
 from fray.state.layout import Home
+from fray.state.run_changes import Journal
 from fray.wrapper import contract, records
 
 BATCHED = (contract.META, contract.META_COPY)  # what the daemon commits in batches
@@ -70,8 +75,9 @@ def barrier(folder: Path) -> None:
 class CommitBatch:
     """Writes staged in temp files until `commit` makes them durable and visible together."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, journal: Journal | None = None) -> None:
         self.root = root  # any folder on the file system the batched files live on (FRAY_HOME)
+        self._journal = journal  # told which runs' meta.json each commit replaces (None: no reader relies on it)
         self._staged: dict[str, str] = {}  # target path -> its temp file, in the order first staged
         self._listeners: list[Callable[[list[str]], None]] = []
 
@@ -106,8 +112,11 @@ class CommitBatch:
             return 0
         failed: OSError | None = None
         try:
+            if self._journal is not None:
+                self._journal.intend(_run_ids(staged))
             barrier(self.root)
-        except OSError as exc:  # the data may not be on disk: renaming now could leave an empty file after a crash
+        except OSError as exc:  # unannounced, or the data may not be on disk: renaming now could hide a change, or leave
+            # an empty file after a crash
             for tmp in staged.values():
                 records.discard(tmp)
             raise exc
@@ -120,6 +129,8 @@ class CommitBatch:
                 records.discard(tmp)
                 failed = failed or exc
         barrier(self.root)
+        if self._journal is not None:
+            self._journal.done()
         for listener in self._listeners:
             listener(placed)
         if failed is not None:
@@ -131,6 +142,12 @@ class CommitBatch:
         staged, self._staged = self._staged, {}
         for tmp in staged.values():
             records.discard(tmp)
+
+
+def _run_ids(staged: dict[str, str]) -> list[str]:
+    """The runs whose meta.json is among the targets (a run folder's name is its id)."""
+    return [os.path.basename(os.path.dirname(target)) for target in staged
+            if os.path.basename(target) == contract.META]
 
 
 def remove_left_behind(home: Home, writer: int) -> int:

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import FRAY, ISSUE_FLOOR_MS, env_for, warm_up  # noqa: E402
 
 from fray.core.model import Attempt, Control, End, Meta  # noqa: E402
-from fray.state import runs, store  # noqa: E402
+from fray.state import run_changes, runs, store  # noqa: E402
 from fray.state.layout import Home  # noqa: E402
 
 PARENT_CHILDREN = 10
@@ -112,6 +112,9 @@ def populate(home: Home, count: int, running_share: float = 0.1, held: bool = Fa
         _write(paths.meta_copy, document)
         _write(paths.control, control.to_dict())
     shutil.rmtree(template_paths.dir)
+    journal = run_changes.Journal(home)  # as a daemon serving the home leaves it: `fray list` trusts its cache
+    journal.intend([picked["running"]])  # for every run the journal does not name since the listing before
+    journal.done()
     return picked
 
 
