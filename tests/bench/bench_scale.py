@@ -113,7 +113,7 @@ def populate(home: Home, count: int, running_share: float = 0.1, held: bool = Fa
         _write(paths.control, control.to_dict())
     shutil.rmtree(template_paths.dir)
     journal = run_changes.Journal(home)  # as a daemon serving the home leaves it: `fray list` trusts its cache
-    journal.intend([picked["running"]])  # for every run the journal does not name since the listing before
+    journal.intend([picked["parent"]])  # for every run the journal does not name since the listing before
     journal.done()
     return picked
 
