@@ -3,7 +3,7 @@
 Builds a FRAY_HOME of 1,000 and one of 10,000 runs (10% running, with a heartbeat
 and progress; one parent run with ten children launched through the cluster API)
 by writing state files directly in their documented formats, as a daemon would
-have left them, then measures each row of the table below at both sizes beside
+have left them (its journal of changed runs too, fray.state.run_changes), then measures each row of the table below at both sizes beside
 its floor, `python -c pass`, measured in the same run:
 
 - fray status RUN --json (a run with children), fray list --json, fray list;
