@@ -117,11 +117,21 @@ class RowCache:
             try:
                 st = stat(meta_file(run_id))
             except FileNotFoundError:
+                self._forget(run_id)
                 found.append((None, None))
                 continue
             key, hit = [st.st_ino, st.st_mtime_ns, st.st_size], entries.get(run_id)
-            found.append((key, row(run_id, hit) if type(hit) is list and hit and hit[0] == key else None))
+            cached = row(run_id, hit) if type(hit) is list and hit and hit[0] == key else None
+            if cached is None:
+                self._forget(run_id)
+            found.append((key, cached))
         return found
+
+    def _forget(self, run_id: str) -> None:
+        """Drop a stale ended row: the caller reads the run, and `put` it again if it is still ended (what it
+        reads may not be, or not be readable; a position saved past the journal's line must not trust it)."""
+        if self._entries.pop(run_id, None) is not None:
+            self._dirty = True
 
     def put(self, run_id: str, key: StatKey | None, row: dict[str, Any]) -> None:
         if key is not None:

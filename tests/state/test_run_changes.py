@@ -166,3 +166,23 @@ def test_a_meta_json_edited_by_hand_is_listed_once_the_daemons_scan_has_seen_it(
     os.utime(meta, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
     daemon.cycle(True)
     assert {row["name"] for row in views.list_view(home)["runs"]} == {"kept", "EDITED"}
+
+
+def test_a_cached_run_that_can_no_longer_be_read_is_never_trusted_from_the_cache_again(home, tmp_path):
+    """Both its meta.json and the copy damaged: each listing shows the problem, also once its position has
+    moved past the journal's line that named the run."""
+    run_id, other = make_run(home, tmp_path, "lost"), make_run(home, tmp_path, "other")
+    for each in (run_id, other):
+        rewrite_meta(home, each, phase="ended", end=vars(End(status="completed_success", reason="done", at=1.0)))
+    journal = run_changes.Journal(home)
+    journal.start()
+    views.list_view(home)
+    journal.intend([run_id, other])
+    for path in (home.run(run_id).meta, home.run(run_id).meta_copy):
+        path.write_bytes(b"{ torn")
+    rewrite_meta(home, other, name="renamed")  # a row put again: the cache is saved, with its new position
+    journal.done()
+    for _ in range(3):
+        rows = {row["run_id"]: row for row in views.list_view(home)["runs"]}
+        assert rows[other]["name"] == "renamed"
+        assert rows[run_id]["status"] != "completed_success" and "meta.json" in rows[run_id]["reason"], rows[run_id]
