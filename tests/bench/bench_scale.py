@@ -10,7 +10,9 @@ its floor, `python -c pass`, measured in the same run:
 - fray actors list --json with as many actor names as runs;
 - daemon cold start to its first cycle (`fray daemon run` in a fresh process);
 - dashboard first render (first screenful of rows drawn) and Enter on a run;
-- fray submit -> first heartbeat, and fray submit --wait end to end (trivial script).
+- fray submit -> first heartbeat, and fray submit --wait end to end (trivial script);
+- and, under the table, `fray list --json` with the daemon's journal moved aside (every run checked by stat):
+  the baseline the journal replaces.
 
 Each figure is the median of the repeats (the commands taken in turn, so a busy
 machine slows the floor and the figure alike), in wall milliseconds and, for a
@@ -176,8 +178,29 @@ def reads(home: Home, picked: dict[str, str], repeats: int, floor_only: bool = F
             wall[key].append(time.perf_counter() - start)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu[key].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return {**{key: median_ms(samples) for key, samples in wall.items()},
-            **{f"{key}_cpu": median_ms(samples) for key, samples in cpu.items()}}
+    figures = {**{key: median_ms(samples) for key, samples in wall.items()},
+               **{f"{key}_cpu": median_ms(samples) for key, samples in cpu.items()}}
+    if not floor_only:
+        figures["list_json_unjournaled"] = _without_journal(home, commands["list_json"], env, repeats)
+    return figures
+
+
+def _without_journal(home: Home, argv: list[str], env: dict[str, str], repeats: int) -> float:
+    """`fray list --json` with the daemon's journal moved aside, so every run is checked by stat: the baseline
+    the journal replaces (after the other reads: the next listing with the journal checks every run once)."""
+    journal = home.cache_dir / run_changes.NAME
+    aside = journal.with_name(journal.name + ".aside")
+    journal.rename(aside)
+    try:
+        warm_up(argv, env)
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+            samples.append(time.perf_counter() - start)
+    finally:
+        aside.rename(journal)
+    return median_ms(samples)
 
 
 async def _dashboard(home: Home, repeats: int) -> dict[str, list[float]]:
@@ -334,6 +357,9 @@ def main() -> None:
           f"after the run; {args.repeats} repeats, the commands taken in turn with the floor")
     shown = tuple(row for row in ROWS if any(row.key in GROUPS[group] for group in groups))
     print("\n".join(table(sizes, figures, shown)))
+    if "reads" in groups:
+        print("baseline, fray list --json with every run checked by stat (the daemon's journal moved aside): "
+              + " / ".join(f"{figures[size]['list_json_unjournaled']:.0f} ms at {size:,} runs" for size in sizes))
 
 
 if __name__ == "__main__":
