@@ -3,8 +3,9 @@
 Builds a FRAY_HOME of 1,000 and one of 10,000 runs (10% running, with a heartbeat
 and progress; one parent run with ten children launched through the cluster API)
 by writing state files directly in their documented formats, as a daemon would
-have left them (its journal of changed runs too, fray.state.run_changes), then measures each row of the table below at both sizes beside
-its floor, `python -c pass`, measured in the same run:
+have left them (its journal of changed runs too, fray.state.run_changes), then
+measures each row of the table below at both sizes beside its floor, `python -c
+pass`, measured in the same run:
 
 - fray status RUN --json (a run with children), fray list --json, fray list;
 - fray actors list --json with as many actor names as runs;
@@ -114,8 +115,8 @@ def populate(home: Home, count: int, running_share: float = 0.1, held: bool = Fa
         _write(paths.meta_copy, document)
         _write(paths.control, control.to_dict())
     shutil.rmtree(template_paths.dir)
-    journal = run_changes.Journal(home)  # as a daemon serving the home leaves it: `fray list` trusts its cache
-    journal.intend([picked["parent"]])  # for every run the journal does not name since the listing before
+    journal = run_changes.Journal(home)  # as a daemon serving the home leaves it, having changed one run: the
+    journal.intend([picked["parent"]])  # listings check that run by stat and trust their cache for the others
     journal.done()
     return picked
 
