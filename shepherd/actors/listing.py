@@ -44,7 +44,7 @@ def records(home: Home) -> list[dict[str, Any]]:
                         continue
                     path, inode = entry.path, entry.inode()
                     hit = cached.get(path)
-                    if hit is not None and hit[0] == inode:
+                    if type(hit) is list and len(hit) == 2 and hit[0] == inode and type(hit[1]) is dict:
                         hits += 1
                         seen[path] = hit
                         mine.append(hit[1])
@@ -89,8 +89,7 @@ def _load(home: Home) -> dict[str, list[Any]]:
         return {}
     if not (isinstance(data, dict) and data.get("version") == VERSION and isinstance(data.get("files"), dict)):
         return {}
-    return {path: hit for path, hit in data["files"].items()
-            if isinstance(hit, list) and len(hit) == 2 and isinstance(hit[1], dict)}
+    return data["files"]  # type: ignore[no-any-return]  # each entry checked where it is used (`records`)
 
 
 def _save(home: Home, files: dict[str, list[Any]]) -> None:
