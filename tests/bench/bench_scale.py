@@ -49,7 +49,7 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import FRAY, ISSUE_FLOOR_MS, env_for, warm_up  # noqa: E402
+from _common import FRAY, ISSUE_FLOOR_MS, env_for, time_command, warm_up  # noqa: E402
 
 from fray.core.model import Attempt, Control, End, Meta  # noqa: E402
 from fray.state import run_changes, runs, store  # noqa: E402
@@ -194,11 +194,7 @@ def _without_journal(home: Home, argv: list[str], env: dict[str, str], repeats: 
     journal.rename(aside)
     try:
         warm_up(argv, env)
-        samples = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
-            samples.append(time.perf_counter() - start)
+        samples = time_command(argv, env, repeats)
     finally:
         aside.rename(journal)
     return median_ms(samples)
