@@ -65,9 +65,16 @@ def test_another_daemons_journal_a_torn_line_or_a_damaged_position_mean_every_ru
     with open(journal.path, "ab") as handle:
         handle.write(b"\0\0\0run-a\n.\n")  # what a crash can leave at a file's end
     assert run_changes.read_since(home, position).run_ids is None
-    monkeypatch.setattr(run_changes, "ROTATE_AT_BYTES", 64)  # a journal grown past its size starts again
-    journal.intend(["run-b"])
-    assert run_changes.read_since(home, position).run_ids is None
+    grown = run_changes.Journal(home)
+    grown.start()
+    position = run_changes.read_since(home, None).position
+    monkeypatch.setattr(run_changes, "ROTATE_AT_BYTES", run_changes.HEADER_LEN + 8)  # past it, a new journal
+    grown.intend(["run-b"])
+    grown.done()
+    assert run_changes.read_since(home, position).run_ids == {"run-b"}  # still under the size when named
+    grown.intend(["run-c"])
+    assert run_changes.read_since(home, position).run_ids is None  # over it: started again, checked in full
+    assert run_changes.read_since(home, None).position[0] != position[0]
     journal.path.write_bytes(b"not a journal\n")
     assert run_changes.read_since(home, position) == run_changes.Changes(None, None)
 
