@@ -118,6 +118,7 @@ class Journal:
         self.home = home
         self.path = home.cache_dir / NAME
         self._begun = False
+        self._size = 0  # bytes in the journal this daemon writes (its one writer): no stat per commit
 
     def start(self) -> None:
         """A journal of this daemon's own in place of any earlier one, whose readers then check every run once
@@ -137,7 +138,7 @@ class Journal:
         if not lines:
             return
         try:
-            if not self._begun or _size(self.path) >= ROTATE_AT_BYTES:
+            if not self._begun or self._size >= ROTATE_AT_BYTES:
                 self._create()
             self._append(lines)
         except OSError:
@@ -164,7 +165,7 @@ class Journal:
     def _create(self) -> None:
         store.make_dirs(self.home.cache_dir)
         store.write_bytes_atomic(self.path, HEADER + os.urandom(16).hex().encode("ascii") + b"\n", sync=False)
-        self._begun = True
+        self._begun, self._size = True, HEADER_LEN
 
     def _remove(self) -> None:
         """No journal: every reader checks every run (raises OSError when even that cannot be done)."""
@@ -183,12 +184,6 @@ class Journal:
         try:
             if os.write(fd, data) != len(data):  # a short write (disk full): its half line would join the next
                 raise OSError(f"{self.path}: short write")
+            self._size += len(data)
         finally:
             os.close(fd)
-
-
-def _size(path: os.PathLike[str]) -> int:
-    try:
-        return os.stat(path).st_size
-    except FileNotFoundError:
-        return 0
