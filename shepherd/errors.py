@@ -7,7 +7,9 @@
     │   ├── ConstraintSyntaxError a `--constraint` that does not parse (fray.core.placement.constraints)
     │   └── ConstraintTypeError   a constraint compared with an attribute of another type (same module)
     ├── StateError                FRAY_HOME missing, unwritable, or a state file unusable
-    │   └── CorruptFileError      a state file that failed validation (it was moved aside)
+    │   ├── CorruptFileError      a state file that failed validation (it was moved aside)
+    │   └── LeaseLost             the daemon's lease passed to another (fray.daemon.lease_keeper): it
+    │                             stops before it writes
     ├── BackendError              an external command failed; `temporary` says whether the
     │   │                         daemon should simply retry on its next cycle
     │   └── AmbiguousSubmission   the backend may or may not have the attempt (e.g. sbatch
@@ -98,6 +100,11 @@ class CorruptFileError(StateError):
         self.moved_to = moved_to
         where = f"; moved aside to {moved_to}" if moved_to else ""
         super().__init__(f"corrupt state file {path}: {problem}{where}")
+
+
+class LeaseLost(StateError):
+    """This daemon no longer holds the lease of its FRAY_HOME: another host's daemon took a newer generation, or this
+    one was paused past its lease. It must not write (fray.daemon.lease_keeper)."""
 
 
 class BackendError(FrayError):

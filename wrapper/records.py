@@ -136,7 +136,9 @@ def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
         os.link(tmp, path)
         return True
     except FileExistsError:
-        return False
+        # NFS retransmits a link whose answer was lost, and the retry finds the name taken by the first try: the
+        # temp file's link count says whether that name is ours (the lock-file rule of open(2)'s O_EXCL notes).
+        return os.stat(tmp).st_nlink == 2
     finally:
         discard(tmp)
 

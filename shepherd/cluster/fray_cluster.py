@@ -20,7 +20,7 @@ import secrets
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from fray.wrapper import contract
 from fray.state import runs, store
@@ -31,6 +31,9 @@ from fray.cluster.shared import ClusterBase
 from fray.errors import CorruptFileError, FrayError, UsageError
 from fray.state.layout import Home
 from fray.core.model import AttemptState, Meta, Phase
+
+if TYPE_CHECKING:  # the daemon is imported only to start one (a job's cluster never does)
+    from fray.daemon.lease import Spawned
 
 END_STATUS = {"completed_success": JobStatus.SUCCEEDED, "failed": JobStatus.FAILED,
               "failed_config": JobStatus.FAILED, "failed_dependency": JobStatus.FAILED,
@@ -89,20 +92,21 @@ class FrayCluster(ClusterBase):
     def _write(self, requests: list[JobRequest], group_id: str | None = None) -> list[Meta]:
         return launching.launch(self.home, requests, self.launch_family(), group_id=group_id)
 
-    def ensure_daemon(self, started_at: float | None = None) -> None:
+    def ensure_daemon(self, started: Spawned | None = None) -> None:
         """Make sure a daemon serves FRAY_HOME, so launched runs start (inside a job, the one that started it does).
-        `started_at`: what `start_daemon` returned (the daemon started then is waited for)."""
+        `started`: what `start_daemon` returned (the daemon started then is waited for)."""
         if self.job_id is None:  # inside a job, the daemon that started it is serving
             from fray.daemon import lease
 
-            if started_at is None:
+            if started is None:
                 lease.ensure_running(self.home)
             else:
-                lease.await_first_cycle(self.home, started_at)
+                lease.await_first_cycle(self.home, started)
 
-    def start_daemon(self) -> float | None:
-        """Start a daemon for FRAY_HOME unless one serves (or this is a job), without waiting for it: when it was
-        started, for `ensure_daemon`. Its start (about a second) then overlaps the writing of many runs."""
+    def start_daemon(self) -> Spawned | None:
+        """Start a daemon for FRAY_HOME unless one serves (or this is a job), without waiting for it: what
+        `ensure_daemon` waits for (fray.daemon.lease.Spawned), None when none was started. Its start (about a
+        second) then overlaps the writing of many runs."""
         if self.job_id is not None:
             return None
         from fray.daemon import lease

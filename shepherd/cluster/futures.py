@@ -129,9 +129,9 @@ def map(fn: Callable[..., Any], items: Iterable[Any], /, *, resources: ResourceC
         return []
     cluster = FrayCluster(home, backend=backend)
     params = [{"calls": f"{p.first}-{p.last}"} for p in parts] if parts else None
-    started_at = cluster.start_daemon()  # starting while the runs are written: it finds them when it is up
+    started = cluster.start_daemon()  # starting while the runs are written: it finds them when it is up
     metas = launching.launch_sweep(cluster.home, requests, cluster.launch_family(), label, max_parallel, params)
-    cluster.ensure_daemon(started_at)
+    cluster.ensure_daemon(started)
     if parts is None:
         return [RunFuture(cluster, meta.run_id) for meta in metas]
     return [CallFuture(cluster, meta.run_id, index)

@@ -288,7 +288,8 @@ class Applied(_Record):
 
 
 GANG, SWEEP = "gang", "sweep"  # the kinds of group a run may belong to (Meta.group["kind"])
-FAMILY_FIELDS = ("parent_run_id", "parent_attempt", "namespace", "group", "reservation")
+# Left out of meta.json when unset: a run's family, and who wrote it (runs written before either read as before).
+OPTIONAL_FIELDS = ("parent_run_id", "parent_attempt", "namespace", "group", "reservation", "lease_generation")
 
 
 @dataclass(eq=False, repr=False)
@@ -309,6 +310,7 @@ class Meta(_Record):
     applied: Applied = field(default_factory=Applied)
     end: End | None = None
     updated_at: float | None = None
+    lease_generation: int | None = None  # the daemon's lease generation when it wrote this (fray.daemon.lease_keeper)
     # Jobs launched through the cluster API (all optional: `fray submit` runs have none).
     parent_run_id: str | None = None
     parent_attempt: int | None = None
@@ -337,6 +339,7 @@ class Meta(_Record):
             applied=Applied(**data["applied"]),
             end=End(**end) if end else None,
             updated_at=data.get("updated_at"),
+            lease_generation=data.get("lease_generation"),
             parent_run_id=data.get("parent_run_id"),
             parent_attempt=data.get("parent_attempt"),
             namespace=data.get("namespace"),
@@ -347,7 +350,7 @@ class Meta(_Record):
     def to_dict(self) -> dict[str, Any]:
         data = _plain(self)
         data["schema_version"] = SCHEMA_VERSION
-        for name in FAMILY_FIELDS:  # left out when unset, so runs without a family read as before
+        for name in OPTIONAL_FIELDS:  # left out when unset, so runs without a family read as before
             if data[name] is None:
                 del data[name]
         return data

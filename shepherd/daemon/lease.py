@@ -1,8 +1,16 @@
-"""Is a daemon serving this FRAY_HOME, and starting or stopping one.
+"""Is a daemon serving this FRAY_HOME, on any host, and starting or stopping this host's.
 
-The lock (locks/daemon.lock) says whether a daemon lives; its lease
-(daemon.json) says who it is and when it last completed a cycle, from which
-`health` (pure) tells a live daemon from a stale or stopped one.
+What any fray command asks: the lease (daemon.json, written by the daemon that
+acts: fray.daemon.lease_keeper) says who; whether it still lives is judged on
+this host's own clock (fray.core.lease_rules.judge): exactly when the holder
+runs on this host (its process and the host guard); from this host's standby
+daemon, which watches the lease all the time; else by watching the lease change
+for a moment (`confirmed`), or, where a command must not wait (a listing's
+header), from the lease's own clock as a hint that says so.
+
+A command that needs a daemon (`ensure_running`) uses the live one wherever it
+runs, and otherwise starts one on this host, which takes the lease over or,
+behind a live holder it could not see at once, stands by.
 """
 
 from __future__ import annotations
@@ -12,76 +20,146 @@ import sys
 import time
 from typing import Any, NamedTuple
 
+from fray.core import lease_rules
+from fray.core.lease_rules import Health, Sight
+from fray.daemon import host_guard
+from fray.daemon.lease_keeper import STANDBY_POLL_SEC, lease_version, read_lease
 from fray.errors import CorruptFileError, StateError
 from fray.state import store
 from fray.state.layout import Home
 
 START_TIMEOUT_SEC = 15.0
+WATCH_SLACK_SEC = 0.3  # a watch lasts a renewal interval and this: room for the write and the file system
 
 
-class Health(NamedTuple):
-    """The daemon as a reader sees it from its lock and lease."""
+class Spawned(NamedTuple):
+    """A daemon this command started: when, and its pid (what `await_first_cycle` waits for)."""
 
-    state: str  # "running" | "stale" | "stopped"
-    detail: str
-
-
-def health(lease: dict[str, Any] | None, locked: bool, now: float) -> Health:
-    if lease is None:
-        return Health("running", "running (no lease written yet)") if locked else Health("stopped", "no daemon has run here")
-    age = now - lease["last_cycle_at"]
-    stale_after = max(10.0, 5 * lease["poll_interval_sec"])
-    who = f"pid {lease['pid']} on {lease['host']}"
-    if not locked or lease.get("stopping"):
-        return Health("stopped", f"not running (last: {who}, {age:.0f}s ago)")
-    if age > stale_after:
-        return Health("stale", f"{who} has not completed a cycle for {age:.0f}s")
-    return Health("running", f"{who}, last cycle {age:.1f}s ago")
-
-
-def read_lease(home: Home) -> dict[str, Any] | None:
-    try:
-        return store.read_json(home.daemon_lease, "daemon")
-    except CorruptFileError:
-        return None  # moved aside; the running daemon rewrites it on its next cycle
+    at: float
+    pid: int
 
 
 def is_locked(home: Home) -> bool:
-    """Whether some process holds the daemon lock right now."""
-    return store.held(home, "daemon")
+    """Whether a daemon of this home (acting or standing by) runs on this host right now."""
+    return host_guard.held_here(home)
+
+
+def host_record(home: Home, host: str | None = None) -> dict[str, Any] | None:
+    """A host's daemon record (daemon/hosts/<host>.json; this host's by default)."""
+    try:
+        return store.read_json(home.daemon_host(host or host_guard.hostname()), "daemon-host")
+    except CorruptFileError:
+        return None
+
+
+def _sight(home: Home, lease: dict[str, Any] | None, now: float) -> Sight:
+    if lease is None:
+        return Sight()
+    if lease.get("host_id") == host_guard.host_id():
+        return Sight(same_host=True, holder_alive=_alive(lease["pid"]) and is_locked(home))
+    mine = host_record(home)
+    fresh = mine is not None and mine["role"] == "standby" and now - mine["written_at"] < 3 * STANDBY_POLL_SEC + 1 \
+        and _alive(mine["pid"])
+    return Sight(standby=mine if fresh else None)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def current_health(home: Home) -> tuple[Health, dict[str, Any] | None]:
+    """The daemon's health without waiting (on another host's daemon, a hint at worst: `judged_by` says)."""
     lease = read_lease(home)
-    return health(lease, is_locked(home), time.time()), lease
+    now = time.time()
+    return lease_rules.judge(lease, _sight(home, lease, now), now), lease
+
+
+def confirmed(home: Home) -> tuple[Health, dict[str, Any] | None]:
+    """The daemon's health judged on this host's clock: where only a hint is at hand, the lease is watched for a
+    renewal interval (about a second) to see whether it changes."""
+    lease = read_lease(home)
+    now = time.time()
+    sight = _sight(home, lease, now)
+    health = lease_rules.judge(lease, sight, now)
+    if health.judged_by != "clock":
+        return health, lease
+    timeout = lease_rules.DEFAULT_TIMEOUT_SEC if lease is None else float(lease.get("lease_timeout_sec") or 15.0)
+    began = time.monotonic()
+    deadline = began + lease_rules.renew_every(timeout) + WATCH_SLACK_SEC
+    first = lease_version(lease)
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        seen = read_lease(home)
+        if lease_version(seen) != first:
+            lease = seen
+            return lease_rules.judge(seen, Sight(watched_for=time.monotonic() - began, changed=True), time.time()), seen
+    return lease_rules.judge(lease, Sight(watched_for=time.monotonic() - began), time.time()), lease
 
 
 def view(home: Home) -> dict[str, Any]:
-    """The daemon as the CLI's documents show it (their `daemon` object): its state, why, and its lease."""
+    """The daemon as the CLI's documents show it (their `daemon` object): its state, why, how that is known, its lease."""
     state, record = current_health(home)
-    return {"state": state.state, "detail": state.detail, "lease": record}
+    return {"state": state.state, "detail": state.detail, "judged_by": state.judged_by, "lease": record}
+
+
+def confirmed_view(home: Home) -> dict[str, Any]:
+    """`view`, judged on this host's clock (`confirmed`), with the daemon of every host that shares the home."""
+    state, record = confirmed(home)
+    return {"state": state.state, "detail": state.detail, "judged_by": state.judged_by, "lease": record,
+            "this_host": host_guard.hostname(), "hosts": hosts(home)}
+
+
+def hosts(home: Home) -> list[dict[str, Any]]:
+    """Every host's daemon record, each with `seen`: what this host can tell of it on its own clock."""
+    folder = home.daemon_host("x").parent
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
+    except FileNotFoundError:
+        return []
+    found = []
+    now = time.time()
+    for name in names:
+        try:
+            record = store.read_json(folder / name, "daemon-host")
+        except (CorruptFileError, StateError):
+            continue
+        if record is None:
+            continue
+        if record["host_id"] == host_guard.host_id():
+            alive = record["role"] != "stopped" and _alive(record["pid"]) and is_locked(home)
+            seen = "running" if alive else "gone"
+        else:
+            seen = "stopped" if record["role"] == "stopped" else "elsewhere"
+        found.append({**record, "seen": seen})
+    return found
 
 
 def ensure_running(home: Home) -> dict[str, Any]:
-    """Start a daemon in the background unless one is serving; wait for its first cycle."""
+    """Use the daemon that serves, on any host; else start one here and wait until it serves or stands by."""
     store.ensure_home(home)
-    lease = read_lease(home)
-    if is_locked(home) and lease is not None and not lease.get("stopping"):
-        return lease
+    health, lease = confirmed(home)
+    if health.state == "running" or (health.state == "stale" and is_locked(home)):
+        return lease or {}  # a daemon of this host stands by: it takes over when the lease expires
     return await_first_cycle(home, _spawn(home))
 
 
-def start(home: Home) -> float | None:
-    """Start a daemon in the background unless one is serving, without waiting for it: when it was started
-    (for `await_first_cycle`), None when one serves already."""
+def start(home: Home) -> Spawned | None:
+    """Start a daemon in the background unless one serves, without waiting for it (for `await_first_cycle`);
+    None when one serves already. No watch: a caller that writes many runs meanwhile would pay for it."""
     store.ensure_home(home)
-    lease = read_lease(home)
-    if is_locked(home) and lease is not None and not lease.get("stopping"):
+    health, _ = current_health(home)
+    if health.state == "running" or is_locked(home):
         return None
     return _spawn(home)
 
 
-def _spawn(home: Home) -> float:
+def _spawn(home: Home) -> Spawned:
     import subprocess  # only starting a daemon needs these: `fray list` reads the lease without them
 
     from fray.wrapper import tags
@@ -90,42 +168,64 @@ def _spawn(home: Home) -> float:
     log_fd = os.open(home.daemon_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
     try:
         # Untagged: a daemon started from inside a job must not die with that job's attempt (fray.wrapper.tags).
-        subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)], env=tags.untagged(os.environ),
-                         stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, cwd=str(home.root),
-                         start_new_session=True, close_fds=True)
+        proc = subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
+                                env=tags.untagged(os.environ), stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                                cwd=str(home.root), start_new_session=True, close_fds=True)
     finally:
         os.close(log_fd)
-    return spawned_at
+    return Spawned(spawned_at, proc.pid)
 
 
-def await_first_cycle(home: Home, spawned_at: float) -> dict[str, Any]:
-    """The lease of the daemon started at `spawned_at` (`start`) once it has completed a cycle."""
-    deadline = spawned_at + START_TIMEOUT_SEC
+def await_first_cycle(home: Home, spawned: Spawned) -> dict[str, Any]:
+    """The lease once a daemon serves and has cycled since `spawned` (ours, or one that beat it to this host), or
+    once ours stands by behind a holder on another host that is alive after all."""
+    deadline = spawned.at + START_TIMEOUT_SEC
+    mine = host_guard.host_id()
     while time.time() < deadline:
         lease = read_lease(home)
-        if lease is not None and lease["last_cycle_at"] >= spawned_at and not lease.get("stopping"):
+        if lease is not None and not lease.get("stopping") and lease.get("host_id") == mine \
+                and lease["last_cycle_at"] >= spawned.at and lease.get("cycles", 0) >= 1 and _alive(lease["pid"]):
             return lease
+        record = host_record(home)
+        if record is not None and record["pid"] == spawned.pid and record["role"] == "standby" and lease is not None:
+            holder = record.get("holder") or {}
+            if holder.get("unchanged_for_sec", 0.0) < float(lease.get("lease_timeout_sec") or 15.0) / 2 \
+                    and _renewed_since(home, lease):
+                return lease
         time.sleep(0.02)
     raise StateError(f"the daemon did not start within {START_TIMEOUT_SEC:.0f}s; see {home.daemon_log}")
 
 
+def _renewed_since(home: Home, lease: dict[str, Any]) -> bool:
+    """Whether the lease changed since `lease` was read: its holder on another host lives."""
+    return lease_version(read_lease(home)) != lease_version(lease)
+
+
 def stop(home: Home, timeout: float = 15.0) -> dict[str, Any] | None:
-    """Ask the running daemon to exit (its attempts keep running); wait until it has."""
+    """Ask this host's daemon (acting or standing by) to exit, and wait until it has; its record, None if none ran.
+    Its attempts keep running; a standby of another host takes the lease over at once."""
     lease = read_lease(home)
-    if not is_locked(home) or lease is None:
+    record = host_record(home)
+    pid = None
+    if lease is not None and lease.get("host_id") == host_guard.host_id() and not lease.get("stopping"):
+        pid = lease["pid"]
+    elif record is not None and record["host_id"] == host_guard.host_id() and record["role"] != "stopped":
+        pid = record["pid"]
+    if pid is None or not is_locked(home):
+        if lease is not None and lease.get("host_id") != host_guard.host_id() and not lease.get("stopping"):
+            raise StateError(f"the daemon runs on {lease['host']} (pid {lease['pid']}); stop it from there "
+                             f"(`fray --remote {lease['host']} daemon stop`), or start one here to stand by")
         return None
     import signal
-    import socket
 
-    if lease["host"] != socket.gethostname():
-        raise StateError(f"the daemon runs on {lease['host']} (pid {lease['pid']}); stop it from there")
     try:
-        os.kill(lease["pid"], signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
-        return lease
+        return lease if lease is not None and lease["pid"] == pid else record
     deadline = time.time() + timeout
     while time.time() < deadline:
         if not is_locked(home):
-            return lease
+            return lease if lease is not None and lease["pid"] == pid else record
         time.sleep(0.05)
-    raise StateError(f"the daemon (pid {lease['pid']}) did not stop within {timeout:.0f}s")
+    raise StateError(f"the daemon (pid {pid}) did not stop within {timeout:.0f}s")
+

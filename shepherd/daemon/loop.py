@@ -61,9 +61,10 @@ from fray.daemon.quiet import QuietRuns
 from fray.daemon.run_index import RunIndex
 from fray.daemon.run_writes import RunWrites
 from fray.daemon.config import Settings
+from fray.daemon.lease_keeper import UNFENCED, Fence
 from fray.daemon.strays import Sweeper
 from fray.daemon.submitting import Submitter
-from fray.errors import BackendError, FrayError
+from fray.errors import BackendError, FrayError, LeaseLost
 from fray.state import store
 from fray.state.commit_batch import CommitBatch
 from fray.state.layout import Home
@@ -79,8 +80,10 @@ INVENTORY_EVERY_SEC = 60.0
 
 class Daemon:
     def __init__(self, home: Home, backends: dict[str, Backend] | None = None,
-                 clock: Callable[[], float] = time.time, jitter: Callable[[], float] = random.random) -> None:
+                 clock: Callable[[], float] = time.time, jitter: Callable[[], float] = random.random,
+                 lease: Fence = UNFENCED) -> None:
         self.home = home
+        self._lease = lease  # every write that could contradict a newer daemon checks it first (daemon.lease_keeper)
         self.clock = clock
         self.jitter = jitter
         self._backends: dict[str, Backend] = dict(backends or {})
@@ -89,8 +92,9 @@ class Daemon:
         self._index = RunIndex(home, lambda paths, kind, reason: self._event(paths, kind, reason), lambda: self._config,
                                self._journal)
         self._quiet = QuietRuns(lambda: self._config)  # waiting runs nothing can start now: not decided again
-        self._batch = CommitBatch(home.root, self._journal)  # the cycle's meta.json writes, made durable together
-        self._writes = RunWrites(self._batch, self._index, clock)
+        # The cycle's meta.json writes, made durable together, never once the lease is lost.
+        self._batch = CommitBatch(home.root, self._journal, fence=lease.check)
+        self._writes = RunWrites(self._batch, self._index, clock, lease)
         self._event, self._commit, self._finish = self._writes.event, self._writes.commit, self._writes.finish
         self._seen_in_flight: set[AttemptKey] = set()
         self.started_at = clock()
@@ -111,13 +115,14 @@ class Daemon:
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
         self._housekeeping = Housekeeping(home, lambda: list(self._backends.values()))
         self._sweeper = Sweeper(home, self._event)
-        self.holds_lock: Callable[[], bool] = lambda: True  # fray.daemon.process: the lock file is still ours
 
     # -- one cycle -----------------------------------------------------------------
 
     def cycle(self, full: bool = True) -> CycleStats:
         """One reconcile pass. `full=False` trusts the file watcher for ended runs (daemon.run_index)."""
         stats = CycleStats()
+        self._lease.check()
+        self._lease.alive()
         if self.cycles == 0:
             self._journal.start()  # this daemon's own: a change made while none ran is seen by `fray list` too
         changed = self._settings.reload()
@@ -141,12 +146,16 @@ class Daemon:
         for run in active:
             try:
                 self._reconcile(run, views, ledgers, cancels, now, stats)
+            except LeaseLost:
+                raise
             except Exception as exc:  # one broken run must not stop the others
                 log.exception("run %s: unexpected error", run.paths.run_id)
                 stats.errors.append(f"{run.paths.run_id}: {exc}")
                 self._event(run.paths, "error", f"daemon error while handling this run: {exc}")
         try:
             self._submitter.flush(self._exclude, stats)  # a sweep's attempts of this cycle, together
+        except LeaseLost:
+            raise
         except Exception as exc:
             log.exception("submitting sweeps' attempts: unexpected error")
             stats.errors.append(f"submitting sweeps' attempts: {exc}")
@@ -157,6 +166,7 @@ class Daemon:
             except (BackendError, OSError) as exc:
                 stats.errors.append(f"cancel on {name}: {exc}")
                 log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
+        self._lease.check()  # what follows kills processes and removes files by what this daemon believes
         self._sweeper.cycle(self._index.runs)  # what closed attempts left running: killed
         if not self._index.deferral.pending:  # these need every run, not those a starting daemon has read
             try:
@@ -220,6 +230,7 @@ class Daemon:
 
     def _reconcile(self, run: RunState, views: dict[AttemptKey, BackendView], ledgers: dict[str, Ledger],
                    cancels: dict[str, list[CancelTarget]], now: float, stats: CycleStats) -> None:
+        self._lease.check()  # its records (ended.json, a ban) are written before the cycle's commit
         meta = run.meta
         assert meta is not None
         attempt = meta.in_flight
@@ -298,6 +309,7 @@ class Daemon:
         return offer(meta.spec) if offer is not None else None
 
     def _backend(self, name: str) -> Backend:
+        self._lease.check()  # every submission and cancel goes through here
         if name not in self._backends:
             self._backends[name] = load_backend(name, self.home, on_attempt_exit=self._wake.set)
             self._loaded.add(name)
@@ -334,7 +346,7 @@ class Daemon:
                                    name="fray-watch", daemon=True)
         full_scan_at, watched = float("-inf"), False
         self._backend("local")  # the embedded default: ready before the first run arrives
-        while not stop.is_set() and self.holds_lock():
+        while not stop.is_set() and self._lease.valid():
             wake.clear()
             started = time.perf_counter()
             try:
@@ -345,33 +357,37 @@ class Daemon:
                 if full:
                     full_scan_at = time.monotonic()
                 error = "; ".join(stats.errors[-3:]) or None
+            except LeaseLost as exc:  # another daemon acts now: stop before writing anything more
+                log.error("%s", exc)
+                break
             except Exception as exc:  # the loop survives anything; the next cycle retries
                 log.exception("cycle failed")
                 stats, error = CycleStats(), f"cycle failed: {exc}"
-            self._write_lease(stats, (time.perf_counter() - started) * 1000, error)
+            self._publish(stats, (time.perf_counter() - started) * 1000, error)
             if watcher.ident is None:  # after the first cycle: setting the watch up holds the GIL a while
                 watcher.start()  # the cycles are full until one began with the watch on (module doc)
                 probe = (self.home.watch_probe, watching, watcher, wake)
                 threading.Thread(target=watching_runs.await_watch, args=probe, name="fray-watch-probe", daemon=True).start()
                 getattr(self._backends.get("local"), "warm_up", lambda: None)()  # a first script need not wait for it
-            self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
+            if self._lease.valid():
+                self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
             self._index.save_settled()
             idle_from = time.perf_counter()
             self._index.idle(wake, self.poll_interval)  # the runs a start deferred, read while nothing happens
             stop.wait(pacing.rest(self._backends.values(), idle_from - started, time.perf_counter() - idle_from))
-        self._index.save_settled(force=True)
+        if self._lease.valid():  # else the newer daemon keeps the index
+            self._index.save_settled(force=True)
         self._notifications.close()
-        if self.holds_lock():  # else the lease may be another daemon's now
-            self._write_lease(CycleStats(), 0.0, None, stopping=True)
 
-    def _write_lease(self, stats: CycleStats, cycle_ms: float, error: str | None, stopping: bool = False) -> None:
-        lease = {"pid": os.getpid(), "host": socket.gethostname(), "version": __version__,
-                 "started_at": self.started_at, "last_cycle_at": self.clock(), "poll_interval_sec": self.poll_interval,
-                 "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3), "active_runs": stats.active,
-                 "stopping": stopping, "last_error": error, "config_error": self._settings.error,
-                 "failing_commands": cli_health.failing_commands(self._backends)}
-        try:
-            store.write_json(self.home.daemon_lease, lease, "daemon")
-        except OSError as exc:
-            log.warning("could not write the lease: %s", exc)
+    def wake(self) -> None:
+        """Cut the current wait short (from any thread): the lease was lost, say."""
+        self._wake.set()
+
+    def _publish(self, stats: CycleStats, cycle_ms: float, error: str | None) -> None:
+        """This cycle's figures, in the lease (daemon.json): written by the lease's keeper, with its renewal."""
+        self._lease.publish({
+            "version": __version__, "started_at": self.started_at, "last_cycle_at": self.clock(),
+            "poll_interval_sec": self.poll_interval, "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3),
+            "active_runs": stats.active, "last_error": error, "config_error": self._settings.error,
+            "failing_commands": cli_health.failing_commands(self._backends)})
 

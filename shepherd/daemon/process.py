@@ -1,16 +1,17 @@
 """The daemon process: `python -m fray.daemon --home DIR` (what `fray daemon start` spawns) and `fray daemon run`.
 
-Takes the daemon lock (one daemon per FRAY_HOME), logs to daemon.log, turns
-SIGTERM/SIGINT/SIGHUP into a clean stop after the current cycle.
+One process per host for a FRAY_HOME (the host guard, fray.daemon.host_guard);
+of those, across the login hosts that share the home, the one that holds the
+lease acts and the others stand by, ready to take over
+(fray.daemon.lease_keeper). The process stands by until it holds a generation,
+serves with a Daemon fenced by that lease, and stands by again if it loses it
+(a paused daemon thawed after another took over). Logs to daemon.log; SIGTERM,
+SIGINT and SIGHUP stop it cleanly after the current cycle, handing the lease
+over at once.
 
-Two daemons never act for one home: the lock is an flock on locks/daemon.lock,
-held for the process's life. A process that shows as a second `fray.daemon`
-for an instant is the daemon's own child between fork and exec (starting a
-wrapper, sbatch, gcloud): it runs no daemon code and closes the lock's
-descriptor as it execs. What the flock cannot see is its file being deleted or
-replaced (a cleaned-up locks folder): a new daemon would lock the new file. So
-before each cycle the daemon checks that the file at the lock's path is still
-the one it locked, and exits if not.
+A process that shows as a second `fray.daemon` for an instant is the daemon's
+own child between fork and exec (starting a wrapper, sbatch, gcloud): it runs
+no daemon code, and the guard's socket is close-on-exec.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ import threading
 from typing import Protocol
 
 from fray import __version__
+from fray.daemon.host_guard import HostGuard, hostname
+from fray.daemon.lease_keeper import LeaseKeeper, configured_timeout
 from fray.daemon.loop import Daemon
 from fray.state import store
+from fray.state.config import load_config
 from fray.state.layout import Home
 
 log = logging.getLogger("fray.daemon")
@@ -38,26 +42,52 @@ def main(argv: list[str] | None = None) -> int:
     home = Home.resolve(args.home)
     store.ensure_home(home)
     _configure_logging(home)
-    from filelock import Timeout
-
-    lock = store.lock(home, "daemon", timeout=2.0)
-    try:
-        lock.acquire()
-    except Timeout:
-        log.info("another daemon holds %s; exiting", home.lock_file("daemon"))
-        print(f"fray daemon: another daemon is already running for {home.root}")
+    guard = HostGuard(home)
+    if not guard.acquire():
+        log.info("another daemon of this home runs on this host (%s); exiting", hostname())
+        print(f"fray daemon: another daemon is already running for {home.root} on this host")
         return 0
-    locked = _identity(home.lock_file("daemon"))
-    daemon = Daemon(home)
-    daemon.holds_lock = lambda: _still_locked(home, locked)
-    stop_on_signals(daemon)
-    log.info("daemon %s started for %s (pid %d)", __version__, home.root, os.getpid())
     try:
-        daemon.serve()
+        Supervisor(home).run()
     finally:
-        log.info("daemon stopping; attempts keep running and will be adopted by the next daemon")
-        lock.release()
+        guard.release()
     return 0
+
+
+class Supervisor:
+    """Stands by, serves while it holds the lease, stands by again when it loses it; until asked to stop."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self.stop = threading.Event()
+        self.daemon: Daemon | None = None
+        self.keeper = LeaseKeeper(home, configured_timeout(load_config(home)), __version__)
+
+    def request_stop(self) -> None:
+        self.stop.set()
+        daemon = self.daemon
+        if daemon is not None:
+            daemon.request_stop()
+
+    def run(self) -> None:
+        stop_on_signals(self)
+        log.info("daemon %s started for %s (pid %d on %s)", __version__, self.home.root, os.getpid(), hostname())
+        while not self.stop.is_set():
+            if not self.keeper.acquire(self.stop):
+                break
+            daemon = self.daemon = Daemon(self.home, lease=self.keeper)
+            self.keeper.on_lost = daemon.wake
+            if self.stop.is_set():  # asked to stop while it was taking the lease
+                daemon.request_stop()
+            self.keeper.start_renewing()
+            try:
+                daemon.serve()
+            finally:
+                self.daemon = None
+                self.keeper.release()
+                log.info("daemon stopping; attempts keep running and will be adopted by the next daemon")
+            if self.keeper.lost_why is not None and not self.stop.is_set():
+                log.info("standing by again: %s", self.keeper.lost_why)
 
 
 class Stoppable(Protocol):
@@ -81,22 +111,6 @@ def stop_on_signals(daemon: Stoppable) -> None:
     threading.Thread(target=relay, name="fray-stop", daemon=True).start()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: os.write(write_end, b"s"))
-
-
-def _identity(path: os.PathLike[str]) -> tuple[int, int] | None:
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return info.st_dev, info.st_ino
-
-
-def _still_locked(home: Home, locked: tuple[int, int] | None) -> bool:
-    if _identity(home.lock_file("daemon")) == locked:
-        return True
-    log.error("the daemon lock file %s was removed or replaced: another daemon may hold it now; exiting",
-              home.lock_file("daemon"))
-    return False
 
 
 def _configure_logging(home: Home) -> None:

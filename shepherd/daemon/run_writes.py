@@ -13,6 +13,7 @@ from typing import Any, Callable
 from fray.core import policy
 from fray.core.model import Meta
 from fray.daemon.cycle_state import RunState
+from fray.daemon.lease_keeper import Fence
 from fray.daemon.run_index import RunIndex
 from fray.state import meta_file as run_meta, store
 from fray.state.commit_batch import CommitBatch
@@ -25,10 +26,11 @@ log = logging.getLogger("fray.daemon")
 class RunWrites:
     """The daemon's writes of one run's records (one writer per file: DESIGN's writers table)."""
 
-    def __init__(self, batch: CommitBatch, index: RunIndex, clock: Callable[[], float]) -> None:
+    def __init__(self, batch: CommitBatch, index: RunIndex, clock: Callable[[], float], lease: Fence) -> None:
         self._batch = batch
         self._index = index
         self._clock = clock
+        self._lease = lease
         self._written: dict[str, RunState] = {}  # meta.json path -> its run as indexed, staged since the last commit
         batch.on_commit(self._committed)
 
@@ -37,6 +39,7 @@ class RunWrites:
         after = plan.meta
         if after != before:  # dataclass equality: no dicts built for the common case of no change
             after.updated_at = plan.now
+            after.lease_generation = self._lease.generation  # a newer daemon can tell this write from its own
             run_meta.stage(self._batch, paths, after.to_dict())
             indexed = self._index.runs.get(paths.run_id)
             if indexed is not None:  # what we wrote is what a re-read would give, once committed (_committed)
@@ -56,6 +59,7 @@ class RunWrites:
 
     def finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None:
         """ended.json: the run's final status, reason and result, written once."""
+        self._lease.check()  # written once, for good: never by a daemon another one replaced
         last = meta.current
         final = store.read_json(paths.attempt(last.number).final, "final") if last and last.cause == "success" else None
         store.create_json(paths.ended, {

@@ -13,7 +13,8 @@ from fray.state.layout import Home
 
 
 def daemon_view(home: Home, action: str = "status", changed: bool = False) -> dict[str, Any]:
-    return {"home": str(home.root), "action": action, "changed": changed, **lease.view(home)}
+    """The daemon judged on this host's clock, and every host's daemon (`fray daemon status` on any host)."""
+    return {"home": str(home.root), "action": action, "changed": changed, **lease.confirmed_view(home)}
 
 
 def ensure_running(home: Home) -> dict[str, Any]:
@@ -24,7 +25,7 @@ def ensure_running(home: Home) -> dict[str, Any]:
 
 def start(home: Home) -> dict[str, Any]:
     """Start a daemon in the background unless one is running."""
-    before, _ = lease.current_health(home)
+    before, _ = lease.confirmed(home)
     lease.ensure_running(home)
     return daemon_view(home, "start", changed=before.state != "running")
 

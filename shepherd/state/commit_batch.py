@@ -75,9 +75,12 @@ def barrier(folder: Path) -> None:
 class CommitBatch:
     """Writes staged in temp files until `commit` makes them durable and visible together."""
 
-    def __init__(self, root: Path, journal: Journal | None = None) -> None:
+    def __init__(self, root: Path, journal: Journal | None = None, fence: Callable[[], None] = lambda: None) -> None:
         self.root = root  # any folder on the file system the batched files live on (FRAY_HOME)
         self._journal = journal  # told which runs' meta.json each commit replaces (None: no reader relies on it)
+        # Raises (and nothing is renamed) once the writer may no longer write: a daemon whose lease passed to another
+        # (fray.daemon.lease_keeper). Checked before the first barrier and again after it, just before the renames.
+        self.fence = fence
         self._staged: dict[str, str] = {}  # target path -> its temp file, in the order first staged
         self._listeners: list[Callable[[list[str]], None]] = []
 
@@ -112,14 +115,16 @@ class CommitBatch:
             return 0
         failed: OSError | None = None
         try:
+            self.fence()
             if self._journal is not None:
                 self._journal.intend(_run_ids(staged))
             barrier(self.root)
-        except OSError as exc:  # unannounced, or the data may not be on disk: renaming now could hide a change, or leave
-            # an empty file after a crash
+            self.fence()
+        except Exception:  # unannounced, or the data may not be on disk, or fenced: renaming now could hide a change,
+            # leave an empty file after a crash, or overwrite a newer daemon's decision
             for tmp in staged.values():
                 records.discard(tmp)
-            raise exc
+            raise
         placed = []
         for target, tmp in staged.items():
             try:

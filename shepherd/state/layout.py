@@ -1,10 +1,8 @@
 """The layout of FRAY_HOME: the one place that knows where every file lives.
 
-Nobody else joins path strings. `Home` is the state directory, `RunPaths` one
-run's folder, `AttemptPaths` one attempt's folder (names from fray.wrapper.contract).
-The folders' records are NamedTuples, not frozen dataclasses: every command
-imports this module, and on Python 3.11 a frozen dataclass costs about ten
-times as much to create (its six generated methods are compiled at import).
+Nobody else joins path strings. `Home` is the state directory, `RunPaths` one run's folder, `AttemptPaths` one
+attempt's (names from fray.wrapper.contract). They are NamedTuples: every command imports this module, and on Python
+3.11 a frozen dataclass costs ten times as much to create (its generated methods are compiled at import).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ CONTROL = "control.json"
 EVENTS = "events.jsonl"
 ENDED = "ended.json"
 DAEMON_LEASE = "daemon.json"
+DAEMON_DIR = "daemon"  # generation-<n>.json: who took each generation of the lease; hosts/<host>.json: each host's daemon
 NODES = "nodes.json"
 BLACKLIST = "blacklist.json"
 RUNS = contract.RUNS_DIR
@@ -298,10 +297,6 @@ class RunPaths(NamedTuple):
         """The cloudpickled callable and arguments of a job launched with Entrypoint.from_callable."""
         return self.dir / "payload.pkl"
 
-    def entrypoint_script(self, suffix: str) -> Path:
-        """The user's script of a job launched with Entrypoint.from_script (the frozen script is the shim)."""
-        return self.dir / f"{ENTRYPOINT_STEM}{suffix}"
-
     def corrupt_files(self) -> list[Path]:
         """Files of this run and of its attempts that were moved aside as corrupt (`<name>.corrupt-<ts>`)."""
         found: list[Path] = []
@@ -337,6 +332,12 @@ class Home:
     @property
     def daemon_lease(self) -> Path:
         return self.root / DAEMON_LEASE
+
+    def daemon_generation(self, number: int) -> Path:  # who took that generation of the lease (daemon.lease_keeper)
+        return self.root / DAEMON_DIR / f"generation-{number}.json"
+
+    def daemon_host(self, host: str) -> Path:  # the daemon of one host, standing by or acting
+        return self.root / DAEMON_DIR / "hosts" / f"{host}.json"
 
     @property
     def daemon_log(self) -> Path:
@@ -397,8 +398,7 @@ class Home:
     def actors_dir(self, namespace: str) -> Path:
         return self.namespaces_dir / namespace / "actors"
 
-    def actor_dir(self, namespace: str, name: str) -> Path:
-        """namespaces/<ns>/actors/<name>/: one endpoint file per registered actor."""
+    def actor_dir(self, namespace: str, name: str) -> Path:  # namespaces/<ns>/actors/<name>/: an endpoint per actor
         return self.actors_dir(namespace) / name
 
     def endpoint(self, namespace: str, name: str, actor_id: str) -> Path:
