@@ -35,7 +35,7 @@ from .log import DiagnosticLog
 from .options import Options
 from .probes import preflight
 from .probes.probe import ProbeContext
-from .signals import SignalRelay, Wakeup
+from .signals import PLANNED_STOP, SignalRelay, Wakeup
 from .stopping import StopSequence, request_checkpoint
 from .tail import tail_lines
 
@@ -69,6 +69,13 @@ class Attempt:
         self.received_signal: int | None = None
         self._cleaned = False
         self.superseded = False
+
+    def stop_asked(self) -> None:
+        """The daemon decided to stop this attempt and no signal came (its daemon runs on another host, say): stop
+        as at the backend's planned stop (checkpoint first, then the workload's grace), unless a stop is under way."""
+        if self.relay.stop_signum is None:
+            self.log.write("the daemon stopped this attempt (meta.json) and no signal came: stopping it")
+            os.kill(os.getpid(), PLANNED_STOP)
 
     def fenced(self, reason: str) -> None:
         """This attempt was superseded (fray.wrapper.fence): kill everything, write nothing, exit now.
@@ -332,7 +339,7 @@ def run_attempt(options: Options, log: DiagnosticLog, heartbeat: Heartbeat, star
         # From here a write that finds the attempt superseded kills the workload and exits (fray.wrapper.fence).
         bind(Writer(options.home, options.run_id, options.attempt), attempt.fenced)
         fence = Fence(options.home, options.run_id, options.attempt, options.heartbeat_interval, options.fence_grace,
-                      attempt.fenced).start()
+                      attempt.fenced, on_stop_asked=attempt.stop_asked).start()
     try:
         attempt.relay.install()
         log.write(f"run {options.run_id} attempt {options.attempt} on {attempt.stamp.host}, script {options.script}")

@@ -66,13 +66,21 @@ def meta_path(home: str, run_id: str) -> str:
     return os.path.join(home, contract.RUNS_DIR, run_id, contract.META)
 
 
+def stop_asked(meta: Mapping[str, Any], attempt: int) -> bool:
+    """Whether the daemon decided to stop `attempt` (it is `stopping`): what the wrapper carries out itself when
+    no signal came, as from a daemon on another login host, which cannot signal this one's processes (pure)."""
+    attempts = meta.get("attempts") or []
+    return len(attempts) == attempt and attempts[attempt - 1].get("state") == "stopping"
+
+
 class Reading(NamedTuple):  # NamedTuple, not a dataclass: this module is on the path to the first beat
     """One read of meta.json: why the attempt is fenced (None: it is not, or that cannot be told),
-    whether FRAY_HOME answered, and whether meta.json could be judged at all."""
+    whether FRAY_HOME answered, whether meta.json could be judged at all, and whether a stop was decided."""
 
     reason: str | None
     reached: bool
     judged: bool
+    stopping: bool = False
 
 
 def read(path: str, attempt: int) -> Reading:
@@ -103,7 +111,7 @@ def _read_one(path: str, attempt: int) -> Reading:
         return Reading(None, True, False)  # caught mid-replace on a filesystem without atomic rename, or corrupt
     if not well_formed(meta):
         return Reading(None, True, False)
-    return Reading(superseded(meta, attempt), True, True)
+    return Reading(superseded(meta, attempt), True, True, stop_asked(meta, attempt))
 
 
 def current(home: str, run_id: str, attempt: int) -> bool:
@@ -171,8 +179,13 @@ class Fence:
     """Checks the fence every `interval` seconds in a daemon thread; calls `on_fenced(reason)` once."""
 
     def __init__(self, home: str, run_id: str, attempt: int, interval: float, grace: float,
-                 on_fenced: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
+                 on_fenced: Callable[[str], None], clock: Callable[[], float] = time.monotonic,
+                 on_stop_asked: Callable[[], None] = lambda: None) -> None:
         self.path = meta_path(home, run_id)
+        # Called once when the daemon's stop of this attempt is seen in two readings in a row and no signal came
+        # meanwhile (the backend's signal comes first wherever it can reach): a stop the wrapper carries out itself.
+        self._on_stop_asked = on_stop_asked
+        self._stop_seen = 0
         self.attempt = attempt
         self.interval = interval
         self.grace = grace
@@ -199,6 +212,9 @@ class Fence:
         # its last good copy both unreadable (a run the daemon cannot manage must not run on unstoppable).
         if reading.judged:
             self._last_read = self._clock()
+        self._stop_seen = self._stop_seen + 1 if reading.stopping else 0
+        if self._stop_seen == 2:
+            self._on_stop_asked()
         return reading.reason
 
     def _read_loop(self) -> None:

@@ -79,16 +79,34 @@ def render_daemon(data: dict[str, Any]) -> list[str]:
     record = data["lease"]
     if record:
         facts = [("pid", f"{record['pid']} on {record['host']}"), ("version", record["version"]),
-                 ("started", human.timestamp(record["started_at"])),
+                 ("acting since", human.timestamp(record["started_at"])),
                  ("cycles", f"{record['cycles']}, every {human.duration(record['poll_interval_sec'])}"
                             + (f", last took {record['last_cycle_ms']:.0f} ms" if "last_cycle_ms" in record else "")),
                  ("active runs", human.number(record.get("active_runs")))]
+        if record.get("generation") is not None:
+            facts.append(("lease", f"generation {record['generation']}, taken over after "
+                                   f"{human.duration(record.get('lease_timeout_sec'))} unchanged"))
         if record.get("last_error"):
             facts.append(("last error", render.style(record["last_error"], fg="red")))
         if record.get("config_error"):
             facts.append(("config", render.style(record["config_error"], fg="red")))
         facts += [("failing", render.style(text, fg="red")) for text in human.failing_commands(record, time.time())]
         lines += render.key_values(facts)
+    others = [h for h in data.get("hosts", ()) if h["role"] != "stopped" or h["host"] == data.get("this_host")]
+    if others:
+        lines.append("  hosts:")
+        lines += render.key_values([(h["host"] + (" (this host)" if h["host"] == data.get("this_host") else ""),
+                                     _host_line(h)) for h in others], indent="    ")
     if state != "running":
         lines.append("  start one with: fray daemon start")
     return lines
+
+
+def _host_line(record: dict[str, Any]) -> str:
+    """One host's daemon: its role, and what this host can tell of it."""
+    role = {"active": "acting", "standby": "standing by", "stopped": "stopped"}[record["role"]]
+    if record["seen"] == "gone":
+        return f"{role} as pid {record['pid']}, but that process is gone"
+    holder = record.get("holder")
+    watching = f", watching pid {holder['pid']} on {holder['host']}" if record["role"] == "standby" and holder else ""
+    return f"{role}, pid {record['pid']}{watching}"

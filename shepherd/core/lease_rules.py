@@ -105,7 +105,8 @@ def judge(lease: dict[str, Any] | None, sight: Sight, now: float) -> Health:
         return Health("stopped", f"not running (last: {who})", "none")
     standby = (sight.standby or {}).get("holder")
     if standby and standby.get("generation") == lease.get("generation", 0) and standby.get("pid") == lease["pid"]:
-        still = standby["unchanged_for_sec"]
+        # This host's clock on both sides: what the standby saw, and how long ago it wrote that.
+        still = standby["unchanged_for_sec"] + max(0.0, now - sight.standby["written_at"])  # type: ignore[index]
         if still >= timeout:
             return Health("stale", f"{who}: its lease unchanged for {still:.0f}s on this host's clock; this host's "
                                    "daemon takes over", "standby")

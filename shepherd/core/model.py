@@ -247,6 +247,9 @@ class Attempt(_Record):
     detail: str | None = None
     partition: str | None = None  # the Slurm partition it was submitted to
     counted_as: str | None = None  # the budget its end drew on: "workload" | "node" | None
+    # Its node's clock minus the daemon's, as the daemon measured it (fray.daemon.sightings): its times above are
+    # the daemon's; a reader turns the node's own (a heartbeat, a progress step) into them with this.
+    clock_offset_sec: float | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Attempt":

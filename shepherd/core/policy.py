@@ -39,6 +39,8 @@ __all__ = [
 # An attempt stuck in SUBMITTING this long (the daemon died mid-submit and the
 # backend does not know it) is given up and resubmitted.
 SUBMIT_RESOLVE_SEC = 30.0
+# The node's measured clock offset is written into meta.json only when it moves this much.
+OFFSET_STEP_SEC = 0.5
 # After the stop grace, allow this long for the wrapper's own kill before force.
 STOP_MARGIN_SEC = 5.0
 FORCED_DETAIL = "killed: did not stop within the grace period"
@@ -53,10 +55,14 @@ SAFE_OVERRIDES = frozenset({
 
 @dataclass(frozen=True)
 class AttemptFiles:
-    """What the wrapper wrote for the in-flight attempt."""
+    """What the wrapper wrote for the in-flight attempt, every time in it on the daemon's clock: the daemon hands
+    the policy when it saw a heartbeat or a step change, and the node's start and ends less its clock offset
+    (fray.daemon.sightings), so no decision compares two machines' clocks."""
 
     started: dict[str, Any] | None = None
-    heartbeat_at: float | None = None
+    heartbeat_at: float | None = None  # when the daemon last saw the heartbeat change
+    heartbeat_problem: str | None = None  # the heartbeat file exists but cannot be read: said if it comes to a stall
+    clock_offset: float | None = None  # the node's clock minus the daemon's, as measured
     exit: dict[str, Any] | None = None
     final: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
@@ -180,6 +186,9 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
             return
         if attempt.state == AttemptState.SUBMITTING.value:
             return
+    if files.clock_offset is not None and (attempt.clock_offset_sec is None
+                                           or abs(files.clock_offset - attempt.clock_offset_sec) >= OFFSET_STEP_SEC):
+        attempt.clock_offset_sec = round(files.clock_offset, 1)  # rewritten only when it moves: not every beat
     if view.node:
         # The scheduler's name for the node wins over the host the wrapper saw (the blacklist and
         # sbatch --exclude speak Slurm's names), also for an attempt that ends before it was seen running.
@@ -220,6 +229,13 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         return
     if attempt.state == AttemptState.STOPPING.value:
         waited = now - (attempt.stop_requested_at or now)
+        silent = now - max(x for x in (files.heartbeat_at, attempt.started_at, attempt.submitted_at) if x is not None)
+        if waited > meta.spec.stop_grace_sec + STOP_MARGIN_SEC and silent > meta.spec.heartbeat_timeout_sec:
+            # No kill can reach it (a node lost, another login host's process) and it shows no life: its own
+            # fence has stopped it by now (it gives up after half a heartbeat timeout without FRAY_HOME).
+            attempt_ended(plan, attempt, attempt.stop_reason or Cause.STOPPED.value, None,
+                          f"{attempt.detail or 'stopped'}; no sign of life for {silent:.0f}s", s.jitter)
+            return
         if s.first_sight and waited <= meta.spec.stop_grace_sec + STOP_MARGIN_SEC:
             # The daemon that decided the stop may have died before asking: ask again,
             # so a graceful stop does not turn into a kill after a crash.
@@ -257,8 +273,9 @@ def _check_stall(plan: Plan, attempt: Attempt, files: AttemptFiles, view: Backen
     if attempt.state == AttemptState.RUNNING.value and attempt.started_at is not None:
         last = max(x for x in (files.heartbeat_at, attempt.started_at) if x is not None)
         if now - attempt.started_at > spec.startup_grace_sec and now - last > spec.heartbeat_timeout_sec:
+            damage = f"; {files.heartbeat_problem}" if files.heartbeat_problem else ""
             supersede(plan, attempt, Cause.HEARTBEAT_STALL.value,
-                       f"no heartbeat for {now - last:.0f}s (timeout {spec.heartbeat_timeout_sec:.0f}s)", jitter)
+                       f"no heartbeat for {now - last:.0f}s (timeout {spec.heartbeat_timeout_sec:.0f}s){damage}", jitter)
             return
         stalled = progress_stalled_for(spec, files.progress, attempt.started_at, now)
         if stalled is not None and spec.restart_on_progress_stall:

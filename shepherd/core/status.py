@@ -68,20 +68,23 @@ class RunStatus(NamedTuple):
 
 
 def heartbeat_age(meta: Meta, heartbeat_at: float | None, now: float) -> float | None:
-    """Seconds since the running attempt last showed life (None when nothing is running)."""
+    """Seconds since the running attempt last showed life (None when nothing is running). `heartbeat_at` is the
+    node's epoch, as its file says: put on the daemon's clock by the offset the daemon measured for that node."""
     attempt = meta.in_flight
     if attempt is None or attempt.state not in (AttemptState.RUNNING, AttemptState.STOPPING):  # members: no `.value` call
         return None
-    last = max(x for x in (heartbeat_at, attempt.started_at, attempt.submitted_at) if x is not None)
+    beat = None if heartbeat_at is None else heartbeat_at - (attempt.clock_offset_sec or 0.0)
+    last = max(x for x in (beat, attempt.started_at, attempt.submitted_at) if x is not None)
     return max(0.0, now - last)
 
 
 def progress_stalled_for(spec: RunSpec, progress: dict[str, Any] | None, started_at: float | None,
-                         now: float) -> float | None:
-    """Seconds the reported step has not advanced, when that exceeds --progress-timeout; else None."""
+                         now: float, offset: float | None = None) -> float | None:
+    """Seconds the reported step has not advanced, when that exceeds --progress-timeout; else None. `offset`: the
+    node's clock minus `now`'s, for a progress.json as its node wrote it (the daemon's own copy needs none)."""
     if not spec.progress_timeout_sec or not progress or progress.get("step") is None:
         return None
-    changed_at = progress.get("step_changed_at") or progress["updated_at"]
+    changed_at = (progress.get("step_changed_at") or progress["updated_at"]) - (offset or 0.0)
     stalled = now - max(changed_at, started_at or 0.0)
     return stalled if stalled > spec.progress_timeout_sec else None
 
@@ -125,7 +128,7 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
             else "submitted, waiting for it to start"
         return RunStatus(status, attempt.detail or f"attempt {attempt.number} {queued}")
     running = _running(meta, heartbeat_at, now)
-    stalled = progress_stalled_for(meta.spec, progress, attempt.started_at, now)
+    stalled = progress_stalled_for(meta.spec, progress, attempt.started_at, now, attempt.clock_offset_sec)
     if running.status is Status.HEALTHY_RUNNING and stalled is not None:
         return RunStatus(Status.RUNNING_DEGRADED, f"step {progress['step']} has not advanced for {stalled:.0f}s")  # type: ignore[index]
     return running

@@ -1,4 +1,5 @@
-"""What the policy is told of an attempt: its files (started, heartbeat, exit, final, failure, progress, tasks' ends).
+"""What the attempt's files say (started, heartbeat, exit, final, failure, progress, tasks' ends), as written: the
+node's clock; fray.daemon.sightings puts them on the daemon's before the policy sees them.
 
 A corrupt file reads as missing, and is said once in the run's events, so one
 bad file never stops the cycle.
@@ -43,9 +44,11 @@ def read_attempt_files(reader: store.CachedReader, paths: RunPaths, number: int,
             task_exit = safe(attempt.task(index).exit, "exit")
             if task_exit is not None:
                 tasks.append(TaskEnd(index, task_exit, safe(attempt.task(index).failure, "failure")))
+    beat, damaged = store.heartbeat_reading(attempt.heartbeat)
     return AttemptFiles(
         started=safe(attempt.started, "started"),
-        heartbeat_at=store.read_heartbeat(attempt.heartbeat),
+        heartbeat_at=beat,
+        heartbeat_problem="unreadable" if damaged else None,
         exit=exit_record,
         final=safe(attempt.final, "final"),
         failure=safe(attempt.failure, "failure"),

@@ -60,12 +60,13 @@ from fray.daemon.cycle_state import CycleStats, RunState
 from fray.daemon.quiet import QuietRuns
 from fray.daemon.run_index import RunIndex
 from fray.daemon.run_writes import RunWrites
+from fray.daemon.sightings import Sightings
 from fray.daemon.config import Settings
 from fray.daemon.lease_keeper import UNFENCED, Fence
 from fray.daemon.strays import Sweeper
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, FrayError, LeaseLost
-from fray.state import store
+from fray.state import meta_file as run_meta, store
 from fray.state.commit_batch import CommitBatch
 from fray.state.layout import Home
 from fray.state.run_changes import Journal
@@ -90,7 +91,7 @@ class Daemon:
         self._reader = store.CachedReader()
         self._journal = Journal(home)  # the runs whose meta.json changed, for `fray list` (fray.state.run_changes)
         self._index = RunIndex(home, lambda paths, kind, reason: self._event(paths, kind, reason), lambda: self._config,
-                               self._journal)
+                               self._journal, lambda: lease.generation)
         self._quiet = QuietRuns(lambda: self._config)  # waiting runs nothing can start now: not decided again
         # The cycle's meta.json writes, made durable together, never once the lease is lost.
         self._batch = CommitBatch(home.root, self._journal, fence=lease.check)
@@ -115,6 +116,7 @@ class Daemon:
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
         self._housekeeping = Housekeeping(home, lambda: list(self._backends.values()))
         self._sweeper = Sweeper(home, self._event)
+        self._sightings = Sightings()  # heartbeats and steps as this daemon saw them change, on its clock
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -132,10 +134,13 @@ class Daemon:
         if written:
             self._index.mark_dirty(written)
         self._index.load(stats, full)
+        self._restore_overwritten()
         runs = self._index.view()  # every run by id: looked up, not passed over (daemon.run_view)
         active = self._index.active()
         stats.runs, stats.active = len(runs), len(active)
         ledgers = self._ledgers(active)
+        self._sightings.keep_only({AttemptKey(r.paths.run_id, r.meta.in_flight.number) for r in active
+                                   if r.meta is not None and r.meta.in_flight is not None})
         active = self._quiet.select(active, ledgers, full)
         views = self._snapshots(active, stats)
         self._exclude = self._nodes.excluded() if active else ()
@@ -183,6 +188,15 @@ class Daemon:
         self._index.resting = self._quiet.resting()  # paused runs: not even stat'ed until their folder changes
         self.cycles += 1
         return stats
+
+    def _restore_overwritten(self) -> None:
+        """Put back this daemon's meta.json where a superseded daemon wrote over it (daemon.run_index)."""
+        restored, self._index.overwritten = self._index.overwritten, []
+        for run in restored:
+            assert run.meta is not None
+            run_meta.stage(self._batch, run.paths, run.meta.to_dict())
+            self._event(run.paths, "error", f"meta.json was written by a daemon whose lease had passed to generation "
+                                            f"{self._lease.generation}: this daemon's version is put back")
 
     def _snapshots(self, active: list[RunState], stats: CycleStats) -> dict[AttemptKey, BackendView]:
         tracked: dict[str, list[Tracked]] = {}
@@ -234,13 +248,14 @@ class Daemon:
         meta = run.meta
         assert meta is not None
         attempt = meta.in_flight
-        files = AttemptFiles()
+        files = written = AttemptFiles()
         view = BackendView("unknown")
         first_sight = False
         if attempt is not None:
             key = AttemptKey(meta.run_id, attempt.number)
             view = views.get(key, BackendView("unknown"))
-            files = read_attempt_files(self._reader, run.paths, attempt.number, view.state == "gone", self._event)
+            written = read_attempt_files(self._reader, run.paths, attempt.number, view.state == "gone", self._event)
+            files = self._sightings.on_daemon_clock(key, view.node or attempt.node, written, now)
             first_sight = key not in self._seen_in_flight
             if first_sight:
                 self._seen_in_flight.add(key)
@@ -281,7 +296,7 @@ class Daemon:
                     AttemptKey(meta.run_id, action.attempt), attempt.backend_ref if attempt else None,
                     force=action.force, workload_pid=started.get("workload_pid")))
         if self._alerter.rules or self._notifications.enabled:
-            self._alert(plan.meta, run.control, files, now)
+            self._alert(plan.meta, run.control, written, now)  # as every reader sees them: the node's times
 
     def _first_plan(self, meta: Meta) -> policy.Plan:
         """What the policy does with a new sweep's member now, before any of its runs exists (daemon.sweeps)."""

@@ -46,8 +46,11 @@ class RunIndex:
     """Every run as last read, the ones still to be looked at each cycle, and what the watcher saw change."""
 
     def __init__(self, home: Home, event: EventSink, config: Callable[[], Mapping[str, Any]] = dict,
-                 journal: Journal | None = None) -> None:
+                 journal: Journal | None = None, generation: Callable[[], int | None] = lambda: None) -> None:
         self.home = home
+        self._generation = generation  # this daemon's lease generation (fray.daemon.lease_keeper)
+        # Runs whose meta.json a superseded daemon overwrote after this one took over: rewritten by the loop.
+        self.overwritten: list[RunState] = []
         self._journal = journal  # told of meta.json files changed by another hand (fray.state.run_changes)
         self._event = event
         self._config = config  # config.json as in force (priority credits need every run: nothing deferred)
@@ -168,6 +171,13 @@ class RunIndex:
         if self._journal is not None and state is not None and state.meta_key != meta_key:
             self._journal.note([run_id])  # not this daemon's commit (that set the key): `fray list` reads it again
         meta = Meta.from_dict(raw) if raw is not None else None
+        if meta is not None and state is not None and state.meta is not None and _superseded_write(
+                meta, state.meta, self._generation()):
+            # What this daemon decided stands: a daemon whose lease lapsed wrote between its last check and
+            # its rename (microseconds, but a pause can land there); the loop writes this daemon's version back.
+            restored = RunState(paths, state.meta, state.control, None, None, state.control_key)
+            self.overwritten.append(restored)
+            return restored
         try:
             control = Control.from_dict(store.read_json(control_file, "control"))
         except CorruptFileError as exc:
@@ -199,6 +209,13 @@ class RunIndex:
         with self._dirty_lock:
             dirty, self._dirty = self._dirty, set()
         return dirty
+
+
+def _superseded_write(found: Meta, ours: Meta, generation: int | None) -> bool:
+    """Whether `found` on disk was written by a daemon of an older generation after this one (which wrote `ours`)
+    took over. Unstamped files are another hand's (`fray submit`, an editor): read as such."""
+    return generation is not None and ours.lease_generation == generation and \
+        found.lease_generation is not None and found.lease_generation < generation
 
 
 def needs_attention(meta: Meta, control: Control) -> bool:

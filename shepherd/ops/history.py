@@ -115,8 +115,17 @@ def run_history(home: Home, meta: Meta) -> RunHistory:
     parsed = []
     for attempt in meta.attempts:
         files = paths.attempt(attempt.number)
-        parsed.append(_with_latest(attempt_history(files, attempt.number), files, attempt.number))
+        found = _with_latest(attempt_history(files, attempt.number), files, attempt.number)
+        parsed.append(_on_daemon_clock(found, attempt.clock_offset_sec))
     return RunHistory(history.merge(parsed), attempt_times(meta))
+
+
+def _on_daemon_clock(parsed: history.Parsed, offset: float | None) -> history.Parsed:
+    """An attempt's points, written on its node's clock, on the daemon's (its attempts' times are)."""
+    if not offset:
+        return parsed
+    return history.Parsed([p._replace(t=p.t - offset) for p in parsed.points],
+                          [m._replace(t=m.t - offset) for m in parsed.checkpoints], parsed.skipped)
 
 
 def run_goodput(found: RunHistory, now: float, since: float | None = None) -> goodput.Breakdown:

@@ -9,6 +9,7 @@ on and never silently overwritten. Shared files are written under a filelock.
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import time
@@ -278,6 +279,14 @@ def held(home: Home, name: str) -> bool:
     return False
 
 
+def heartbeat_reading(path: Path | str) -> tuple[float | None, bool]:
+    """(epoch, damaged): the heartbeat's epoch, or None with damaged=True when a file is there but unreadable."""
+    beat = read_heartbeat(path)
+    if beat is not None:
+        return beat, False
+    return None, os.path.exists(path)
+
+
 def read_heartbeat(path: Path | str) -> float | None:
     """The epoch in a heartbeat file (or its newest whole version), or None when absent or unreadable.
 
@@ -297,7 +306,10 @@ def read_heartbeat(path: Path | str) -> float | None:
 
 
 def _beat(data: bytes) -> float:
-    return float(data.split(b"\n", 1)[0])
+    beat = float(data.split(b"\n", 1)[0])
+    if not math.isfinite(beat) or beat <= 0:  # "nan" never equals itself: it would read as a beat at every look
+        raise ValueError(f"not a time: {beat}")
+    return beat
 
 
 class CachedReader:

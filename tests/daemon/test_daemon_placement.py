@@ -159,7 +159,8 @@ def test_a_group_whose_task_0_succeeds_first_waits_for_the_others_to_finish_up_t
         meta = meta_of(home, run_id)
         assert meta["end"]["status"] == "completed_success", meta
         task0 = json.loads(home.run(run_id).attempt(1).exit.read_text())
-        assert meta["attempts"][0]["ended_at"] == task0["ended_at"]
+        # Task 0's end, on the daemon's clock (its node's less the offset measured: one machine here, so a poll's worth)
+        assert abs(meta["attempts"][0]["ended_at"] - task0["ended_at"]) < 1.0
         assert 2 <= meta["end"]["at"] - task0["ended_at"] < 20, (meta["end"], task0)
         # Their wrappers find the attempt closed (fray.wrapper.fence) and kill their workloads.
         hung = home.run(run_id).attempt(1)

@@ -156,6 +156,11 @@ class LocalBackend:
             elif found is None and item.key in queued:
                 # No node yet, as a Slurm job PENDING: it is written with its start, not in a write of its own.
                 views[item.key] = BackendView("pending", ref=item.ref, detail=QUEUED_DETAIL)
+            elif found is None and (item.ref or {}).get("host", self.host) != self.host:
+                # Started by a daemon on another login host, whose processes this one cannot see: it lives as long
+                # as its heartbeat does, and stops by meta.json's word (fray.wrapper.fence.stop_asked).
+                views[item.key] = BackendView("running", node=item.ref["host"], ref=item.ref,  # type: ignore[index]
+                                              detail=f"on {item.ref['host']}, judged by its heartbeat")  # type: ignore[index]
             elif found is None:
                 why = self._warm.gone(item.key) if self._warm is not None else None
                 views[item.key] = BackendView("gone", detail=why, cause=Cause.LOST.value if why else None)
