@@ -1,0 +1,1 @@
+"""Placeholder: the package docstring is written with the API (see box.py)."""
