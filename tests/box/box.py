@@ -80,6 +80,14 @@ class Box:
         """Where every host sees the shared folder."""
         return self.config.root / "shared"
 
+    def seen_by_hosts(self, server_path: Path) -> Path:
+        """Where the hosts see a path of the shared folder given as the server stores it."""
+        return self.mount / Path(server_path).relative_to(self.shared)
+
+    def on_server(self, host_path: Path) -> Path:
+        """Where the server stores a path of the shared folder given as the hosts see it."""
+        return self.shared / Path(host_path).relative_to(self.mount)
+
     def host(self, name: str) -> Host:
         try:
             return self.hosts[name]
