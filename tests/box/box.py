@@ -114,14 +114,21 @@ class Box:
     def nodes(self) -> list[Host]:
         return [h for h in self.hosts.values() if h.role == "node"]
 
+    def remount(self, host: Host | str, cache: Cache) -> None:
+        """Give one host a client with other cache times (a login node whose NFS caches a minute, say)."""
+        share.remount(host if isinstance(host, Host) else self.host(host), self.server, cache)
+        self.save()  # its client's pid changed
+
     def reset(self) -> None:
-        """Undo what a test changed on the hosts: clocks right, locks working, clients answering,
-        processes running (a frozen host thawed). Jobs and files stay."""
+        """Undo what a test changed on the hosts: clocks right, locks working, clients answering with the
+        box's cache times, processes running (a frozen host thawed). Jobs and files stay."""
         for host in self.hosts.values():
             host.heal()
             host.thaw()
             host.set_clock_offset(0)
             host.set_flock(True)
+            if host.cache != self.config.cache:
+                self.remount(host, self.config.cache)
 
     def alive(self) -> bool:
         """Whether everything it started still runs."""
@@ -170,9 +177,9 @@ class Box:
         state = {
             "root": str(self.root), "slurm_port": self.config.slurm_port, "cache": vars(self.config.cache),
             "sshd": {"pid": self._pid("sshd"), "port": self.server.sshd.port},
-            "slurmctld": self._pid("slurmctld"), "keeper": os.getpid(),
-            "hosts": [{"name": h.name, "role": h.role, "init_pid": h.init_pid, "sshfs_pid": h.sshfs_pid}
-                      for h in self.hosts.values()],
+            "slurmctld": self._pid("slurmctld"), "keeper": self._pids.get("keeper", os.getpid()),
+            "hosts": [{"name": h.name, "role": h.role, "init_pid": h.init_pid, "sshfs_pid": h.sshfs_pid,
+                       "cache": vars(h.cache or self.config.cache)} for h in self.hosts.values()],
         }
         scratch = self.root / "box.json.new"
         scratch.write_text(json.dumps(state, indent=1) + "\n")
@@ -261,7 +268,7 @@ def load(root: Path) -> Box | None:
     tools = build()
     conf = root / "slurm" / "etc" / "slurm.conf"
     hosts = {h["name"]: Host(name=h["name"], role=h["role"], init_pid=h["init_pid"], folder=root / "hosts" / h["name"],
-                             tools=tools, mount=root / "shared", sshfs_pid=h["sshfs_pid"],
+                             tools=tools, mount=root / "shared", sshfs_pid=h["sshfs_pid"], cache=Cache(**h["cache"]),
                              system_env={"SLURM_CONF": str(conf)}) for h in state["hosts"]}
     sshd_root = root / "sshd"
     server = FileServer(export=root / "server", sshd=Sshd(state["sshd"]["port"], sshd_root / "host_key.pub",

@@ -23,11 +23,14 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Mapping, Sequence
 
 from tests.box import clock, procs
 from tests.box.tools import Tools
 from tests.conftest import wait_until
+
+if TYPE_CHECKING:
+    from tests.box.share import Cache
 
 Env = Mapping[str, str]
 
@@ -43,6 +46,7 @@ class Host:
     tools: Tools
     mount: Path  # where the shared folder is mounted inside it
     sshfs_pid: int | None = None  # its file-system client: in its mount namespace, not its PID namespace
+    cache: "Cache | None" = None  # how long its client trusts what it saw (share.py)
     system_env: dict[str, str] = field(default_factory=dict)  # as a login node's /etc would set it: SLURM_CONF
     handles: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)  # ours to reap
 

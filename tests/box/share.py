@@ -76,6 +76,7 @@ def mount(host: Host, server: FileServer, cache: Cache, timeout: float = 20) -> 
         client = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     host.handles.append(client)
     host.sshfs_pid = client.pid
+    host.cache = cache
     wait_until(lambda: client.poll() is not None or mounted(client.pid, host.mount), timeout=timeout,
                what=f"the shared folder on {host.name}")
     if client.poll() is not None:
@@ -105,3 +106,14 @@ def unmount(host: Host, timeout: float = 10) -> None:
         wait_until(lambda: not procs.alive(pid), timeout=timeout, what=f"sshfs of {host.name} to exit")
     except AssertionError:
         procs.send([pid], signal.SIGKILL)
+    for handle in [h for h in host.handles if h.pid == pid]:  # reap it, when it is our child
+        handle.wait(timeout=timeout)
+        host.handles.remove(handle)
+    host.sshfs_pid = None
+
+
+def remount(host: Host, server: FileServer, cache: Cache) -> None:
+    """Replace the host's client by one with other cache times. A process with a file open on the old one
+    (or its working folder there) keeps the old one until it lets go."""
+    unmount(host)
+    mount(host, server, cache)
