@@ -16,13 +16,14 @@ from pathlib import Path
 
 from tests.box import procs
 from tests.box.box import Box, BoxConfig, attach, default_root, load, start_box
+from tests.box.polling import wait_until
 from tests.box.share import Cache
-from tests.conftest import wait_until
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.box", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", type=Path, default=None, help="the box's folder (default: $FRAY_BOX_DIR or /tmp/fray-box)")
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="the box's folder (default: $FRAY_BOX_DIR or /tmp/fray-box)")
     sub = parser.add_subparsers(dest="command", required=True)
     start = sub.add_parser("start", help="start a box in the background (a no-op if one runs)")
     start.add_argument("--cache", type=float, default=Cache().attributes,
@@ -71,7 +72,8 @@ def _start(root: Path, cache: float) -> int:
         return 0
     root.mkdir(parents=True, exist_ok=True)
     with open(root / "keeper.log", "wb") as log:
-        keeper = subprocess.Popen([sys.executable, "-m", "tests.box", "--dir", str(root), "_keep", "--cache", str(cache)],
+        argv = [sys.executable, "-m", "tests.box", "--dir", str(root), "_keep", "--cache", str(cache)]
+        keeper = subprocess.Popen(argv,
                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                                   cwd=Path(__file__).resolve().parents[2])
     try:
@@ -85,8 +87,8 @@ def _start(root: Path, cache: float) -> int:
         return 1
     print((root / "keeper.log").read_text().strip())
     _status(box)
-    print(f"\n  eval \"$(python -m tests.box env)\"   # then sinfo, sbatch ...\n"
-          f"  python -m tests.box shell login-a\n  python -m tests.box stop")
+    print("\n  eval \"$(python3 -m tests.box env)\"   # then sinfo, sbatch ...\n"
+          "  python3 -m tests.box shell login-a\n  python3 -m tests.box stop")
     return 0
 
 
@@ -122,7 +124,8 @@ def _status(box: Box) -> None:
     print(f"{'host':10} {'role':6} {'init pid':>8} {'procs':>5} {'clock':>7} flock")
     for host in box.hosts.values():
         flock = "ENOSYS" if str(box.tools.noflock) in host.overlay().get("LD_PRELOAD", "") else "local"
-        print(f"{host.name:10} {host.role:6} {host.init_pid:>8} {len(host.pids()):>5} {host.clock_offset():>+6g}s {flock}")
+        offset = f"{host.clock_offset():+g}s"
+        print(f"{host.name:10} {host.role:6} {host.init_pid:>8} {len(host.pids()):>5} {offset:>7} {flock}")
     print(f"\nSLURM_CONF={box.slurm.conf}")
     print(box.slurm.run("sinfo", check=False).stdout)
 

@@ -32,7 +32,6 @@ from tests.box.host import Host, launch
 from tests.box.share import Cache, FileServer
 from tests.box.slurm import BoxSlurm
 from tests.box.tools import BoxUnavailable, Tools, build, missing
-from tests.remote_support import Sshd
 from tests.slurm.fixture import NODES
 
 LOGINS = ("login-a", "login-b")
@@ -176,7 +175,7 @@ class Box:
     def save(self) -> None:
         state = {
             "root": str(self.root), "slurm_port": self.config.slurm_port, "cache": vars(self.config.cache),
-            "sshd": {"pid": self._pid("sshd"), "port": self.server.sshd.port},
+            "sshd": {"pid": self._pid("sshd"), "port": self.server.port},
             "slurmctld": self._pid("slurmctld"), "keeper": self._pids.get("keeper", os.getpid()),
             "hosts": [{"name": h.name, "role": h.role, "init_pid": h.init_pid, "sshfs_pid": h.sshfs_pid,
                        "cache": vars(h.cache or self.config.cache)} for h in self.hosts.values()],
@@ -270,9 +269,7 @@ def load(root: Path) -> Box | None:
     hosts = {h["name"]: Host(name=h["name"], role=h["role"], init_pid=h["init_pid"], folder=root / "hosts" / h["name"],
                              tools=tools, mount=root / "shared", sshfs_pid=h["sshfs_pid"], cache=Cache(**h["cache"]),
                              system_env={"SLURM_CONF": str(conf)}) for h in state["hosts"]}
-    sshd_root = root / "sshd"
-    server = FileServer(export=root / "server", sshd=Sshd(state["sshd"]["port"], sshd_root / "host_key.pub",
-                                                         sshd_root / "user_key", sshd_root))
+    server = FileServer(export=root / "server", folder=root / "sshd", port=state["sshd"]["port"])
     cluster = BoxSlurm(root=root / "slurm", conf=conf, env={"SLURM_CONF": str(conf)}, nodes=config.nodes,
                        hosts={n: hosts[n] for n in config.nodes})
     box = Box(config=config, tools=tools, server=server, hosts=hosts, slurm=cluster, started_here=False,

@@ -23,16 +23,17 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tests.box import clock, procs
+from tests.box.polling import wait_until
 from tests.box.tools import Tools
-from tests.conftest import wait_until
 
 if TYPE_CHECKING:
     from tests.box.share import Cache
 
 Env = Mapping[str, str]
+Arg = str | os.PathLike[str]  # a command's argument: a path is passed as its text
 
 
 @dataclass
@@ -52,9 +53,9 @@ class Host:
 
     # -- running things in it ---------------------------------------------------------------------------
 
-    def command(self, argv: Sequence[str], cwd: str | os.PathLike[str] | None = None) -> list[str]:
+    def command(self, argv: Sequence[Arg], cwd: str | os.PathLike[str] | None = None) -> list[str]:
         """The argv that runs `argv` inside this host (for a caller with its own subprocess call)."""
-        return [str(self.tools.enter), str(self.init_pid), str(cwd or os.getcwd()), *map(str, argv)]
+        return [str(self.tools.enter), str(self.init_pid), str(cwd or os.getcwd()), *(os.fspath(a) for a in argv)]
 
     def environ(self, env: Env | None = None, with_overlay: bool = True) -> dict[str, str]:
         """What a command in this host gets: this process's environment, the host's `system_env`, its overlay
@@ -66,18 +67,19 @@ class Host:
             full["LD_PRELOAD"] = ":".join(preload)
         return full
 
-    def run(self, argv: Sequence[str], env: Env | None = None, cwd: str | os.PathLike[str] | None = None,
+    def run(self, argv: Sequence[Arg], env: Env | None = None, cwd: str | os.PathLike[str] | None = None,
             timeout: float = 60, check: bool = False, input: str | None = None,
             with_overlay: bool = True) -> subprocess.CompletedProcess[str]:
         """Run `argv` in this host and wait; text output captured. At the timeout the command is killed."""
-        proc = subprocess.run(self.command(argv, cwd), env=self.environ(env, with_overlay), capture_output=True, text=True,
-                              timeout=timeout, input=input, stdin=None if input is not None else subprocess.DEVNULL)
+        proc = subprocess.run(self.command(argv, cwd), env=self.environ(env, with_overlay), capture_output=True,
+                              text=True, timeout=timeout, input=input,
+                              stdin=None if input is not None else subprocess.DEVNULL)
         if check and proc.returncode != 0:
-            raise AssertionError(f"on {self.name}: {' '.join(map(str, argv))} exited {proc.returncode}\n"
+            raise AssertionError(f"on {self.name}: {' '.join(os.fspath(a) for a in argv)} exited {proc.returncode}\n"
                                  f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
         return proc
 
-    def popen(self, argv: Sequence[str], env: Env | None = None, cwd: str | os.PathLike[str] | None = None,
+    def popen(self, argv: Sequence[Arg], env: Env | None = None, cwd: str | os.PathLike[str] | None = None,
               **kwargs: Any) -> subprocess.Popen[Any]:
         """Start `argv` in this host. Signals sent to the Popen reach the command; it dies with the Popen's
         process. `pid_of(popen)` is the command's own pid."""
@@ -87,7 +89,7 @@ class Host:
     @staticmethod
     def pid_of(popen: subprocess.Popen[Any], timeout: float = 10) -> int:
         """The root-namespace pid of the command a `popen` started (the Popen's own pid is `enter`'s)."""
-        return wait_until(lambda: next(iter(procs.children(popen.pid)), None), timeout=timeout,
+        return wait_until(lambda: procs.first_child(popen.pid), timeout=timeout,
                           what=f"the command of enter pid {popen.pid}")
 
     # -- looking at it ------------------------------------------------------------------------------------
@@ -212,8 +214,7 @@ def launch(name: str, role: str, folder: Path, tools: Tools, mount: Path, system
     folder.mkdir(parents=True, exist_ok=True)
     ready = folder / "ready"
     ready.unlink(missing_ok=True)
-    log: IO[bytes] = open(folder / "init.log", "ab")
-    with log:
+    with open(folder / "init.log", "ab") as log:
         unshare = subprocess.Popen(
             ["unshare", "--mount", "--pid", "--uts", "--fork", "--mount-proc", "--propagation", "private",
              str(tools.init), name, str(ready)],
@@ -222,7 +223,6 @@ def launch(name: str, role: str, folder: Path, tools: Tools, mount: Path, system
     wait_until(lambda: ready.exists() or unshare.poll() is not None, timeout=timeout, what=f"host {name}'s init")
     if unshare.poll() is not None:
         raise RuntimeError(f"host {name} did not start: {(folder / 'init.log').read_text()[-2000:]}")
-    init_pid = wait_until(lambda: next(iter(procs.children(unshare.pid)), None), timeout=timeout,
-                          what=f"host {name}'s init pid")
+    init_pid = wait_until(lambda: procs.first_child(unshare.pid), timeout=timeout, what=f"host {name}'s init pid")
     return Host(name=name, role=role, init_pid=init_pid, folder=folder, tools=tools, mount=mount,
                 system_env=system_env, handles=[unshare])

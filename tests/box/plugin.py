@@ -29,15 +29,16 @@ def cluster_box(request: pytest.FixtureRequest) -> Iterator[Box]:
         if os.environ.get("CI"):
             pytest.fail(why + " -- CI is set, so this is a failure, not a skip", pytrace=False)
         pytest.skip(why)
-    box = attach(default_root())
-    if box is None:
+    running = attach(default_root())
+    if running is not None:
+        box = running
+        _say(request, f"cluster in a box: reusing the one running in {box.root}")
+    else:
         try:
             box = start_box()
         except BoxUnavailable as e:
             pytest.fail(f"could not start the cluster in a box:\n{e}", pytrace=False)
         _say(request, f"cluster in a box: started in {box.timings['total']:.1f}s {box.timings}")
-    else:
-        _say(request, f"cluster in a box: reusing the one running in {box.root}")
     try:
         yield box
     finally:

@@ -6,6 +6,7 @@ root-namespace pids; a host's PID namespace is told apart by the inode of /proc/
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Iterable
 
@@ -60,6 +61,12 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def first_child(pid: int) -> int:
+    """The pid of its first child; 0 while it has none."""
+    found = children(pid)
+    return found[0] if found else 0
+
+
 def in_namespace(ns: str) -> list[int]:
     """The live processes of PID namespace `ns`, by their root-namespace pids."""
     found = []
@@ -74,7 +81,5 @@ def send(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
         if pid <= 0:
             continue
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass

@@ -20,8 +20,7 @@ from pathlib import Path
 
 from tests.box import procs
 from tests.box.host import Host
-from tests.conftest import wait_until
-from tests.remote_support import Sshd, start_sshd
+from tests.box.polling import wait_until
 
 
 @dataclass(frozen=True)
@@ -44,30 +43,41 @@ class Cache:
 
 @dataclass(frozen=True)
 class FileServer:
-    """The sshd that serves `export` (the server-side folder) to every host's client."""
+    """The sshd that serves `export` (the server-side folder) to every host's client; its keys, config
+    and log in `folder`."""
 
     export: Path
-    sshd: Sshd
+    folder: Path
+    port: int
+
+    @property
+    def user_key(self) -> Path:
+        return self.folder / "user_key"
 
     def known_hosts(self) -> Path:
-        path = self.sshd.root / "known_hosts"
+        path = self.folder / "known_hosts"
         if not path.exists():
-            path.write_text(self.sshd.known_hosts_line())
+            key_type, key = (self.folder / "host_key.pub").read_text().split()[:2]
+            path.write_text(f"[127.0.0.1]:{self.port} {key_type} {key}\n")
         return path
 
 
 def start_server(export: Path, folder: Path) -> tuple[FileServer, subprocess.Popen[bytes]]:
-    """sshd on a free 127.0.0.1 port, keys and config under `folder` (tests/remote_support.start_sshd)."""
+    """sshd on a free 127.0.0.1 port, keys and config under `folder` (the suite's, tests/remote_support.py)."""
+    from tests.remote_support import (
+        start_sshd,  # imports pytest: only for starting, not for using a box
+    )
+
     export.mkdir(parents=True, exist_ok=True)
     folder.mkdir(parents=True, exist_ok=True)
     sshd, proc = start_sshd(folder)
-    return FileServer(export=export, sshd=sshd), proc
+    return FileServer(export=export, folder=folder, port=sshd.port), proc
 
 
 def mount(host: Host, server: FileServer, cache: Cache, timeout: float = 20) -> None:
     """Mount the shared folder at `host.mount` inside `host`, with its own client; wait until it serves."""
     host.mount.mkdir(parents=True, exist_ok=True)  # the mount point, empty on the machine's own disk
-    ssh = [f"port={server.sshd.port}", f"IdentityFile={server.sshd.user_key}",
+    ssh = [f"port={server.port}", f"IdentityFile={server.user_key}",
            f"UserKnownHostsFile={server.known_hosts()}", "StrictHostKeyChecking=yes", "BatchMode=yes"]
     argv = ["nsenter", "-t", str(host.init_pid), "-m", "--",  # its mount namespace only: no fork, pid is sshfs's
             "sshfs", "-f", "-o", ",".join(ssh + cache.options()),

@@ -23,8 +23,8 @@ from typing import Mapping
 
 from tests.box import procs
 from tests.box.host import Host
+from tests.box.polling import wait_until
 from tests.box.tools import SBIN
-from tests.conftest import wait_until
 from tests.slurm.fixture import NODES, SlurmCluster, SlurmClusterError
 
 CLUSTER_NAME = "fray-box"
@@ -201,7 +201,8 @@ def wait_ready(cluster: SlurmCluster, ctld: subprocess.Popen[bytes] | None, time
         raise SlurmClusterError(f"{e}\n{logs}") from None
 
 
-def stop(cluster: SlurmCluster, ctld: subprocess.Popen[bytes] | None, ctld_pid: int | None, timeout: float = 15) -> None:
+def stop(cluster: SlurmCluster, ctld: subprocess.Popen[bytes] | None, ctld_pid: int | None,
+         timeout: float = 15) -> None:
     """Cancel every job, then stop slurmctld (the nodes' slurmd die with their hosts)."""
     if ctld_pid is None or not procs.alive(ctld_pid):
         return

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.box import procs
 from tests.box.box import Box
 from tests.conftest import REPO, wait_until
 from tests.docs_pages import block_under
@@ -33,7 +34,7 @@ HOLD_LOCK = ("import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR | os.O_
 TRY_LOCK = ("import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
             "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept OSError as e:\n"
             "    print(e.errno)\nelse:\n    print('locked')\n")
-TRY_LOCKF = TRY_LOCK.replace("fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)", "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)")
+TRY_LOCKF = TRY_LOCK.replace("fcntl.flock(fd,", "fcntl.lockf(fd,")  # an fcntl (POSIX) lock
 
 
 FIND = """import os, sys
@@ -179,7 +180,7 @@ def test_a_frozen_host_stops_whole_then_thaws_and_a_killed_host_is_left_empty(bo
     ticker = a.popen(python(TICKER, folder / "ticks"))
     wait_until(lambda: len(a.pids()) == 2 and ticks.exists(), what="the ticker and its child")
     frozen = a.freeze()
-    assert len(frozen) == 2 and all(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] == "T" for p in frozen)
+    assert len(frozen) == 2 and all(procs.state(pid) == "T" for pid in frozen)
     size = ticks.stat().st_size
     a.thaw()
     wait_until(lambda: ticks.stat().st_size > size, what="the thawed ticker to write again")
@@ -218,7 +219,8 @@ def test_a_nodes_slurmd_lives_in_its_host_and_comes_back_after_a_kill(box: Box) 
 
 def test_the_pages_start_by_hand_block_starts_a_second_box_and_stops_it(box: Box, tmp_path: Path) -> None:
     block = block_under(PAGE, "Start it by hand")
-    env = {**os.environ, "FRAY_BOX_DIR": str(tmp_path / "by-hand"), "FRAY_BOX_SLURM_PORT": str(box.config.slurm_port + 10),
+    env = {**os.environ, "FRAY_BOX_DIR": str(tmp_path / "by-hand"),
+           "FRAY_BOX_SLURM_PORT": str(box.config.slurm_port + 10),  # a second box beside the session's
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=120)

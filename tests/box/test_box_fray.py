@@ -66,7 +66,8 @@ def fray_home(box: Box, request: pytest.FixtureRequest) -> Iterator[FrayHome]:
     home.clean()
 
 
-def test_a_run_submitted_on_login_a_runs_on_a_node_and_both_login_hosts_follow_it(box: Box, fray_home: FrayHome) -> None:
+def test_a_run_submitted_on_login_a_runs_on_a_node_and_both_login_hosts_follow_it(box: Box,
+                                                                                   fray_home: FrayHome) -> None:
     a, b = box.login("login-a"), box.login("login-b")
     # The daemon's host learns of new files at once: today a late exit.json costs a retry (the xfail below),
     # and a retry costs this test 5-15 s. Drop this line with the fix.

@@ -20,7 +20,9 @@ from pathlib import Path
 
 SOURCES = Path(__file__).resolve().parent / "c"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fray-box"
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+# Debian puts it under the architecture's folder (x86_64-linux-gnu, aarch64-linux-gnu, ...).
+LIBFAKETIME = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))),
+                   Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"))
 SBIN = "/usr/sbin:/sbin"  # sshd, slurmd, slurmctld, munged
 # What the box runs, and the Debian package each comes from (.ci/run installs them).
 REQUIRED = {
@@ -48,7 +50,7 @@ def missing() -> list[str]:
     found = [f"{tool} (apt-get install {package})" for tool, package in REQUIRED.items()
              if shutil.which(tool, path=path) is None]
     if not LIBFAKETIME.exists():
-        found.append(f"{LIBFAKETIME} (apt-get install libfaketime)")
+        found.append("libfaketime.so.1 (apt-get install libfaketime)")
     if not Path("/dev/fuse").exists():
         found.append("/dev/fuse (a kernel with FUSE, and the device in this container)")
     if os.geteuid() != 0:
