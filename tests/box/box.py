@@ -29,6 +29,7 @@ from typing import Iterable
 
 from tests.box import clock, procs, share, slurm
 from tests.box.host import Host, launch
+from tests.box.polling import wait_until
 from tests.box.share import Cache, FileServer
 from tests.box.slurm import BoxSlurm
 from tests.box.tools import BoxUnavailable, Tools, build, missing
@@ -128,11 +129,17 @@ class Box:
             host.set_flock(True)
             if host.cache != self.config.cache:
                 self.remount(host, self.config.cache)
+        for node in self.nodes:  # a test that killed a slurmd and did not bring it back
+            if self.slurm.slurmd_pid(node.name) is None:
+                self.slurm.restart_slurmd(node.name)
+                self.slurm.wait_node(lambda s: s.usable, node.name, timeout=30)
 
     def alive(self) -> bool:
-        """Whether everything it started still runs."""
+        """Whether everything it started still runs, its keeper too (a test session that was killed leaves a
+        box nobody will stop: the next one stops it and starts its own)."""
         return (all(h.alive() and procs.alive(h.sshfs_pid, "sshfs") for h in self.hosts.values())
-                and procs.alive(self._pid("sshd"), "sshd") and procs.alive(self._pid("slurmctld"), "slurmctld"))
+                and procs.alive(self._pid("sshd"), "sshd") and procs.alive(self._pid("slurmctld"), "slurmctld")
+                and procs.alive(self._pids.get("keeper", os.getpid())))
 
     def _pid(self, name: str) -> int:
         handle = {"sshd": self._sshd, "slurmctld": self._slurmctld}[name]
@@ -160,10 +167,12 @@ class Box:
                 handle.wait(timeout=5)
         for host in self.hosts.values():
             clock.remove(host.clock_name)
-        left = _leftovers(self)
-        (self.root / "box.json").unlink(missing_ok=True)
-        if left:
-            raise RuntimeError(f"the box left processes running: {left}")
+        try:  # what is not our child (a box another process started) we can only watch go
+            wait_until(lambda: not _leftovers(self), timeout=15, what="the box's processes to exit")
+        except AssertionError:
+            raise RuntimeError(f"the box left processes running: {_leftovers(self)}") from None
+        finally:
+            (self.root / "box.json").unlink(missing_ok=True)
 
     def _handles(self) -> Iterable[subprocess.Popen[bytes]]:
         for host in self.hosts.values():

@@ -16,7 +16,7 @@ from typing import Iterator
 import pytest
 
 from tests.box.box import Box, attach, default_root, start_box
-from tests.box.tools import BoxUnavailable, missing
+from tests.box.tools import missing
 
 HINT = "apt-get install sshfs fuse3 faketime libfaketime slurm-wlm munge openssh-server gcc (.ci/run does)"
 
@@ -36,8 +36,8 @@ def cluster_box(request: pytest.FixtureRequest) -> Iterator[Box]:
     else:
         try:
             box = start_box()
-        except BoxUnavailable as e:
-            pytest.fail(f"could not start the cluster in a box:\n{e}", pytrace=False)
+        except Exception as e:  # whatever it is, a failure: the tests that need a box cannot run
+            pytest.fail(f"could not start the cluster in a box: {type(e).__name__}: {e}", pytrace=False)
         _say(request, f"cluster in a box: started in {box.timings['total']:.1f}s {box.timings}")
     try:
         yield box

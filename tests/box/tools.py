@@ -55,6 +55,11 @@ def missing() -> list[str]:
         found.append("/dev/fuse (a kernel with FUSE, and the device in this container)")
     if os.geteuid() != 0:
         found.append("root (namespaces, mounts and slurmd need it)")
+    elif shutil.which("unshare"):
+        probe = subprocess.run(["unshare", "--mount", "--pid", "--uts", "--fork", "--mount-proc", "true"],
+                               capture_output=True, text=True, timeout=30)
+        if probe.returncode != 0:
+            found.append(f"namespaces (unshare --mount --pid --uts: {probe.stderr.strip()})")
     return found
 
 
