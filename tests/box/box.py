@@ -55,6 +55,8 @@ class BoxConfig:
 
 @dataclass
 class Box:
+    """A running box: its hosts by name, its file server, its Slurm (`slurm`), how long it took to start."""
+
     config: BoxConfig
     tools: Tools
     server: FileServer
@@ -64,7 +66,7 @@ class Box:
     timings: dict[str, float] = field(default_factory=dict)  # seconds each start phase took
     _sshd: subprocess.Popen[bytes] | None = None
     _slurmctld: subprocess.Popen[bytes] | None = None
-    _pids: dict[str, int] = field(default_factory=dict)  # sshd, slurmctld: for a box we did not start
+    _pids: dict[str, int] = field(default_factory=dict)  # sshd, slurmctld, keeper: of a box we did not start
 
     @property
     def root(self) -> Path:
