@@ -22,14 +22,16 @@ SCHEMAS = REPO / "schemas"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-pytest_plugins = ["tests.slurm.plugin"]  # session fixture `slurm_cluster` (real Slurm)
+# session fixtures `slurm_cluster` (real Slurm) and `cluster_box` (the cluster in a box: hosts as namespaces, tests/box)
+pytest_plugins = ["tests.slurm.plugin", "tests.box.plugin"]
 
 # The suite can run on two workers (pytest-xdist: `pytest -n 2 --dist loadgroup`): its tests mostly
 # wait on real daemons, wrappers and schedulers, so two at a time nearly halve its wall time on CI's two
 # cores. What shares one machine-wide thing runs on one worker, in order: the tests on the real Slurm
 # cluster (one slurmctld for all: a test stops it, another drains a node or fills them all), and the
-# tests through the real sshd (their far side is this machine's account, its fray bootstrapped once).
-SHARED_GROUPS = {"slurm": {"slurm_cluster"}, "remote": {"sshd", "sshd_without_sftp"}}
+# tests through the real sshd (their far side is this machine's account, its fray bootstrapped once), and the
+# tests on the cluster in a box (one box for all: a test freezes a host, skews a node's clock).
+SHARED_GROUPS = {"slurm": {"slurm_cluster"}, "remote": {"sshd", "sshd_without_sftp"}, "box": {"cluster_box"}}
 SLURM_PAGE = "<!-- needs the Slurm test cluster -->"  # a docs page whose examples run on the Slurm cluster
 
 
