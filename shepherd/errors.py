@@ -8,8 +8,10 @@
     │   └── ConstraintTypeError   a constraint compared with an attribute of another type (same module)
     ├── StateError                FRAY_HOME missing, unwritable, or a state file unusable
     │   ├── CorruptFileError      a state file that failed validation (it was moved aside)
-    │   └── LeaseLost             the daemon's lease passed to another (fray.daemon.lease_keeper): it
-    │                             stops before it writes
+    │   ├── LeaseLost             the daemon's lease passed to another (fray.daemon.lease_keeper): it
+    │   │                         stops before it writes
+    │   └── LockTimeout           a lock on a shared file stayed held for the whole wait
+    │                             (fray.state.shared_lock)
     ├── BackendError              an external command failed; `temporary` says whether the
     │   │                         daemon should simply retry on its next cycle
     │   └── AmbiguousSubmission   the backend may or may not have the attempt (e.g. sbatch
@@ -105,6 +107,10 @@ class CorruptFileError(StateError):
 class LeaseLost(StateError):
     """This daemon no longer holds the lease of its FRAY_HOME: another host's daemon took a newer generation, or this
     one was paused past its lease. It must not write (fray.daemon.lease_keeper)."""
+
+
+class LockTimeout(StateError):
+    """A lock on a shared file (fray.state.shared_lock) stayed held by another process for the whole wait."""
 
 
 class BackendError(FrayError):

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "wait": ("fray.cli.wait_cmd:wait_cmd", "Wait for runs or a group to end, telling each change."),
     "control": ("fray.cli.control_cmd:control", "Stop, restart, pause a run; tune, pause or terminate its workload."),
     "daemon": ("fray.cli.daemon_cmd:daemon", "Start, stop or inspect the daemon that serves FRAY_HOME."),
+    "doctor": ("fray.cli.doctor_cmd:doctor", "Check the cluster as fray needs it: file system, locks, daemon, nodes, clocks."),
     "nodes": ("fray.cli.nodes_cmd:nodes", "The nodes runs can use; ban and unban them."),
     "actors": ("fray.cli.actors_cmd:actors", "The actors jobs registered, by namespace and name."),
     "partitions": ("fray.cli.partitions_cmd:partitions_cmd", "The Slurm partitions and their GPUs, as fray chooses them."),

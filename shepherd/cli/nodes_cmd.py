@@ -107,7 +107,7 @@ def _tpu_host_table(hosts: list[dict[str, Any]]) -> list[str]:
 def _node_table(nodes: list[dict[str, Any]], now: float) -> list[str]:
     columns = [render.Column("NODE"), render.Column("BACKEND"), render.Column("STATE"),
                render.Column("CPUS", align=">"), render.Column("MEM", align=">"), render.Column("GPUS"),
-               render.Column("BLACKLIST", shrinkable=True)]
+               render.Column("CLOCK"), render.Column("BLACKLIST", shrinkable=True)]
     cells = []
     for node in nodes:
         ban_entry = node["blacklist"]
@@ -117,8 +117,12 @@ def _node_table(nodes: list[dict[str, Any]], now: float) -> list[str]:
         else:
             banned = "-"
         gpus = human.gpus(node["gpus"], node.get("gpu_type"))
+        offset = node.get("clock_offset_sec")
+        clock = human.clock_offset(offset)
+        if human.clock_off(offset):
+            clock = render.style(clock, fg="yellow")
         cells.append([node["name"], node["backend"] or "-", node["state"], human.number(node["cpus"]),
-                      human.size_mb(node["mem_mb"]) if node["mem_mb"] else human.MISSING, gpus, banned])
+                      human.size_mb(node["mem_mb"]) if node["mem_mb"] else human.MISSING, gpus, clock, banned])
     return render.table(columns, cells, width=render.terminal_width())
 
 

@@ -71,7 +71,7 @@ def render_status(data: dict[str, Any]) -> list[str]:
     tasks = detail.tasks_summary(spec)
     if tasks:
         facts.append(("tasks", tasks))
-    facts += detail.hang_summaries(data["attempts"])
+    facts += detail.hang_summaries(data["attempts"]) + detail.clock_summaries(data["attempts"])
     progress = data["progress"]
     if progress:
         facts.append(("progress", detail.progress_summary(progress, now)))

@@ -44,6 +44,7 @@ OFFSET_STEP_SEC = 0.5
 # After the stop grace, allow this long for the wrapper's own kill before force.
 STOP_MARGIN_SEC = 5.0
 FORCED_DETAIL = "killed: did not stop within the grace period"
+LATE_RECORD_DETAIL = "ended on the backend; waiting for its exit record"
 
 # What `fray control config-set` may change on a live run.
 SAFE_OVERRIDES = frozenset({
@@ -63,6 +64,7 @@ class AttemptFiles:
     heartbeat_at: float | None = None  # when the daemon last saw the heartbeat change
     heartbeat_problem: str | None = None  # the heartbeat file exists but cannot be read: said if it comes to a stall
     clock_offset: float | None = None  # the node's clock minus the daemon's, as measured
+    gone_since: float | None = None  # when the daemon first saw the backend no longer have the attempt
     exit: dict[str, Any] | None = None
     final: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
@@ -81,6 +83,9 @@ class Situation:
     jitter: float = 0.5  # uniform in [0, 1), drawn by the daemon
     partitions: partition_policy.Candidates | None = None  # the backend's partitions for this run, best first
     first_sight: bool = False  # this daemon has not seen the in-flight attempt before (a previous one started it)
+    # How late a file the attempt's node wrote may reach the daemon (its host's caches of a shared file system):
+    # an attempt the backend no longer has waits this long for its exit record before it is judged lost.
+    file_latency: float = 0.0
 
 
 def decide(s: Situation, admit: Callable[[Request], Admission]) -> Plan:
@@ -212,11 +217,19 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
     if view.state == "gone":
         if attempt.state == AttemptState.STOPPING.value and attempt.stop_reason:
             attempt_ended(plan, attempt, attempt.stop_reason, None, attempt.detail or "stopped", s.jitter)
+        elif _record_may_be_late(attempt, files, view, s):
+            if attempt.detail != LATE_RECORD_DETAIL:
+                attempt.detail = LATE_RECORD_DETAIL
+                plan.log("waiting", f"the backend no longer has attempt {attempt.number}: waiting up to "
+                                    f"{s.file_latency:.0f}s for its exit record, which a shared file system may show "
+                                    "late", attempt.number)
         elif view.cause:
             attempt_ended(plan, attempt, view.cause, None, view.detail or view.cause, s.jitter)
         else:
+            waited = f" within {s.file_latency:.0f}s" if s.file_latency else ""
             attempt_ended(plan, attempt, Cause.LOST.value, None,
-                           "the attempt vanished without an exit record (killed, out of memory, node lost?)", s.jitter)
+                           f"the attempt vanished without an exit record{waited} (killed, out of memory, node lost?)",
+                           s.jitter)
         return
     if view.state == "unknown":
         return  # the backend could not tell this cycle; look again next cycle
@@ -251,6 +264,19 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         _stop(plan, attempt, Cause.EXPIRED.value, f"keep-alive of {meta.spec.keep_alive_sec:.0f}s has passed")
         return
     _check_stall(plan, attempt, files, view, now, s.jitter)
+
+
+def _record_may_be_late(attempt: Attempt, files: AttemptFiles, view: BackendView, s: Situation) -> bool:
+    """Whether the attempt the backend no longer has may still have its exit record on the way: within the file
+    latency of losing it, when the backend cannot say why it went, or its wrapper was beating until then (a
+    wrapper that lived to the end wrote its end; one on a node that died stopped beating long before)."""
+    gone_for = s.now - (files.gone_since or s.now)
+    if not s.file_latency or gone_for >= s.file_latency:
+        return False
+    if view.cause in (None, Cause.LOST.value):
+        return True
+    beat = files.heartbeat_at
+    return beat is not None and (files.gone_since or s.now) - beat < 3 * s.meta.spec.heartbeat_interval_sec
 
 
 def _started(plan: Plan, attempt: Attempt, view: BackendView, files: AttemptFiles) -> None:

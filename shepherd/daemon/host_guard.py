@@ -1,4 +1,4 @@
-"""One daemon process per host for a FRAY_HOME, guarded without the file system; and who this host is.
+"""One daemon process per host for a FRAY_HOME, guarded without the file system.
 
 Across hosts the lease decides who acts (fray.daemon.lease_keeper). On one host
 a faster, exact guard keeps a second daemon from even starting, and tells a
@@ -11,14 +11,12 @@ system, the kernel frees it however its process dies, and the children the
 daemon forks (wrappers, sbatch) do not inherit it (Python's sockets are
 close-on-exec). Elsewhere it is an flock on a lock file of this host's own.
 
-A host is its hostname plus its boot id (`host_id`): a login node rebooted under
-the same name is another host, whose old daemon this one cannot see.
+Who this host is (its name and boot id) is fray.state.this_host's.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import hashlib
 import os
 import socket
@@ -28,21 +26,7 @@ from typing import Any
 
 from fray.state import store
 from fray.state.layout import Home
-
-
-def hostname() -> str:
-    return socket.gethostname()
-
-
-@functools.cache
-def host_id() -> str:
-    """This host's identity for 'is the lease holder on my machine': its name and this boot."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
-            boot = handle.read().strip()[:8]
-    except OSError:
-        boot = "noboot"
-    return f"{hostname()}/{boot}"
+from fray.state.this_host import host_id, hostname
 
 
 def _address(home: Home) -> str:

@@ -25,7 +25,7 @@ from fray.core.lease_rules import Health, Sight
 from fray.daemon import host_guard
 from fray.daemon.lease_keeper import STANDBY_POLL_SEC, lease_version, read_lease
 from fray.errors import CorruptFileError, StateError
-from fray.state import store
+from fray.state import store, this_host
 from fray.state.layout import Home
 
 START_TIMEOUT_SEC = 15.0
@@ -47,7 +47,7 @@ def is_locked(home: Home) -> bool:
 def host_record(home: Home, host: str | None = None) -> dict[str, Any] | None:
     """A host's daemon record (daemon/hosts/<host>.json; this host's by default)."""
     try:
-        return store.read_json(home.daemon_host(host or host_guard.hostname()), "daemon-host")
+        return store.read_json(home.daemon_host(host or this_host.hostname()), "daemon-host")
     except CorruptFileError:
         return None
 
@@ -55,7 +55,7 @@ def host_record(home: Home, host: str | None = None) -> dict[str, Any] | None:
 def _sight(home: Home, lease: dict[str, Any] | None, now: float) -> Sight:
     if lease is None:
         return Sight()
-    if lease.get("host_id") == host_guard.host_id():
+    if lease.get("host_id") == this_host.host_id():
         return Sight(same_host=True, holder_alive=_alive(lease["pid"]) and is_locked(home))
     mine = host_record(home)
     fresh = mine is not None and mine["role"] == "standby" and now - mine["written_at"] < 3 * STANDBY_POLL_SEC + 1 \
@@ -112,7 +112,7 @@ def confirmed_view(home: Home) -> dict[str, Any]:
     """`view`, judged on this host's clock (`confirmed`), with the daemon of every host that shares the home."""
     state, record = confirmed(home)
     return {"state": state.state, "detail": state.detail, "judged_by": state.judged_by, "lease": record,
-            "this_host": host_guard.hostname(), "hosts": hosts(home)}
+            "this_host": this_host.hostname(), "hosts": hosts(home)}
 
 
 def hosts(home: Home) -> list[dict[str, Any]]:
@@ -131,7 +131,7 @@ def hosts(home: Home) -> list[dict[str, Any]]:
             continue
         if record is None:
             continue
-        if record["host_id"] == host_guard.host_id():
+        if record["host_id"] == this_host.host_id():
             alive = record["role"] != "stopped" and _alive(record["pid"]) and is_locked(home)
             seen = "running" if alive else "gone"
         else:
@@ -147,6 +147,15 @@ def ensure_running(home: Home) -> dict[str, Any]:
     if health.state == "running" or (health.state == "stale" and is_locked(home)):
         return lease or {}  # a daemon of this host stands by: it takes over when the lease expires
     return await_first_cycle(home, _spawn(home))
+
+
+def start_here(home: Home) -> bool:
+    """Start a daemon on this host unless one runs here, and wait until it acts or stands by; whether one started."""
+    store.ensure_home(home)
+    if is_locked(home):
+        return False
+    await_first_cycle(home, _spawn(home))
+    return True
 
 
 def start(home: Home) -> Spawned | None:
@@ -177,28 +186,24 @@ def _spawn(home: Home) -> Spawned:
 
 
 def await_first_cycle(home: Home, spawned: Spawned) -> dict[str, Any]:
-    """The lease once a daemon serves and has cycled since `spawned` (ours, or one that beat it to this host), or
-    once ours stands by behind a holder on another host that is alive after all."""
+    """The lease once a daemon of this host serves and has cycled since `spawned` (ours, or one that beat it here),
+    or once ours stands by and has seen the holder on another host renew its lease (it is alive after all)."""
     deadline = spawned.at + START_TIMEOUT_SEC
-    mine = host_guard.host_id()
+    mine = this_host.host_id()
+    standing_by: tuple[Any, ...] | None = None  # the lease's version when ours was first seen standing by
     while time.time() < deadline:
         lease = read_lease(home)
         if lease is not None and not lease.get("stopping") and lease.get("host_id") == mine \
                 and lease["last_cycle_at"] >= spawned.at and lease.get("cycles", 0) >= 1 and _alive(lease["pid"]):
             return lease
         record = host_record(home)
-        if record is not None and record["pid"] == spawned.pid and record["role"] == "standby" and lease is not None:
-            holder = record.get("holder") or {}
-            if holder.get("unchanged_for_sec", 0.0) < float(lease.get("lease_timeout_sec") or 15.0) / 2 \
-                    and _renewed_since(home, lease):
+        if lease is not None and record is not None and record["pid"] == spawned.pid and record["role"] == "standby":
+            if standing_by is None:
+                standing_by = lease_version(lease)
+            elif lease_version(lease) != standing_by:
                 return lease
         time.sleep(0.02)
     raise StateError(f"the daemon did not start within {START_TIMEOUT_SEC:.0f}s; see {home.daemon_log}")
-
-
-def _renewed_since(home: Home, lease: dict[str, Any]) -> bool:
-    """Whether the lease changed since `lease` was read: its holder on another host lives."""
-    return lease_version(read_lease(home)) != lease_version(lease)
 
 
 def stop(home: Home, timeout: float = 15.0) -> dict[str, Any] | None:
@@ -207,12 +212,12 @@ def stop(home: Home, timeout: float = 15.0) -> dict[str, Any] | None:
     lease = read_lease(home)
     record = host_record(home)
     pid = None
-    if lease is not None and lease.get("host_id") == host_guard.host_id() and not lease.get("stopping"):
+    if lease is not None and lease.get("host_id") == this_host.host_id() and not lease.get("stopping"):
         pid = lease["pid"]
-    elif record is not None and record["host_id"] == host_guard.host_id() and record["role"] != "stopped":
+    elif record is not None and record["host_id"] == this_host.host_id() and record["role"] != "stopped":
         pid = record["pid"]
     if pid is None or not is_locked(home):
-        if lease is not None and lease.get("host_id") != host_guard.host_id() and not lease.get("stopping"):
+        if lease is not None and lease.get("host_id") != this_host.host_id() and not lease.get("stopping"):
             raise StateError(f"the daemon runs on {lease['host']} (pid {lease['pid']}); stop it from there "
                              f"(`fray --remote {lease['host']} daemon stop`), or start one here to stand by")
         return None

@@ -39,9 +39,8 @@ from typing import Any, Callable, Protocol
 
 from fray.core import lease_rules
 from fray.core.lease_rules import Watch
-from fray.daemon import host_guard
 from fray.errors import CorruptFileError, LeaseLost, StateError
-from fray.state import store
+from fray.state import store, this_host
 from fray.state.layout import Home
 
 log = logging.getLogger("fray.daemon")
@@ -165,7 +164,7 @@ class LeaseKeeper:
             return "no daemon held the lease"
         if lease.get("stopping"):
             return f"the daemon on {lease['host']} (pid {lease['pid']}) stopped"
-        if lease.get("host_id") == host_guard.host_id():
+        if lease.get("host_id") == this_host.host_id():
             # This process holds the host guard: no other daemon of this home lives on this host.
             return f"the daemon on this host (pid {lease['pid']}) is gone"
         timeout = timeout_of(lease, self.timeout)
@@ -184,7 +183,7 @@ class LeaseKeeper:
     def _take(self, number: int, why: str) -> bool:
         """Create generation `number` exclusively; on success this process holds the lease and has written it."""
         began = self.monotonic()
-        record = {"generation": number, "host": host_guard.hostname(), "host_id": host_guard.host_id(),
+        record = {"generation": number, "host": this_host.hostname(), "host_id": this_host.host_id(),
                   "pid": os.getpid(), "taken_at": self.clock(), "why": why}
         path = self.home.daemon_generation(number)
         store.make_dirs(path.parent)
@@ -292,7 +291,7 @@ class LeaseKeeper:
         self._renewals += 1
         document = {"started_at": self._role_since, "last_cycle_at": self._role_since,
                     "poll_interval_sec": 1.0, "cycles": 0, **self._fields,
-                    "pid": os.getpid(), "host": host_guard.hostname(), "host_id": host_guard.host_id(),
+                    "pid": os.getpid(), "host": this_host.hostname(), "host_id": this_host.host_id(),
                     "generation": self.generation, "renewals": self._renewals, "renewed_at": self.clock(),
                     "lease_timeout_sec": self.timeout, "stopping": stopping}
         store.write_json(self.home.daemon_lease, document, "daemon")
@@ -321,11 +320,11 @@ class LeaseKeeper:
 
     def _write_host(self, role: str, holder: dict[str, Any] | None, why: str | None = None) -> None:
         self._host_writes += 1
-        record = {"host": host_guard.hostname(), "host_id": host_guard.host_id(), "pid": os.getpid(), "role": role,
+        record = {"host": this_host.hostname(), "host_id": this_host.host_id(), "pid": os.getpid(), "role": role,
                   "since": self._role_since, "written_at": self.clock(), "writes": self._host_writes,
                   "generation": self.generation if role == "active" else (holder or {}).get("generation"),
                   "holder": holder, "stopped_why": why}
-        path = self.home.daemon_host(host_guard.hostname())
+        path = self.home.daemon_host(this_host.hostname())
         try:
             store.make_dirs(path.parent)
             store.write_json(path, record, "daemon-host", sync=False)  # advisory: rewritten every standby poll

@@ -76,6 +76,9 @@ log = logging.getLogger("fray.daemon")
 # Between full scans, ended runs are looked at only when the watcher saw their
 # folder change; a full scan every so often is the level-triggered safety net.
 FULL_SCAN_EVERY_SEC = 30.0
+# How late a compute node's file may reach this host before it is judged missing (config.json daemon.file_latency_sec):
+# NFS's default attribute caches (acdirmax) hide a new file from a host that looked for it for up to 60 s.
+DEFAULT_FILE_LATENCY_SEC = 60.0
 INVENTORY_EVERY_SEC = 60.0
 
 
@@ -255,7 +258,7 @@ class Daemon:
             key = AttemptKey(meta.run_id, attempt.number)
             view = views.get(key, BackendView("unknown"))
             written = read_attempt_files(self._reader, run.paths, attempt.number, view.state == "gone", self._event)
-            files = self._sightings.on_daemon_clock(key, view.node or attempt.node, written, now)
+            files = self._sightings.on_daemon_clock(key, view.node or attempt.node, written, now, view.state == "gone")
             first_sight = key not in self._seen_in_flight
             if first_sight:
                 self._seen_in_flight.add(key)
@@ -263,8 +266,11 @@ class Daemon:
                     self._event(run.paths, "adopted", f"found attempt {attempt.number} {view.state} after a daemon restart",
                                 attempt.number)
         control = family.effective_control(run.control, self._cycle_plan.orders.get(meta.run_id))
+        # A local attempt's files are written on this host: nothing is late. Another host's reach it through caches.
+        latency = 0.0 if meta.spec.backend == "local" else self._file_latency
         plan = policy.decide(Situation(meta, control, files, view, now, self.jitter(),
-                                       partitions=self._partition_candidates(meta), first_sight=first_sight),
+                                       partitions=self._partition_candidates(meta), first_sight=first_sight,
+                                       file_latency=latency),
                              self._cycle_plan.admit_for(meta))
         # Records first, then meta.json, then what reaches the backend: a daemon killed
         # between two steps leaves either a decision the next one makes again (records
@@ -343,6 +349,10 @@ class Daemon:
             self._loaded.discard(name)
 
     @property
+    def _file_latency(self) -> float:
+        return float(self._config.get("daemon", {}).get("file_latency_sec", DEFAULT_FILE_LATENCY_SEC))
+
+    @property
     def poll_interval(self) -> float:
         return min((b.poll_interval_sec for b in self._backends.values()), default=1.0)
 
@@ -385,7 +395,7 @@ class Daemon:
                 threading.Thread(target=watching_runs.await_watch, args=probe, name="fray-watch-probe", daemon=True).start()
                 getattr(self._backends.get("local"), "warm_up", lambda: None)()  # a first script need not wait for it
             if self._lease.valid():
-                self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends)
+                self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends, self._sightings.node_offsets())
             self._index.save_settled()
             idle_from = time.perf_counter()
             self._index.idle(wake, self.poll_interval)  # the runs a start deferred, read while nothing happens

@@ -18,7 +18,7 @@ from typing import Any
 from fray.backends.protocol import Backend, Node
 from fray.core import policy
 from fray.errors import BackendError, CorruptFileError
-from fray.state import blacklist, store
+from fray.state import blacklist, store, this_host
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import StatKey, stat_key
 
@@ -85,8 +85,10 @@ class NodeKeeper:
             os.close(fd)
         return entry, ttl
 
-    def write_inventory_every(self, every_sec: float, backends: Mapping[str, Backend]) -> None:
-        """nodes.json: what each backend in use offers, listed at most once every `every_sec`.
+    def write_inventory_every(self, every_sec: float, backends: Mapping[str, Backend],
+                              clock_offsets: Mapping[str, float] | None = None) -> None:
+        """nodes.json: what each backend in use offers, listed at most once every `every_sec`, and each node's clock
+        against the daemon's as last measured (fray.daemon.sightings).
 
         A backend whose listing costs nothing (the TPU backend's hosts come from its
         last snapshot) says so with a shorter `nodes_every_sec` of its own.
@@ -103,8 +105,11 @@ class NodeKeeper:
             except (BackendError, OSError) as exc:
                 log.warning("listing the nodes of %s failed: %s", name, exc)
                 self._listed.pop(name, None)
-        inventory = {"generated_at": self._clock(),
-                     "backends": {name: self._listed[name] for name in backends if name in self._listed}}
+        inventory: dict[str, Any] = {"generated_at": self._clock(),
+                                     "backends": {name: self._listed[name] for name in backends if name in self._listed}}
+        if clock_offsets:
+            inventory["clock_offsets"] = {node: {"offset_sec": offset, "measured_by": this_host.hostname()}
+                                          for node, offset in clock_offsets.items()}
         store.write_json(self.home.nodes, inventory, "nodes")
         self._written = stat_key(self.home.nodes)
 

@@ -25,7 +25,8 @@ import threading
 from typing import Protocol
 
 from fray import __version__
-from fray.daemon.host_guard import HostGuard, hostname
+from fray.daemon.host_guard import HostGuard
+from fray.state.this_host import hostname
 from fray.daemon.lease_keeper import LeaseKeeper, configured_timeout
 from fray.daemon.loop import Daemon
 from fray.state import store

@@ -60,6 +60,7 @@ class _Sighting:
     progress_seen: float | None = None
     progress: dict[str, Any] | None = None  # the last good one
     readings: deque[float] = field(default_factory=lambda: deque(maxlen=READINGS))
+    gone_since: float | None = None  # when the backend was first seen without it
 
     @property
     def offset(self) -> float | None:
@@ -73,13 +74,15 @@ class Sightings:
         self._attempts: dict[AttemptKey, _Sighting] = {}
         self._nodes: dict[str, deque[float]] = {}
 
-    def on_daemon_clock(self, key: AttemptKey, node: str | None, files: AttemptFiles, now: float) -> AttemptFiles:
+    def on_daemon_clock(self, key: AttemptKey, node: str | None, files: AttemptFiles, now: float,
+                        gone: bool = False) -> AttemptFiles:
         """`files` with every time the policy compares with `now` on the daemon's clock: a heartbeat and a step as
         when this daemon saw them change, the start and the ends less the node's offset."""
         seen = self._attempts.get(key)
         if seen is None:
             seen = self._attempts[key] = _Sighting(first_seen=now)
         self._read_beat(seen, files, now, node)
+        seen.gone_since = (seen.gone_since or now) if gone else None
         if files.started is not None and not seen.readings:
             seen.readings.append(files.started["started_at"] - now)  # a reading too: bounds the start by its sight
         progress = self._read_progress(seen, files.progress, now)
@@ -97,6 +100,7 @@ class Sightings:
             files, started=started, exit=ended(files.exit), progress=progress,
             heartbeat_at=seen.beat_seen if seen.beat_seen is not None else None,
             heartbeat_problem=_damage(seen, now) if files.heartbeat_problem else None, clock_offset=offset,
+            gone_since=seen.gone_since,
             tasks=tuple(TaskEnd(t.index, ended(t.exit), t.failure) for t in files.tasks))  # type: ignore[arg-type]
 
     def _read_beat(self, seen: _Sighting, files: AttemptFiles, now: float, node: str | None) -> None:

@@ -24,10 +24,10 @@ def ensure_running(home: Home) -> dict[str, Any]:
 
 
 def start(home: Home) -> dict[str, Any]:
-    """Start a daemon in the background unless one is running."""
-    before, _ = lease.confirmed(home)
-    lease.ensure_running(home)
-    return daemon_view(home, "start", changed=before.state != "running")
+    """Start this host's daemon in the background unless one runs here: it acts, or stands by behind a live daemon
+    of another login host, ready to take over (several login hosts: start one on each)."""
+    started = lease.start_here(home)
+    return daemon_view(home, "start", changed=started)
 
 
 def stop(home: Home) -> dict[str, Any]:

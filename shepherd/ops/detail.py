@@ -176,3 +176,13 @@ def last_failure(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The last attempt that failed and left a failure record (not one fray stopped on request)."""
     return next((a for a in reversed(attempts)
                  if a.get("failure") and a["cause"] not in NEUTRAL_CAUSES | GOOD_CAUSES), None)
+
+
+def clock_summaries(attempts: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The latest attempt's node clock, when it is off the daemon's enough to say: [("node clock", "...")]."""
+    latest = attempts[-1] if attempts else None
+    offset = latest.get("clock_offset_sec") if latest else None
+    if latest is None or not human.clock_off(offset):
+        return []
+    return [("node clock", f"{latest['node'] or 'its node'} is {human.clock_offset(offset)} the daemon's host: "
+                           "fray judges liveness on its own clock, but the job's own timestamps are off")]

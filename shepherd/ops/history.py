@@ -124,8 +124,9 @@ def _on_daemon_clock(parsed: history.Parsed, offset: float | None) -> history.Pa
     """An attempt's points, written on its node's clock, on the daemon's (its attempts' times are)."""
     if not offset:
         return parsed
-    return history.Parsed([p._replace(t=p.t - offset) for p in parsed.points],
-                          [m._replace(t=m.t - offset) for m in parsed.checkpoints], parsed.skipped)
+    return history.Parsed([history.Point(p.attempt, p.t - offset, p.step, p.metrics, p.redone) for p in parsed.points],
+                          [history.CheckpointMark(m.attempt, m.t - offset, m.step, m.name) for m in parsed.checkpoints],
+                          parsed.skipped)
 
 
 def run_goodput(found: RunHistory, now: float, since: float | None = None) -> goodput.Breakdown:

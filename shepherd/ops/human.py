@@ -14,6 +14,7 @@ import math
 import time
 from typing import Any
 
+from fray.core.doctor_rules import CLOCK_WARN_SEC, describe_offset
 from fray.core.status import ICONS, Status
 
 ELLIPSIS = "…"
@@ -133,6 +134,16 @@ def separator(attempt: int, node: str | None) -> str:
     """The line between two attempts' output: `── attempt 2 on gpu-7 ──`."""
     where = f" on {node}" if node else ""
     return f"── attempt {attempt}{where} ──"
+
+
+def clock_offset(seconds: float | None) -> str:
+    """A node's clock against the daemon's: `3m00s behind`, `in step`; `-` when not measured."""
+    return MISSING if seconds is None else describe_offset(seconds)
+
+
+def clock_off(seconds: float | None) -> bool:
+    """Whether that is worth a warning (the jobs' own timestamps are off by it)."""
+    return seconds is not None and abs(seconds) >= CLOCK_WARN_SEC
 
 
 def gpus(count: Any, gpu_type: str | None) -> str:

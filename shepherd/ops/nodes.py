@@ -42,14 +42,17 @@ def nodes_view(home: Home) -> dict[str, Any]:
         inventory = {"generated_at": None, "backends": {}}
         problem = f"{exc}; the daemon writes it again on its next cycle"
     banned = blacklist.load(home)
+    offsets = {name: entry["offset_sec"] for name, entry in inventory.get("clock_offsets", {}).items()}
     rows: list[dict[str, Any]] = []
     for backend, listed in sorted(inventory["backends"].items()):
         for node in listed:
-            rows.append({**node, "backend": backend, "blacklist": _ban_of(banned, node["name"], now)})
+            rows.append({**node, "backend": backend, "blacklist": _ban_of(banned, node["name"], now),
+                         "clock_offset_sec": offsets.get(node["name"])})
     known = {row["name"] for row in rows}
     for name in sorted(set(banned.nodes) - known):
         rows.append({"name": name, "backend": None, "state": "unknown", "cpus": None, "mem_mb": None, "gpus": None,
-                     "gpu_type": None, "partitions": [], "blacklist": _ban_of(banned, name, now)})
+                     "gpu_type": None, "partitions": [], "blacklist": _ban_of(banned, name, now),
+                     "clock_offset_sec": offsets.get(name)})
     return {"generated_at": now, "inventory_at": inventory["generated_at"], "daemon": lease.view(home),
             "nodes": rows, "inventory_problem": problem}
 

@@ -135,8 +135,7 @@ class AttemptPaths(NamedTuple):
         return self.dir / contract.HEALTH
 
     @property
-    def call_record(self) -> Path:
-        """How a launched callable ended: returned or raised, with the traceback text (schemas/call-result.json)."""
+    def call_record(self) -> Path:  # how a launched callable ended: returned or raised (schemas/call-result.json)
         return self.dir / "call-result.json"
 
     @property
@@ -144,8 +143,7 @@ class AttemptPaths(NamedTuple):
         return self.dir / "call-result.pkl"
 
     @property
-    def resume_call(self) -> Path:
-        """What a checkpointable callable's checkpoint() returned in this attempt: the call the next one makes."""
+    def resume_call(self) -> Path:  # what a checkpointable callable's checkpoint() returned: the next attempt's call
         return self.dir / "resume-call.pkl"
 
     @property
@@ -171,8 +169,7 @@ class ArrayPaths(NamedTuple):
     def tasks(self) -> Path:  # one attempt folder a line (relative to FRAY_HOME), in array task order
         return self.dir / "tasks"
 
-    def task_log(self, index: str) -> Path:
-        """Slurm's own output of array task `index` (sbatch's `%a`) before it moves into its attempt folder."""
+    def task_log(self, index: str) -> Path:  # Slurm's output of array task `index` (`%a`) until it moves
         return self.dir / f"task-{index}.log"
 
 
@@ -338,6 +335,9 @@ class Home:
 
     def daemon_host(self, host: str) -> Path:  # the daemon of one host, standing by or acting
         return self.root / DAEMON_DIR / "hosts" / f"{host}.json"
+
+    def doctor(self, name: str) -> Path:  # `fray doctor`'s probes (its job's files, each host's lock probe): derived
+        return self.cache_dir / "doctor" / name
 
     @property
     def daemon_log(self) -> Path:

@@ -315,7 +315,9 @@ def _store_objects(home: Home, root: Path, hashes: dict[str, str], executable: s
 @contextlib.contextmanager
 def _store_lock(home: Home, mode: int) -> Iterator[bool]:
     """flock on locks/snapshots.lock: shared by snapshots being taken, exclusive for collect (which does not
-    wait: it yields False when a snapshot is being taken, and tries again later)."""
+    wait: it yields False when a snapshot is being taken, and tries again later). A fast guard between the
+    processes of one host; what keeps a snapshot being taken on another host, or on a file system without
+    flock (ENOSYS), is collect's sparing of anything younger than KEEP_UNREFERENCED_SEC."""
     store.make_dirs(home.locks_dir)
     fd = os.open(home.lock_file("snapshots"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -324,6 +326,8 @@ def _store_lock(home: Home, mode: int) -> Iterator[bool]:
             held = True
         except BlockingIOError:
             held = False
+        except OSError:  # no flock on this file system (ENOSYS, EOPNOTSUPP, ENOLCK): the age rule alone
+            held = True
         yield held
     finally:
         os.close(fd)  # releases the lock

@@ -4,7 +4,8 @@ Rules (from the design): every write is temp-file + fsync + os.replace in the
 same folder, UTF-8, newline-terminated; folders are 0700 and files 0600; every
 read validates against its schema, and a file that fails is moved aside as
 `<name>.corrupt-<timestamp>` and reported as `CorruptFileError`, never crashed
-on and never silently overwritten. Shared files are written under a filelock.
+on and never silently overwritten. Shared files are written under a lock that holds across the hosts sharing
+FRAY_HOME, flock or not (fray.state.shared_lock).
 """
 
 from __future__ import annotations
@@ -251,19 +252,16 @@ def read_jsonl(path: Path, schema: str) -> Iterator[JsonLine]:
 
 
 def lock(home: Home, name: str, timeout: float = 10.0) -> Any:
-    """A cross-process lock for a shared file (filelock, imported only by writers)."""
-    from filelock import FileLock
+    """A lock for a shared file that holds across processes and the hosts sharing FRAY_HOME, whatever the file
+    system's flock does (fray.state.shared_lock: a lock file created exclusively)."""
+    from fray.state.shared_lock import SharedLock
 
-    make_dirs(home.locks_dir)
-    return FileLock(str(home.lock_file(name)), timeout=timeout, mode=FILE_MODE)
+    return SharedLock(home.lock_file(name), timeout=timeout)
 
 
 def held(home: Home, name: str) -> bool:
-    """Whether some process holds lock `name` right now.
-
-    A bare flock probe, the same lock filelock takes on POSIX: read-only commands
-    like `fray list` ask this and should not pay for importing filelock.
-    """
+    """Whether some process holds lock `name` right now, by a bare flock probe: this host's own locks only
+    (the host guard's, off Linux: fray.daemon.host_guard)."""
     import fcntl
 
     try:

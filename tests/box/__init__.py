@@ -25,7 +25,7 @@ By hand: `python -m tests.box start|status|env|shell HOST|run HOST -- CMD|stop`.
 Modules, one job each:
     box.py      a whole box: start, find (box.json), stop       plugin.py    the pytest fixtures
     host.py     one host: run in it, look at it, act on it      share.py     the file server and the clients
-    slurm.py    the box's Slurm (slurmd inside node hosts)      clock.py     libfaketime for clock offsets
+    slurm.py    the box's Slurm (slurmd inside node hosts)      clock.py     a clock shim for offsets
     procs.py    what /proc says about the box's processes       tools.py     the C helpers (c/), built by gcc
     polling.py  waiting until a deadline, without pytest        fray_on_box.py  fray on the box, for scenarios
     __main__.py the command line

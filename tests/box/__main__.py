@@ -26,8 +26,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the box's folder (default: $FRAY_BOX_DIR or /tmp/fray-box)")
     sub = parser.add_subparsers(dest="command", required=True)
     start = sub.add_parser("start", help="start a box in the background (a no-op if one runs)")
-    start.add_argument("--cache", type=float, default=Cache().attributes,
-                       help="seconds each host's client caches attributes, names and listings (default %(default)s)")
+    start.add_argument("--cache", type=float, default=Cache().names,
+                       help="seconds each host's client caches names, missing names and listings (default %(default)s)")
     sub.add_parser("stop", help="stop the box and everything it runs")
     sub.add_parser("status", help="what runs: hosts, their processes, the Slurm nodes")
     sub.add_parser("env", help="print `export` lines for the box's Slurm and folder")
@@ -96,7 +96,7 @@ def _keep(root: Path, cache: float) -> int:
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stopping.set())
-    box = start_box(BoxConfig(root=root, cache=Cache(cache, cache, cache, cache)))
+    box = start_box(BoxConfig(root=root, cache=Cache(names=cache, missing_names=cache, listings=cache)))
     print(f"box started in {box.timings['total']:.2f}s: {box.timings}", flush=True)
     stopping.wait()
     box.stop()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from tests.box import clock, procs, share, slurm
+from tests.box import procs, share, slurm
 from tests.box.host import Host, launch
 from tests.box.polling import wait_until
 from tests.box.share import Cache, FileServer
@@ -167,8 +167,6 @@ class Box:
             except subprocess.TimeoutExpired:
                 handle.kill()
                 handle.wait(timeout=5)
-        for host in self.hosts.values():
-            clock.remove(host.clock_name)
         try:  # what is not our child (a box another process started) we can only watch go
             wait_until(lambda: not _leftovers(self), timeout=15, what="the box's processes to exit")
         except AssertionError:

@@ -9,7 +9,7 @@ What a test can change about a host, each kept in the host's *environment overla
 `export NAME=VALUE` lines), which `run`/`popen` add to every command and the box's Slurm TaskProlog
 adds to every job task on a node:
 
-- `set_clock_offset(seconds)`: libfaketime on the host's new processes, wall clock only (the monotonic
+- `set_clock_offset(seconds)`: a clock shim on the host's new processes, wall clock only (the monotonic
   clock and file times stay true, as on a machine whose clock is off);
 - `set_flock(False)`: the ENOSYS shim, as on a file system mounted without locks.
 
@@ -142,9 +142,6 @@ class Host:
             return not left
 
         wait_until(none_left, timeout=timeout, what=f"every process of {self.name} to die")
-        if self.clock_offset():  # a process killed inside libfaketime may have held the host's semaphore
-            clock.remove(self.clock_name)
-            self.set_clock_offset(self.clock_offset())
 
     def partition(self) -> None:
         """The file server becomes unreachable from this host: its client stops answering, and every access
@@ -178,7 +175,7 @@ class Host:
         self._set_overlay(clock_offset=seconds, flock=self._flock())
 
     def clock_offset(self) -> float:
-        return float(self.overlay().get("FAKETIME", "0"))
+        return float(self.overlay().get(clock.VARIABLE, "0"))
 
     def set_flock(self, works: bool) -> None:
         """With False, flock()/lockf()/fcntl locks fail with ENOSYS in this host's new processes."""
@@ -191,7 +188,7 @@ class Host:
         env: dict[str, str] = {}
         preload = []
         if clock_offset:
-            env = clock.environment(clock_offset, self.tools.libfaketime, self.clock_name)
+            env = clock.environment(clock_offset, self.tools.clockshift)
             preload.append(env.pop("LD_PRELOAD"))
         if not flock:
             preload.append(str(self.tools.noflock))
@@ -201,11 +198,6 @@ class Host:
         scratch = self.overlay_file.with_suffix(".new")
         scratch.write_text(text)
         os.replace(scratch, self.overlay_file)  # a job starting now reads the old or the new one, whole
-
-    @property
-    def clock_name(self) -> str:
-        """The name of libfaketime's shared objects for this host (clock.py)."""
-        return clock.shared_name(self.folder.parents[1], self.name)
 
 
 def launch(name: str, role: str, folder: Path, tools: Tools, mount: Path, system_env: dict[str, str],

@@ -18,7 +18,7 @@ import pytest
 from tests.box.box import Box, attach, default_root, start_box
 from tests.box.tools import missing
 
-HINT = "apt-get install sshfs fuse3 faketime libfaketime slurm-wlm munge openssh-server gcc (.ci/run does)"
+HINT = "apt-get install sshfs fuse3 slurm-wlm munge openssh-server gcc (.ci/run does)"
 
 
 @pytest.fixture(scope="session")

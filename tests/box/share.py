@@ -29,7 +29,9 @@ class Cache:
 
     The defaults are short so tests stay fast, long enough that every test meets a stale cache."""
 
-    attributes: float = 2.0  # size and times of a file (FUSE attr_timeout; NFS acregmin/acregmax, 3-60 s)
+    # Size and times of a file (FUSE attr_timeout). 0 by default: NFS revalidates them at every open
+    # (close-to-open), which fray relies on, and sshfs would otherwise read a replaced file cut at its old size.
+    attributes: float = 0.0
     names: float = 2.0  # a name found in a folder (FUSE entry_timeout; NFS acdirmin/acdirmax)
     missing_names: float = 2.0  # a name looked up and not found (FUSE negative_timeout; NFS lookupcache=all)
     listings: float = 2.0  # folder listings and the client's own stat cache (sshfs dcache_timeout)

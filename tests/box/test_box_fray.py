@@ -1,9 +1,8 @@
 """fray end to end on the cluster in a box, with today's code: a run submitted on one login host runs in a
 node host and both login hosts follow it through their own clients of the shared folder.
 
-The scenario is `run_across_hosts`, a helper the acceptance tests of issue 37 can call (with the daemon's
-new lease, with clocks skewed, with a host frozen). What today's code gets wrong across hosts is pinned by
-strict xfails: each fails loudly (XPASS) once fixed, so its mark comes off with the fix.
+The scenario is `run_across_hosts`; what spans hosts (the daemon's lease, clocks, fencing, late files) is
+tests/box/test_many_hosts.py.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import pytest
 from tests.box.box import Box
 from tests.box.fray_on_box import FrayHome
 from tests.box.host import Host
-from tests.box.share import Cache
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.slow
@@ -69,9 +67,6 @@ def fray_home(box: Box, request: pytest.FixtureRequest) -> Iterator[FrayHome]:
 def test_a_run_submitted_on_login_a_runs_on_a_node_and_both_login_hosts_follow_it(box: Box,
                                                                                    fray_home: FrayHome) -> None:
     a, b = box.login("login-a"), box.login("login-b")
-    # The daemon's host learns of new files at once: today a late exit.json costs a retry (the xfail below),
-    # and a retry costs this test 5-15 s. Drop this line with the fix.
-    box.remount(a, Cache(missing_names=0))
     seen = run_across_hosts(box, fray_home, submit_on=a, watchers=[b])
     assert "login-a" in seen.submitted["daemon"]["detail"]  # `fray submit` started the daemon where it ran
     (node,) = seen.ran_on  # one host ran the workload: a node, never a login host
@@ -84,23 +79,3 @@ def test_a_run_submitted_on_login_a_runs_on_a_node_and_both_login_hosts_follow_i
     assert seen.logs == {"login-a": expected, "login-b": expected}
     attempt = fray_home.server / "runs" / seen.run_id / "attempts" / "1"
     assert (attempt / "exit.json").exists() and (attempt / "final.json").exists()  # through the node's client
-
-
-@pytest.mark.xfail(strict=True, reason="issue 37 (6): an exit.json that reaches the daemon's host late turns a "
-                                       "success into `lost` and a retry")
-def test_an_exit_record_seen_late_on_the_daemons_host_costs_no_retry(box: Box, fray_home: FrayHome) -> None:
-    a = box.login("login-a")
-    box.remount(a, Cache(missing_names=10))  # login-a learns of a new file up to 10 s after it appears
-    script = TRAIN.replace("--backoff-base 0", "--backoff-base 0 --max-retries-preemption 1")  # fail fast today
-    seen = run_across_hosts(box, fray_home, submit_on=a, watchers=[], script=script, timeout=60)
-    assert [(t["number"], t["cause"]) for t in seen.ended["login-a"]["attempts"]] == [(1, "success")]
-
-
-@pytest.mark.xfail(strict=True, reason="issue 37 (1): `fray daemon status` on a second login host says `stopped` "
-                                       "while login-a's daemon cycles: liveness is judged by a node-local flock")
-def test_login_b_sees_login_as_daemon_running(box: Box, fray_home: FrayHome) -> None:
-    a, b = box.login("login-a"), box.login("login-b")
-    fray_home.fray(a, "daemon", "start", check=True)
-    wait_until(lambda: fray_home.fray_json(a, "daemon", "status")["state"] == "running", what="login-a's daemon")
-    shown = fray_home.fray_json(b, "daemon", "status")
-    assert shown["state"] == "running", shown

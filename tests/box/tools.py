@@ -2,7 +2,8 @@
 
 - `init`: PID 1 of a host (names it, reaps its orphans);
 - `enter`: runs a command inside a host, forwarding signals and dying with its caller;
-- `noflock.so`: an LD_PRELOAD shim under which flock/lockf/fcntl locks fail with ENOSYS.
+- `noflock.so`: an LD_PRELOAD shim under which flock/lockf/fcntl locks fail with ENOSYS;
+- `clockshift.so`: an LD_PRELOAD shim under which the wall clock runs off by FRAY_BOX_CLOCK_OFFSET seconds.
 
 Builds are cached under a folder named by the hash of the sources, so a second session (or a second
 box) compiles nothing; a changed source gets a new folder.
@@ -20,9 +21,6 @@ from pathlib import Path
 
 SOURCES = Path(__file__).resolve().parent / "c"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fray-box"
-# Debian puts it under the architecture's folder (x86_64-linux-gnu, aarch64-linux-gnu, ...).
-LIBFAKETIME = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))),
-                   Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"))
 SBIN = "/usr/sbin:/sbin"  # sshd, slurmd, slurmctld, munged
 # What the box runs, and the Debian package each comes from (.ci/run installs them).
 REQUIRED = {
@@ -41,7 +39,7 @@ class Tools:
     init: Path
     enter: Path
     noflock: Path
-    libfaketime: Path
+    clockshift: Path
 
 
 def missing() -> list[str]:
@@ -49,8 +47,6 @@ def missing() -> list[str]:
     path = f"{os.environ.get('PATH', '')}{os.pathsep}{SBIN}"
     found = [f"{tool} (apt-get install {package})" for tool, package in REQUIRED.items()
              if shutil.which(tool, path=path) is None]
-    if not LIBFAKETIME.exists():
-        found.append("libfaketime.so.1 (apt-get install libfaketime)")
     if not Path("/dev/fuse").exists():
         found.append("/dev/fuse (a kernel with FUSE, and the device in this container)")
     if os.geteuid() != 0:
@@ -68,8 +64,9 @@ def build(cache: Path = CACHE) -> Tools:
     sources = sorted(SOURCES.glob("*.c"))
     digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
     folder = cache / digest
-    tools = Tools(init=folder / "init", enter=folder / "enter", noflock=folder / "noflock.so", libfaketime=LIBFAKETIME)
-    if all(p.exists() for p in (tools.init, tools.enter, tools.noflock)):
+    tools = Tools(init=folder / "init", enter=folder / "enter", noflock=folder / "noflock.so",
+                  clockshift=folder / "clockshift.so")
+    if all(p.exists() for p in (tools.init, tools.enter, tools.noflock, tools.clockshift)):
         return tools
     cache.mkdir(parents=True, exist_ok=True)
     # Built in a scratch folder renamed into place: two sessions building at once both end with whole files.
@@ -77,6 +74,7 @@ def build(cache: Path = CACHE) -> Tools:
     _gcc("-o", scratch / "init", SOURCES / "init.c")
     _gcc("-o", scratch / "enter", SOURCES / "enter.c")
     _gcc("-shared", "-fPIC", "-o", scratch / "noflock.so", SOURCES / "noflock.c", "-ldl")
+    _gcc("-shared", "-fPIC", "-o", scratch / "clockshift.so", SOURCES / "clockshift.c", "-ldl")
     try:
         scratch.rename(folder)
     except OSError:  # another build won the race; its files are the same

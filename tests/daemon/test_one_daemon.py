@@ -3,7 +3,7 @@
 Real daemon processes. A second `fray.daemon` seen for an instant in a storm of
 kills is the daemon's own child between fork and exec (fray.daemon.process);
 these tests cover what could really make two act: daemons started at once, and
-the lock file deleted under a running daemon.
+a lease taken over by another host (tests/box/test_many_hosts.py has real hosts).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -48,21 +49,32 @@ def test_daemons_started_at_once_leave_exactly_one_serving(home):
                 stop_daemon(proc)
 
 
-def test_a_daemon_whose_lock_file_is_replaced_exits_and_leaves_the_lease_to_the_new_one(home):
+def test_a_daemon_whose_generation_another_host_took_stops_writing_then_takes_a_newer_one(home):
+    """What a daemon sees when another login host took its lease over (here: written as that host would):
+    it stops before writing anything more and stands by; once that host's lease stands unchanged for its
+    timeout, on this host's clock, it takes the next generation."""
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"daemon": {"lease_timeout_sec": 2}}))
     first = start_daemon(home)
-    second = None
     try:
-        home.lock_file("daemon").unlink()  # a cleaned-up locks folder: the flock no longer guards anything
-        second = start_daemon(home)
-        assert first.wait(10) == 0  # it saw the lock file is not the one it locked, before its next cycle
-        cycles = lease(home)["cycles"]
-        wait_until(lambda: (l := lease(home)) and l["cycles"] > cycles + 2, what="the new daemon to keep cycling")
-        assert lease(home)["pid"] == second.pid and not lease(home)["stopping"]
-        assert second.poll() is None
+        wait_until(lambda: (l := lease(home)) and l.get("cycles", 0) >= 1, what="it to serve")
+        assert lease(home)["generation"] == 1
+        taken = {"generation": 2, "host": "login-b", "host_id": "login-b/00000000", "pid": 4242, "taken_at": time.time(),
+                 "why": "a test plays login-b"}
+        (home.root / "daemon" / "generation-2.json").write_text(json.dumps(taken))
+        theirs = {**lease(home), **{k: taken[k] for k in ("generation", "host", "host_id", "pid")}, "renewals": 1,
+                  "stopping": False}
+        home.daemon_lease.write_text(json.dumps(theirs))
+        record = home.root / "daemon" / "hosts" / f"{socket.gethostname()}.json"
+        wait_until(lambda: json.loads(record.read_text())["role"] == "standby", what="it to stand by")
+        assert json.loads(home.daemon_lease.read_text()) == theirs  # it did not write over the newer lease
+        wait_until(lambda: (l := lease(home)) and l["generation"] == 3 and l["pid"] == first.pid, timeout=15,
+                   what="it to take generation 3 once login-b's lease stood still for 2 s")
+        why = json.loads((home.root / "daemon" / "generation-3.json").read_text())["why"]
+        assert "login-b" in why and "unchanged for" in why
+        assert first.poll() is None
     finally:
-        for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                stop_daemon(proc)
+        stop_daemon(first)
 
 
 STOP_WHILE_LOCKED = """

@@ -122,7 +122,17 @@ def wait_for(home: Home, run_id: str, timeout: float = WAIT_FOR_RUN_SEC) -> bool
     when no daemon runs to write it."""
     deadline = time.monotonic() + timeout
     while not os.path.isfile(home.meta_file(run_id)):
-        if time.monotonic() > deadline or not store.held(home, "daemon"):
+        if time.monotonic() > deadline or not _daemon_may_serve(home):
             return False
         time.sleep(0.05)
     return True
+
+
+def _daemon_may_serve(home: Home) -> bool:
+    """Whether the lease names a daemon that has not stopped (whether it lives is fray.daemon.lease's to judge:
+    `wait_for` is bounded by its timeout anyway)."""
+    try:
+        lease = store.read_json(home.daemon_lease, "daemon")
+    except CorruptFileError:
+        return True  # being rewritten by its holder
+    return lease is not None and not lease.get("stopping")
