@@ -13,13 +13,15 @@ import click
 
 from fray.cli import output, render
 from fray.cli.main import home_of
+from fray.core.backend_names import BACKEND_NAMES
 from fray.ops import doctor as doctors
 
 MARKS = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "red"), "info": ("info", "blue")}
 
 
 @click.command("doctor")
-@click.option("--backend", metavar="NAME", help="Where the probe job runs (default: config.json's default_backend).")
+@click.option("--backend", type=click.Choice(BACKEND_NAMES),
+              help="Where the probe job runs (default: config.json's default_backend).")
 @click.option("--no-job", "no_job", is_flag=True, help="Check this host only: no probe job on the backend.")
 @click.option("--timeout", default=120.0, show_default=True, metavar="SECONDS",
               help="How long the probe job may take to start and answer (it may wait in a queue).")

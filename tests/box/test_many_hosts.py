@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from typing import Any, Iterator
 
@@ -19,7 +20,7 @@ from tests.box import procs
 from tests.box.box import Box
 from tests.box.fray_on_box import FAST_SLURM, FrayHome
 from tests.box.host import Host
-from tests.conftest import wait_until
+from tests.conftest import schema_validate, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -289,3 +290,32 @@ def test_an_exit_record_that_reaches_the_daemons_host_late_costs_no_retry(box: B
     ended = home.wait_ended(a, run_id, timeout=60)
     assert [(t["number"], t["cause"]) for t in ended["attempts"]] == [(1, "success")]
 
+
+
+def test_doctor_on_two_login_hosts_at_once_finds_node_local_locks_and_a_node_clock_off(box: Box,
+                                                                                      home: FrayHome) -> None:
+    a, b = box.login("login-a"), box.login("login-b")
+    for node in box.nodes:
+        node.set_clock_offset(-120)
+    start_daemon(home, a)
+    acting(home)
+    doctors = {host.name: host.popen(["fray", "doctor", "--json", "--backend", "slurm", "--timeout", "60"],
+                                     env=home.env(), cwd=home.path.parent, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+               for host in (a, b)}
+    reports = {}
+    for name, proc in doctors.items():
+        out, err = proc.communicate(timeout=150)
+        assert proc.returncode == 0, (name, out, err)
+        reports[name] = json.loads(out)
+    for name, report in reports.items():
+        schema_validate("cli-doctor", report)
+        checks = {f["check"]: f for f in report["findings"]}
+        other = "login-b" if name == "login-a" else "login-a"
+        assert "flock is node-local" in checks["locks"]["summary"] and other in checks["locks"]["summary"], checks
+        assert checks["file system"]["summary"].startswith("fuse.sshfs")
+        assert checks["round trip"]["status"] == "ok" and len(report["measured"]["round_trips_sec"]) == 5
+        node = report["measured"]["node"]["host"]
+        assert node in {n.name for n in box.nodes}
+        assert abs(report["measured"]["clock_offsets_sec"][node] + 120) < 3, report["measured"]
+        assert checks["clocks"]["status"] == "warn" and "behind" in checks["clocks"]["summary"]

@@ -451,3 +451,46 @@ def test_a_failed_group_is_a_workload_failure_of_the_task_that_failed_even_witho
     plan = decide(Situation(meta, Control(), AttemptFiles(tasks=(task2,), task_count=3),
                             BackendView("gone", cause="lost", detail="FAILED"), T0 + 3), always)
     assert plan.meta.attempts[0].cause == "lost"
+
+
+def late(meta: Meta, now: float, files: AttemptFiles, cause: str | None = None, latency: float = 30.0) -> policy.Plan:
+    view = BackendView("gone", cause=cause, detail=cause)
+    return decide(Situation(meta, Control(), files, view, now, 0.0, file_latency=latency), always)
+
+
+def test_an_attempt_the_backend_lost_waits_for_its_exit_record_up_to_the_file_latency():
+    meta = running(make_meta(), T0)
+    gone = AttemptFiles(heartbeat_at=T0 + 9, gone_since=T0 + 10)
+    waiting = late(meta, T0 + 20, gone, cause="lost")
+    assert waiting.meta.in_flight is not None and "waiting" in kinds(waiting)
+    assert waiting.meta.in_flight.detail == policy.LATE_RECORD_DETAIL
+    arrived = late(waiting.meta, T0 + 25, dataclasses.replace(exited(0, final=True, at=T0 + 9), gone_since=T0 + 10),
+                   cause="lost")
+    assert arrived.meta.attempts[0].cause == "success"  # the late record decides, not the backend's guess
+    never = late(waiting.meta, T0 + 41, gone, cause="lost")
+    assert never.meta.attempts[0].cause == "lost"
+
+
+def test_a_node_that_died_long_before_the_backend_said_so_is_not_waited_for():
+    meta = running(make_meta(heartbeat_interval_sec=2.0), T0)
+    dead = AttemptFiles(heartbeat_at=T0 + 5, gone_since=T0 + 60)  # no beat for 55 s before Slurm gave up on it
+    plan = late(meta, T0 + 61, dead, cause="node_fault")
+    assert plan.meta.attempts[0].cause == "node_fault"
+
+
+def test_a_stopping_attempt_nothing_can_reach_ends_once_it_shows_no_life_for_a_heartbeat_timeout():
+    meta = running(make_meta(stop_grace_sec=10.0, heartbeat_timeout_sec=60.0), T0)
+    stopping = step(meta, T0 + 1, control=Control(stop_requested=True), files=AttemptFiles(heartbeat_at=T0 + 1)).meta
+    quiet = AttemptFiles(heartbeat_at=T0 + 1)
+    assert step(stopping, T0 + 30, files=quiet).meta.in_flight is not None  # still within the heartbeat timeout
+    ended = step(stopping, T0 + 62, files=quiet).meta
+    assert ended.attempts[0].state == "ended" and ended.attempts[0].cause == "stopped"
+    assert "no sign of life for 61s" in ended.attempts[0].detail
+
+
+def test_the_nodes_clock_offset_is_kept_on_the_attempt_only_when_it_moves():
+    meta = running(make_meta(), T0)
+    first = step(meta, T0 + 1, files=AttemptFiles(heartbeat_at=T0 + 1, clock_offset=-180.04)).meta
+    assert first.in_flight.clock_offset_sec == -180.0
+    same = step(first, T0 + 2, files=AttemptFiles(heartbeat_at=T0 + 2, clock_offset=-180.3))
+    assert same.meta.in_flight.clock_offset_sec == -180.0 and same.meta == first  # no meta.json write for it
