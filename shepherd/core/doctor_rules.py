@@ -56,8 +56,8 @@ def kind_of(fstype: str) -> str:
 def file_system(fstype: str, source: str, options: list[str], backend: str) -> Finding:
     kind = kind_of(fstype)
     summary = f"{fstype} ({source}): {KINDS[kind]}"
-    if kind == "local" and backend != "local":
-        return Finding("file system", "fail", summary, f"put FRAY_HOME on a folder the {backend} nodes share "
+    if kind == "local" and backend != "local":  # only nodes of this very machine see it: the round trip tells
+        return Finding("file system", "warn", summary, f"put FRAY_HOME on a folder the {backend} nodes share "
                                                        "(--home DIR or FRAY_HOME=DIR)")
     if kind == "nfs" and "nocto" in options:
         return Finding("file system", "warn", summary + "; mounted nocto: an opened file may be stale",
