@@ -17,6 +17,7 @@ nothing, `Superseded` is raised) and then follows FRAY_RECORDS: by rename as abo
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -120,6 +121,9 @@ def create_json(path: str | os.PathLike[str], document: object) -> bool:
     return create_bytes(path, dumps(document).encode("utf-8"))
 
 
+NO_HARD_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK)  # what link(2) answers where there are none
+
+
 def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
     """Write `path` only if it does not exist yet; True if this call wrote it.
 
@@ -139,6 +143,10 @@ def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
         # NFS retransmits a link whose answer was lost, and the retry finds the name taken by the first try: the
         # temp file's link count says whether that name is ours (the lock-file rule of open(2)'s O_EXCL notes).
         return os.stat(tmp).st_nlink == 2
+    except OSError as exc:
+        if exc.errno not in NO_HARD_LINKS:
+            raise
+        return _create_in_place(path, data)  # a file system without hard links (gcsfuse, some FUSE clients)
     finally:
         discard(tmp)
 

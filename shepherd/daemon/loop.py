@@ -404,6 +404,13 @@ class Daemon:
             self._index.save_settled(force=True)
         self._notifications.close()
 
+    def close(self) -> None:
+        """After `serve`: its threads stopped and its backends let go (a daemon that lost the lease is replaced by
+        a new Daemon when it takes one again; what it started lives on, to be adopted)."""
+        self._stop.set()
+        for backend in self._backends.values():
+            getattr(backend, "close", lambda: None)()
+
     def wake(self) -> None:
         """Cut the current wait short (from any thread): the lease was lost, say."""
         self._wake.set()

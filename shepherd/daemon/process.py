@@ -85,6 +85,7 @@ class Supervisor:
                 daemon.serve()
             finally:
                 self.daemon = None
+                daemon.close()
                 self.keeper.release()
                 log.info("daemon stopping; attempts keep running and will be adopted by the next daemon")
             if self.keeper.lost_why is not None and not self.stop.is_set():

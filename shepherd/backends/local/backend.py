@@ -69,6 +69,11 @@ class LocalBackend:
             self._capacity = machine.capacity(self._config)
         return self._capacity
 
+    def close(self) -> None:
+        """This daemon stops serving (it lost the lease, or is stopping): its warm worker goes with it."""
+        if self._warm is not None:
+            self._warm.close()
+
     def warm_up(self) -> None:
         """Start the warm worker ahead of the first attempt (the daemon does, once its first cycle is done)."""
         if self._warm is not None:

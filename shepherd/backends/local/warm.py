@@ -166,6 +166,16 @@ class WarmWorker:
                 except OSError:
                     pass  # the worker is gone, and its queue with it: the listener says so
 
+    def close(self) -> None:
+        """Let the warm process go (its stdin closed: it exits, dropping its queue; what it forked lives on)."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None and proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
     def _write(self, proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
         assert proc.stdin is not None
         try:
