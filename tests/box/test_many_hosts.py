@@ -319,3 +319,37 @@ def test_doctor_on_two_login_hosts_at_once_finds_node_local_locks_and_a_node_clo
         assert node in {n.name for n in box.nodes}
         assert abs(report["measured"]["clock_offsets_sec"][node] + 120) < 3, report["measured"]
         assert checks["clocks"]["status"] == "warn" and "behind" in checks["clocks"]["summary"]
+
+
+LOCAL = """#FRAY --heartbeat-interval 0.5
+import time
+from fray import report
+
+for step in range(1, 100_000):
+    report.progress(step=step)
+    time.sleep(0.2)
+"""
+
+
+def test_a_local_run_of_one_login_host_lives_on_when_another_hosts_daemon_takes_over_and_stops_by_its_word(
+        box: Box, home: FrayHome) -> None:
+    """The local backend runs on the login host that started it: a daemon on another host cannot see or signal
+    its processes, so it judges it by its heartbeat (not `lost`), and a stop reaches it through meta.json."""
+    a, b = box.login("login-a"), box.login("login-b")
+    start_daemon(home, a)
+    acting(home)
+    start_daemon(home, b)
+    script = home.project("proj", {"serve.py": LOCAL}) / "serve.py"
+    run_id = home.submit(a, script)["run_id"]
+    wait_until(lambda: home.status(a, run_id)["run"]["status"] == "healthy_running", timeout=60, what="it to run")
+    workload = job_processes(home, a, run_id)
+    home.fray(a, "daemon", "stop", check=True)  # login-a's daemon hands over at once; its run lives on
+    wait_until(lambda: (l := lease(home)) and l["host"] == "login-b" and l.get("cycles", 0) >= 1, what="login-b")
+    time.sleep(3)  # several of login-b's cycles: one that could not see the run's processes would have closed it
+    shown = home.status(b, run_id)
+    assert shown["run"]["status"] == "healthy_running" and len(shown["attempts"]) == 1, shown["run"]
+    home.fray(b, "control", "stop", run_id, check=True)
+    ended = home.wait_ended(b, run_id, timeout=30)
+    assert ended["run"]["status"] == "stopped_manual", ended["run"]
+    assert not any(procs.alive(pid) for pid in workload)
+    assert "no signal came: stopping it" in (home.server / "runs" / run_id / "attempts" / "1" / "wrapper.log").read_text()
