@@ -15,8 +15,8 @@ the loop at once.
 
 Crash-only: it may be killed at any line. An attempt is recorded as
 `submitting` before the backend is asked, so a restarted daemon looks for it
-(and adopts it) instead of submitting twice. One daemon per FRAY_HOME: it holds
-locks/daemon.lock for its lifetime and keeps its lease in daemon.json.
+(and adopts it) instead of submitting twice. One daemon acts per FRAY_HOME, on whichever login host
+holds the lease (fray.daemon.lease_keeper): every write that could contradict a newer holder checks it first.
 
 Submissions go through `fray.daemon.submitting` (at the end of the cycle, once its group commit,
 `fray.state.commit_batch`, made every meta.json it changed durable; a sweep's attempts together); a new

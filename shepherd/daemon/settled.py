@@ -15,7 +15,7 @@ needs every run (housekeeping, the sweep of actor endpoints) waits until none is
 count every run's usage: where they are configured, nothing is deferred.
 
 The index is derived data: missing, unreadable, from another version or stale, it costs only speed (a run it
-does not list, or whose files changed, is read as before). Only the daemon writes it (it holds the daemon lock).
+does not list, or whose files changed, is read as before). Only the daemon that acts writes it (it holds the lease).
 """
 
 from __future__ import annotations
