@@ -266,17 +266,16 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
     _check_stall(plan, attempt, files, view, now, s.jitter)
 
 
+# What the backend says of an attempt that ended when its wrapper's own record, if any, says it better: it ended by
+# itself (completed, failed) or vanished. A failed node or a preemption is the backend's verdict, record or not.
+RECORD_DECIDES = frozenset({None, Cause.LOST.value, Cause.WORKLOAD_FAILURE.value})
+
+
 def _record_may_be_late(attempt: Attempt, files: AttemptFiles, view: BackendView, s: Situation) -> bool:
-    """Whether the attempt the backend no longer has may still have its exit record on the way: within the file
-    latency of losing it, when the backend cannot say why it went, or its wrapper was beating until then (a
-    wrapper that lived to the end wrote its end; one on a node that died stopped beating long before)."""
+    """Whether the attempt the backend no longer has may still have its exit record on the way (a shared file
+    system shows it late), within the file latency of losing it, where that record would decide the verdict."""
     gone_for = s.now - (files.gone_since or s.now)
-    if not s.file_latency or gone_for >= s.file_latency:
-        return False
-    if view.cause in (None, Cause.LOST.value):
-        return True
-    beat = files.heartbeat_at
-    return beat is not None and (files.gone_since or s.now) - beat < 3 * s.meta.spec.heartbeat_interval_sec
+    return bool(s.file_latency) and gone_for < s.file_latency and view.cause in RECORD_DECIDES
 
 
 def _started(plan: Plan, attempt: Attempt, view: BackendView, files: AttemptFiles) -> None:

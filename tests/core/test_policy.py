@@ -471,11 +471,12 @@ def test_an_attempt_the_backend_lost_waits_for_its_exit_record_up_to_the_file_la
     assert never.meta.attempts[0].cause == "lost"
 
 
-def test_a_node_that_died_long_before_the_backend_said_so_is_not_waited_for():
-    meta = running(make_meta(heartbeat_interval_sec=2.0), T0)
-    dead = AttemptFiles(heartbeat_at=T0 + 5, gone_since=T0 + 60)  # no beat for 55 s before Slurm gave up on it
-    plan = late(meta, T0 + 61, dead, cause="node_fault")
-    assert plan.meta.attempts[0].cause == "node_fault"
+def test_a_failed_node_or_a_preemption_is_the_backends_verdict_at_once_record_or_not():
+    for cause in ("node_fault", "preempted"):
+        meta = running(make_meta(heartbeat_interval_sec=2.0), T0)
+        cut_off = AttemptFiles(heartbeat_at=T0 + 59, gone_since=T0 + 60)  # a wrapper cut off may beat on
+        plan = late(meta, T0 + 61, cut_off, cause=cause)
+        assert plan.meta.attempts[0].cause == cause
 
 
 def test_a_stopping_attempt_nothing_can_reach_ends_once_it_shows_no_life_for_a_heartbeat_timeout():
