@@ -14,6 +14,8 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple
 
+import orjson
+
 from fray.state import meta_file, run_code, store, upstreams
 
 from fray.core import directives
@@ -59,6 +61,7 @@ class Prepared(NamedTuple):
     frozen: str
     workdir: str
     in_place: bool = False  # --code none: run the script where it is
+    left_out: dict[str, Any] | None = None  # what the snapshot left out (runs/<id>/left-out.json)
 
 
 def create_run(home: Home, options: SubmitOptions, now: float | None = None,
@@ -69,7 +72,10 @@ def create_run(home: Home, options: SubmitOptions, now: float | None = None,
     ready = prepare(options, home, check)
     meta = new_meta(ready.name, now, ready.workdir, ready.spec, source=ready.source, frozen=ready.frozen,
                     script=ready.data, in_place=ready.in_place)
-    write_run(home, NewRun(meta, {meta.script["frozen"]: ready.data}))
+    files = {meta.script["frozen"]: ready.data}
+    if ready.left_out is not None:
+        files[layout.LEFT_OUT] = orjson.dumps(ready.left_out) + b"\n"
+    write_run(home, NewRun(meta, files))
     return meta
 
 
@@ -106,8 +112,8 @@ def prepare(options: SubmitOptions, home: Home, check: Callable[[Prepared], None
                      spec.workdir, in_place=settled.root is None and options.module is None)
     if check is not None:
         check(ready)
-    spec.code = settled.snapshot(home, options.force)
-    return ready
+    spec.code, left_out = settled.snapshot(home, options.force)
+    return ready._replace(left_out=left_out)
 
 
 def entry_script(paths: RunPaths, meta: Meta) -> Path:
