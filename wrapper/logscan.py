@@ -179,7 +179,8 @@ class LogScan:
     def stop(self) -> None:
         """Stop the thread, then read what the workload wrote last (it has exited)."""
         self._stopping.set()
-        self._thread.join(timeout=5.0)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
         self.scan()
         for tail in self.tails:
             tail.close()

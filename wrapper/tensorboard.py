@@ -129,7 +129,8 @@ class TensorBoardScan:
     def stop(self) -> None:
         """Stop the thread, then read what the workload wrote last."""
         self._stopping.set()
-        self._thread.join(timeout=5.0)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
         self.scan()
 
     def _loop(self) -> None:

@@ -28,7 +28,6 @@ DAEMON_LEASE = "daemon.json"
 NODES = "nodes.json"
 BLACKLIST = "blacklist.json"
 RUNS = contract.RUNS_DIR
-LEFT_OUT = contract.LEFT_OUT  # runs/<id>/left-out.json: what the code snapshot left out (the wrapper reads it)
 FROZEN_SCRIPT_STEM = "script"  # runs/<id>/script<.suffix>: the submitted script, frozen
 ENTRYPOINT_STEM = "entrypoint"  # a launched job's own script, beside the shim
 ATTEMPTS = "attempts"  # runs/<id>/attempts/<n>/: one folder per attempt

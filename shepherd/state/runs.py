@@ -24,6 +24,7 @@ from fray.state import layout
 from fray.state.run_lookup import read_control, read_meta, resolve, slug
 from fray.state.layout import Home, RunPaths
 from fray.core.model import Control, Meta, Phase, RunSpec
+from fray.wrapper import contract
 
 CONTROL_OPS = ("stop", "start", "restart", "pause", "unpause")
 SYNC_EACH_UP_TO = 8  # runs written together; more share one sync (write_runs)
@@ -74,7 +75,7 @@ def create_run(home: Home, options: SubmitOptions, now: float | None = None,
                     script=ready.data, in_place=ready.in_place)
     files = {meta.script["frozen"]: ready.data}
     if ready.left_out is not None:
-        files[layout.LEFT_OUT] = orjson.dumps(ready.left_out) + b"\n"
+        files[contract.LEFT_OUT] = orjson.dumps(ready.left_out) + b"\n"  # the wrapper reads it (fray.wrapper.left_out)
     write_run(home, NewRun(meta, files))
     return meta
 
@@ -113,7 +114,8 @@ def prepare(options: SubmitOptions, home: Home, check: Callable[[Prepared], None
     if check is not None:
         check(ready)
     spec.code, left_out = settled.snapshot(home, options.force)
-    return ready._replace(left_out=left_out)
+    return Prepared(ready.name, ready.spec, ready.data, ready.source, ready.frozen, ready.workdir, ready.in_place,
+                    left_out)
 
 
 def entry_script(paths: RunPaths, meta: Meta) -> Path:
