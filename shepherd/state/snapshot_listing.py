@@ -12,7 +12,8 @@ Everything left out is an entry with the rule that left it out (`.gitignore:3 *.
 `.frayignore:2 data/`, `a virtual environment`), so `fray submit` can say what it did not take
 (`LeftOut.summary`: per rule, counts, bytes and the largest) and the wrapper can tell a job that
 failed on a missing file it left out (`LeftOut.record`, runs/<id>/left-out.json). The files of a folder
-left out whole are counted by a walk of at most COUNT_LIMIT entries; past that the counts say "at least".
+left out whole are counted by a walk of at most COUNT_LIMIT entries; past that the counts say "at least"
+(a virtual environment's and FRAY_HOME's are not counted).
 """
 
 from __future__ import annotations
@@ -137,8 +138,9 @@ def _file_entry(root: Path, rel: str, rule: str) -> Entry:
 
 def _folder_entry(root: Path, rel: str, rule: str, budget: list[int]) -> Entry:
     """A folder left out whole, with the files it holds as far as `budget` (entries left to walk) allows."""
-    if rule == VENV_RULE:
-        return Entry(rel + "/", rule, 0, 0, False, ((rel + "/", 0),))  # thousands of files nobody needs counted
+    if rule in (VENV_RULE, HOME_RULE):
+        # Thousands of files nobody needs counted; FRAY_HOME's change with every run, and a spec must not.
+        return Entry(rel + "/", rule, 0, 0, False, ((rel + "/", 0),))
     files = total = 0
     largest: list[tuple[int, str]] = []
     counted = True
