@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -13,8 +14,6 @@ import time
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple
-
-import orjson
 
 from fray.state import meta_file, run_code, store, upstreams
 
@@ -75,7 +74,8 @@ def create_run(home: Home, options: SubmitOptions, now: float | None = None,
                     script=ready.data, in_place=ready.in_place)
     files = {meta.script["frozen"]: ready.data}
     if ready.left_out is not None:
-        files[contract.LEFT_OUT] = orjson.dumps(ready.left_out) + b"\n"  # the wrapper reads it (fray.wrapper.left_out)
+        # The wrapper reads it (fray.wrapper.left_out). Stdlib json: a job with fray from a bare wheel imports this.
+        files[contract.LEFT_OUT] = (json.dumps(ready.left_out, ensure_ascii=False) + "\n").encode()
     write_run(home, NewRun(meta, files))
     return meta
 
