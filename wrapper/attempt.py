@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from . import code, contract, forked, guardian, hangwatch, outcome, procs, records, tags, workload
+from . import code, contract, emitted, forked, guardian, hangwatch, left_out, outcome, procs, records, resume_args, tags, trackers, workload
 from .fence import Fence, Superseded, Writer, bind
 from .health import HealthCheck
 from .heartbeat import Heartbeat
@@ -65,6 +65,9 @@ class Attempt:
         self.health: HealthCheck | None = None
         self.watch: hangwatch.Watch | None = None
         self.hang: hangwatch.Verdict | None = None  # the watch found the workload hung: it was ended for that
+        self.readers: list[Any] = []  # what reads the job's output and event files as progress (fray.wrapper.emitted)
+        self.retry: dict[str, Any] | None = None  # whether --retry-args were added (started.json)
+        self.cwd: str | None = None  # where the workload was started
         self.end: outcome.WorkloadEnd | None = None
         self.received_signal: int | None = None
         self._cleaned = False
@@ -147,8 +150,11 @@ class Attempt:
             self.launch_error = f"cannot lay out the run's code: {exc}"
             return
         self.script = place.script
+        added, self.retry = resume_args.decide(options.attempt, options.retry_args, options.retry_args_if_exists,
+                                               place.cwd)
+        script_args = [*options.script_args, *added]
         if options.module is not None:
-            argv = [options.python or sys.executable, "-m", options.module, *options.script_args]
+            argv = [options.python or sys.executable, "-m", options.module, *script_args]
         else:
             try:
                 first_line = workload.read_first_line(place.script)
@@ -158,8 +164,14 @@ class Attempt:
             except OSError as exc:
                 self.launch_error = f"the script {place.script} cannot be read: {exc.strerror or exc}"
                 return
-            argv = workload.launch_argv(place.script, first_line, options.script_args, options.python)
+            argv = workload.launch_argv(place.script, first_line, script_args, options.python)
         env = workload.workload_env(os.environ, options, place.python_path)
+        for name, value in trackers.environment(os.environ, options.run_id, options.attempt, place.cwd,
+                                                self.log.write).items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
         if options.checkpoint_dir is not None:
             try:
                 records.make_private_dir(options.checkpoint_dir)
@@ -174,7 +186,7 @@ class Attempt:
             # (fray.daemon.strays); a scan of /proc here would cost a short function more than it does.
             for line in tags.describe(tags.sweep_closed(options.home).items()):
                 self.log.write(line)
-        cwd = place.cwd
+        cwd = self.cwd = place.cwd
         self.log.write(f"launching {argv} in {cwd}")
         try:
             self.proc = workload.start(argv, env, cwd, self.path(contract.STDOUT), self.path(contract.STDERR))
@@ -184,6 +196,7 @@ class Attempt:
         self.relay.attach(self.proc.pid)  # the pid is the group id: start_new_session
         self.reaper = procs.Reaper(self.proc.pid, self.wakeup.notify).start()
         self.log.write(f"workload started, pid {self.proc.pid}")
+        self.readers = emitted.start(options, cwd, self.path(contract.STDOUT), self.path(contract.STDERR), self.log.write)
         if os.path.isdir("/proc"):
             self.watch = hangwatch.Watch(
                 self.proc.pid, options.attempt_dir, options.commands_dir, options.heartbeat_interval,
@@ -279,10 +292,17 @@ class Attempt:
         self.proc.returncode = os.waitstatus_to_exitcode(status)
         self.log.write(f"the workload {self.end.describe()}")
 
+    def _stop_readers(self) -> None:
+        """The progress readers' last look (the workload has exited or is being killed), then no more."""
+        readers, self.readers = self.readers, []
+        for reader in readers:
+            reader.stop()
+
     # -- report ------------------------------------------------------------
 
     def report(self) -> int:
         """Write final.json or failure.json; the wrapper's exit code."""
+        self._stop_readers()  # the workload is gone: what it printed last is progress too
         if self.proc is None:
             self.received_signal = self.relay.stop_signum
         result = outcome.decide(
@@ -294,6 +314,8 @@ class Attempt:
             script=self.options.module and f"-m {self.options.module}" or self.script,
             stderr_path=self.path(contract.STDERR),
         )
+        if result.cause == contract.CAUSE_WORKLOAD_FAILURE:
+            result = self.check_left_out(result)
         if self.hang is not None and self.received_signal is None:
             capture = self.watch.capture if self.watch is not None else None
             result = outcome.hang_outcome(self.hang.cause, self.hang.detail, capture.hung_in if capture else None)
@@ -308,6 +330,17 @@ class Attempt:
                 record["stacks"] = self.watch.capture.record()
             self.write(contract.FAILURE, record)
         return result.exit_code
+
+    def check_left_out(self, result: outcome.Outcome) -> outcome.Outcome:
+        """`result`, or the failure on a file the run's snapshot left out (fray.wrapper.left_out)."""
+        options = self.options
+        if options.home is None or options.code_dir is None or self.cwd is None:
+            return result
+        missing = left_out.lookup(options.home, options.run_id, options.code_dir, self.cwd,
+                                  tail_lines(self.path(contract.STDERR), STDERR_TAIL_LINES))
+        if missing is None:
+            return result
+        return outcome.Outcome(contract.EXIT_WORKLOAD_FAILURE, contract.CAUSE_SNAPSHOT_LEFT_OUT, left_out.message(missing))
 
     def read_result(self) -> dict[str, Any] | None:
         path = self.path(contract.RESULT)
@@ -325,9 +358,12 @@ class Attempt:
 
     def started_record(self) -> dict[str, Any]:
         version = ".".join(str(part) for part in sys.version_info[:3])
-        return outcome.started_record(
+        record = outcome.started_record(
             self.stamp, os.getpid(), self.proc.pid if self.proc else None, f"{sys.executable} {version}"
         )
+        if self.retry is not None:
+            record["retry_args"] = self.retry
+        return record
 
 
 def run_attempt(options: Options, log: DiagnosticLog, heartbeat: Heartbeat, started_at: float) -> int:

@@ -43,6 +43,9 @@ SNAPSHOT_OBJECTS = "objects"
 SNAPSHOT_TREES = "trees"
 EXECUTABLE_SUFFIX = ".x"
 CODE_DIR = "code"
+# runs/<run_id>/left-out.json, written at submit (schemas/left-out.json): what the run's snapshot left out, by
+# which rule; the wrapper reads it when the workload fails on a missing file (fray.wrapper.left_out).
+LEFT_OUT = "left-out.json"
 
 
 def snapshot_object(home: str, sha: str, executable: bool) -> str:
@@ -86,6 +89,9 @@ ENV_COMMANDS_DIR = "FRAY_COMMANDS_DIR"  # runs/<run_id>/commands: runtime comman
 # finds what a closed attempt left running by it (fray.wrapper.tags).
 ENV_ATTEMPT_TAG = "FRAY_ATTEMPT_TAG"
 ENV_CLUSTER_SPEC_FRAY = "fray"
+# The experiment trackers' variables the wrapper set (fray.wrapper.trackers), comma-separated: a job launched
+# from inside this one knows them for fray's, not the user's.
+ENV_TRACKER_VARS = "FRAY_TRACKER_VARS"
 # How the wrapper and the workload write the attempt's records (fray.wrapper.versions):
 # unset or "rename" (atomic rename: NFS, Filestore, local disk), or "write-once" (gcsfuse).
 ENV_RECORDS = "FRAY_RECORDS"
@@ -117,6 +123,8 @@ CAUSE_LAUNCH_FAILED = "launch_failed"
 CAUSE_HANG_STOPPED = "hang_stopped"  # the main process stopped (state T) for seconds (fray.wrapper.hangwatch)
 CAUSE_HANG_IDLE = "hang_idle"  # no CPU and no progress for --idle-timeout
 HANG_CAUSES = (CAUSE_HANG_STOPPED, CAUSE_HANG_IDLE)
+# It failed on a file its code snapshot left out (fray.wrapper.left_out): retrying cannot help.
+CAUSE_SNAPSHOT_LEFT_OUT = "snapshot_left_out"
 
 # Preflight probes (fray.wrapper.probes), in the order they run: cheap and general first.
 PROBE_NODE = "node"  # FRAY_HOME writable, free disk

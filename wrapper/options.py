@@ -10,6 +10,8 @@
         [--probes LIST] [--skip-probes LIST] [--probe-timeout SEC] [--min-free-disk MB]
         [--health-cmd CMD] [--health-interval SEC] [--health-retries K]
         [--idle-timeout SEC] [--progress-timeout SEC]
+        [--progress-pattern REGEX ...] [--progress-tensorboard DIR]
+        [--retry-arg=ARG ...] [--retry-args-if-exists PATH]
         [-- SCRIPT_ARGS...]
 
 Everything after the first `--` goes to the script untouched. Paths are made
@@ -39,6 +41,7 @@ class Options:
         "commands_dir", "gpus", "tpu_devices", "tpu_device_globs", "probes", "skip_probes",
         "probe_timeout", "min_free_disk_mb", "health_cmd", "health_interval", "health_retries",
         "code", "code_dir", "entry", "code_cwd", "module", "python", "python_env", "idle_timeout", "progress_timeout",
+        "progress_patterns", "progress_tensorboard", "retry_args", "retry_args_if_exists",
     )
 
     def __init__(
@@ -76,6 +79,10 @@ class Options:
         python_env: str | None = None,
         idle_timeout: float = contract.DEFAULT_IDLE_TIMEOUT_SEC,
         progress_timeout: float = 0.0,
+        progress_patterns: tuple[str, ...] = (),
+        progress_tensorboard: str | None = None,
+        retry_args: tuple[str, ...] = (),
+        retry_args_if_exists: str | None = None,
     ) -> None:
         self.run_id = run_id
         self.attempt = attempt
@@ -110,6 +117,10 @@ class Options:
         self.python_env = python_env  # a venv or conda prefix: its bin/ leads the workload's PATH
         self.idle_timeout = idle_timeout  # 0: no idle check (fray.wrapper.hangwatch)
         self.progress_timeout = progress_timeout  # the shepherd's; 0: no stacks taken ahead of a stall
+        self.progress_patterns = progress_patterns  # the job's output, read as progress (fray.wrapper.logscan)
+        self.progress_tensorboard = progress_tensorboard  # its event files' scalars (fray.wrapper.tensorboard)
+        self.retry_args = retry_args  # added to script_args after attempt 1 (fray.wrapper.resume_args)
+        self.retry_args_if_exists = retry_args_if_exists
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -262,6 +273,18 @@ def build_parser() -> argparse.ArgumentParser:
     hangs.add_argument("--progress-timeout", type=_seconds(minimum_exclusive=False), default=0.0, metavar="SEC",
                        help="the shepherd's progress timeout: the stacks are taken just before it ends a stall; "
                        "0: not known (default)")
+    emitted = run.add_argument_group("what the job emits, read as its progress; how it resumes")
+    emitted.add_argument("--progress-pattern", action="append", type=_nonempty, metavar="REGEX",
+                         help="a regular expression searched in each line of the workload's stdout and stderr; "
+                         "its named groups (step, loss, ...) are reported as progress (repeatable)")
+    emitted.add_argument("--progress-tensorboard", type=_nonempty, metavar="DIR",
+                         help="read the scalars of the TensorBoard event files under DIR (relative to the "
+                         "working directory) as progress")
+    emitted.add_argument("--retry-arg", action="append", metavar="ARG",
+                         help="an argument added to the script's after attempt 1 (repeatable; write --retry-arg=ARG)")
+    emitted.add_argument("--retry-args-if-exists", type=_nonempty, metavar="PATH",
+                         help="add the --retry-arg arguments only when this file exists (relative to the working "
+                         "directory)")
     return parser
 
 
@@ -322,4 +345,8 @@ def parse(argv: Sequence[str]) -> Options:
         python_env=_absolute(ns.python_env),
         idle_timeout=ns.idle_timeout,
         progress_timeout=ns.progress_timeout,
+        progress_patterns=tuple(ns.progress_pattern or ()),
+        progress_tensorboard=ns.progress_tensorboard,
+        retry_args=tuple(ns.retry_arg or ()),
+        retry_args_if_exists=ns.retry_args_if_exists,
     )

@@ -189,6 +189,13 @@ def _progress(step: Any, loss: Any, samples_per_sec: Any, checkpoint_version: An
     folder = attempt_dir()
     if folder is None:
         return None
+    return progress_in(folder, step, loss, samples_per_sec, checkpoint_version, extra)
+
+
+def progress_in(folder: Path, step: Any, loss: Any, samples_per_sec: Any, checkpoint_version: Any,
+                extra: dict[str, Any], now: float | None = None) -> dict[str, Any] | None:
+    """`progress()` for the attempt folder `folder`: what the wrapper's readers of the job's output and event
+    files (fray.wrapper.logscan, fray.wrapper.tensorboard) report through, fenced and checked the same way."""
     extra = dict(extra)
     step = _counter("step", step)
     checkpoint_version = _counter("checkpoint_version", checkpoint_version)
@@ -196,7 +203,7 @@ def _progress(step: Any, loss: Any, samples_per_sec: Any, checkpoint_version: An
     if speed is not None and speed < 0:
         raise ValueError(f"samples_per_sec must not be negative, not {speed}")
     document: dict[str, Any] = {
-        "updated_at": time.time(),
+        "updated_at": time.time() if now is None else now,
         "step": step,
         "loss": _measure("loss", loss, extra),
         "samples_per_sec": speed,

@@ -73,7 +73,8 @@ def _code_and_python(spec: RunSpec, code_dir: object) -> list[str]:
 
 
 def _probe_and_health(spec: RunSpec, commands_dir: object) -> list[str]:
-    """`--gpus N --probes ... --health-cmd ...` for this spec (each option followed by one value)."""
+    """`--gpus N --probes ... --health-cmd ...` for this spec (each option followed by one value; a value a
+    person wrote that may start with `-`, joined to its option), and what reads the job's progress."""
     args = ["--commands-dir", str(commands_dir), "--gpus", str(spec.gpus)]
     if spec.backend == "tpu" and spec.tpu:
         # Every host of a slice must see its share of the chips (the wrapper's tpu probe, exit 42 if not).
@@ -90,6 +91,12 @@ def _probe_and_health(spec: RunSpec, commands_dir: object) -> list[str]:
         args += ["--idle-timeout", repr(spec.idle_timeout_sec or 0.0)]
     if spec.progress_timeout_sec:  # the stacks of a stall are taken just before the daemon ends it
         args += ["--progress-timeout", repr(spec.progress_timeout_sec)]
+    args += [f"--progress-pattern={pattern}" for pattern in spec.progress_patterns]
+    if spec.progress_tensorboard is not None:
+        args.append(f"--progress-tensorboard={spec.progress_tensorboard}")
+    args += [f"--retry-arg={arg}" for arg in spec.retry_args]
+    if spec.retry_args_if_exists is not None:
+        args.append(f"--retry-args-if-exists={spec.retry_args_if_exists}")
     if spec.health_cmd is not None:
         args += ["--health-cmd", spec.health_cmd, "--health-interval", repr(spec.health_interval_sec),
                  "--health-retries", str(spec.health_retries)]

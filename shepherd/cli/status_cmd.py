@@ -12,7 +12,7 @@ from fray.cli import output, render
 from fray.cli.main import home_of
 from fray.cli.status_data import status_data
 from fray.core import values
-from fray.ops import detail, human
+from fray.ops import declared, detail, human
 
 ATTEMPT_COLUMNS = (
     render.Column("#", ">"),
@@ -66,8 +66,17 @@ def render_status(data: dict[str, Any]) -> list[str]:
         facts.append(("code", human.code(spec)))
     elif detail.synced_code(spec):
         facts.append(("code", detail.synced_code(spec)))
+    left_out = declared.left_out_lines(spec)
+    if left_out:
+        facts.append(("left out", left_out[0] + " " + "; ".join(line.strip() for line in left_out[1:-1])))
+    if declared.workdir_line(data.get("workdir")):
+        facts.append(("outputs", declared.workdir_line(data.get("workdir"))))
     if spec.get("python") or spec.get("module"):
         facts.append(("python", human.interpreter(spec)))
+    if declared.progress_sources(spec):
+        facts.append(("reads", "progress from " + declared.progress_sources(spec)))
+    if declared.retry_args_line(spec, data["attempts"]):
+        facts.append(("retry args", declared.retry_args_line(spec, data["attempts"])))
     tasks = detail.tasks_summary(spec)
     if tasks:
         facts.append(("tasks", tasks))

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from fray.cli import output, render
 from fray.core.model import Meta
 from fray.core.waiting import EXIT_NEVER_STARTS
-from fray.ops import human, lookup, submit as submitting
+from fray.ops import declared, human, lookup, submit as submitting
 from fray.state.layout import Home
 
 SUCCESS = "completed_success"
@@ -71,10 +71,16 @@ def render_submitted(data: dict[str, Any]) -> list[str]:
             ("script", data["script"]["source"]),
             ("code", human.code(spec)),
             ("python", human.interpreter(spec)),
+            *([("progress", declared.progress_sources(spec))] if declared.progress_sources(spec) else []),
+            *([("retry args", declared.retry_args_line(spec, []))] if spec.get("retry_args") else []),
             ("files", data["dir"]),
             ("daemon", render.style(f"{daemon['state']}: {daemon['detail']}", **render.DAEMON_COLOURS.get(daemon["state"], {}))),
         ]),
     ]
+    left_out = declared.left_out_lines(spec)
+    if left_out:
+        lines.append(render.style("left out of the snapshot: ", fg="yellow") + left_out[0])
+        lines.extend(left_out[1:])
     lines.append("next:")
     lines.extend(f"  {hint}" for hint in data["next"])
     return lines

@@ -89,7 +89,7 @@ def attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | Non
         plan.end(EndStatus.STOPPED_MANUAL.value, "stopped on request")
     elif cause == Cause.UNSCHEDULABLE.value:
         plan.end(EndStatus.FAILED.value, f"unschedulable: {detail}")
-    elif cause == Cause.CONFIG_REFUSED.value:
+    elif cause in (Cause.CONFIG_REFUSED.value, Cause.SNAPSHOT_LEFT_OUT.value):
         # Retrying the same submission gets the same answer: end now, not after a budget of backoffs.
         plan.end(EndStatus.FAILED_CONFIG.value, detail)
     elif cause == Cause.EXPIRED.value:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from fray.core import dependencies, values
+from fray.core import dependencies, job_output, values
 from fray.core.backend_names import BACKEND_NAMES
 from fray.core.model import Mode, RunSpec
 from fray.core.placement import values as placement_values
@@ -37,6 +37,7 @@ class DirectiveOption(NamedTuple):
     parse: Callable[[str], Any]
     is_flag: bool = False
     repeatable: bool = False
+    dash_value: bool = False  # its value may start with "-" (arguments for the script: --retry-args --resume)
 
 
 # Settled at submit (fray.state.run_code) into the spec's code, python, python_env and workdir: relative
@@ -186,6 +187,31 @@ OPTIONS: tuple[DirectiveOption, ...] = (
         "a hang: the step a workload reports (report.progress) has not advanced for this long; "
         f"checked from its first report on (default {format_duration(_DEFAULT.progress_timeout_sec or 0)}; off disables)",
         values.duration_or_off,
+    ),
+    DirectiveOption(
+        "--progress-pattern", "progress_patterns", "REGEX",
+        "progress from what the job prints: a regular expression searched in each line of its stdout and stderr, "
+        "with named groups step, loss, samples_per_sec and any other metric, like "
+        "'iter (?P<step>\\d+): loss (?P<loss>[0-9.]+)' (repeatable: each line may match any of them)",
+        job_output.parse_progress_pattern, repeatable=True,
+    ),
+    DirectiveOption(
+        "--progress-tensorboard", "progress_tensorboard", "DIR",
+        "progress from the scalars of the TensorBoard event files the job writes under DIR (relative to its "
+        "working directory): the step, a scalar named loss, and every other scalar as a metric",
+        job_output.parse_folder,
+    ),
+    DirectiveOption(
+        "--retry-args", "retry_args", "ARGS",
+        "arguments added to the script's command line in every attempt after the first, like "
+        "'--init_from=resume' (how the job resumes from its own checkpoint)",
+        job_output.parse_retry_args, dash_value=True,
+    ),
+    DirectiveOption(
+        "--retry-args-if-exists", "retry_args_if_exists", "PATH",
+        "with --retry-args: add them only when this file exists (relative to the job's working directory), "
+        "like out/ckpt.pt",
+        job_output.parse_relative_path,
     ),
     DirectiveOption(
         "--idle-timeout", "idle_timeout_sec", "DURATION",

@@ -173,7 +173,7 @@ def _read_options(tokens: list[str]) -> Iterator[tuple[DirectiveOption, str]]:
         if option.is_flag and not has_value:
             raw = "true"
         elif not has_value:
-            if position == len(tokens) or tokens[position].startswith("--"):
+            if position == len(tokens) or (tokens[position].startswith("--") and not option.dash_value):
                 raise ValueError(f"{flag} needs a value: {flag} {option.metavar} ({option.help})")
             raw = tokens[position]
             position += 1
@@ -234,7 +234,7 @@ def build_spec(
     # --code, --python, --venv, ... are settled at submit into the spec (fray.state.run_code), not here.
     chosen = {k: v for k, v in {**parsed.overrides, **cli_overrides}.items() if k not in SUBMIT_SETTLED}
     chosen["env"] = {**parsed.overrides.get("env", {}), **cli_overrides.get("env", {})}
-    for field in ("constraints", "tolerations", "after"):  # repeatable: text -> itself, kept in the order given
+    for field in ("constraints", "tolerations", "after", "progress_patterns"):  # repeatable: text -> itself, in order
         merged = {**parsed.overrides.get(field, {}), **cli_overrides.get(field, {})}
         chosen[field] = list(merged.values())
     _fill_heartbeat_defaults(chosen)
@@ -287,6 +287,9 @@ def check_spec(spec: RunSpec) -> None:
     both = sorted(set(spec.probes or ()) & set(spec.skip_probes))
     if both:
         problems.append(f"--probes and --skip-probes both name {', '.join(both)}; keep each probe in one")
+    if spec.retry_args_if_exists is not None and not spec.retry_args:
+        problems.append(f"--retry-args-if-exists {spec.retry_args_if_exists} says when to add --retry-args; "
+                        "add --retry-args ARGS (like --retry-args '--resume')")
     if spec.health_cmd is None and (
         spec.health_interval_sec != _DEFAULT.health_interval_sec or spec.health_retries != _DEFAULT.health_retries
     ):

@@ -23,6 +23,9 @@ def classify_exit(exit_record: dict[str, Any], final: dict[str, Any] | None, fai
         return Cause.CLEAN_EXIT.value, "exited 0 without final.json"
     if code in contract.NODE_FAULT_EXITS:
         return Cause.NODE_FAULT.value, message or f"node fault (wrapper exit {code})"
+    if code == contract.EXIT_WORKLOAD_FAILURE and failure and failure.get("cause") == contract.CAUSE_SNAPSHOT_LEFT_OUT:
+        # It failed on a file its snapshot left out (fray.wrapper.left_out): the same submission fails the same.
+        return Cause.SNAPSHOT_LEFT_OUT.value, failure.get("message") or Cause.SNAPSHOT_LEFT_OUT.value
     if code == contract.EXIT_WORKLOAD_FAILURE and failure and failure.get("cause") in contract.HANG_CAUSES:
         # The wrapper saw it hung and ended it: the cause says how (fray.wrapper.hangwatch).
         return failure["cause"], failure.get("message") or failure["cause"]

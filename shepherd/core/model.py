@@ -125,6 +125,7 @@ class Cause(str, Enum):
     HANG_IDLE = "hang_idle"  # the wrapper saw no CPU and no progress for --idle-timeout and ended it
     UNSCHEDULABLE = "unschedulable"  # not placed within --scheduling-timeout: the run ends, failed
     CONFIG_REFUSED = "config_refused"  # the backend refused the submission for good: the run ends, failed_config
+    SNAPSHOT_LEFT_OUT = "snapshot_left_out"  # it failed on a file its code snapshot left out: ends, failed_config
 
 
 class EndStatus(str, Enum):
@@ -196,6 +197,12 @@ class RunSpec(_Record):
     health_interval_sec: float = contract.DEFAULT_HEALTH_INTERVAL_SEC
     health_retries: int = contract.DEFAULT_HEALTH_RETRIES
     idle_timeout_sec: float | None = contract.DEFAULT_IDLE_TIMEOUT_SEC  # None: off (fray.wrapper.hangwatch)
+    # What the job already emits, read as its progress (fray.wrapper.logscan, fray.wrapper.tensorboard), and
+    # the arguments it resumes by, added to every attempt after the first (when retry_args_if_exists exists).
+    progress_patterns: list[str] = field(default_factory=list)
+    progress_tensorboard: str | None = None
+    retry_args: list[str] = field(default_factory=list)
+    retry_args_if_exists: str | None = None
     # Cloud TPU slices (backend tpu): accelerator type, zones to try in order, runtime, provisioning.
     tpu: str | None = None
     zones: list[str] = field(default_factory=list)

@@ -15,7 +15,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from fray.core.model import Attempt, AttemptState, Control, Meta
+from fray.core.model import Attempt, AttemptState, Control, Meta, RunSpec
 from fray.core.run_row import row_of
 from fray.core.status import Status
 from fray.core.sweeps import folding, lookup
@@ -188,7 +188,8 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
         failure, task = _reported_failure(files, attempt)
         attempts.append({**attempt.to_dict(), "failure": failure, "failed_task": task,
                          "stdout": str(files.stdout), "stderr": str(files.stderr),
-                         "watch": read_record(files.dir / contract.WATCH, "watch")})
+                         "watch": read_record(files.dir / contract.WATCH, "watch"),
+                         "retry_args": _retry_args(files, meta.spec)})
     recent = [line.record for line in store.read_jsonl(paths.events, "event") if line.record is not None]
     return {
         "run": row,
@@ -208,9 +209,26 @@ def status_view(home: Home, run_id: str, events: int = 20) -> dict[str, Any]:
         "events": recent[-events:],
         "corrupt_files": [str(p) for p in paths.corrupt_files()],
         "dir": str(paths.dir),
+        "workdir": workdir_view(paths, meta.spec) if meta else None,
         "daemon": lease.view(home),
         "commands": commands_view(paths, now),
     }
+
+
+def workdir_view(paths: layout.RunPaths, spec: RunSpec) -> dict[str, Any]:
+    """Where the job runs, so where its relative outputs land: in the run's copy of its code, or --workdir."""
+    code = spec.code
+    if code is not None and code.get("cwd") is not None:
+        return {"path": str(paths.code_dir / code["cwd"]) if code["cwd"] != "." else str(paths.code_dir),
+                "in_snapshot": True}
+    return {"path": spec.workdir, "in_snapshot": False}
+
+
+def _retry_args(files: layout.AttemptPaths, spec: RunSpec) -> dict[str, Any] | None:
+    if not spec.retry_args:
+        return None
+    started = read_record(files.started, "started")
+    return started.get("retry_args") if started else None
 
 
 def commands_view(paths: RunPaths, now: float) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fray.core import ignore_rules
-from fray.core.ignore_rules import ignored
 from fray.errors import UsageError
 from fray.remote.connection import Connection
 from fray.remote.files import RemoteFiles, open_files
@@ -44,27 +43,28 @@ def code_folder(remote_home: str, project: Path) -> str:
     return posixpath.join(remote_home, "code", project.resolve().name or "project")
 
 
-def ignore_patterns(root: Path) -> list[str]:
-    patterns = list(ignore_rules.ALWAYS_IGNORED)  # MANIFEST among them
+def ignore_rules_of(root: Path) -> ignore_rules.Rules:
+    """What a sync leaves out: fray's own, then `.gitignore`, then `.frayignore` (whose `!` lines bring back)."""
+    rules = ignore_rules.always_rules()  # MANIFEST among them
     for name in ignore_rules.IGNORE_FILES:
         path = root / name
         if path.is_file():
-            patterns += ignore_rules.patterns_from(path.read_text(errors="replace"))
-    return patterns
+            rules += ignore_rules.rules_from(path.read_text(errors="replace"), name)
+    return ignore_rules.Rules(rules)
 
 
 def manifest(root: Path) -> dict[str, str]:
     """{relative posix path: sha256} of every file sync would send."""
-    patterns = ignore_patterns(root)
+    rules = ignore_rules_of(root)
     files: dict[str, str] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        dirnames[:] = sorted(d for d in dirnames if not ignored(posixpath.join(rel_dir, d), True, patterns))
+        dirnames[:] = sorted(d for d in dirnames if rules.left_out_by(posixpath.join(rel_dir, d), True) is None)
         for name in sorted(filenames):
             rel = posixpath.join(rel_dir, name)
             path = Path(dirpath) / name
-            if ignored(rel, False, patterns) or not path.is_file():
+            if rules.left_out_by(rel) is not None or not path.is_file():
                 continue
             files[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return files

@@ -70,11 +70,14 @@ class Settled(NamedTuple):
     entry: str | None  # the script, relative to root; None with -m
     cwd: str | None  # the working directory inside the snapshot; None: fields["workdir"]
 
-    def snapshot(self, home: Home, force: bool = False) -> dict[str, Any] | None:
-        """Take the project's snapshot: the spec's `code` (None to run in place)."""
+    def snapshot(self, home: Home, force: bool = False) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Take the project's snapshot: the spec's `code` (None to run in place), and the record of what it
+        left out (runs/<id>/left-out.json; None when nothing was)."""
         if self.root is None:
-            return None
-        return {**snapshots.take(home, self.root, force=force).to_dict(), "entry": self.entry, "cwd": self.cwd}
+            return None, None
+        taken = snapshots.take(home, self.root, force=force)
+        record = taken.left_out.record(self.root) if taken.left_out.entries else None
+        return {**taken.to_dict(), "entry": self.entry, "cwd": self.cwd}, record
 
 
 def settle(home: Home, script: Path, module: str | None, given: dict[str, Given], cwd: Path) -> Settled:

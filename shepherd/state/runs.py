@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ from fray.state import layout
 from fray.state.run_lookup import read_control, read_meta, resolve, slug
 from fray.state.layout import Home, RunPaths
 from fray.core.model import Control, Meta, Phase, RunSpec
+from fray.wrapper import contract
 
 CONTROL_OPS = ("stop", "start", "restart", "pause", "unpause")
 SYNC_EACH_UP_TO = 8  # runs written together; more share one sync (write_runs)
@@ -59,6 +61,7 @@ class Prepared(NamedTuple):
     frozen: str
     workdir: str
     in_place: bool = False  # --code none: run the script where it is
+    left_out: dict[str, Any] | None = None  # what the snapshot left out (runs/<id>/left-out.json)
 
 
 def create_run(home: Home, options: SubmitOptions, now: float | None = None,
@@ -69,7 +72,11 @@ def create_run(home: Home, options: SubmitOptions, now: float | None = None,
     ready = prepare(options, home, check)
     meta = new_meta(ready.name, now, ready.workdir, ready.spec, source=ready.source, frozen=ready.frozen,
                     script=ready.data, in_place=ready.in_place)
-    write_run(home, NewRun(meta, {meta.script["frozen"]: ready.data}))
+    files = {meta.script["frozen"]: ready.data}
+    if ready.left_out is not None:
+        # The wrapper reads it (fray.wrapper.left_out). Stdlib json: a job with fray from a bare wheel imports this.
+        files[contract.LEFT_OUT] = (json.dumps(ready.left_out, ensure_ascii=False) + "\n").encode()
+    write_run(home, NewRun(meta, files))
     return meta
 
 
@@ -106,8 +113,9 @@ def prepare(options: SubmitOptions, home: Home, check: Callable[[Prepared], None
                      spec.workdir, in_place=settled.root is None and options.module is None)
     if check is not None:
         check(ready)
-    spec.code = settled.snapshot(home, options.force)
-    return ready
+    spec.code, left_out = settled.snapshot(home, options.force)
+    return Prepared(ready.name, ready.spec, ready.data, ready.source, ready.frozen, ready.workdir, ready.in_place,
+                    left_out)
 
 
 def entry_script(paths: RunPaths, meta: Meta) -> Path:

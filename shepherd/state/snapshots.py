@@ -1,10 +1,11 @@
 """Code snapshots: a run's project, stored by content under FRAY_HOME/snapshots, taken once at submit.
 
 Every attempt of a run, the first or one nine days later after the files were
-edited, runs the code that was submitted. `take` lists the project (a git work
-tree through git itself, so `.gitignore` holds exactly as git applies it; a
-plain folder by walking it with `fray.core.ignore_rules`; `.frayignore` on top
-of both), stores each file's bytes once under `objects/` (read-only, shared by
+edited, runs the code that was submitted. `take` lists the project
+(fray.state.snapshot_listing: a git work tree through git itself, so `.gitignore`
+holds exactly as git applies it; a plain folder by walking it, `.gitignore` not
+applied; `.frayignore` on top of both, `!` lines included; what was left out
+and by which rule kept in the snapshot's `left_out`), stores each file's bytes once under `objects/` (read-only, shared by
 every run and sweep that has the same file) and writes the tree, which file is
 which object, as `trees/<hash>.json`. The wrapper builds the run's own copy
 from the tree (fray.wrapper.code).
@@ -28,25 +29,21 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import posixpath
-import stat
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import orjson
 
-from fray.core import ignore_rules
 from fray.errors import UsageError
-from fray.state import store
+from fray.state import snapshot_listing, store
 from fray.state.layout import Home
 from fray.wrapper import contract
 
 SIZE_LIMIT = 200 * 1024 * 1024  # a project larger than this is refused unless forced (as `fray sync` does)
-GIT_TIMEOUT_SEC = 30.0
+GIT_TIMEOUT_SEC = snapshot_listing.GIT_TIMEOUT_SEC
 KEEP_UNREFERENCED_SEC = 3600.0  # a tree or object younger than this is kept: a submit may be about to name it
 ROOT_MARKERS = (".git", ".fray-sync.json")  # a git work tree; a project synced here by `fray sync`
-VENV_MARKER = "pyvenv.cfg"  # a folder holding one is a virtual environment, never code
 
 
 class Snapshot(NamedTuple):
@@ -57,14 +54,12 @@ class Snapshot(NamedTuple):
     files: int
     bytes: int
     git: dict[str, Any] | None = None
+    left_out: snapshot_listing.LeftOut = snapshot_listing.LeftOut([])  # what it did not take, and why
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tree": self.tree, "root": self.root, "files": self.files, "bytes": self.bytes, "git": self.git}
-
-
-class _Listing(NamedTuple):
-    files: dict[str, os.stat_result]  # rel -> lstat
-    links: dict[str, str]  # rel -> relative target inside the project
+        """The spec's `code` (schemas/meta.json): what was taken, and a summary of what was left out."""
+        return {"tree": self.tree, "root": self.root, "files": self.files, "bytes": self.bytes, "git": self.git,
+                "left_out": self.left_out.summary()}
 
 
 def project_root(start: Path, home: Path) -> Path:
@@ -86,7 +81,7 @@ def take(home: Home, root: Path, *, force: bool = False, now: float | None = Non
     store.ensure_home(home)
     root = root.resolve()
     git = _git_state(root)
-    listing = _list(root, home.root, in_git=git is not None)
+    listing = snapshot_listing.list_project(root, home.root, in_git=git is not None)
     total = sum(st.st_size for st in listing.files.values())
     if total > SIZE_LIMIT and not force:
         biggest = sorted(listing.files.items(), key=lambda item: -item[1].st_size)[:3]
@@ -109,7 +104,7 @@ def take(home: Home, root: Path, *, force: bool = False, now: float | None = Non
             store.write_json(tree_path, document, "snapshot")
         else:
             os.utime(tree_path)  # young again: collect keeps it while this submit writes the run naming it
-    return Snapshot(tree, str(root), len(hashes) + len(listing.links), total, git)
+    return Snapshot(tree, str(root), len(hashes) + len(listing.links), total, git, listing.left_out)
 
 
 def tree_hash(hashes: dict[str, str], executable: set[str], links: dict[str, str]) -> str:
@@ -147,93 +142,6 @@ def _git_state(root: Path) -> dict[str, Any] | None:
         elif line and not line.startswith("#"):
             dirty = True
     return {"commit": commit, "dirty": dirty}
-
-
-def _git_files(root: Path) -> list[str]:
-    import subprocess  # as in _git_state
-
-    done = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                          capture_output=True, timeout=GIT_TIMEOUT_SEC)
-    if done.returncode != 0:
-        raise UsageError(f"cannot list the git work tree {root}: {done.stderr.decode(errors='replace').strip()}; "
-                         "name the folder to snapshot with --code DIR")
-    return sorted({name for name in done.stdout.decode("utf-8", errors="surrogateescape").split("\0") if name})
-
-
-def _walk_files(root: Path, patterns: list[str]) -> Iterable[str]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        kept = []
-        for name in sorted(dirnames):
-            rel = posixpath.join(rel_dir, name)
-            if os.path.islink(os.path.join(dirpath, name)):
-                yield rel  # a link to a folder: checked (and kept as a link) like any link
-            elif not ignore_rules.ignored(rel, True, patterns):
-                kept.append(name)
-        dirnames[:] = kept
-        for name in sorted(filenames):
-            rel = posixpath.join(rel_dir, name)
-            if not ignore_rules.ignored(rel, False, patterns):
-                yield rel
-
-
-def _list(root: Path, home: Path, in_git: bool) -> _Listing:
-    patterns = list(ignore_rules.ALWAYS_IGNORED)
-    fray_ignore = root / ".frayignore"
-    if fray_ignore.is_file():
-        patterns += ignore_rules.patterns_from(fray_ignore.read_text(errors="replace"))
-    if not in_git and (root / ".gitignore").is_file():
-        patterns += ignore_rules.patterns_from((root / ".gitignore").read_text(errors="replace"))
-    names = _git_files(root) if in_git else list(_walk_files(root, patterns))
-    skipped = tuple(folder + "/" for folder in _skipped_folders(root, home, names))
-    left_out = ignore_rules.FolderRules(patterns) if in_git else None  # git applied .gitignore; .frayignore is ours
-    listing = _Listing({}, {})
-    prefix = f"{root}{os.sep}"
-    for rel in names:
-        if left_out is not None and left_out.ignored(rel):
-            continue
-        if rel.startswith(skipped):
-            continue
-        path = prefix + rel
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            continue  # deleted but still in git's index: not part of the code now
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror}; fix its permissions or leave it out "
-                             "with .frayignore") from None
-        if stat.S_ISLNK(st.st_mode):
-            listing.links[rel] = _inside_link(root, rel)
-        elif stat.S_ISREG(st.st_mode):
-            if not os.access(path, os.R_OK):
-                raise UsageError(f"cannot read {path}: permission denied; fix its permissions or leave it out "
-                                 "with .frayignore")
-            listing.files[rel] = st
-        elif stat.S_ISDIR(st.st_mode):
-            continue  # a git submodule: its files are its own repository's
-    return listing
-
-
-def _skipped_folders(root: Path, home: Path, names: list[str]) -> list[str]:
-    """Folders under the root that are never code: FRAY_HOME itself, and virtual environments."""
-    skipped = [posixpath.dirname(rel) for rel in names if posixpath.basename(rel) == VENV_MARKER]
-    if home == root or root in home.parents:
-        skipped.append(home.relative_to(root).as_posix())
-    return [folder for folder in skipped if folder not in ("", ".")]
-
-
-def _inside_link(root: Path, rel: str) -> str:
-    """A link's target, relative, when it stays inside the project; UsageError when it leaves it."""
-    path = root / rel
-    target = os.readlink(path)
-    resolved = Path(os.path.normpath(path.parent / target))
-    if resolved != root and root not in resolved.parents:
-        raise UsageError(
-            f"{path} is a link to {target}, outside the project {root}; a snapshot holds the project only. "
-            "Copy what it points to into the project, leave the link out with .frayignore, or run in place "
-            "with --code none")
-    return os.path.relpath(resolved, path.parent).replace(os.sep, "/")
 
 
 # ---------------------------------------------------------------- hashing and storing

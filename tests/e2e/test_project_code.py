@@ -159,8 +159,11 @@ def test_ignore_files_venvs_and_fray_home_stay_out(home, tmp_path):
     (root / "state" / "runs").mkdir(parents=True)
     (root / "state" / "runs" / "meta.json").write_text("{}")
     taken = snapshots.take(inner_home, root)
-    assert tree_files(inner_home, taken.tree) == {"train.py", "model.py", ".gitignore", ".frayignore",
-                                                    "data/small.csv", "pkg/__init__.py"}
+    # Outside git a .gitignore is only a file: what it names (often the data) is taken.
+    assert tree_files(inner_home, taken.tree) == {"train.py", "model.py", ".gitignore", ".frayignore", "run.log",
+                                                    "outputs/ckpt.pt", "data/small.csv", "pkg/__init__.py"}
+    assert {group["rule"]: group["files"] for group in taken.left_out.summary()["rules"]} == {
+        ".frayignore:1 data/big.bin": 1, "FRAY_HOME": 0, "a virtual environment": 0}
 
 
 def test_a_git_work_tree_is_listed_by_git(home, tmp_path):

@@ -159,6 +159,7 @@ def test_success_writes_final_and_exit_and_passes_the_environment(tmp_path: Path
         "FRAY_CHECKPOINT_DIR": str(checkpoints),
         "FRAY_CLUSTER_SPEC": "fray",
         "FRAY_ATTEMPT_TAG": f"r-test:2:{root}",
+        "FRAY_TRACKER_VARS": "MLFLOW_RUN_CONTEXT,WANDB_RESUME,WANDB_RUN_ID",  # one tracker run per fray run
         "PYTHONUNBUFFERED": "1",
     }
     assert (attempt_dir / contract.STDERR).read_text() == "to stderr\n"
