@@ -246,7 +246,9 @@ class Attempt(_Record):
     cause: str | None = None
     detail: str | None = None
     partition: str | None = None  # the Slurm partition it was submitted to
-    counted_as: str | None = None  # the budget its end drew on: "workload" | "node" | None
+    counted_as: str | None = None  # the budget its end drew on: "workload" | "node" | "submit" | None
+    step: int | None = None  # the last step its workload reported (progress.json), kept when it ends
+    probe: str | None = None  # the preflight probe that failed on its node (failure.json), for a node fault
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Attempt":

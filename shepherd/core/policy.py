@@ -79,6 +79,7 @@ class Situation:
 
 def decide(s: Situation, admit: Callable[[Request], Admission]) -> Plan:
     plan = Plan(s.meta.copy(), s.now)
+    plan.step = (s.files.progress or {}).get("step")
     _apply_control(plan, s)
     meta = plan.meta
     if meta.phase == Phase.ENDED.value:

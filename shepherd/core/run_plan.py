@@ -61,6 +61,9 @@ class Plan:
     now: float
     actions: list[Action] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    # The in-flight attempt's last reported step this cycle (its progress.json): kept on the attempt when it
+    # ends, so the backoff can tell an attempt that made progress from a loop (fray.core.budgets).
+    step: int | None = None
 
     def log(self, kind: str, reason: str, attempt: int | None = None, **data: Any) -> None:
         self.events.append(Event(kind, reason, attempt, data or None))

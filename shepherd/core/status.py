@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, NamedTuple
 
-from fray.core.model import AttemptState, Meta, Phase, RunSpec
+from fray.core.model import AttemptState, Cause, Meta, Phase, RunSpec
 
 
 class Status(str, Enum):
@@ -106,6 +106,10 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
             return RunStatus(Status.PENDING, PAUSED_REASON)
         if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
             return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
+        failed_submits = _failed_submits(meta)
+        if failed_submits:
+            # The backend could not take it yet (controller down, a submit limit): waiting, not restarting.
+            return RunStatus(Status.PENDING, failed_submits)
         backing_off = meta.next_attempt_at is not None and now < meta.next_attempt_at
         if meta.attempts and not backing_off and meta.wait_reason:
             # Not restarting: held back by something outside the run (resources, a ban).
@@ -152,10 +156,31 @@ def _queued_reason(meta: Meta, crash_loop: bool = False) -> str:
     return f"{prefix}{why}; {wait}" if why else f"{prefix}{wait}"
 
 
+def _failed_submits(meta: Meta) -> str:
+    """'submission failed 3 times in a row (transient): <the last answer>; <the wait>' while the latest attempts
+    are failed submissions ("" otherwise): the backend has not taken the run, so it is pending, not restarting."""
+    count = 0
+    for attempt in reversed(meta.attempts):
+        if attempt.cause != Cause.SUBMIT_FAILED.value:
+            break
+        count += 1
+    if not count:
+        return ""
+    last = meta.attempts[-1]
+    times = "once" if count == 1 else f"{count} times in a row"
+    detail = (last.detail or "").removeprefix("submission failed: ")
+    return f"submission failed {times} (retried with backoff): {detail}; {meta.wait_reason or 'submitting again'}"
+
+
 def _streak(meta: Meta) -> str:
-    """'3 failures in a row (attempts ran 50s, 48s, 3s; under 60s is a fast failure)': what happened, in numbers."""
+    """'3 failures in a row (attempts ran 50s, 48s, 3s; under 60s is a fast failure)': what happened, in numbers.
+    Attempts that never started are counted once, with why: '4 never started (node_fault)'."""
     count = meta.counters.consecutive_fast_failures
     ended = [a for a in meta.attempts if a.state == AttemptState.ENDED.value][-count:]
-    ran = [f"{a.ended_at - a.started_at:.0f}s" if a.started_at and a.ended_at else "never started" for a in ended]
-    return (f"{count} failures in a row (attempts ran {', '.join(ran)}; "
-            f"under {healthy_period(meta.spec):.0f}s is a fast failure)")
+    ran = [f"{a.ended_at - a.started_at:.0f}s" for a in ended if a.started_at and a.ended_at]
+    never = [a.cause or "unknown" for a in ended if not (a.started_at and a.ended_at)]
+    parts = [f"attempts ran {', '.join(ran)}"] if ran else []
+    if never:
+        which = "none started" if not ran else f"{len(never)} never started"
+        parts.append(f"{which}: {', '.join(dict.fromkeys(never))}")
+    return f"{count} failures in a row ({'; '.join(parts)}; under {healthy_period(meta.spec):.0f}s is a fast failure)"
