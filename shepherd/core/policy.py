@@ -198,6 +198,7 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
             attempt.node = _recorded_node(files)
         cause, detail = classify_exit(end.exit, files.final, end.failure, attempt)
+        attempt.probe = (end.failure or {}).get("probe")  # a preflight probe's failure: judged across nodes (budgets)
         attempt_ended(plan, attempt, cause, end.exit["exit_code"], task + detail, s.jitter,
                        ended_at=end.exit.get("ended_at"))
         return

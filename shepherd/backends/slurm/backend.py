@@ -437,9 +437,7 @@ def _refused(result: external.CommandResult, answer: refusals.Answer, request: S
     return BackendError(refusals.refusal(said, pointers, shown), temporary=False)
 
 
-def _need(spec: RunSpec) -> partitions.Need:
-    return partitions.Need(gpus=spec.gpus, min_vram_gb=spec.min_vram_gb, max_vram_gb=spec.max_vram_gb,
-                           prefer=spec.prefer, named=tuple(spec.partitions))
+_need = partitions.need_of
 
 
 def _slurm_config(home: Home) -> dict[str, Any]:

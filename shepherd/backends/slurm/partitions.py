@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from fray.core.model import RunSpec
 from fray.core.partition_policy import Candidates
 
 # GPU memory in GB, by model. Checked in this order, first match wins, so a more
@@ -103,6 +104,12 @@ class Need:
     max_vram_gb: float | None = None
     prefer: str = "min"  # "min" | "max": which end of the memory range to try first
     named: tuple[str, ...] = ()  # --partitions a,b: exactly these, in this order
+
+
+def need_of(spec: RunSpec) -> Need:
+    """What a run's spec asks of a partition."""
+    return Need(gpus=spec.gpus, min_vram_gb=spec.min_vram_gb, max_vram_gb=spec.max_vram_gb, prefer=spec.prefer,
+                named=tuple(spec.partitions))
 
 
 @dataclass(frozen=True)
