@@ -19,6 +19,10 @@ A transient submission failure (the controller unreachable, a submit limit)
 draws on no budget (`counted_as` "submit"): it is retried with its own
 backoff, over the failed submissions in a row, and never ends the run.
 
+A preflight probe that fails the same way on a second node for the same run
+blames the job, not the nodes (fray.core.lemons): the run ends `failed_config`
+with a verdict naming the probe, the nodes and the fix, and no node is banned.
+
 `attempt_ended` is where every attempt is closed (fray.core.policy calls it
 for each way an attempt can end): it ends the run, makes it wait, or counts
 the failure and backs off, writing into the run's `Plan` (fray.core.run_plan).
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from fray.core.lemons import same_failure_elsewhere
 from fray.core.model import Attempt, AttemptState, Cause, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.status import healthy_period
 from fray.core.values import format_duration
@@ -88,9 +93,15 @@ def attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | Non
     meta.phase = Phase.QUEUED.value
     plan.log("attempt_ended", f"{cause}: {detail}", attempt.number, exit_code=exit_code)
     if cause in SUSPECT_CAUSES and attempt.node:
-        from fray.core.run_plan import SuspectNode
+        from fray.core.run_plan import ClearSuspicion, SuspectNode
 
-        plan.actions.append(SuspectNode(attempt.node, f"{cause}: {detail}"))
+        lemon = same_failure_elsewhere(meta, attempt)
+        if lemon is not None:
+            # A lemon job, not lemon nodes: no more bans, and those it laid for this probe are lifted.
+            plan.actions.append(ClearSuspicion(lemon.probe, lemon.nodes))
+            plan.end(EndStatus.FAILED_CONFIG.value, lemon.verdict())
+            return
+        plan.actions.append(SuspectNode(attempt.node, f"{cause}: {detail}", cause, attempt.probe))
     spec = meta.spec
     if cause == Cause.SUCCESS.value and spec.mode == Mode.RUN_ONCE.value:
         plan.end(EndStatus.COMPLETED_SUCCESS.value, f"attempt {attempt.number} succeeded")
@@ -181,8 +192,9 @@ def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float, repl
         return
     delay = backoff_delay(spec, counters.consecutive_fast_failures, jitter)
     meta.next_attempt_at = now + delay
-    plan.log("backoff", f"retrying in {delay:.1f}s ({counters.consecutive_fast_failures} attempts in a row "
-             f"without progress)", attempt.number, delay_sec=round(delay, 3))
+    streak = counters.consecutive_fast_failures
+    plan.log("backoff", f"retrying in {delay:.1f}s ({streak} attempt{'s' if streak != 1 else ''} in a row without "
+             "progress)", attempt.number, delay_sec=round(delay, 3))
 
 
 def supersede(plan: Plan, attempt: Attempt, cause: str, detail: str, jitter: float) -> None:

@@ -25,7 +25,7 @@ from fray.core.exit_causes import classify_exit
 from fray.core.observation import BackendView
 from fray.core.placement.reporting import TaskEnd, reporting_task, siblings_finishing
 from fray.core.model import Attempt, AttemptState, Cause, Control, EndStatus, Meta, Mode, Phase, RunSpec
-from fray.core.run_plan import Action, Cancel, Event, Finish, Plan, Reactivate, Submit, SuspectNode
+from fray.core.run_plan import Action, Cancel, ClearSuspicion, Event, Finish, Plan, Reactivate, Submit, SuspectNode
 from fray.core.capacity import Request, run_request
 from fray.core.scheduler import Admission
 from fray.core.status import PAUSED_REASON, progress_stalled_for
@@ -33,7 +33,7 @@ from fray.core.values import format_duration
 
 __all__ = [
     "decide", "record_submit_failure", "Situation", "AttemptFiles", "SAFE_OVERRIDES", "SUBMIT_RESOLVE_SEC",
-    "Plan", "Event", "Action", "Submit", "Cancel", "Finish", "Reactivate", "SuspectNode",
+    "Plan", "Event", "Action", "Submit", "Cancel", "Finish", "Reactivate", "SuspectNode", "ClearSuspicion",
 ]
 
 # An attempt stuck in SUBMITTING this long (the daemon died mid-submit and the

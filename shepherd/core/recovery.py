@@ -57,6 +57,12 @@ def next_steps(status: str, reason: str, run_id: str, spec: Mapping[str, Any] | 
                     f"{prefix} submit SCRIPT ...  # with constraints or resources some worker meets"]
         return [f"{prefix} status {run_id}  # the last failure and events say what happened",
                 f"{run} start {run_id}  # start it again"]
+    if status == "failed_config" and reason.startswith("preflight probe "):
+        probe = reason.split()[2]
+        return [f"{prefix} nodes  # none is banned for it: the probe fails for this run on every node it tried",
+                f"{prefix} submit SCRIPT ...  # after the fix the reason names (or with --skip-probes {probe} where "
+                "the probe does not apply)",
+                f"{run} start {run_id}  # the same run again, once the nodes or its environment have changed"]
     if status == "failed_config":
         backend = (spec or {}).get("backend", "its")
         return [f"{prefix} submit SCRIPT ...  # fix what the {backend} backend refused (the reason above) and "

@@ -42,9 +42,20 @@ class SuspectNode:
 
     node: str
     reason: str
+    cause: str | None = None  # what struck it (node_fault, heartbeat_stall)
+    probe: str | None = None  # the preflight probe that failed there, when one did
 
 
-Action = Submit | Cancel | Finish | Reactivate | SuspectNode
+@dataclass(frozen=True)
+class ClearSuspicion:
+    """Lift the bans this run alone laid for `probe`'s failure: the probe fails for it on every node, so the
+    nodes were not at fault (fray.core.budgets)."""
+
+    probe: str | None
+    nodes: tuple[str, ...]
+
+
+Action = Submit | Cancel | Finish | Reactivate | SuspectNode | ClearSuspicion
 
 
 @dataclass(frozen=True)

@@ -174,7 +174,7 @@ class SlurmBackend:
             answer = refusals.judge(result)
             if answer is refusals.Answer.AMBIGUOUS:
                 raise AmbiguousSubmission(f"{result.describe()}; job array {name} may or may not exist")
-            raise _refused(result, answer, first.request,
+            raise _refused(result, answer, first,
                            f"job array {name} ({len(attempt_dirs)} attempts of sweep {group_id})")
         now = self.clock()
         for index in range(len(attempt_dirs)):
@@ -230,7 +230,7 @@ class SlurmBackend:
             if answer is refusals.Answer.AMBIGUOUS:
                 self._ambiguous_at[name] = self.clock()
                 raise AmbiguousSubmission(f"{result.describe()}; job {name} may or may not exist")
-            raise _refused(result, answer, request, f"attempt {request.key.attempt}")
+            raise _refused(result, answer, job, f"attempt {request.key.attempt}")
         self._submitted_at[job_id] = self.clock()
         ref: dict[str, Any] = {"job_id": job_id, "job_name": name}
         if request.partition:
@@ -421,13 +421,19 @@ class SlurmBackend:
         return self._sinfo[1]
 
 
-def _refused(result: external.CommandResult, answer: refusals.Answer, request: SubmitRequest,
-             what: str) -> BackendError:
+def _refused(result: external.CommandResult, answer: refusals.Answer, job: BatchJob, what: str) -> BackendError:
     """The error for an sbatch that gave no job id: a transient answer (retried), or a refusal of the job's own
-    request with sbatch's words and the line of the script they point at (the run ends failed_config)."""
+    request with sbatch's words and the line of the script they point at (the run ends failed_config).
+    A request no node can meet while fray excludes banned nodes is the bans' doing: it waits for them."""
+    request = job.request
     said = refusals.words(result)
     if answer is refusals.Answer.TRANSIENT:
         return BackendError(f"sbatch could not take {what} now (transient, retried): {said}", temporary=True)
+    banned = [node for node in job.exclude if node in request.exclude_nodes]
+    if banned and refusals.about_placement(said):
+        return BackendError(f"sbatch finds no node for {what} outside the banned ones ({', '.join(banned)}): {said}; "
+                            "retried as bans expire (`fray nodes` lists them, `fray nodes unban NODE` lifts one)",
+                            temporary=True)
     try:
         text = Path(request.script).read_text(errors="replace")
     except OSError:

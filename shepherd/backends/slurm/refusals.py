@@ -143,6 +143,12 @@ def _has_token(line: str, option: str) -> bool:
     return any(token == option or token.startswith(option + "=") for token in line.removeprefix("#SBATCH").split())
 
 
+def about_placement(said: str) -> bool:
+    """Whether sbatch's words say no node can take the job as asked (which excluding nodes can cause)."""
+    low = said.lower()
+    return "node configuration is not available" in low or "requested nodes are busy" in low
+
+
 def refusal(said: str, pointers: Sequence[Pointer], script_name: str) -> str:
     """One line: what sbatch said, and where in the script (or which flag) it points at."""
     if not pointers:
