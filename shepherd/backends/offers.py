@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from fray.core import never_fit, submit_checks
 from fray.core.model import RunSpec
-from fray.errors import StateError, UsageError
+from fray.errors import StateError, SubmissionRefused
 from fray.state.layout import Home
 
 if TYPE_CHECKING:  # the runner (subprocess) is loaded where sinfo is run: a local submit runs no command
@@ -58,7 +58,8 @@ def check(home: Home, spec: RunSpec, name: str, script: bytes | None = None,
             found.append(f"{verdict.refused}; fix it and submit again")
     if found:
         lines = "\n".join(f"  - {problem}" for problem in found)
-        raise UsageError(f"this run can never start on the {spec.backend} backend, so nothing was submitted:\n{lines}")
+        raise SubmissionRefused(f"this run can never start on the {spec.backend} backend, so nothing was "
+                                f"submitted:\n{lines}")
 
 
 def check_prepared(home: Home, ready: Any) -> None:
@@ -119,7 +120,8 @@ def offer(home: Home, backend: str, run_command: external.Runner | None = None) 
             gpus.setdefault(row.node, {g.type: g.count for g in row.gpus})
         types = {g.type for row in rows for g in row.gpus if g.type}
         nodes = never_fit.SlurmNodes(tuple(node_workers.workers(rows)), tuple(p.name for p in found if p.default),
-                                     {t: v for t in types if (v := partitions.vram_gb(t)) is not None}, gpus)
+                                     {t: v for t in types if (v := partitions.vram_gb(t)) is not None}, gpus,
+                                     {row.partition: row.time_limit_sec for row in rows})
         return submit_checks.Offer(partitions=tuple(submit_checks.PartitionOffer(p.name, p.available, p.gpus)
                                                     for p in found), slurm_nodes=nodes)
     return submit_checks.Offer()
@@ -138,7 +140,10 @@ def asked(spec: RunSpec) -> submit_checks.Asked:
         parts = item.split(":")
         if len(parts) >= 3 and parts[0] == "gpu" or len(parts) == 2 and parts[0] == "gpu" and not parts[1].isdigit():
             types.append(parts[1])
-    return submit_checks.Asked(partitions=named, gpu_types=tuple(types))
+    from fray.backends.slurm.partitions import slurm_seconds
+
+    time_sec = slurm_seconds(options["time"]) if options.get("time") else None
+    return submit_checks.Asked(partitions=named, gpu_types=tuple(types), options=frozenset(options), time_sec=time_sec)
 
 
 def _missing(program: str | None) -> str | None:

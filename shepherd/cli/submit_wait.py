@@ -73,11 +73,20 @@ def render_submitted(data: dict[str, Any]) -> list[str]:
             ("python", human.interpreter(spec)),
             ("files", data["dir"]),
             ("daemon", render.style(f"{daemon['state']}: {daemon['detail']}", **render.DAEMON_COLOURS.get(daemon["state"], {}))),
+            *([("slurm", _estimate(data["slurm_estimate"]))] if data.get("slurm_estimate") else []),
         ]),
     ]
     lines.append("next:")
     lines.extend(f"  {hint}" for hint in data["next"])
     return lines
+
+
+def _estimate(estimate: dict[str, Any]) -> str:
+    """When Slurm expects the first attempt to start (`sbatch --test-only`), and where."""
+    where = f" on {estimate['nodes']}" + (f" (partition {estimate['partition']})" if estimate.get("partition") else "")
+    at = estimate.get("start_at")
+    when = f"at {human.timestamp(at)}" if at is not None else "(no time given)"
+    return f"expected to start {when}{where}, says sbatch --test-only"
 
 
 def render_end(data: dict[str, Any]) -> list[str]:

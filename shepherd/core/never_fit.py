@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
+from fray.core import values
 from fray.core.model import RunSpec
 from fray.core.placement.attributes import Resources, Worker
 from fray.core.placement.feasible import why_never
@@ -38,11 +39,14 @@ class SlurmNodes(NamedTuple):
     defaults: tuple[str, ...]  # the default partition(s)
     vram_gb: dict[str, float]  # GPU type -> its memory, where the model is known
     gpus: dict[str, dict[str | None, int]]  # node -> GPU type -> how many
+    time_limits: dict[str, float | None] = {}  # partition -> its MaxTime in seconds (None: none)
 
 
-def problems(spec: RunSpec, nodes: SlurmNodes, named: Sequence[str], sbatch_sets: frozenset[str]) -> list[str]:
+def problems(spec: RunSpec, nodes: SlurmNodes, named: Sequence[str], sbatch_sets: frozenset[str],
+             time_sec: float | None = None) -> list[str]:
     """Why no node the run may use could ever take it; [] when some could (or nothing can be judged).
-    `named`: the partitions its `#SBATCH` lines name; `sbatch_sets`: the options they set."""
+    `named`: the partitions its `#SBATCH` lines name; `sbatch_sets`: the options they set; `time_sec`: its
+    `#SBATCH --time`, which a partition's MaxTime must allow (else Slurm keeps it pending for ever)."""
     allowed = tuple(dict.fromkeys([*spec.partitions, *named]))
     if allowed:
         pool = [w for w in nodes.workers if w.attributes.get("partition") in allowed]
@@ -54,7 +58,7 @@ def problems(spec: RunSpec, nodes: SlurmNodes, named: Sequence[str], sbatch_sets
         where = f"partition {', '.join(nodes.defaults)} (Slurm's default)" if nodes.defaults else "any partition"
     if not pool:
         return []  # partitions sinfo does not list: fray.core.submit_checks says so
-    found = []
+    found = _time_problems(time_sec, {str(w.attributes.get("partition")) for w in pool}, nodes.time_limits)
     hosts = _by_host(pool)
     if not sbatch_sets & _SETS_CPUS:
         found += _over("CPUs", spec.cpus, {h: w.free.cpus for h, w in hosts.items()}, where, "--cpus")
@@ -71,6 +75,20 @@ def problems(spec: RunSpec, nodes: SlurmNodes, named: Sequence[str], sbatch_sets
     why = why_never(WorkerIndex(pool), parse_all(spec.constraints), tuple(spec.tolerations), per_task, spec.replicas)
     return [f"no Slurm node of {where} can ever take it: {why}; change what it asks (`fray nodes` lists what "
             "each node has)"] if why else []
+
+
+def _time_problems(time_sec: float | None, partitions: set[str], limits: dict[str, float | None]) -> list[str]:
+    """A time limit over every allowed partition's MaxTime: Slurm accepts such a job and never starts it."""
+    if time_sec is None or not partitions:
+        return []
+    allowing = [p for p in partitions if limits.get(p) is None or limits[p] >= time_sec]  # type: ignore[operator]
+    if allowing:
+        return []
+    most = max(limits[p] or 0.0 for p in partitions)
+    which = ", ".join(f"{p} allows {values.format_duration(limits[p] or 0.0)}" for p in sorted(partitions))
+    return [f"its #SBATCH --time asks for {values.format_duration(time_sec)}, more than any partition it may use "
+            f"allows ({which}): Slurm would keep it pending for ever; ask for {values.format_duration(most)} or less, "
+            "or name a partition that allows more"]
 
 
 def _by_host(pool: Sequence[Worker]) -> dict[str, Worker]:

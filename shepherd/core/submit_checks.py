@@ -53,6 +53,7 @@ class Asked(NamedTuple):
     partitions: tuple[str, ...] = ()
     gpu_types: tuple[str, ...] = ()
     options: frozenset[str] = frozenset()  # every option they set, by its long name
+    time_sec: float | None = None  # their --time, in seconds
 
 
 def problems(spec: RunSpec, name: str, offer: Offer, asked: Asked = Asked()) -> list[str]:
@@ -82,7 +83,7 @@ def backend_problems(spec: RunSpec, offer: Offer, asked: Asked = Asked()) -> lis
     elif spec.backend == "slurm":
         found += _slurm_problems(spec, offer.partitions, asked)
         if not found and offer.slurm_nodes is not None:
-            found += never_fit.problems(spec, offer.slurm_nodes, asked.partitions, asked.options)
+            found += never_fit.problems(spec, offer.slurm_nodes, asked.partitions, asked.options, asked.time_sec)
     elif spec.backend == "tpu":
         found += _tpu_problems(spec)
     return found
