@@ -55,8 +55,15 @@ def narrated_wait(home: Home, run_id: str) -> Meta | None:
     """Wait for the run, telling each change on stderr; its meta once ended, None if it can never start."""
     from fray.ops import wait as waiting  # only a wait loads it (the click command's plain submit does not)
 
-    watch = waiting.Watch(home, [run_id], lambda line: output.line(line, err=True))
-    if watch.run() == EXIT_NEVER_STARTS:
+    from fray.cli.live import Narrator
+
+    narrator = Narrator.for_stderr()
+    watch = waiting.Watch(home, [run_id], narrator.told)
+    try:
+        code = watch.run(on_tick=lambda: narrator.live(watch.live()))
+    finally:
+        narrator.done()
+    if code == EXIT_NEVER_STARTS:
         return None
     return lookup.read_meta(home, run_id)
 

@@ -15,7 +15,6 @@ are exported from here too, since the daemon reads them off the plan this module
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -28,7 +27,7 @@ from fray.core.model import Attempt, AttemptState, Cause, Control, EndStatus, Me
 from fray.core.run_plan import Action, Cancel, ClearSuspicion, Event, Finish, Plan, Reactivate, Submit, SuspectNode
 from fray.core.capacity import Request, run_request
 from fray.core.scheduler import Admission
-from fray.core.status import PAUSED_REASON, progress_stalled_for
+from fray.core.status import PAUSED_REASON, backoff_reason, progress_stalled_for
 from fray.core.values import format_duration
 
 __all__ = [
@@ -213,6 +212,11 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         return
     if view.state == "unknown":
         return  # the backend could not tell this cycle; look again next cycle
+    if attempt.state == AttemptState.SUBMITTED.value and view.state == "pending" and view.held \
+            and attempt.detail != view.held:
+        # Why the scheduler holds it, in words: told once per change, shown by status (and a wait's exit 3).
+        attempt.detail = view.held
+        plan.log("waiting", view.held, attempt.number)
     limit = meta.spec.scheduling_timeout_sec
     if attempt.state == AttemptState.SUBMITTED.value and view.state == "pending" and limit \
             and now - attempt.submitted_at >= limit:
@@ -295,9 +299,7 @@ def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> 
         return
     # A switch of partition resubmits at once: the backoff was earned on the other one.
     if meta.next_attempt_at is not None and now < meta.next_attempt_at and not choice.switched:
-        # An absolute time, so the reason (and meta.json) does not change every cycle.
-        at = time.strftime("%H:%M:%S", time.localtime(meta.next_attempt_at))
-        _wait(plan, f"backing off: next attempt at {at}", quiet=True)
+        _wait(plan, backoff_reason(meta.next_attempt_at), quiet=True)
         return
     spec = meta.spec
     admission = admit(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas))

@@ -54,6 +54,14 @@ DEGRADED_AFTER_INTERVALS = 3
 UNRESPONSIVE_AFTER_INTERVALS = 6
 CRASH_LOOP_AFTER = 3  # consecutive fast failures
 PAUSED_REASON = "paused: `fray control unpause` resumes it"
+BACKING_OFF = "backing off: next attempt at "
+
+
+def backoff_reason(at: float) -> str:
+    """'backing off: next attempt at 12:03:04': an absolute time, so the reason does not change every cycle."""
+    import time
+
+    return BACKING_OFF + time.strftime("%H:%M:%S", time.localtime(at))
 
 
 class RunStatus(NamedTuple):
@@ -111,10 +119,12 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
             # The backend could not take it yet (controller down, a submit limit): waiting, not restarting.
             return RunStatus(Status.PENDING, failed_submits)
         backing_off = meta.next_attempt_at is not None and now < meta.next_attempt_at
-        if meta.attempts and not backing_off and meta.wait_reason:
+        held = meta.wait_reason is not None and not meta.wait_reason.startswith(BACKING_OFF)
+        if meta.attempts and not backing_off and held:
             # Not restarting: held back by something outside the run (resources, a ban).
             return RunStatus(Status.PENDING, _queued_reason(meta))
         if meta.attempts:
+            # One reason from the attempt's end to the next submission: the backoff is part of it from the start.
             return RunStatus(Status.RESTARTING, _queued_reason(meta))
         return RunStatus(Status.PENDING, meta.wait_reason or "waiting for the daemon")
     if attempt.state == AttemptState.STOPPING:
@@ -151,7 +161,10 @@ def _queued_reason(meta: Meta, crash_loop: bool = False) -> str:
     why = f"attempt {last.number} ended: {last.cause}" if last and last.cause else ""
     if last and last.detail:
         why += f" ({last.detail})"
-    wait = meta.wait_reason or "waiting for the daemon"
+    if meta.next_attempt_at is not None and (meta.wait_reason is None or meta.wait_reason.startswith(BACKING_OFF)):
+        wait = backoff_reason(meta.next_attempt_at)  # the daemon writes the same words a cycle later
+    else:
+        wait = meta.wait_reason or "submitting the next attempt"
     prefix = f"{_streak(meta)}; " if crash_loop else ""
     return f"{prefix}{why}; {wait}" if why else f"{prefix}{wait}"
 
