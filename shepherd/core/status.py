@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, NamedTuple
 
-from fray.core.model import AttemptState, Cause, Meta, Phase, RunSpec
+from fray.core.model import Attempt, AttemptState, Cause, Meta, Phase, RunSpec
 
 
 class Status(str, Enum):
@@ -133,10 +133,15 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
     if attempt.state in (AttemptState.SUBMITTING, AttemptState.SUBMITTED):
         if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
             return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
-        status = Status.RESTARTING if attempt.number > 1 else Status.PENDING
+        # Restarting only once some attempt ran: until then it has not started yet, however many submissions failed.
+        ran = any(a.started_at is not None for a in meta.attempts[:-1])
+        status = Status.RESTARTING if attempt.number > 1 and ran else Status.PENDING
         # A backend's own queue (the local warm worker's) takes it before a CPU does: it says so in its ref.
         queued = "queued on the machine, waiting for a free CPU" if (attempt.backend_ref or {}).get("queued") \
             else "submitted, waiting for it to start"
+        failed = _failed_submits(meta, meta.attempts[:-1]) if attempt.state == AttemptState.SUBMITTING else ""
+        if failed:
+            return RunStatus(status, f"submitting attempt {attempt.number}; {failed.rsplit('; ', 1)[0]}")
         return RunStatus(status, attempt.detail or f"attempt {attempt.number} {queued}")
     running = _running(meta, heartbeat_at, now)
     stalled = progress_stalled_for(meta.spec, progress, attempt.started_at, now)
@@ -169,17 +174,18 @@ def _queued_reason(meta: Meta, crash_loop: bool = False) -> str:
     return f"{prefix}{why}; {wait}" if why else f"{prefix}{wait}"
 
 
-def _failed_submits(meta: Meta) -> str:
+def _failed_submits(meta: Meta, attempts: list[Attempt] | None = None) -> str:
     """'submission failed 3 times in a row (transient): <the last answer>; <the wait>' while the latest attempts
     are failed submissions ("" otherwise): the backend has not taken the run, so it is pending, not restarting."""
+    attempts = meta.attempts if attempts is None else attempts
     count = 0
-    for attempt in reversed(meta.attempts):
+    for attempt in reversed(attempts):
         if attempt.cause != Cause.SUBMIT_FAILED.value:
             break
         count += 1
     if not count:
         return ""
-    last = meta.attempts[-1]
+    last = attempts[-1]
     times = "once" if count == 1 else f"{count} times in a row"
     detail = (last.detail or "").removeprefix("submission failed: ")
     return f"submission failed {times} (retried with backoff): {detail}; {meta.wait_reason or 'submitting again'}"
