@@ -46,7 +46,7 @@ def check(home: Home, spec: RunSpec, name: str, script: bytes | None = None,
     offered = offer(home, spec.backend, run_command)
     if spec.backend == "local" and script is not None and interpreter_matters:
         missing = _missing(submit_checks.interpreter_of(script))
-        offered = offered._replace(missing_interpreter=missing)
+        offered = submit_checks.Offer(offered.capacity, missing, offered.partitions, offered.slurm_nodes)
     found = submit_checks.problems(spec, name, offered, asked(spec))
     if not found and spec.backend == "slurm":
         from fray.backends.slurm import test_only

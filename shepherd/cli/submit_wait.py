@@ -55,7 +55,7 @@ def narrated_wait(home: Home, run_id: str) -> Meta | None:
     """Wait for the run, telling each change on stderr; its meta once ended, None if it can never start."""
     from fray.ops import wait as waiting  # only a wait loads it (the click command's plain submit does not)
 
-    from fray.cli.live import Narrator
+    from fray.cli.narration import Narrator
 
     narrator = Narrator.for_stderr()
     watch = waiting.Watch(home, [run_id], narrator.told)

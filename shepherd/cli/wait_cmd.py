@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from fray.cli import output, render
-from fray.cli.live import Narrator
+from fray.cli.narration import Narrator
 from fray.cli.main import fray_prefix, home_of
 from fray.core import waiting
 from fray.errors import UsageError
