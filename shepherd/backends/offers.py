@@ -23,7 +23,7 @@ import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
-from fray.core import never_fit, submit_checks
+from fray.core import submit_checks
 from fray.core.model import RunSpec
 from fray.errors import StateError, SubmissionRefused
 from fray.state.layout import Home
@@ -113,6 +113,7 @@ def offer(home: Home, backend: str, run_command: external.Runner | None = None) 
         if rows is None:
             return submit_checks.Offer()
         from fray.backends.slurm import node_workers, partitions
+        from fray.core import never_fit
 
         found = partitions.summarize(rows)
         gpus: dict[str, dict[str | None, int]] = {}

@@ -193,7 +193,7 @@ def _failed_submits(meta: Meta, attempts: list[Attempt] | None = None) -> str:
 
 def _streak(meta: Meta) -> str:
     """'3 failures in a row (attempts ran 50s, 48s, 3s; under 60s is a fast failure)': what happened, in numbers.
-    Attempts that never started are counted once, with why: '4 never started (node_fault)'."""
+    Attempts that never started are counted once, with why: '3 failures in a row (none started: node_fault; ...)'."""
     count = meta.counters.consecutive_fast_failures
     ended = [a for a in meta.attempts if a.state == AttemptState.ENDED.value][-count:]
     ran = [f"{a.ended_at - a.started_at:.0f}s" for a in ended if a.started_at and a.ended_at]

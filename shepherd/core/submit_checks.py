@@ -20,9 +20,14 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from fray.core import never_fit, values
+from typing import TYPE_CHECKING
+
+from fray.core import values
 from fray.core.model import RunSpec
 from fray.core.capacity import Capacity, run_request
+
+if TYPE_CHECKING:  # placement is loaded only to judge a Slurm run: a local submit need not import it
+    from fray.core.never_fit import SlurmNodes
 
 # A Google Cloud zone: region and letter, like us-west4-a or europe-west4-b.
 _ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
@@ -44,7 +49,7 @@ class Offer(NamedTuple):
     capacity: Capacity | None = None  # local: this machine's CPUs, memory, GPUs
     missing_interpreter: str | None = None  # local: the script's #! interpreter, when this machine has none such
     partitions: tuple[PartitionOffer, ...] | None = None  # slurm: from one sinfo
-    slurm_nodes: never_fit.SlurmNodes | None = None  # slurm: its nodes, from the same sinfo
+    slurm_nodes: SlurmNodes | None = None  # slurm: its nodes, from the same sinfo
 
 
 class Asked(NamedTuple):
@@ -83,6 +88,8 @@ def backend_problems(spec: RunSpec, offer: Offer, asked: Asked = Asked()) -> lis
     elif spec.backend == "slurm":
         found += _slurm_problems(spec, offer.partitions, asked)
         if not found and offer.slurm_nodes is not None:
+            from fray.core import never_fit
+
             found += never_fit.problems(spec, offer.slurm_nodes, asked.partitions, asked.options, asked.time_sec)
     elif spec.backend == "tpu":
         found += _tpu_problems(spec)

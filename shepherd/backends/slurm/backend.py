@@ -428,7 +428,7 @@ def _refused(result: external.CommandResult, answer: refusals.Answer, job: Batch
     request = job.request
     said = refusals.words(result)
     if answer is refusals.Answer.TRANSIENT:
-        return BackendError(f"sbatch could not take {what} now (transient, retried): {said}", temporary=True)
+        return BackendError(f"sbatch could not take {what} now: {said}", temporary=True)
     banned = [node for node in job.exclude if node in request.exclude_nodes]
     if banned and refusals.about_placement(said):
         return BackendError(f"sbatch finds no node for {what} outside the banned ones ({', '.join(banned)}): {said}; "

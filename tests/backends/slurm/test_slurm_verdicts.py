@@ -145,8 +145,9 @@ def test_a_pending_reason_no_wait_can_change_is_told_in_words_and_ends_a_wait_wi
     run_id = past_the_checks(home, script)
     proc = run_fray("wait", run_id, home=home.root, timeout=60)
     assert proc.returncode == 3, (proc.stdout, proc.stderr)
-    assert "Slurm: can never start as it is: its time limit is over its partition's MaxTime (PartitionTimeLimit)" \
-        in proc.stderr
+    # Slurm names it either way, by when it looked: PartitionTimeLimit, or PartitionConfig.
+    assert "pending: Slurm: can never start as it is: " in proc.stderr, proc.stderr
+    assert "(PartitionTimeLimit)" in proc.stderr or "(PartitionConfig)" in proc.stderr, proc.stderr
     job = meta_of(home, run_id)["attempts"][0]["backend_ref"]["job_id"]
     assert job_state(slurm_cluster, job) == "PENDING", "the wait gives up; the run is left as it is"
 
