@@ -4,6 +4,8 @@
     ├── UsageError                bad input on the command line, in a directive or an API call
     │   ├── DirectiveError        a bad `#FRAY` line: file, line number, text, what is valid
     │   ├── RunLookupError        a RUN argument that names no run, or more than one
+    │   │   └── AmbiguousRun      more than one: it lists the candidates
+    │   ├── SubmissionRefused     a run that can never start as asked, refused before anything is written
     │   ├── ConstraintSyntaxError a `--constraint` that does not parse (fray.core.placement.constraints)
     │   └── ConstraintTypeError   a constraint compared with an attribute of another type (same module)
     ├── StateError                FRAY_HOME missing, unwritable, or a state file unusable
@@ -89,6 +91,19 @@ class DirectiveError(UsageError):
 
 class RunLookupError(UsageError):
     pass
+
+
+class AmbiguousRun(RunLookupError):
+    """A RUN argument that names several runs (a name or an id prefix shared): `candidates` lists them."""
+
+    def __init__(self, message: str, candidates: list[str]) -> None:
+        self.candidates = candidates
+        super().__init__(message)
+
+
+class SubmissionRefused(UsageError):
+    """A run that can never start as it asks (the backend could never offer it, or sbatch --test-only refused
+    it): nothing was written."""
 
 
 class StateError(FrayError):

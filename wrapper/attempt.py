@@ -27,7 +27,8 @@ import sys
 import time
 from typing import Any
 
-from . import code, contract, emitted, forked, guardian, hangwatch, left_out, outcome, procs, records, resume_args, tags, trackers, workload
+from . import (code, contract, emitted, forked, guardian, hangwatch, left_out, oom, outcome, procs, records,
+               resume_args, tags, trackers, workload)
 from .fence import Fence, Superseded, Writer, bind
 from .health import HealthCheck
 from .heartbeat import Heartbeat
@@ -62,6 +63,7 @@ class Attempt:
         self.launch_node_side = False  # the launch failed for want of something on this node
         self.script = options.script  # what runs: the run's copy of its script once its code is laid out
         self.probe_failure: outcome.Outcome | None = None
+        self.oom: oom.OomCounter | None = None
         self.health: HealthCheck | None = None
         self.watch: hangwatch.Watch | None = None
         self.hang: hangwatch.Verdict | None = None  # the watch found the workload hung: it was ended for that
@@ -134,7 +136,7 @@ class Attempt:
                      "skip_probes": list(options.skip_probes)}
         self.write(contract.PROBE, preflight.document(self.stamp.host, started_at, time.time(), entries, failure, requested))
         if failure is not None:
-            self.probe_failure = outcome.Outcome(failure.exit_code, failure.cause, failure.message)
+            self.probe_failure = outcome.Outcome(failure.exit_code, failure.cause, failure.message, probe=failure.probe)
 
     # -- launch ------------------------------------------------------------
 
@@ -194,6 +196,7 @@ class Attempt:
             self.launch_error, self.launch_node_side = str(exc), exc.node_side
             return
         self.relay.attach(self.proc.pid)  # the pid is the group id: start_new_session
+        self.oom = oom.OomCounter.of(self.proc.pid)  # its memory cgroup's OOM kills so far: a kill is judged by it
         self.reaper = procs.Reaper(self.proc.pid, self.wakeup.notify).start()
         self.log.write(f"workload started, pid {self.proc.pid}")
         self.readers = emitted.start(options, cwd, self.path(contract.STDOUT), self.path(contract.STDERR), self.log.write)
@@ -305,7 +308,11 @@ class Attempt:
         self._stop_readers()  # the workload is gone: what it printed last is progress too
         if self.proc is None:
             self.received_signal = self.relay.stop_signum
+        killed_by = None
+        if self.end is not None and self.end.signal is not None and self.oom is not None:
+            killed_by = self.oom.verdict(self.end.signal).record()
         result = outcome.decide(
+            killed_by=killed_by,
             probe_failure=self.probe_failure,
             launch_error=self.launch_error,
             launch_node_side=self.launch_node_side,

@@ -59,6 +59,8 @@ class Outcome:
     exit_code: int
     cause: str | None  # None: success, no failure.json
     message: str
+    probe: str | None = None  # the preflight probe that failed
+    killed_by: dict[str, Any] | None = None  # a workload killed by a signal: which, and whether the OOM killer sent it
 
 
 def decide(
@@ -70,6 +72,7 @@ def decide(
     received_signal: int | None,
     script: str,
     stderr_path: str,
+    killed_by: dict[str, Any] | None = None,
 ) -> Outcome:
     """The wrapper's exit code and failure cause (see the table in DESIGN.md).
 
@@ -107,10 +110,17 @@ def decide(
             contract.CAUSE_NODE_FAULT,
             f"the workload ({script}) exited {end.exit_code}: it reports a node fault; see {stderr_path}",
         )
-    cause = contract.CAUSE_WORKLOAD_SIGNALLED if end.signal is not None else contract.CAUSE_WORKLOAD_FAILURE
+    if end.signal is not None:
+        how = f": {killed_by['how']}" if killed_by else ""
+        return Outcome(
+            contract.EXIT_WORKLOAD_FAILURE,
+            contract.CAUSE_WORKLOAD_SIGNALLED,
+            f"the workload ({script}) {end.describe()}{how} (its stderr, which may say more: {stderr_path})",
+            killed_by=killed_by,
+        )
     return Outcome(
         contract.EXIT_WORKLOAD_FAILURE,
-        cause,
+        contract.CAUSE_WORKLOAD_FAILURE,
         f"the workload ({script}) {end.describe()}; the last lines of its stderr are in stderr_tail, all of it in {stderr_path}",
     )
 
@@ -149,6 +159,11 @@ def failure_record(
 ) -> dict[str, Any]:
     if outcome.cause is None:
         raise ValueError("a successful outcome has no failure record")
+    extra: dict[str, Any] = {}
+    if outcome.probe is not None:
+        extra["probe"] = outcome.probe
+    if outcome.killed_by is not None:
+        extra["killed_by"] = outcome.killed_by
     return {
         "run_id": stamp.run_id,
         "attempt": stamp.attempt,
@@ -161,6 +176,7 @@ def failure_record(
         "host": stamp.host,
         "started_at": stamp.started_at,
         "ended_at": ended_at,
+        **extra,
     }
 
 

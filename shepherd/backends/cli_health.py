@@ -41,10 +41,14 @@ class WatchedRunner:
     backend calls gcloud from a pool)."""
 
     def __init__(self, runner: external.Runner = external.run, clock: Callable[[], float] = time.time,
-                 ignore: frozenset[str] = frozenset()) -> None:
+                 ignore: frozenset[str] = frozenset(),
+                 answered: Mapping[str, Callable[[external.CommandResult], bool]] | None = None) -> None:
         self.runner = runner
         self.clock = clock
         self.ignore = ignore  # tools whose failure is expected and handled (sacct without accounting)
+        # Per tool: whether a failed call was still an answer (sbatch refusing a job's own request: the tool and
+        # its controller work, the job is at fault), which ends a streak instead of adding to it.
+        self.answered = dict(answered or {})
         self._streaks: dict[str, Streak] = {}
         self._lock = threading.Lock()
 
@@ -54,7 +58,8 @@ class WatchedRunner:
         if command in self.ignore:
             return result
         with self._lock:
-            if result.ok:
+            judge = self.answered.get(command)
+            if result.ok or (judge is not None and judge(result)):
                 self._streaks.pop(command, None)
             else:
                 streak = self._streaks.setdefault(command, Streak(command, self.clock(), 0, ""))

@@ -13,8 +13,8 @@ from contextvars import ContextVar
 from typing import Any
 
 from fray.cli import output
-from fray.errors import (BackendError, CorruptFileError, DirectiveError, FrayError, RunLookupError, StateError,
-                         UsageError, failure_message)
+from fray.errors import (AmbiguousRun, BackendError, CorruptFileError, DirectiveError, FrayError, RunLookupError,
+                         StateError, SubmissionRefused, UsageError, failure_message)
 
 json_errors: ContextVar[bool] = ContextVar("json_errors", default=False)
 
@@ -22,6 +22,21 @@ PREFIX = "fray: error: "
 _HINTS = {
     "usage": "`fray --help`, or `fray COMMAND --help`, says what each command takes",
     "run_not_found": "`fray list` shows the runs and their ids",
+    "run_ambiguous": "give one of the candidates' run ids (or enough of one to be unique); `fray list` shows them",
+    "submission_refused": "nothing was written: change what the script's lines or the flags ask and submit again "
+                          "(`fray partitions` and `fray nodes` show what the cluster has)",
+}
+# `--remote`: what to do about each way the link fails (fray.remote.errors), by the error's class name.
+_REMOTE_HINTS = {
+    "UnreachableHost": "check the host's name and that it answers SSH (`ssh HOST true`); --remote and FRAY_REMOTE "
+                       "also take a Host of ~/.ssh/config",
+    "AuthenticationFailed": "check that `ssh HOST true` logs in without a prompt (a key in ssh-agent, or an "
+                            "IdentityFile in ~/.ssh/config)",
+    "UnknownHostKey": "compare the fingerprint with the one the host's administrators publish, then "
+                      "`fray remote trust HOST`",
+    "ChangedHostKey": "do not connect until the new key is confirmed; then `fray remote trust HOST --replace`",
+    "ConnectionDropped": "run the command again; `ssh HOST true` checks the link",
+    "RemoteCommandFailed": "the message names the command that failed on the host; `ssh HOST` and run it there",
 }
 
 
@@ -32,7 +47,10 @@ def report(exc: BaseException) -> int | None:
         return None
     text, exit_code = failure
     if json_errors.get():
-        _emit_json(_code_of(exc), text.removeprefix(PREFIX), exit_code)
+        code = _code_of(exc)
+        hint = _REMOTE_HINTS.get(type(exc).__name__, "") if code == "remote" else _HINTS.get(code)
+        extra = {"candidates": list(exc.candidates)} if isinstance(exc, AmbiguousRun) else {}
+        _emit_json(code, text.removeprefix(PREFIX), exit_code, hint or None, extra)
     else:
         print(text, file=sys.stderr)
     return exit_code
@@ -44,7 +62,7 @@ def report_usage(exc: Any) -> int:
     if json_errors.get():
         # A bare `fray --json` is "no command", not the help text as an error message.
         message = "no command given" if type(exc).__name__ == "NoArgsIsHelpError" else exc.format_message()
-        _emit_json("usage", message, exit_code)
+        _emit_json("usage", message, exit_code, _HINTS["usage"])
     else:
         exc.show()
     return exit_code
@@ -53,7 +71,8 @@ def report_usage(exc: Any) -> int:
 def _code_of(exc: BaseException) -> str:
     from fray.remote.errors import RemoteError  # reached only when a failure is reported
 
-    for kind, code in ((DirectiveError, "bad_directive"), (RunLookupError, "run_not_found"), (UsageError, "usage"),
+    for kind, code in ((DirectiveError, "bad_directive"), (AmbiguousRun, "run_ambiguous"),
+                       (RunLookupError, "run_not_found"), (SubmissionRefused, "submission_refused"), (UsageError, "usage"),
                        (CorruptFileError, "corrupt_state"), (StateError, "state"), (BackendError, "backend"),
                        (RemoteError, "remote"), (FrayError, "usage")):
         if isinstance(exc, kind):
@@ -61,5 +80,7 @@ def _code_of(exc: BaseException) -> str:
     return "os_error"
 
 
-def _emit_json(code: str, message: str, exit_code: int) -> None:
-    output.json_line({"error": {"code": code, "message": message, "hint": _HINTS.get(code), "exit_code": exit_code}})
+def _emit_json(code: str, message: str, exit_code: int, hint: str | None,
+               extra: dict[str, Any] | None = None) -> None:
+    output.json_line({"error": {"code": code, "message": message, "hint": hint, "exit_code": exit_code,
+                                **(extra or {})}})

@@ -66,14 +66,31 @@ def logs(ctx: click.Context, run: str, follow: bool, use_stderr: bool, attempt: 
     data = {"run_id": run_id, "attempt": number, "stream": stream, "task": task,
             "path": str(tasks[0].path) if tasks else None, "lines": runlogs.merged_lines(tasks) if tasks else [],
             "tasks": [{"task": log.task, "path": str(log.path)} for log in tasks]}
-    if number is None and not as_json:
-        output.note(f"run {run_id} has no attempt yet ({meta.wait_reason or meta.phase}); "
-                    f"`{fray_prefix(home)} logs {run_id} -f` waits for its output")
+    note = _no_output(home, run_id, meta, number)
+    if note is not None:
+        data["note"] = note
+        if not as_json:
+            output.note(note)
     if len(tasks) == 1 and not as_json and render.terminal_width() is None:
         sys.stdout.buffer.write(runlogs.read_bytes(tasks[0].path, last))  # the workload's bytes, not our reading
         sys.stdout.flush()
         return
     output.emit(data, as_json, render_logs)
+
+
+def _no_output(home: Any, run_id: str, meta: Any, number: int | None) -> str | None:
+    """Why there is no output to show, when none can be: no attempt yet, or one that never started."""
+    prefix = fray_prefix(home)
+    if number is None:
+        if meta.end is not None:
+            return f"run {run_id} has no attempt: it ended before one ({meta.end.status}: {meta.end.reason})"
+        return (f"run {run_id} has no attempt yet ({meta.wait_reason or meta.phase}); "
+                f"`{prefix} logs {run_id} -f` waits for its output")
+    attempt = meta.attempts[number - 1]
+    if attempt.started_at is None and attempt.cause is not None:
+        return (f"attempt {number} of run {run_id} never started, so it has no output ({attempt.cause}: "
+                f"{attempt.detail or 'no detail'}); `{prefix} status {run_id}` says what became of each attempt")
+    return None
 
 
 def render_logs(data: dict[str, Any]) -> list[str]:

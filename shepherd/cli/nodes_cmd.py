@@ -113,7 +113,10 @@ def _node_table(nodes: list[dict[str, Any]], now: float) -> list[str]:
         ban_entry = node["blacklist"]
         if ban_entry:
             until = "until unbanned" if ban_entry["expires_at"] is None else f"for {human.duration(ban_entry['expires_at'] - now)}"
-            banned = render.style(f"banned {until} ({ban_entry['strikes']}x): {ban_entry['reason']}", fg="red")
+            # Struck by several runs: a lemon node; by one: maybe that run's fault (docs/keeping-alive.md).
+            runs = len(ban_entry.get("runs") or [])
+            by = f", {runs} runs" if runs > 1 else ""
+            banned = render.style(f"banned {until} ({ban_entry['strikes']}x{by}): {ban_entry['reason']}", fg="red")
         else:
             banned = "-"
         gpus = human.gpus(node["gpus"], node.get("gpu_type"))

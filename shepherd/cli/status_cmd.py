@@ -61,6 +61,8 @@ def render_status(data: dict[str, Any]) -> list[str]:
         ("heartbeat", f"every {values.format_duration(spec['heartbeat_interval_sec'])}, restart after "
                       f"{values.format_duration(spec['heartbeat_timeout_sec'])} without one"),
         ("failures", detail.failures_summary(counters, data["budgets"])),
+        *([("backoff", detail.backoff_summary(data["budgets"]["backoff"]))]
+          if data["budgets"] and data["budgets"].get("backoff") else []),
     ]
     if spec.get("code") is not None:
         facts.append(("code", human.code(spec)))

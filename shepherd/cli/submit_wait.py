@@ -55,8 +55,15 @@ def narrated_wait(home: Home, run_id: str) -> Meta | None:
     """Wait for the run, telling each change on stderr; its meta once ended, None if it can never start."""
     from fray.ops import wait as waiting  # only a wait loads it (the click command's plain submit does not)
 
-    watch = waiting.Watch(home, [run_id], lambda line: output.line(line, err=True))
-    if watch.run() == EXIT_NEVER_STARTS:
+    from fray.cli.narration import Narrator
+
+    narrator = Narrator.for_stderr()
+    watch = waiting.Watch(home, [run_id], narrator.told)
+    try:
+        code = watch.run(on_tick=lambda: narrator.live(watch.live()))
+    finally:
+        narrator.done()
+    if code == EXIT_NEVER_STARTS:
         return None
     return lookup.read_meta(home, run_id)
 
@@ -75,6 +82,7 @@ def render_submitted(data: dict[str, Any]) -> list[str]:
             *([("retry args", declared.retry_args_line(spec, []))] if spec.get("retry_args") else []),
             ("files", data["dir"]),
             ("daemon", render.style(f"{daemon['state']}: {daemon['detail']}", **render.DAEMON_COLOURS.get(daemon["state"], {}))),
+            *([("slurm", _estimate(data["slurm_estimate"]))] if data.get("slurm_estimate") else []),
         ]),
     ]
     left_out = declared.left_out_lines(spec)
@@ -84,6 +92,14 @@ def render_submitted(data: dict[str, Any]) -> list[str]:
     lines.append("next:")
     lines.extend(f"  {hint}" for hint in data["next"])
     return lines
+
+
+def _estimate(estimate: dict[str, Any]) -> str:
+    """When Slurm expects the first attempt to start (`sbatch --test-only`), and where."""
+    where = f" on {estimate['nodes']}" + (f" (partition {estimate['partition']})" if estimate.get("partition") else "")
+    at = estimate.get("start_at")
+    when = f"at {human.timestamp(at)}" if at is not None else "(no time given)"
+    return f"expected to start {when}{where}, says sbatch --test-only"
 
 
 def render_end(data: dict[str, Any]) -> list[str]:

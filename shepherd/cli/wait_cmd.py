@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from fray.cli import output, render
+from fray.cli.narration import Narrator
 from fray.cli.main import fray_prefix, home_of
 from fray.core import waiting
 from fray.errors import UsageError
@@ -47,23 +48,34 @@ def wait_cmd(ctx: click.Context, refs: tuple[str, ...], group: str | None, as_js
 def watch_and_report(home: Home, run_ids: list[str], as_json: bool,
                      names: dict[str, str] | None = None) -> int:
     """Narrate on stderr until the wait is decided, print how it ended; its exit code (also `submit --wait`
-    of a sweep)."""
-    watch = waits.Watch(home, run_ids, lambda line: output.line(line, err=True),
-                        lambda line: output.line(render.style(line, bold=True), err=True), names)
+    of a sweep). On a terminal, what stderr has told already (each run's end, the count) is not printed again
+    on stdout: both are the same screen."""
+    narrator = Narrator.for_stderr()
+    watch = waits.Watch(home, run_ids, narrator.told, lambda line: narrator.told(render.style(line, bold=True)),
+                        names)
     try:
-        code = watch.run()
+        code = watch.run(on_tick=lambda: narrator.live(watch.live()))
     except KeyboardInterrupt:
+        narrator.done()
         output.note(f"\nstopped waiting; the runs go on (`{fray_prefix(home)} list`)")
         return waiting.EXIT_INTERRUPTED
-    output.emit(waits.wait_view(watch, code), as_json, render_wait)
+    narrator.done()
+    data = waits.wait_view(watch, code)
+    if not as_json and narrator.terminal and render.terminal_width() is not None:
+        output.emit(data, False, lambda d: render_wait(d, told_count=watch.last_count))
+    else:
+        output.emit(data, as_json, render_wait)
     return code
 
 
-def render_wait(data: dict[str, Any]) -> list[str]:
-    lines = [f"{run['name']} ({run['run_id']}): {render.status_label(run['status'])}: {run['reason']}"
-             for run in data["runs"]]
+def render_wait(data: dict[str, Any], told_count: str | None = None) -> list[str]:
+    """How the wait ended. `told_count`: on a terminal, what stderr has already shown there (each run's last
+    status, and this count line), which is then not repeated."""
+    told = told_count is not None
+    lines = [] if told else [f"{run['name']} ({run['run_id']}): {render.status_label(run['status'])}: {run['reason']}"
+                             for run in data["runs"]]
     failed = [run for run in data["runs"] if run["ended"] and run["status"] != "completed_success"]
-    if len(data["runs"]) > 1:
+    if len(data["runs"]) > 1 and data["summary"] != told_count:
         lines.append(data["summary"])
     if failed and len(data["runs"]) > 1:
         lines.append("did not succeed: " + ", ".join(run["run_id"] for run in failed))

@@ -9,8 +9,19 @@ Kubernetes forgets a crash-loop back-off after a healthy while), so a service
 kept alive for weeks is not ended by crashes days apart. Each ended attempt
 that drew on a budget says which (`counted_as`); the counts are recomputed
 from the attempts inside the window, never kept as a running total that could
-drift. The backoff grows with the streak of fast failures, capped, half of it
-random so runs do not restart in lockstep.
+drift.
+
+Backoff is for loops, not for progress: an attempt that made progress (its
+step went past every earlier attempt's, or it ran `healthy_period`) restarts
+at once and ends the streak; the backoff grows only over the attempts in a row
+that made none, capped, half of it random so runs do not restart in lockstep.
+A transient submission failure (the controller unreachable, a submit limit)
+draws on no budget (`counted_as` "submit"): it is retried with its own
+backoff, over the failed submissions in a row, and never ends the run.
+
+A preflight probe that fails the same way on a second node for the same run
+blames the job, not the nodes (fray.core.lemons): the run ends `failed_config`
+with a verdict naming the probe, the nodes and the fix, and no node is banned.
 
 `attempt_ended` is where every attempt is closed (fray.core.policy calls it
 for each way an attempt can end): it ends the run, makes it wait, or counts
@@ -21,6 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from fray.core.lemons import same_failure_elsewhere
 from fray.core.model import Attempt, AttemptState, Cause, EndStatus, Meta, Mode, Phase, RunSpec
 from fray.core.status import healthy_period
 from fray.core.values import format_duration
@@ -28,7 +40,7 @@ from fray.core.values import format_duration
 if TYPE_CHECKING:  # the policy's plan: `fray status` counts budgets (budgets_used) without loading its actions
     from fray.core.run_plan import Plan
 
-WORKLOAD_BUDGET, NODE_BUDGET = "workload", "node"
+WORKLOAD_BUDGET, NODE_BUDGET, SUBMIT_BUDGET = "workload", "node", "submit"
 WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE.value, Cause.CLEAN_EXIT.value, Cause.SUCCESS.value,
                              Cause.PROGRESS_STALL.value, Cause.HANG_STOPPED.value, Cause.HANG_IDLE.value})
 # Causes that make the node a suspect: it goes on the blacklist for a while.
@@ -49,7 +61,7 @@ def budgets_used(meta: Meta, now: float) -> BudgetsUsed:
         since = max(since, now - meta.spec.retry_window_sec)
     workload = node = 0
     for attempt in meta.attempts:
-        if attempt.counted_as is None or (attempt.ended_at or now) < since:
+        if attempt.counted_as in (None, SUBMIT_BUDGET) or (attempt.ended_at or now) < since:
             continue
         if attempt.counted_as == WORKLOAD_BUDGET:
             workload += 1
@@ -76,12 +88,20 @@ def attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | Non
     attempt.cause = cause
     attempt.exit_code = exit_code
     attempt.detail = detail
+    if plan.step is not None and attempt.step is None:
+        attempt.step = plan.step
     meta.phase = Phase.QUEUED.value
     plan.log("attempt_ended", f"{cause}: {detail}", attempt.number, exit_code=exit_code)
     if cause in SUSPECT_CAUSES and attempt.node:
-        from fray.core.run_plan import SuspectNode
+        from fray.core.run_plan import ClearSuspicion, SuspectNode
 
-        plan.actions.append(SuspectNode(attempt.node, f"{cause}: {detail}"))
+        lemon = same_failure_elsewhere(meta, attempt)
+        if lemon is not None:
+            # A lemon job, not lemon nodes: no more bans, and those it laid for this probe are lifted.
+            plan.actions.append(ClearSuspicion(lemon.probe, lemon.nodes))
+            plan.end(EndStatus.FAILED_CONFIG.value, lemon.verdict())
+            return
+        plan.actions.append(SuspectNode(attempt.node, f"{cause}: {detail}", cause, attempt.probe))
     spec = meta.spec
     if cause == Cause.SUCCESS.value and spec.mode == Mode.RUN_ONCE.value:
         plan.end(EndStatus.COMPLETED_SUCCESS.value, f"attempt {attempt.number} succeeded")
@@ -105,6 +125,29 @@ def attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | Non
         _count_failure(plan, attempt, cause, jitter, replace_now)
 
 
+def made_progress(meta: Meta, attempt: Attempt, now: float) -> str:
+    """Why `attempt` counts as progress ("" when it does not): its step went past every earlier attempt's,
+    or it ran a healthy period. Such an attempt's end restarts the run without backoff."""
+    ran = (attempt.ended_at or now) - attempt.started_at if attempt.started_at else 0.0
+    if ran >= healthy_period(meta.spec):
+        return f"it ran {format_duration(ran)}"
+    if attempt.step is not None:
+        before = [a.step for a in meta.attempts if a.number < attempt.number and a.step is not None]
+        if not before or attempt.step > max(before):
+            return f"its step reached {attempt.step}" + (f" (from {max(before)})" if before else "")
+    return ""
+
+
+def submit_streak(meta: Meta) -> int:
+    """The failed submissions in a row, up to the latest attempt."""
+    count = 0
+    for attempt in reversed(meta.attempts):
+        if attempt.cause != Cause.SUBMIT_FAILED.value:
+            break
+        count += 1
+    return count
+
+
 def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float, replace_now: bool = False) -> None:
     """Draw on the cause's budget (ending the run when it is spent) and back off before the next attempt.
 
@@ -113,8 +156,16 @@ def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float, repl
     """
     meta, now, spec = plan.meta, plan.now, plan.meta.spec
     counters = meta.counters
-    ran = (attempt.ended_at or now) - attempt.started_at if attempt.started_at else 0.0
-    counters.consecutive_fast_failures = 1 if ran >= healthy_period(spec) else counters.consecutive_fast_failures + 1
+    if cause == Cause.SUBMIT_FAILED.value:
+        attempt.counted_as = SUBMIT_BUDGET  # the cluster's state now, not the node's fault: no budget ends the run
+        streak = submit_streak(meta)
+        delay = backoff_delay(spec, streak, jitter)
+        meta.next_attempt_at = now + delay
+        plan.log("backoff", f"submitting again in {delay:.1f}s ({streak} failed submissions in a row)",
+                 attempt.number, delay_sec=round(delay, 3))
+        return
+    progress = made_progress(meta, attempt, now)
+    counters.consecutive_fast_failures = 0 if progress else counters.consecutive_fast_failures + 1
     used = budgets_used(meta, now)
     window = f" within --retry-window {format_duration(spec.retry_window_sec)}" if spec.retry_window_sec else ""
     if cause in WORKLOAD_CAUSES:
@@ -133,13 +184,17 @@ def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float, repl
                  f"{used.node + 1} node-side failures, more than --max-retries-preemption "
                  f"{spec.max_retries_preemption}{window}; last: {attempt.detail}")
             return
-    if replace_now and counters.consecutive_fast_failures <= 1:
+    if progress or (replace_now and counters.consecutive_fast_failures <= 1):
         meta.next_attempt_at = None
+        if progress:
+            plan.log("backoff", f"restarting at once: attempt {attempt.number} made progress ({progress})",
+                     attempt.number, delay_sec=0.0)
         return
     delay = backoff_delay(spec, counters.consecutive_fast_failures, jitter)
     meta.next_attempt_at = now + delay
-    plan.log("backoff", f"retrying in {delay:.1f}s (failure streak {counters.consecutive_fast_failures})",
-             attempt.number, delay_sec=round(delay, 3))
+    streak = counters.consecutive_fast_failures
+    plan.log("backoff", f"retrying in {delay:.1f}s ({streak} attempt{'s' if streak != 1 else ''} in a row without "
+             "progress)", attempt.number, delay_sec=round(delay, 3))
 
 
 def supersede(plan: Plan, attempt: Attempt, cause: str, detail: str, jitter: float) -> None:

@@ -2,6 +2,10 @@
 
 The wrapper's exit code (fray.wrapper.contract), its final.json and failure.json are read as
 a person would: `exit 1: <last stderr line>` first, the node's fault apart from the workload's.
+A workload killed by a signal is described by what killed it (the kernel's OOM killer where
+its memory cgroup counted the kill, failure.json `killed_by`), never by its stderr's last
+line: a process killed from outside printed nothing about it, and that line is whatever it
+printed last (a warning minutes earlier).
 """
 
 from __future__ import annotations
@@ -44,8 +48,23 @@ def _failure_summary(failure: dict[str, Any] | None) -> str:
     if failure.get("workload_exit_code") is not None:
         head = f"exit {failure['workload_exit_code']}"
     elif failure.get("workload_signal"):
-        head = f"killed by {failure['workload_signal']}"
+        return killed_by(failure["workload_signal"], failure.get("killed_by"))
     else:
         return failure.get("message") or ""
     tail = [line for line in failure.get("stderr_tail") or [] if line.strip()]
     return f"{head}: {tail[-1].strip()[:200]}" if tail else head
+
+
+def killed_by(signal: str, record: dict[str, Any] | None) -> str:
+    """'killed by SIGKILL from the kernel's OOM killer (...)': the signal and what sent it, as far as is known."""
+    if not record:
+        return f"killed by {signal}"
+    if record.get("oom_killer") is True:
+        return f"killed by {signal} from the kernel's OOM killer: out of memory, ask for more (--mem) or use less"
+    if record.get("oom_killer") is False and signal == "SIGKILL":
+        return f"killed by {signal}, not by the OOM killer (its memory cgroup counted no OOM kill): sent from outside"
+    how = record.get("how") or ""
+    if record.get("oom_killer") is None:
+        return f"killed by {signal} (whether by the OOM killer cannot be told here: {how})" if how \
+            else f"killed by {signal}"
+    return f"killed by {signal}: {how}" if how else f"killed by {signal}"

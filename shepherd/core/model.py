@@ -253,7 +253,9 @@ class Attempt(_Record):
     cause: str | None = None
     detail: str | None = None
     partition: str | None = None  # the Slurm partition it was submitted to
-    counted_as: str | None = None  # the budget its end drew on: "workload" | "node" | None
+    counted_as: str | None = None  # the budget its end drew on: "workload" | "node" | "submit" | None
+    step: int | None = None  # the last step its workload reported (progress.json), kept when it ends
+    probe: str | None = None  # the preflight probe that failed on its node (failure.json), for a node fault
     # Its node's clock minus the daemon's, as the daemon measured it (fray.daemon.sightings): its times above are
     # the daemon's; a reader turns the node's own (a heartbeat, a progress step) into them with this.
     clock_offset_sec: float | None = None

@@ -19,3 +19,6 @@ class BackendView:
     ref: dict[str, Any] | None = None
     detail: str | None = None  # e.g. the scheduler's reason or final state
     cause: str | None = None  # for "gone": the backend's reading (a Cause value), used when the wrapper left no exit record
+    # For "pending": why the scheduler holds it, in words (Slurm's pending reason), kept on the attempt and
+    # shown by `fray status`; one that says "can never start" ends a wait with exit 3.
+    held: str | None = None

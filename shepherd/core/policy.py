@@ -15,7 +15,6 @@ are exported from here too, since the daemon reads them off the plan this module
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,15 +24,15 @@ from fray.core.exit_causes import classify_exit
 from fray.core.observation import BackendView
 from fray.core.placement.reporting import TaskEnd, reporting_task, siblings_finishing
 from fray.core.model import Attempt, AttemptState, Cause, Control, EndStatus, Meta, Mode, Phase, RunSpec
-from fray.core.run_plan import Action, Cancel, Event, Finish, Plan, Reactivate, Submit, SuspectNode
+from fray.core.run_plan import Action, Cancel, ClearSuspicion, Event, Finish, Plan, Reactivate, Submit, SuspectNode
 from fray.core.capacity import Request, run_request
 from fray.core.scheduler import Admission
-from fray.core.status import PAUSED_REASON, progress_stalled_for
+from fray.core.status import PAUSED_REASON, backoff_reason, progress_stalled_for
 from fray.core.values import format_duration
 
 __all__ = [
     "decide", "record_submit_failure", "Situation", "AttemptFiles", "SAFE_OVERRIDES", "SUBMIT_RESOLVE_SEC",
-    "Plan", "Event", "Action", "Submit", "Cancel", "Finish", "Reactivate", "SuspectNode",
+    "Plan", "Event", "Action", "Submit", "Cancel", "Finish", "Reactivate", "SuspectNode", "ClearSuspicion",
 ]
 
 # An attempt stuck in SUBMITTING this long (the daemon died mid-submit and the
@@ -90,6 +89,7 @@ class Situation:
 
 def decide(s: Situation, admit: Callable[[Request], Admission]) -> Plan:
     plan = Plan(s.meta.copy(), s.now)
+    plan.step = (s.files.progress or {}).get("step")
     _apply_control(plan, s)
     meta = plan.meta
     if meta.phase == Phase.ENDED.value:
@@ -211,6 +211,7 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
             attempt.node = _recorded_node(files)
         cause, detail = classify_exit(end.exit, files.final, end.failure, attempt)
+        attempt.probe = (end.failure or {}).get("probe")  # a preflight probe's failure: judged across nodes (budgets)
         attempt_ended(plan, attempt, cause, end.exit["exit_code"], task + detail, s.jitter,
                        ended_at=end.exit.get("ended_at"))
         return
@@ -233,6 +234,11 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         return
     if view.state == "unknown":
         return  # the backend could not tell this cycle; look again next cycle
+    if attempt.state == AttemptState.SUBMITTED.value and view.state == "pending" and view.held \
+            and attempt.detail != view.held:
+        # Why the scheduler holds it, in words: told once per change, shown by status (and a wait's exit 3).
+        attempt.detail = view.held
+        plan.log("waiting", view.held, attempt.number)
     limit = meta.spec.scheduling_timeout_sec
     if attempt.state == AttemptState.SUBMITTED.value and view.state == "pending" and limit \
             and now - attempt.submitted_at >= limit:
@@ -335,9 +341,7 @@ def _queued(plan: Plan, s: Situation, admit: Callable[[Request], Admission]) -> 
         return
     # A switch of partition resubmits at once: the backoff was earned on the other one.
     if meta.next_attempt_at is not None and now < meta.next_attempt_at and not choice.switched:
-        # An absolute time, so the reason (and meta.json) does not change every cycle.
-        at = time.strftime("%H:%M:%S", time.localtime(meta.next_attempt_at))
-        _wait(plan, f"backing off: next attempt at {at}", quiet=True)
+        _wait(plan, backoff_reason(meta.next_attempt_at), quiet=True)
         return
     spec = meta.spec
     admission = admit(run_request(spec.cpus, spec.mem_mb, spec.gpus, spec.replicas))

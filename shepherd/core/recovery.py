@@ -1,7 +1,7 @@
 """What to type next for a run that has stopped making progress: one pure function, shown by `fray status`
 under the run and mirrored by the table of docs/failures.md ("What to type").
 
-    next_steps(status, reason, run_id, spec, daemon_state, prefix="fray") -> list[str]
+    next_steps(status, reason, run_id, spec, daemon_state, prefix="fray", started=True) -> list[str]
 
 Each step is a command line, with why after `#`. The reason strings matched
 here are the policy's own (its `plan.end` calls, in fray.core.policy and
@@ -23,11 +23,16 @@ _ACTIVE = frozenset({"pending", "restarting", "crash_loop", "healthy_running", "
 
 
 def next_steps(status: str, reason: str, run_id: str, spec: Mapping[str, Any] | None, daemon_state: str | None,
-               prefix: str = "fray") -> list[str]:
-    """The commands that move this run on, most likely first; [] for a run that needs nothing."""
+               prefix: str = "fray", started: bool = True) -> list[str]:
+    """The commands that move this run on, most likely first; [] for a run that needs nothing. `started`: some
+    attempt of the run started (it has output to read)."""
     run = f"{prefix} control"
     if status in _ACTIVE and daemon_state == "stopped":
         return [f"{prefix} daemon start  # no daemon watches FRAY_HOME: nothing moves until one runs"]
+    if status == "crash_loop" and not started:
+        return [f"{prefix} status {run_id}  # no attempt started, so there is no output: its attempts say why each ended",
+                f"{prefix} nodes  # the nodes its attempts were refused or failed on; banned ones are marked",
+                f"{run} stop {run_id}  # if it cannot start as it is: fix it, then submit again"]
     if status == "crash_loop":
         return [f"{prefix} logs {run_id} --stderr  # why each attempt fails fast",
                 f"{run} stop {run_id}  # if it cannot succeed as it is: fix it, then submit again"]
@@ -36,7 +41,8 @@ def next_steps(status: str, reason: str, run_id: str, spec: Mapping[str, Any] | 
         if workload:
             more = max(1, 2 * int(workload[1]))
             why = (f"{prefix} logs {run_id} --stacks  # where it hung: every thread's stack" if _HUNG.search(reason)
-                   else f"{prefix} logs {run_id} --stderr  # why the workload failed")
+                   else f"{prefix} logs {run_id} --stderr  # why the workload failed" if started
+                   else f"{prefix} status {run_id}  # no attempt started: the last one's end says why")
             return [why,
                     f"{run} config-set {run_id} max-retries={more}  # a larger budget, if retrying can help",
                     f"{run} start {run_id}  # start it again (budgets counted afresh)"]
@@ -51,6 +57,12 @@ def next_steps(status: str, reason: str, run_id: str, spec: Mapping[str, Any] | 
                     f"{prefix} submit SCRIPT ...  # with constraints or resources some worker meets"]
         return [f"{prefix} status {run_id}  # the last failure and events say what happened",
                 f"{run} start {run_id}  # start it again"]
+    if status == "failed_config" and reason.startswith("preflight probe "):
+        probe = reason.split()[2]
+        return [f"{prefix} nodes  # none is banned for it: the probe fails for this run on every node it tried",
+                f"{prefix} submit SCRIPT ...  # after the fix the reason names (or with --skip-probes {probe} where "
+                "the probe does not apply)",
+                f"{run} start {run_id}  # the same run again, once the nodes or its environment have changed"]
     if status == "failed_config":
         backend = (spec or {}).get("backend", "its")
         return [f"{prefix} submit SCRIPT ...  # fix what the {backend} backend refused (the reason above) and "

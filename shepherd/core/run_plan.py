@@ -42,9 +42,20 @@ class SuspectNode:
 
     node: str
     reason: str
+    cause: str | None = None  # what struck it (node_fault, heartbeat_stall)
+    probe: str | None = None  # the preflight probe that failed there, when one did
 
 
-Action = Submit | Cancel | Finish | Reactivate | SuspectNode
+@dataclass(frozen=True)
+class ClearSuspicion:
+    """Lift the bans this run alone laid for `probe`'s failure: the probe fails for it on every node, so the
+    nodes were not at fault (fray.core.budgets)."""
+
+    probe: str | None
+    nodes: tuple[str, ...]
+
+
+Action = Submit | Cancel | Finish | Reactivate | SuspectNode | ClearSuspicion
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,9 @@ class Plan:
     now: float
     actions: list[Action] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    # The in-flight attempt's last reported step this cycle (its progress.json): kept on the attempt when it
+    # ends, so the backoff can tell an attempt that made progress from a loop (fray.core.budgets).
+    step: int | None = None
 
     def log(self, kind: str, reason: str, attempt: int | None = None, **data: Any) -> None:
         self.events.append(Event(kind, reason, attempt, data or None))

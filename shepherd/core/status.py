@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, NamedTuple
 
-from fray.core.model import AttemptState, Meta, Phase, RunSpec
+from fray.core.model import Attempt, AttemptState, Cause, Meta, Phase, RunSpec
 
 
 class Status(str, Enum):
@@ -54,6 +54,14 @@ DEGRADED_AFTER_INTERVALS = 3
 UNRESPONSIVE_AFTER_INTERVALS = 6
 CRASH_LOOP_AFTER = 3  # consecutive fast failures
 PAUSED_REASON = "paused: `fray control unpause` resumes it"
+BACKING_OFF = "backing off: next attempt at "
+
+
+def backoff_reason(at: float) -> str:
+    """'backing off: next attempt at 12:03:04': an absolute time, so the reason does not change every cycle."""
+    import time
+
+    return BACKING_OFF + time.strftime("%H:%M:%S", time.localtime(at))
 
 
 class RunStatus(NamedTuple):
@@ -109,11 +117,17 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
             return RunStatus(Status.PENDING, PAUSED_REASON)
         if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
             return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
+        failed_submits = _failed_submits(meta)
+        if failed_submits:
+            # The backend could not take it yet (controller down, a submit limit): waiting, not restarting.
+            return RunStatus(Status.PENDING, failed_submits)
         backing_off = meta.next_attempt_at is not None and now < meta.next_attempt_at
-        if meta.attempts and not backing_off and meta.wait_reason:
+        held = meta.wait_reason is not None and not meta.wait_reason.startswith(BACKING_OFF)
+        if meta.attempts and not backing_off and held:
             # Not restarting: held back by something outside the run (resources, a ban).
             return RunStatus(Status.PENDING, _queued_reason(meta))
         if meta.attempts:
+            # One reason from the attempt's end to the next submission: the backoff is part of it from the start.
             return RunStatus(Status.RESTARTING, _queued_reason(meta))
         return RunStatus(Status.PENDING, meta.wait_reason or "waiting for the daemon")
     if attempt.state == AttemptState.STOPPING:
@@ -122,10 +136,15 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
     if attempt.state in (AttemptState.SUBMITTING, AttemptState.SUBMITTED):
         if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
             return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
-        status = Status.RESTARTING if attempt.number > 1 else Status.PENDING
+        # Restarting only once some attempt ran: until then it has not started yet, however many submissions failed.
+        ran = any(a.started_at is not None for a in meta.attempts[:-1])
+        status = Status.RESTARTING if attempt.number > 1 and ran else Status.PENDING
         # A backend's own queue (the local warm worker's) takes it before a CPU does: it says so in its ref.
         queued = "queued on the machine, waiting for a free CPU" if (attempt.backend_ref or {}).get("queued") \
             else "submitted, waiting for it to start"
+        failed = _failed_submits(meta, meta.attempts[:-1]) if attempt.state == AttemptState.SUBMITTING else ""
+        if failed:
+            return RunStatus(status, f"submitting attempt {attempt.number}; {failed.rsplit('; ', 1)[0]}")
         return RunStatus(status, attempt.detail or f"attempt {attempt.number} {queued}")
     running = _running(meta, heartbeat_at, now)
     stalled = progress_stalled_for(meta.spec, progress, attempt.started_at, now, attempt.clock_offset_sec)
@@ -150,15 +169,40 @@ def _queued_reason(meta: Meta, crash_loop: bool = False) -> str:
     why = f"attempt {last.number} ended: {last.cause}" if last and last.cause else ""
     if last and last.detail:
         why += f" ({last.detail})"
-    wait = meta.wait_reason or "waiting for the daemon"
+    if meta.next_attempt_at is not None and (meta.wait_reason is None or meta.wait_reason.startswith(BACKING_OFF)):
+        wait = backoff_reason(meta.next_attempt_at)  # the daemon writes the same words a cycle later
+    else:
+        wait = meta.wait_reason or "submitting the next attempt"
     prefix = f"{_streak(meta)}; " if crash_loop else ""
     return f"{prefix}{why}; {wait}" if why else f"{prefix}{wait}"
 
 
+def _failed_submits(meta: Meta, attempts: list[Attempt] | None = None) -> str:
+    """'submission failed 3 times in a row (transient): <the last answer>; <the wait>' while the latest attempts
+    are failed submissions ("" otherwise): the backend has not taken the run, so it is pending, not restarting."""
+    attempts = meta.attempts if attempts is None else attempts
+    count = 0
+    for attempt in reversed(attempts):
+        if attempt.cause != Cause.SUBMIT_FAILED.value:
+            break
+        count += 1
+    if not count:
+        return ""
+    last = attempts[-1]
+    times = "once" if count == 1 else f"{count} times in a row"
+    detail = (last.detail or "").removeprefix("submission failed: ")
+    return f"submission failed {times} (retried with backoff): {detail}; {meta.wait_reason or 'submitting again'}"
+
+
 def _streak(meta: Meta) -> str:
-    """'3 failures in a row (attempts ran 50s, 48s, 3s; under 60s is a fast failure)': what happened, in numbers."""
+    """'3 failures in a row (attempts ran 50s, 48s, 3s; under 60s is a fast failure)': what happened, in numbers.
+    Attempts that never started are counted once, with why: '3 failures in a row (none started: node_fault; ...)'."""
     count = meta.counters.consecutive_fast_failures
     ended = [a for a in meta.attempts if a.state == AttemptState.ENDED.value][-count:]
-    ran = [f"{a.ended_at - a.started_at:.0f}s" if a.started_at and a.ended_at else "never started" for a in ended]
-    return (f"{count} failures in a row (attempts ran {', '.join(ran)}; "
-            f"under {healthy_period(meta.spec):.0f}s is a fast failure)")
+    ran = [f"{a.ended_at - a.started_at:.0f}s" for a in ended if a.started_at and a.ended_at]
+    never = [a.cause or "unknown" for a in ended if not (a.started_at and a.ended_at)]
+    parts = [f"attempts ran {', '.join(ran)}"] if ran else []
+    if never:
+        which = "none started" if not ran else f"{len(never)} never started"
+        parts.append(f"{which}: {', '.join(dict.fromkeys(never))}")
+    return f"{count} failures in a row ({'; '.join(parts)}; under {healthy_period(meta.spec):.0f}s is a fast failure)"

@@ -8,8 +8,9 @@ API refuse a run with any problem before writing anything (fray.backends.offers
 gathers the `Offer` and raises); the daemon asks again before each submission,
 for what can change between submit and start (a partition removed since).
 
-What a backend can never offer is a problem; what it cannot offer *now* (busy
-CPUs, a drained partition) is not: the run waits, and says why. An `Offer`
+What a backend can never offer is a problem (on Slurm: more than any node of
+the partitions it may use has, fray.core.never_fit); what it cannot offer
+*now* (busy CPUs, a drained partition) is not: the run waits, and says why. An `Offer`
 field left None was not known (sinfo failed, say), so nothing is judged on it:
 the backend itself is then the judge, as it was before this check.
 """
@@ -19,9 +20,14 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from typing import TYPE_CHECKING
+
 from fray.core import values
 from fray.core.model import RunSpec
 from fray.core.capacity import Capacity, run_request
+
+if TYPE_CHECKING:  # placement is loaded only to judge a Slurm run: a local submit need not import it
+    from fray.core.never_fit import SlurmNodes
 
 # A Google Cloud zone: region and letter, like us-west4-a or europe-west4-b.
 _ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
@@ -43,6 +49,7 @@ class Offer(NamedTuple):
     capacity: Capacity | None = None  # local: this machine's CPUs, memory, GPUs
     missing_interpreter: str | None = None  # local: the script's #! interpreter, when this machine has none such
     partitions: tuple[PartitionOffer, ...] | None = None  # slurm: from one sinfo
+    slurm_nodes: SlurmNodes | None = None  # slurm: its nodes, from the same sinfo
 
 
 class Asked(NamedTuple):
@@ -50,6 +57,8 @@ class Asked(NamedTuple):
 
     partitions: tuple[str, ...] = ()
     gpu_types: tuple[str, ...] = ()
+    options: frozenset[str] = frozenset()  # every option they set, by its long name
+    time_sec: float | None = None  # their --time, in seconds
 
 
 def problems(spec: RunSpec, name: str, offer: Offer, asked: Asked = Asked()) -> list[str]:
@@ -78,6 +87,10 @@ def backend_problems(spec: RunSpec, offer: Offer, asked: Asked = Asked()) -> lis
                          f"not have: fix the #! line (e.g. #!/usr/bin/env python3)")
     elif spec.backend == "slurm":
         found += _slurm_problems(spec, offer.partitions, asked)
+        if not found and offer.slurm_nodes is not None:
+            from fray.core import never_fit
+
+            found += never_fit.problems(spec, offer.slurm_nodes, asked.partitions, asked.options, asked.time_sec)
     elif spec.backend == "tpu":
         found += _tpu_problems(spec)
     return found

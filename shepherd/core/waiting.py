@@ -75,3 +75,52 @@ def count_line(rows: Iterable[Mapping[str, Any]]) -> str:
             ended[row["status"]] = ended.get(row["status"], 0) + 1
     parts = ", ".join(f"{count} {ICONS[Status(status)]} {status}" for status, count in sorted(ended.items()))
     return f"{sum(ended.values())}/{len(rows)} ended" + (f": {parts}" if parts else "")
+
+
+def expected(row: Mapping[str, Any]) -> str:
+    """What should happen next to a run waited on, in words ("" when nothing more can be said)."""
+    status, reason = row["status"], row["reason"]
+    if status in _ENDED:
+        return ""
+    if NEVER_STARTS in reason:
+        return "nothing: no wait can change this"
+    if "backing off: next attempt at " in reason:
+        return f"attempt {(row.get('attempt') or 0) + 1} at {reason.rsplit('next attempt at ', 1)[1].split()[0]}"
+    if reason.startswith("waiting for ") and status == Status.PENDING.value and row.get("attempt") is None:
+        return "it starts once what it waits for is done"
+    if "submitted, waiting for it to start" in reason or reason.startswith("Slurm: "):
+        return f"attempt {row.get('attempt') or 1} starts on a node"
+    if status == Status.HEALTHY_RUNNING.value:
+        step = f", at step {row['step']}" if row.get("step") is not None else ""
+        return f"it ends{step}"
+    if status in (Status.RUNNING_DEGRADED.value, Status.UNRESPONSIVE.value):
+        return "a heartbeat, or a restart at the heartbeat timeout"
+    return ""
+
+
+def live_line(rows: Iterable[Mapping[str, Any]], since: Mapping[str, float], now: float, started: float) -> str:
+    """The one line a terminal shows while it waits, rewritten in place: for one run its status, for how long,
+    why and what comes next; for several, the count and for how long the wait has lasted."""
+    rows = list(rows)
+    if len(rows) == 1:
+        row = rows[0]
+        elapsed = format_elapsed(now - since.get(row["run_id"], started))
+        nxt = expected(row)
+        return f"{ICONS[Status(row['status'])]} {row['status']} for {elapsed}: {row['reason']}" + \
+            (f" · next: {nxt}" if nxt else "")
+    going: dict[str, int] = {}
+    for row in rows:
+        if not has_ended(row):
+            going[row["status"]] = going.get(row["status"], 0) + 1
+    parts = ", ".join(f"{count} {status}" for status, count in sorted(going.items()))
+    return f"{count_line(rows)}" + (f"; {parts}" if parts else "") + f" · waiting {format_elapsed(now - started)}"
+
+
+def format_elapsed(seconds: float) -> str:
+    """`45s`, `3m05s`, `2h03m`: a wait's elapsed time, to the second."""
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"

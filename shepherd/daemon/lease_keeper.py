@@ -160,8 +160,11 @@ class LeaseKeeper:
         return False
 
     def _takeover_reason(self, lease: dict[str, Any] | None, watch: Watch, now: float) -> str | None:
-        if lease is None:
+        if lease is None and highest_generation(self.home) == 0:
             return "no daemon held the lease"
+        if lease is None:  # unreadable (moved aside as corrupt) or not written yet: its holder rewrites it if it lives
+            return f"the lease was missing for {watch.unchanged_for(now):.1f}s" \
+                if watch.expired(now, self.timeout) else None
         if lease.get("stopping"):
             return f"the daemon on {lease['host']} (pid {lease['pid']}) stopped"
         if lease.get("host_id") == this_host.host_id():
@@ -199,7 +202,10 @@ class LeaseKeeper:
             self._renewal_began = began
             self._loop_alive_at = began
             self._role_since = self.clock()
-            self._write_lease()
+            try:
+                self._write_lease()
+            except OSError as exc:  # the renewer tries again; the lease lapses if none succeeds in time
+                log.warning("took generation %d but could not write the lease yet: %s", number, exc)
         log.info("took generation %d of the lease: %s", number, why)
         self._write_host("active", None)
         self._prune(number)

@@ -284,10 +284,18 @@ class Daemon:
                     os.replace(run.paths.ended, run.paths.ended_archive(int(now)))
             elif isinstance(action, policy.SuspectNode):
                 attempt_number = meta.current.number if meta.current else None
-                entry, ttl = self._nodes.suspect(run.paths, action, attempt_number, now)
+                entry, ttl, refused = self._nodes.suspect(run.paths, action, attempt_number, now)
                 self._exclude = self._nodes.excluded()  # the resubmission this same cycle must already avoid it
-                self._event(run.paths, "suspect_node", f"{action.node} blacklisted for {ttl:.0f}s ({entry.strikes} "
-                            f"strikes): {action.reason}", attempt_number, {"node": action.node})
+                self._event(run.paths, "suspect_node", f"{action.node} {refused}: {action.reason}" if entry is None
+                            else f"{action.node} blacklisted for {ttl:.0f}s ({entry.strikes} strikes): {action.reason}",
+                            attempt_number, {"node": action.node})
+            elif isinstance(action, policy.ClearSuspicion):
+                lifted = self._nodes.clear(run.paths, action, now)
+                self._exclude = self._nodes.excluded()
+                if lifted:
+                    self._event(run.paths, "unbanned", f"{', '.join(lifted)} unbanned: the {action.probe} probe fails "
+                                "the same way for this run on every node, so they were not at fault", None,
+                                {"nodes": lifted})
         # Staged in the cycle's group commit, made durable before any backend is asked (daemon.submitting).
         self._commit(run.paths, meta, plan)
         self._sweeper.note(attempt, plan.meta)  # one it closes is swept in this cycle, not later

@@ -72,18 +72,50 @@ class NodeKeeper:
                 f"`fray nodes unban {nodes[0]}` lets runs start")
 
     def suspect(self, paths: RunPaths, action: policy.SuspectNode, attempt: int | None,
-                now: float) -> tuple[blacklist.Entry, float]:
-        """Strike the node in the blacklist and the run's badnode_events.log; the entry and its TTL."""
+                now: float) -> tuple[blacklist.Entry | None, float, str]:
+        """Strike the node in the blacklist and the run's badnode_events.log: the entry and its TTL; (None, 0,
+        why) when the run has already banned its share of a partition the node is in, which stays in service."""
         ttl = float(self._settings.get("ttl_sec", blacklist.DEFAULT_TTL_SEC))
-        entry = blacklist.update(self.home, lambda b: b.strike(action.node, action.reason, now, ttl, paths.run_id), now)
+        share = float(self._settings.get("max_share_per_run", blacklist.DEFAULT_MAX_SHARE_PER_RUN))
+        partitions = self._partitions_of(action.node)
+
+        def strike(current: blacklist.Blacklist) -> tuple[blacklist.Entry | None, str]:
+            old = current.nodes.get(action.node)
+            if old is None or not old.active(now) or old.only_by(paths.run_id):
+                for name, members in partitions.items():
+                    allowed = max(1, int(share * len(members)))
+                    if current.share_of(paths.run_id, [m for m in members if m != action.node], now) + 1 > allowed:
+                        return None, (f"not banned: this run has banned {allowed} of partition {name}'s "
+                                      f"{len(members)} nodes already, the most one run may (blacklist.max_share_per_run "
+                                      f"{share:g}); the rest stay in service for every run")
+            return current.strike(action.node, action.reason, now, ttl, paths.run_id, cause=action.cause,
+                                  probe=action.probe), ""
+
+        entry, refused = blacklist.update(self.home, strike, now)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-        line = f"{stamp} node={action.node} attempt={attempt} strikes={entry.strikes} reason={action.reason}\n"
+        strikes = entry.strikes if entry is not None else 0
+        line = (f"{stamp} node={action.node} attempt={attempt} strikes={strikes} reason={action.reason}"
+                + (f" ({refused})" if refused else "") + "\n")
         fd = os.open(paths.badnode_events, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
         try:
             os.write(fd, line.encode())
         finally:
             os.close(fd)
-        return entry, ttl
+        return entry, ttl, refused
+
+    def clear(self, paths: RunPaths, action: policy.ClearSuspicion, now: float) -> list[str]:
+        """Lift the bans this run alone laid for the probe that fails for it everywhere: the nodes unbanned."""
+        lifted: list[str] = blacklist.update(self.home, lambda b: b.clear_run(paths.run_id, action.probe), now)
+        return lifted
+
+    def _partitions_of(self, node: str) -> dict[str, list[str]]:
+        """The partitions `node` is in, each with its nodes, as the backends last listed them (nodes.json)."""
+        found: dict[str, list[str]] = {}
+        for rows in self._listed.values():
+            for row in rows:
+                for partition in row.get("partitions") or []:
+                    found.setdefault(partition, []).append(row["name"])
+        return {name: members for name, members in found.items() if node in members}
 
     def write_inventory_every(self, every_sec: float, backends: Mapping[str, Backend],
                               clock_offsets: Mapping[str, float] | None = None) -> None:

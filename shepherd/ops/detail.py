@@ -78,6 +78,17 @@ def failures_summary(counters: dict[str, Any], budgets: dict[str, Any] | None = 
     return f"{text}; budget left: {left} ({window})"
 
 
+def backoff_summary(backoff: dict[str, Any]) -> str:
+    """`none after an attempt that made progress (...); else 2s doubling to 5m over those without (now 1)`."""
+    if not backoff["base_sec"]:
+        return "none (--backoff-base 0)"
+    ramp = (f"{values.format_duration(backoff['base_sec'])} doubling to {values.format_duration(backoff['max_sec'])}"
+            if backoff["max_sec"] > backoff["base_sec"] else values.format_duration(backoff["base_sec"]))
+    return (f"none after an attempt that made progress (its step past every earlier one's, or "
+            f"{values.format_duration(backoff['progress_after_sec'])} of running); else {ramp} over the attempts "
+            f"in a row without (now {backoff['streak']}), half of it random")
+
+
 def progress_summary(progress: dict[str, Any], now: float) -> str:
     parts = [f"{key} {human.number(progress[key])}" for key in ("step", "loss", "samples_per_sec", "checkpoint_version")
              if progress.get(key) is not None]

@@ -53,11 +53,18 @@ def format_value(option: directives.DirectiveOption, value: Any) -> str:
 
 
 def parse_setting(item: str) -> tuple[str, Any]:
-    """`KEY=VALUE`, KEY a #FRAY option without its dashes: (field, value) as the directive reads it."""
+    """`KEY=VALUE`, KEY a #FRAY option without its dashes: (field, value) as the directive reads it. A KEY
+    that is no option at all is told the closest setting config-set accepts (never one it would refuse)."""
     key, sep, value = item.partition("=")
     if not sep or not key.strip("-"):
         raise UsageError(f"{item!r}: expected KEY=VALUE, like max-retries=5")
-    return directives.parse_flag_value("--" + key.strip("-").replace("_", "-"), value)
+    flag = "--" + key.strip("-").replace("_", "-")
+    if flag not in {option.flag for option in directives.OPTIONS}:
+        safe = [option.flag.removeprefix("--") for option in directives.OPTIONS if option.field in SAFE_OVERRIDES]
+        guess = values.closest(flag.removeprefix("--"), safe)
+        raise UsageError(f"{key!r} is not a setting" + (f"; did you mean {guess}?" if guess else "")
+                         + f" (the settings that can change: {', '.join(sorted(safe))})")
+    return directives.parse_flag_value(flag, value)
 
 
 def parse_changes(fields: list[Setting], texts: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:

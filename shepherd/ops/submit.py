@@ -73,11 +73,12 @@ def ensure_daemon(home: Home, meta: Meta) -> None:
 
 
 def submitted_view(home: Home, meta: Meta, prefix: str = "fray") -> dict[str, Any]:
-    """A new run: its files, spec and the daemon serving it (schemas/cli-submit.json); `prefix` starts the hints."""
+    """A new run: its files, spec, the daemon serving it and, on Slurm, when `sbatch --test-only` expects it to
+    start (schemas/cli-submit.json); `prefix` starts the hints."""
     from fray.daemon import lease  # the daemon's state as `fray status` words it; after the run is written
 
     paths = home.run(meta.run_id)
-    return {
+    view = {
         "run_id": meta.run_id,
         "name": meta.name,
         "dir": str(paths.dir),
@@ -87,6 +88,10 @@ def submitted_view(home: Home, meta: Meta, prefix: str = "fray") -> dict[str, An
         "next": [f"{prefix} status {meta.run_id}", f"{prefix} logs {meta.run_id} -f"],
         "end": None,
     }
+    estimate = offers.estimate(meta.spec)  # what the submit check was told, kept: no second call
+    if estimate is not None:
+        view["slurm_estimate"] = estimate
+    return view
 
 
 def end_view(home: Home, meta: Meta) -> dict[str, Any] | None:

@@ -90,11 +90,16 @@ def budgets_view(meta: Meta, now: float) -> dict[str, Any]:
     from fray.core.budgets import budgets_used  # this and the other imports inside `fray status`'s functions:
     # `fray list` and `fray status` import this module, and a listing needs none of them
 
+    from fray.core.status import healthy_period
+
     used = budgets_used(meta, now)
     spec = meta.spec
     return {"window_sec": spec.retry_window_sec,
             "workload": {"used": used.workload, "max": spec.max_retries},
-            "node": {"used": used.node, "max": spec.max_retries_preemption}}
+            "node": {"used": used.node, "max": spec.max_retries_preemption},
+            "backoff": {"base_sec": spec.backoff_base_sec, "max_sec": spec.backoff_max_sec,
+                        "progress_after_sec": healthy_period(spec),
+                        "streak": meta.counters.consecutive_fast_failures}}
 
 
 def list_view(home: Home, include_ended: bool = True, limit: int | None = None, tree: bool = False,

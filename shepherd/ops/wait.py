@@ -66,6 +66,9 @@ class Watch:
         self.names = names or {}
         self.rows: dict[str, dict[str, Any]] = {}
         self._told: dict[str, tuple[Any, ...]] = {}
+        self.since: dict[str, float] = {}  # run id -> when what was last told of it began (its row last changed)
+        self.started = time.time()
+        self.last_count = ""  # the count line last told
         self._ended = -1
         self.keeper = DaemonKeeper(home)
 
@@ -86,19 +89,28 @@ class Watch:
             key = waiting.news_key(row)
             if self._told.get(run_id) != key:
                 self._told[run_id] = key
+                self.since[run_id] = now
                 self.on_news(waiting.news_line(row, len(self.run_ids) > 1))
         ended = sum(1 for row in self.rows.values() if waiting.has_ended(row))
         if self.on_count is not None and len(self.run_ids) > 1 and ended != self._ended:
             self._ended = ended
-            self.on_count(waiting.count_line(self.rows.values()))
+            self.last_count = waiting.count_line(self.rows.values())
+            self.on_count(self.last_count)
         return waiting.exit_code(self.rows.values())
 
-    def run(self, poll: float = POLL_SEC) -> int:
-        """Step until the wait is decided; the daemon is kept alive meanwhile."""
+    def live(self, now: float | None = None) -> str:
+        """The line a terminal shows meanwhile (fray.core.waiting.live_line)."""
+        return waiting.live_line(self.rows.values(), self.since, time.time() if now is None else now, self.started)
+
+    def run(self, poll: float = POLL_SEC, on_tick: Callable[[], None] | None = None) -> int:
+        """Step until the wait is decided; the daemon is kept alive meanwhile. `on_tick` is called after each
+        step that did not decide it (a terminal's live line is redrawn there)."""
         while True:
             code = self.step()
             if code is not None:
                 return code
+            if on_tick is not None:
+                on_tick()
             self.keeper.tick()
             self._pause(poll)
 

@@ -10,7 +10,7 @@ import os
 import re
 
 from fray.core.model import Control, Meta
-from fray.errors import CorruptFileError, RunLookupError
+from fray.errors import AmbiguousRun, CorruptFileError, RunLookupError
 from fray.state import meta_file, store
 from fray.state.layout import Home
 
@@ -38,9 +38,9 @@ def resolve(home: Home, ref: str) -> str:
         active = [i for i in named if not home.run(i).ended.exists()]
         if len(active) == 1:
             return active[0]
-        raise RunLookupError(_ambiguous(ref, named, "runs are named"))
+        raise AmbiguousRun(_ambiguous(ref, named, "runs are named"), list(reversed(named)))
     if prefixed:
-        raise RunLookupError(_ambiguous(ref, prefixed, "run ids start with"))
+        raise AmbiguousRun(_ambiguous(ref, prefixed, "run ids start with"), list(reversed(prefixed)))
     from fray.state.sweeps import unwritten  # only when nothing else matched: its imports are not cheap
 
     point = unwritten.find(home, ref)

@@ -25,7 +25,7 @@ stopped-process threshold for the hang) plus the steps since the last checkpoint
 and fray's own figure (`fray status`, fray.core.goodput) beside the steps' one.
 
     export FRAY_SLURM_DIR=/tmp/fray-slurm-i24 FRAY_SLURM_PORT=20817   # optional: a cluster of your own
-    python tests/bench/bench_goodput.py [--steps 240] [--step-sec 0.5]
+    python tests/bench/bench_goodput.py [--steps 240] [--step-sec 0.5] [--backoff-base 2s] [--only fray]
 
     # with the submitit row: a venv of its own
     python3 -m venv /tmp/bench-venv && /tmp/bench-venv/bin/pip install -e . submitit
@@ -58,7 +58,7 @@ HEARTBEAT_TIMEOUT = 8.0
 FAST = {"poll_interval_sec": 0.5, "min_snapshot_interval_sec": 0.3, "command_timeout_sec": 60, "sinfo_ttl_sec": 5}
 
 TRAIN = '''#!{python}
-#FRAY --backend slurm --name goodput --max-retries 10 --backoff-base 0 --startup-grace 30s
+#FRAY --backend slurm --name goodput --max-retries 10 --backoff-base {backoff} --startup-grace 30s
 #FRAY --heartbeat-interval 1 --heartbeat-timeout {heartbeat}s
 #SBATCH --partition=cpu
 """A training loop that checkpoints every {every} steps and resumes from its newest checkpoint."""
@@ -189,7 +189,7 @@ def fault_times(work: Path, node_fault: float | None) -> dict[str, float | None]
 
 
 def script_for(work: Path, args: argparse.Namespace) -> str:
-    return TRAIN.format(python=sys.executable, heartbeat=HEARTBEAT_TIMEOUT, every=EVERY,
+    return TRAIN.format(python=sys.executable, heartbeat=HEARTBEAT_TIMEOUT, every=EVERY, backoff=args.backoff_base,
                         work=str(work), steps=args.steps, step_sec=args.step_sec, crash_at=args.crash_at,
                         hang_at=args.hang_at)
 
@@ -315,6 +315,8 @@ def main() -> None:
     parser.add_argument("--hang-at", type=int, default=195)
     parser.add_argument("--deadline", type=float, default=420.0, help="seconds each system gets")
     parser.add_argument("--only", choices=("fray", "sbatch", "submitit"))
+    parser.add_argument("--backoff-base", default="2s", help="fray's --backoff-base (its default: 2s); an attempt "
+                        "that made progress restarts without it, so the backoff should cost 0s here")
     args = parser.parse_args()
     cluster = start_cluster()
     os.environ.update(cluster.env)
@@ -337,6 +339,9 @@ def main() -> None:
             print(f"{'':<16} fray status: goodput {figures['goodput']:.1%} from the {figures['basis']} "
                   f"(useful {figures['useful_sec']:.1f}s of {figures['wall_sec']:.1f}s; lost {lost}; "
                   f"{figures['redone_steps']} steps redone)")
+            delays = [e.get("data", {}).get("delay_sec") for e in status["events"] if e["kind"] == "backoff"]
+            print(f"{'':<16} backoff (--backoff-base {args.backoff_base}): "
+                  f"{figures['lost_sec'].get('backoff', 0.0):.1f}s lost; the daemon's delays {delays}")
         if args.only in (None, "sbatch"):
             show("sbatch --requeue", run_sbatch(cluster, root, args), args.steps, args.step_sec)
         if args.only in (None, "submitit"):

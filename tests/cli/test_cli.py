@@ -168,6 +168,8 @@ def test_logs_before_the_first_attempt(home, tmp_path):
     assert proc.returncode == 0 and proc.stdout == ""
     assert "has no attempt yet" in proc.stderr and f"logs {run_id} -f" in proc.stderr
     data = fray_json("logs", run_id, schema="cli-logs")
+    note = data.pop("note")  # the --json form says why there is nothing, as the text form does
+    assert "has no attempt yet" in note and f"logs {run_id} -f" in note
     assert data == {"run_id": run_id, "attempt": None, "stream": "stdout", "task": None, "path": None, "lines": [],
                     "tasks": []}
     assert run_fray("logs", run_id, "--attempt", "2").returncode == 2

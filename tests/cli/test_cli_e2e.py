@@ -98,7 +98,9 @@ def test_failing_run_exits_1_and_status_shows_the_failure(home, tmp_path):
     failure = data["attempts"][0]["failure"]
     assert failure["stderr_tail"] == ["ValueError: the loss is nan"]
     assert data["budgets"] == {"window_sec": 86400.0, "workload": {"used": 1, "max": 0},
-                               "node": {"used": 0, "max": 100}}
+                               "node": {"used": 0, "max": 100},
+                               "backoff": {"base_sec": 2.0, "max_sec": 300.0, "progress_after_sec": 60.0,
+                                           "streak": 1}}
     text = run_fray("status", "boom").stdout
     assert "Last failure (attempt 1" in text and "ValueError: the loss is nan" in text
     assert "budget left: 0 of 0 workload, 100 of 100 node-side (last 1d)" in text

@@ -152,11 +152,11 @@ def test_fast_failures_in_a_row_show_as_crash_loop():
     assert normalized_status(meta, None, T0 + 10).status is Status.CRASH_LOOP
 
 
-def test_a_healthy_period_resets_the_failure_streak():
-    meta = running(make_meta(backoff_base_sec=0), T0)
+def test_a_healthy_period_ends_the_failure_streak_and_restarts_without_backoff():
+    meta = running(make_meta(backoff_base_sec=10), T0)
     meta.counters.consecutive_fast_failures = 5
     after = step(meta, T0 + 3600, files=exited(50), view="gone").meta
-    assert after.counters.consecutive_fast_failures == 1
+    assert after.counters.consecutive_fast_failures == 0 and after.next_attempt_at is None
 
 
 def test_a_stale_heartbeat_stops_the_attempt_as_a_node_suspect():
@@ -374,8 +374,8 @@ def test_a_paused_run_is_pending_with_the_pause_as_its_reason_not_restarting():
 
 def test_a_run_held_back_after_an_attempt_is_pending_and_one_backing_off_is_restarting():
     meta = running(make_meta(backoff_base_sec=10), T0)
-    meta = step(meta, T0 + 100, files=exited(50, at=T0 + 100), view="gone").meta
-    assert normalized_status(meta, None, T0 + 101).status is Status.RESTARTING  # backing off
+    meta = step(meta, T0 + 10, files=exited(50, at=T0 + 10), view="gone").meta  # a fast failure: it backs off
+    assert normalized_status(meta, None, T0 + 11).status is Status.RESTARTING  # backing off
     full = lambda request: Admission(False, "waiting for resources: 2 CPUs wanted, 0 of 2 free")  # noqa: E731
     meta = step(meta, T0 + 200, admit=full).meta
     held = normalized_status(meta, None, T0 + 200)

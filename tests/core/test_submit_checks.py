@@ -61,8 +61,10 @@ def test_slurm_partitions_and_gpu_types_that_do_not_exist_are_problems() -> None
 
 
 def test_sbatch_lines_are_read_for_partitions_and_gres() -> None:
-    spec = RunSpec(backend="slurm", sbatch=["#SBATCH -p cpu,old", "#SBATCH --gres=gpu:h100:2"])
-    assert offers.asked(spec) == submit_checks.Asked(partitions=("cpu", "old"), gpu_types=("h100",))
+    spec = RunSpec(backend="slurm", sbatch=["#SBATCH -p cpu,old", "#SBATCH --gres=gpu:h100:2", "#SBATCH -t 1-2"])
+    assert offers.asked(spec) == submit_checks.Asked(partitions=("cpu", "old"), gpu_types=("h100",),
+                                                     options=frozenset({"partition", "gres", "time"}),
+                                                     time_sec=26 * 3600.0)
     assert offers.asked(RunSpec(backend="slurm", sbatch=["#SBATCH --gres=gpu:2"])).gpu_types == ()
 
 

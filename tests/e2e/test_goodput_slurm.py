@@ -25,8 +25,10 @@ def test_a_slurm_run_that_crashed_once_counts_its_redone_steps(slurm_cluster: Sl
     code = tmp_path / "code"
     code.mkdir()
     script = code / "train.py"
+    # A backoff base that would show: the crashed attempt made progress (13 steps), so none is waited.
     script.write_text(TRAIN.replace("#!/usr/bin/env python3", f"#!{sys.executable}")
-                      .replace("#FRAY --name steps", "#FRAY --backend slurm --name steps"))
+                      .replace("#FRAY --name steps", "#FRAY --backend slurm --name steps")
+                      .replace("--backoff-base 0.1", "--backoff-base 20"))
     script.chmod(0o755)
     run_id = runs.create_run(home, runs.SubmitOptions(script=script, overrides={})).run_id
     daemon = start_daemon(home)
@@ -46,6 +48,8 @@ def test_a_slurm_run_that_crashed_once_counts_its_redone_steps(slurm_cluster: Sl
     schema_validate("cli-status", status)
     assert status["goodput"]["basis"] == "steps"
     assert (status["goodput"]["redone_steps"], status["goodput"]["restarts"]) == (3, 1)
+    assert [e["data"]["delay_sec"] for e in status["events"] if e["kind"] == "backoff"] == [0.0]
+    assert status["goodput"]["lost_sec"].get("backoff", 0.0) < 5, status["goodput"]
     usage = json.loads(run_fray("usage", "--json", "--by", "partition", home=home.root, check=True).stdout)
     schema_validate("cli-usage", usage)
     [row] = usage["rows"]

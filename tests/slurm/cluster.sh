@@ -200,7 +200,7 @@ NodeName=n3 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT_BASE + 3)) Gres=g
 NodeName=n4 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((PORT_BASE + 4)) Gres=gpu:h100:4 Features=ib
 
 PartitionName=cpu  Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP
-PartitionName=a100 Nodes=n[1-2] MaxTime=INFINITE State=UP
+PartitionName=a100 Nodes=n[1-2] MaxTime=1-00:00:00 State=UP
 PartitionName=h100 Nodes=n[3-4] MaxTime=INFINITE State=UP
 EOF
     mv "$DIR/etc/slurm.conf.new" "$CONF"

@@ -75,12 +75,13 @@ def plan(
 class Failure:
     """A failed preflight: the wrapper's exit code, the failure.json cause, and why."""
 
-    __slots__ = ("exit_code", "cause", "message")
+    __slots__ = ("exit_code", "cause", "message", "probe")
 
-    def __init__(self, exit_code: int, cause: str, message: str) -> None:
+    def __init__(self, exit_code: int, cause: str, message: str, probe: str = "") -> None:
         self.exit_code = exit_code
         self.cause = cause
         self.message = message
+        self.probe = probe  # which probe failed (failure.json `probe`): one that fails on every node blames the job
 
 
 def _run_one(probe: Probe, ctx: ProbeContext, timeout: float, log: Callable[[str], None], name: str,
@@ -140,7 +141,7 @@ def run(
             hung = finding.status == TIMEOUT
             code = contract.EXIT_NODE_FAULT if hung else FAILURE_EXITS[name]
             what = f"preflight probe {name} {'hung' if hung else 'failed'}: {finding.detail}"
-            failure = Failure(code, CAUSES[code], what)
+            failure = Failure(code, CAUSES[code], what, name)
             failed_probe = name
     return entries, failure
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fray.backends import cli_health
-from fray.backends.slurm import arrays, parse, partitions
+from fray.backends.slurm import arrays, partitions, refusals
 from fray.backends.slurm import node_workers as slurm_workers
 
 from fray.state import store
@@ -61,8 +61,6 @@ DEFAULTS: dict[str, Any] = {
 # "accounting storage is disabled" will not change soon.
 SACCT_RETRY_SEC = 300.0
 SACCT_DISABLED_RETRY_SEC = 3600.0
-# sbatch failures after which the job may exist all the same.
-_MAYBE_SUBMITTED = ("Socket timed out", "Zero Bytes were transmitted", "Connection reset")
 # scancel complaints that mean "already over": nothing left to cancel.
 _ALREADY_OVER = ("Invalid job id", "already completing or completed", "Job/step already completing")
 
@@ -92,7 +90,9 @@ class SlurmBackend:
         self.signal_before_limit_sec = int(settings["signal_before_limit_sec"])
         # Watched: squeue or sbatch failing every call is shown to people (fray daemon status, fray list);
         # sacct fails on every cluster without accounting, and scontrol answers instead.
-        self.cli = cli_health.WatchedRunner(runner, ignore=frozenset({"sacct"}))
+        # sbatch refusing a job's own request is an answer, not a failing tool (fray.backends.slurm.refusals).
+        self.cli = cli_health.WatchedRunner(runner, ignore=frozenset({"sacct"}),
+                                            answered={"sbatch": lambda r: refusals.judge(r) is refusals.Answer.REFUSED})
         self.run_command: external.Runner = self.cli
         self.clock = clock
         self._queue: _Queue | None = None
@@ -170,11 +170,12 @@ class SlurmBackend:
         result = self.run_command(arrays.array_argv(first, len(attempt_dirs), paths, name, group_id, max_parallel),
                                   self.timeout)
         array_id = parse_sbatch(result.stdout) if result.ok else None
-        if array_id is None and (result.ok or result.timed_out or any(s in result.stderr for s in _MAYBE_SUBMITTED)):
-            raise AmbiguousSubmission(f"{result.describe()}; job array {name} may or may not exist")
         if array_id is None:
-            raise BackendError(f"sbatch refused job array {name} ({len(attempt_dirs)} attempts of sweep {group_id}): "
-                               f"{result.describe()}", temporary=not parse.is_config_error(result.stderr))
+            answer = refusals.judge(result)
+            if answer is refusals.Answer.AMBIGUOUS:
+                raise AmbiguousSubmission(f"{result.describe()}; job array {name} may or may not exist")
+            raise _refused(result, answer, first,
+                           f"job array {name} ({len(attempt_dirs)} attempts of sweep {group_id})")
         now = self.clock()
         for index in range(len(attempt_dirs)):
             self._submitted_at[f"{array_id}_{index}"] = now
@@ -224,12 +225,12 @@ class SlurmBackend:
         name = job_name(request.key)
         result = self.run_command(sbatch_argv(job, paths.slurm_script, paths.slurm_log), self.timeout)
         job_id = parse_sbatch(result.stdout) if result.ok else None
-        if job_id is None and (result.ok or result.timed_out or any(s in result.stderr for s in _MAYBE_SUBMITTED)):
-            self._ambiguous_at[name] = self.clock()
-            raise AmbiguousSubmission(f"{result.describe()}; job {name} may or may not exist")
         if job_id is None:
-            raise BackendError(f"sbatch refused attempt {request.key.attempt}: {result.describe()}",
-                               temporary=not parse.is_config_error(result.stderr))
+            answer = refusals.judge(result)
+            if answer is refusals.Answer.AMBIGUOUS:
+                self._ambiguous_at[name] = self.clock()
+                raise AmbiguousSubmission(f"{result.describe()}; job {name} may or may not exist")
+            raise _refused(result, answer, job, f"attempt {request.key.attempt}")
         self._submitted_at[job_id] = self.clock()
         ref: dict[str, Any] = {"job_id": job_id, "job_name": name}
         if request.partition:
@@ -420,9 +421,29 @@ class SlurmBackend:
         return self._sinfo[1]
 
 
-def _need(spec: RunSpec) -> partitions.Need:
-    return partitions.Need(gpus=spec.gpus, min_vram_gb=spec.min_vram_gb, max_vram_gb=spec.max_vram_gb,
-                           prefer=spec.prefer, named=tuple(spec.partitions))
+def _refused(result: external.CommandResult, answer: refusals.Answer, job: BatchJob, what: str) -> BackendError:
+    """The error for an sbatch that gave no job id: a transient answer (retried), or a refusal of the job's own
+    request with sbatch's words and the line of the script they point at (the run ends failed_config).
+    A request no node can meet while fray excludes banned nodes is the bans' doing: it waits for them."""
+    request = job.request
+    said = refusals.words(result)
+    if answer is refusals.Answer.TRANSIENT:
+        return BackendError(f"sbatch could not take {what} now: {said}", temporary=True)
+    banned = [node for node in job.exclude if node in request.exclude_nodes]
+    if banned and refusals.about_placement(said):
+        return BackendError(f"sbatch finds no node for {what} outside the banned ones ({', '.join(banned)}): {said}; "
+                            "retried as bans expire (`fray nodes` lists them, `fray nodes unban NODE` lifts one)",
+                            temporary=True)
+    try:
+        text = Path(request.script).read_text(errors="replace")
+    except OSError:
+        text = "\n".join(request.spec.sbatch)  # the #SBATCH lines at least, without their line numbers
+    pointers = refusals.pointed(said, text, request.spec.to_dict())
+    shown = Path(str((request.spec.code or {}).get("entry") or request.script)).name  # the user's name for it
+    return BackendError(refusals.refusal(said, pointers, shown), temporary=False)
+
+
+_need = partitions.need_of
 
 
 def _slurm_config(home: Home) -> dict[str, Any]:

@@ -8,6 +8,7 @@ A job array's task is `<array job id>_<index>` everywhere here (squeue's
 JobArrayID, sacct's JobID, scontrol's ArrayJobId and ArrayTaskId), as in
 the references of attempts submitted in an array.
     view_of_queued(row) / view_of_finished(record) -> BackendView
+    pending_detail(reason): a pending job's reason in words (can it ever start?)
     job_name(key) / key_of(name): the name that carries a run id and attempt
 
 Every job state Slurm documents maps to one of fray's views: waiting
@@ -35,13 +36,35 @@ SQUEUE_FIELDS = ("JobArrayID", "State", "NodeList", "RestartCnt", "Reason", "Nam
 SQUEUE_FORMAT = ",".join(f"{f}:0|" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:0"
 SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "NodeList")
 
-# sbatch's words for a request no retry can change (its `error:` lines, Slurm 20-24): the run ends
-# failed_config. Anything else sbatch refuses (controller down, a per-user limit) is retried.
-CONFIG_ERRORS = ("invalid partition", "invalid generic resource", "invalid account", "invalid qos",
-                 "requested node configuration is not available", "invalid feature specification",
-                 "invalid trackable resource", "invalid tres specification", "invalid node name specified",
-                 "memory specification can not be satisfied", "unrecognized option", "invalid option",
-                 "node count specification invalid", "invalid job array specification")
+# Slurm's pending reasons (squeue %r, Slurm 20-24) in words, and whether the job can never start as it is:
+# Slurm accepts a job over a partition's or a QOS's per-job limit (EnforcePartLimits=NO) and keeps it pending.
+PENDING_WORDS: dict[str, str] = {
+    "None": "queued, not yet looked at by the scheduler",
+    "Resources": "waiting for resources: the nodes it needs are busy",
+    "Priority": "waiting for its turn: jobs of higher priority are ahead of it",
+    "Dependency": "waiting for a job it depends on",
+    "BeginTime": "waiting for its --begin time",
+    "Reservation": "waiting for its reservation to start",
+    "ReqNodeNotAvail": "the nodes it may use are not available now (down, drained or reserved)",
+    "NodeDown": "a node it needs is down",
+    "PartitionDown": "its partition is down",
+    "Licenses": "waiting for licenses",
+    "JobHeldUser": "held by its user (`scontrol release JOBID` lets it go)",
+    "JobHeldAdmin": "held by an administrator",
+    "Cleaning": "waiting for the node of an earlier job to be cleaned up",
+}
+NEVER_WORDS: dict[str, str] = {
+    "PartitionTimeLimit": "its time limit is over its partition's MaxTime",
+    "PartitionNodeLimit": "it asks for more nodes than its partition allows",
+    "PartitionConfig": "its partition's configuration cannot take it (a limit it exceeds)",
+    "PartitionInactive": "its partition is inactive",
+    "BadConstraints": "no node has what its constraints ask",
+    "InvalidQOS": "its QOS is not valid",
+    "InvalidAccount": "its account is not valid",
+    "ReservationDeleted": "the reservation it asks for was deleted",
+    "AccountNotAllowed": "its account may not use the partition",
+    "QOSNotAllowed": "its QOS may not be used on the partition",
+}
 
 # States in which the job waits for resources.
 PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "RESV_DEL_HOLD", "REQUEUE_HOLD"})
@@ -194,7 +217,8 @@ def view_of_queued(row: QueueRow, ref: dict[str, object]) -> BackendView:
         return BackendView("gone", node=node, ref=ref, cause=Cause.PREEMPTED.value,
                            detail=f"Slurm requeued the job ({row.state}, reason {row.reason}); fray starts a new attempt")
     if row.state in PENDING_STATES:
-        return BackendView("pending", ref=ref, detail=f"{row.state}: {row.reason}" if row.reason else row.state)
+        detail = pending_detail(row.reason)
+        return BackendView("pending", ref=ref, detail=detail, held=detail)
     if row.state in RUNNING_STATES:
         detail = None if row.state == "RUNNING" else row.state.lower()
         return BackendView("running", node=node, ref=ref, detail=detail)
@@ -225,7 +249,19 @@ def view_of_finished(record: JobRecord, ref: dict[str, object]) -> BackendView:
     return BackendView("gone", node=node, ref=ref, cause=cause, detail=f"{meaning} [{', '.join(parts)}]")
 
 
-def is_config_error(stderr: str) -> bool:
-    """sbatch refused the job for what the job asks (an unknown partition, GRES, QOS...): retrying cannot help."""
-    low = stderr.lower()
-    return any(marker in low for marker in CONFIG_ERRORS)
+def pending_detail(reason: str) -> str:
+    """A pending job's reason in words, with Slurm's own; one no wait can change says it can never start.
+
+    "Resources" -> "Slurm: waiting for resources: the nodes it needs are busy (Resources)"
+    "QOSMaxWallDurationPerJobLimit" -> "Slurm: can never start as it is: over a per-job limit of its QOS ..."
+    """
+    reason = reason.strip().strip("()")
+    code = reason.split(",")[0].split(":")[0].strip() or "None"
+    if code in NEVER_WORDS or (code.endswith("PerJobLimit") or code.endswith("PerJob")):
+        words = NEVER_WORDS.get(code) or f"over a per-job limit of its {'QOS' if code.startswith('QOS') else 'account'}"
+        return (f"Slurm: can never start as it is: {words} ({reason}); `fray control stop RUN`, then submit it "
+                "with less or elsewhere")
+    words = PENDING_WORDS.get(code)
+    if words is None and (code.startswith("QOS") or code.startswith("Assoc")):
+        words = f"held by a limit of its {'QOS' if code.startswith('QOS') else 'account'}: it starts as its jobs end"
+    return f"Slurm: {words or 'pending'} ({reason})"

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from fray.core.model import RunSpec
 from fray.core.partition_policy import Candidates
 
 # GPU memory in GB, by model. Checked in this order, first match wins, so a more
@@ -61,6 +62,7 @@ class NodeRow:
     mem_mb: int | None
     gpus: tuple[Gpu, ...]
     features: tuple[str, ...] = ()  # the node's available features (`%f`), e.g. ("ib", "nvme")
+    time_limit_sec: float | None = None  # the partition's MaxTime (`%l`); None: infinite or not listed
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,12 @@ class Need:
     max_vram_gb: float | None = None
     prefer: str = "min"  # "min" | "max": which end of the memory range to try first
     named: tuple[str, ...] = ()  # --partitions a,b: exactly these, in this order
+
+
+def need_of(spec: RunSpec) -> Need:
+    """What a run's spec asks of a partition."""
+    return Need(gpus=spec.gpus, min_vram_gb=spec.min_vram_gb, max_vram_gb=spec.max_vram_gb, prefer=spec.prefer,
+                named=tuple(spec.partitions))
 
 
 @dataclass(frozen=True)
@@ -154,23 +162,44 @@ def vram_gb(gpu_type: str) -> float | None:
 
 
 def parse_sinfo(text: str) -> list[NodeRow]:
-    """Rows of `sinfo --noheader --Node --format=%N|%P|%a|%T|%c|%m|%G|%f` (see SINFO_FORMAT); rows
-    without the features column (an older format) read as featureless."""
+    """Rows of `sinfo --noheader --Node --format=%N|%P|%a|%T|%c|%m|%G|%f|%l` (see SINFO_FORMAT); rows
+    without the features or the time limit column (older formats) read as featureless and unlimited."""
     rows = []
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) not in (7, 8) or not parts[0]:
+        if len(parts) not in (7, 8, 9) or not parts[0]:
             continue
         node, partition, available, state, cpus, mem, gres = parts[:7]
-        features = tuple(f for f in (parts[7] if len(parts) == 8 else "").split(",") if f and f != "(null)")
+        features = tuple(f for f in (parts[7] if len(parts) >= 8 else "").split(",") if f and f != "(null)")
         rows.append(NodeRow(
             node=node, partition=partition.rstrip("*"), default=partition.endswith("*"), available=available,
             state=state, cpus=_int(cpus) or 0, mem_mb=_int(mem), gpus=parse_gres(gres), features=features,
+            time_limit_sec=slurm_seconds(parts[8]) if len(parts) == 9 else None,
         ))
     return rows
 
 
-SINFO_FORMAT = "%N|%P|%a|%T|%c|%m|%G|%f"
+SINFO_FORMAT = "%N|%P|%a|%T|%c|%m|%G|%f|%l"
+_TIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<rest>\d+(?::\d+){0,2})$")
+
+
+def slurm_seconds(text: str) -> float | None:
+    """Seconds in a Slurm time (`--time`, a partition's MaxTime), read as sbatch reads them: M, M:S, H:M:S,
+    D-H, D-H:M, D-H:M:S (so `30` is 30 minutes); None for infinite, unlimited or unreadable."""
+    match = _TIME.match(text.strip())
+    if match is None:
+        return None
+    days = int(match["days"] or 0)
+    numbers = [int(n) for n in match["rest"].split(":")]
+    if match["days"] is not None:  # D-H, D-H:M, D-H:M:S
+        hours, minutes, seconds = (numbers + [0, 0])[:3]
+    elif len(numbers) == 1:  # M
+        hours, minutes, seconds = 0, numbers[0], 0
+    elif len(numbers) == 2:  # M:S
+        hours, (minutes, seconds) = 0, numbers
+    else:  # H:M:S
+        hours, minutes, seconds = numbers
+    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
 
 
 def _int(text: str) -> int | None:

@@ -87,25 +87,37 @@ def sbatch_options(lines: list[str]) -> dict[str, str]:
     """The options set by `#SBATCH` lines, by long name (the last one wins, as in sbatch)."""
     found: dict[str, str] = {}
     for line in lines:
-        try:
-            tokens = shlex.split(line.removeprefix("#SBATCH"), comments=True)
-        except ValueError:
-            continue  # sbatch will say what is wrong with it
-        index = 0
-        while index < len(tokens):
-            token = tokens[index]
-            index += 1
-            if token.startswith("--"):
-                name, has_value, value = token[2:].partition("=")
-                if not has_value and index < len(tokens) and not tokens[index].startswith("-"):
-                    value, index = tokens[index], index + 1
-                found[name] = value
-            elif token.startswith("-") and token[:2] in _SHORT:
-                value = token[2:].lstrip("=")
-                if not value and index < len(tokens):
-                    value, index = tokens[index], index + 1
-                found[_SHORT[token[:2]]] = value
+        found.update((long_name(option), value) for option, value in line_options(line).items())
     return found
+
+
+def line_options(line: str) -> dict[str, str]:
+    """The options of one `#SBATCH` line as written (`--time`, `-p`) with their values; {} when it does not split."""
+    try:
+        tokens = shlex.split(line.removeprefix("#SBATCH"), comments=True)
+    except ValueError:
+        return {}  # sbatch will say what is wrong with it
+    found: dict[str, str] = {}
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        index += 1
+        if token.startswith("--"):
+            name, has_value, value = token.partition("=")
+            if not has_value and index < len(tokens) and not tokens[index].startswith("-"):
+                value, index = tokens[index], index + 1
+            found[name] = value
+        elif token.startswith("-") and token[:2] in _SHORT:
+            value = token[2:].lstrip("=")
+            if not value and index < len(tokens):
+                value, index = tokens[index], index + 1
+            found[token[:2]] = value
+    return found
+
+
+def long_name(option: str) -> str:
+    """`partition` for `-p` and for `--partition`."""
+    return _SHORT[option] if option in _SHORT else option.removeprefix("--")
 
 
 def node_count(options: dict[str, str]) -> int:

@@ -88,7 +88,8 @@ def _row(state: str, restarts: int = 0, reason: str = "None") -> QueueRow:
 @pytest.mark.parametrize("state", sorted(PENDING_STATES))
 def test_waiting_states_are_pending_with_the_reason(state: str) -> None:
     view = view_of_queued(_row(state, reason="Resources"), REF)
-    assert (view.state, view.detail, view.ref) == ("pending", f"{state}: Resources", REF)
+    words = "Slurm: waiting for resources: the nodes it needs are busy (Resources)"
+    assert (view.state, view.detail, view.held, view.ref) == ("pending", words, words, REF)
 
 
 @pytest.mark.parametrize("state", sorted(RUNNING_STATES))
@@ -161,3 +162,55 @@ def test_array_tasks_are_named_by_array_job_and_index_in_squeue_and_scontrol() -
     records = parse_scontrol(text)
     assert records["12_3"].state == "FAILED" and records["12_3"].exit_code == "50:0" and records["12_3"].nodes == "n3"
     assert "12" in records  # the array's pending rest keeps its plain id
+
+
+def test_sbatch_answers_are_judged_by_what_a_later_try_could_change() -> None:
+    from fray.backends.external import CommandResult
+    from fray.backends.slurm.refusals import Answer, judge, words
+
+    def said(stderr: str, code: int | None = 1, timed_out: bool = False) -> CommandResult:
+        return CommandResult(("sbatch",), code, "", stderr, timed_out, 1.0)
+
+    for transient in ("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+                      "sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying",
+                      "sbatch: error: QOSMaxSubmitJobPerUserLimit",
+                      "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit,"
+                      " user's size and/or time limits)",
+                      "sbatch: error: Batch job submission failed: Required partition not available (inactive or drain)"):
+        assert judge(said(transient)) is Answer.TRANSIENT, transient
+    assert judge(said("sbatch: No such file or directory", code=127)) is Answer.TRANSIENT  # no sbatch on PATH
+    for ambiguous in (said("", timed_out=True, code=None),
+                      said("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation")):
+        assert judge(ambiguous) is Answer.AMBIGUOUS
+    for refused in ("sbatch: option '--tim=1:00:00' is ambiguous; possibilities: '--time' '--time-min'",
+                    "sbatch: error: invalid partition specified: gpu-big",
+                    "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+                    "sbatch: error: Batch job submission failed: Invalid account or account/partition combination "
+                    "specified", "sbatch: error: something no list has heard of"):
+        assert judge(said(refused)) is Answer.REFUSED, refused
+    assert words(said("sbatch: unrecognized option '--bogus'\nTry \"sbatch --help\" for more information")) == \
+        "unrecognized option '--bogus'"
+
+
+def test_a_refusal_points_at_the_script_line_it_is_about_or_at_frays_own_flag() -> None:
+    from fray.backends.slurm.refusals import pointed
+
+    script = "#!/bin/bash\n#FRAY --gpus 2\n#SBATCH -p gpu-big\n#SBATCH --time=1:00:00\necho hi\n"
+    assert [str(p) for p in pointed("invalid partition specified: gpu-big", script, {})] == \
+        ["line 3: #SBATCH -p gpu-big"]
+    assert [str(p) for p in pointed("Requested time limit is invalid (missing or exceeds some limit)", script)] == \
+        ["line 4: #SBATCH --time=1:00:00"]
+    assert [str(p) for p in pointed("Invalid generic resource (gres) specification", script, {"gpus": 2})] == \
+        ["fray's --gpus 2 (sent to sbatch as --gres)"]
+
+
+def test_pending_reasons_in_words_and_those_no_wait_can_change() -> None:
+    from fray.backends.slurm.parse import pending_detail
+
+    assert pending_detail("Resources") == "Slurm: waiting for resources: the nodes it needs are busy (Resources)"
+    assert pending_detail("(Priority)").startswith("Slurm: waiting for its turn")
+    assert "held by a limit of its QOS" in pending_detail("QOSMaxJobsPerUserLimit")
+    assert pending_detail("ReqNodeNotAvail, UnavailableNodes:n3,n4").startswith(
+        "Slurm: the nodes it may use are not available now")
+    for never in ("PartitionTimeLimit", "QOSMaxWallDurationPerJobLimit", "BadConstraints", "AssocMaxCpuPerJobLimit"):
+        assert pending_detail(never).startswith("Slurm: can never start as it is"), never

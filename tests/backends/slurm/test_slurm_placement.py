@@ -70,9 +70,15 @@ def test_sinfo_rows_become_workers_with_partition_features_and_gpus(slurm_cluste
 def test_a_constraint_the_nodes_meet_runs_there_and_one_they_cannot_waits_then_ends_at_its_timeout(
         home, daemon, tmp_path):
     on_ib = fray_submit(home, tmp_path, "ib.sh", "#FRAY --constraint feature:ib\necho \"on $SLURMD_NODENAME\"\n")
-    nvme = fray_submit(home, tmp_path, "nvme.sh", "#FRAY --constraint feature:nvme --scheduling-timeout 4s\n"
-                                                  "echo never\n")
-    too_big = fray_submit(home, tmp_path, "big.sh", "#FRAY --cpus 16\necho never\n")  # nodes have 4
+    # `fray submit` refuses what no node meets, writing nothing (fray.core.never_fit)...
+    for name, body, said in (("nvme.sh", "#FRAY --constraint feature:nvme\n", "no worker with feature:nvme"),
+                             ("big.sh", "#FRAY --cpus 16\n", "it asks for 16 CPUs on one node")):
+        (tmp_path / name).write_text(HEADER + body + "echo never\n")
+        proc = run_fray("submit", str(tmp_path / name), "--json", home=home.root)
+        assert proc.returncode == 2 and said in json.loads(proc.stdout)["error"]["message"], proc.stdout
+    # ... and the daemon holds back one written past that check (the cluster changed since), saying why.
+    nvme = past_the_checks(home, tmp_path, "nvme.sh", scheduling_timeout_sec=4.0)
+    too_big = past_the_checks(home, tmp_path, "big.sh")
     meta = wait_until(lambda: ended(home, on_ib), timeout=60, what="the feature:ib run to end")
     assert meta["end"]["status"] == "completed_success", meta
     assert meta["attempts"][0]["node"] in ("n3", "n4")
@@ -87,6 +93,15 @@ def test_a_constraint_the_nodes_meet_runs_there_and_one_they_cannot_waits_then_e
     assert row[nvme]["status"] == "failed" and row[nvme]["reason"].startswith("unschedulable:")
     assert row[too_big]["status"] == "pending" and "16 CPUs" in row[too_big]["reason"]
     assert not meta_of(home, too_big)["attempts"]
+
+
+def past_the_checks(home: Home, tmp_path: Path, name: str, **overrides) -> str:
+    """A run written as `fray submit` writes it, without its submit-time checks."""
+    from fray.state import runs
+
+    script = tmp_path / name
+    return runs.create_run(home, runs.SubmitOptions(script=script, overrides=overrides,
+                                                    workdir=str(tmp_path))).run_id
 
 
 def test_a_run_slurm_keeps_pending_past_its_scheduling_timeout_is_cancelled_and_ends_unschedulable(
