@@ -16,10 +16,10 @@ Who this host is (its name and boot id) is fray.state.this_host's.
 
 from __future__ import annotations
 
+import _socket  # what a probe needs of socket, without its 7 ms of imports (selectors): `fray list` asks
 import errno
 import hashlib
 import os
-import socket
 import sys
 import threading
 from typing import Any
@@ -44,6 +44,8 @@ class HostGuard:
     def acquire(self) -> bool:
         """Take the guard; False when another process on this host holds it."""
         if sys.platform.startswith("linux"):
+            import socket
+
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 sock.bind(_address(self.home))
@@ -69,9 +71,9 @@ class HostGuard:
 
     def release(self) -> None:
         held, self._held = self._held, None
-        if isinstance(held, socket.socket):
+        if isinstance(held, _socket.socket):
             try:
-                held.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept(), which holds the socket open
+                held.shutdown(_socket.SHUT_RDWR)  # wakes the thread blocked in accept(), which holds the socket open
             except OSError:
                 pass
             held.close()
@@ -79,7 +81,7 @@ class HostGuard:
             held.release()
 
 
-def _answer_probes(sock: socket.socket) -> None:
+def _answer_probes(sock: Any) -> None:
     while True:
         try:
             conn, _ = sock.accept()
@@ -92,7 +94,7 @@ def held_here(home: Home) -> bool:
     """Whether a daemon of this home runs on this host right now. A connect, never a bind: a probe must not take
     the guard from a daemon starting at that instant."""
     if sys.platform.startswith("linux"):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         sock.setblocking(False)
         try:
             sock.connect(_address(home))

@@ -178,7 +178,8 @@ class LockProbe:
         self._fd: int | None = None
         self._stop = threading.Event()
         self._writes = 0
-        self._seen: dict[str, bool] = {}
+        self._seen: dict[str, bool] = {}  # host -> whether its doctor held the lock, for each seen running
+        self._writes_seen: dict[str, Any] = {}
 
     def __enter__(self) -> "LockProbe":
         store.make_dirs(self.path.parent)
@@ -194,36 +195,31 @@ class LockProbe:
                 self.holding = False  # held by a doctor of another host (coherent locks), or of this one
         self._write()
         threading.Thread(target=self._keep, name="fray-doctor-lock", daemon=True).start()
-        self._seen = self._live_others()
         return self
 
     def other(self) -> tuple[str | None, bool | None]:
-        """(another host whose doctor ran meanwhile, whether the lock kept the two apart), or (None, None)."""
-        seen = self._seen or self._live_others()
-        if not seen or self.works != "yes":
+        """(another host whose doctor ran while this one did, whether the lock kept the two apart), or (None, None)."""
+        if not self._seen:
+            time.sleep(LOCK_WATCH_SEC)  # a doctor started elsewhere an instant ago: give its record a write or two
+            self._look()
+        if not self._seen or self.works != "yes":
             return None, None
-        host = sorted(seen)[0]
-        return host, not (self.holding and seen[host])  # both held it at once: node-local
+        host = sorted(self._seen)[0]
+        return host, not (self.holding and self._seen[host])  # both held it at once: node-local
 
-    def _live_others(self) -> dict[str, bool]:
-        """Hosts whose doctor runs now (their record changes while watched): whether each holds the lock."""
-        def snapshot() -> dict[str, dict[str, Any]]:
-            found = {}
-            for record in self.path.parent.glob("lock-*.json"):
-                if record != self.path:
-                    try:
-                        found[record.stem[len("lock-"):]] = json.loads(record.read_bytes())
-                    except (OSError, ValueError):
-                        pass
-            return found
-
-        before = snapshot()
-        if not before:
-            return {}
-        time.sleep(LOCK_WATCH_SEC)
-        after = snapshot()
-        return {host: bool(r.get("holding")) for host, r in after.items()
-                if host in before and before[host].get("writes") != r.get("writes")}
+    def _look(self) -> None:
+        """Note each other host whose record changed since the last look (its doctor runs): whether it holds."""
+        for record in self.path.parent.glob("lock-*.json"):
+            if record == self.path:
+                continue
+            try:
+                found = json.loads(record.read_bytes())
+            except (OSError, ValueError):
+                continue
+            host = record.stem[len("lock-"):]
+            if host in self._writes_seen and self._writes_seen[host] != found.get("writes"):
+                self._seen[host] = bool(found.get("holding"))
+            self._writes_seen[host] = found.get("writes")
 
     def _write(self) -> None:
         self._writes += 1
@@ -234,8 +230,10 @@ class LockProbe:
             pass
 
     def _keep(self) -> None:
+        """Rewrite this host's record, and look at the others', every 0.2 s while the doctor runs."""
         while not self._stop.wait(0.2):
             self._write()
+            self._look()
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()

@@ -8,11 +8,11 @@ on the same host (same id) may judge a holder by its process, with its own clock
 from __future__ import annotations
 
 import functools
-import socket
+import os
 
 
 def hostname() -> str:
-    return socket.gethostname()
+    return os.uname().nodename  # socket.gethostname()'s answer, without importing socket (7 ms) on every read
 
 
 @functools.cache

@@ -55,7 +55,8 @@ def test_status_and_usage_count_the_steps_redone_after_the_crash(home, crashed_o
     figures = status["goodput"]
     assert figures["basis"] == "steps"
     assert (figures["redone_steps"], figures["restarts"]) == (3, 1)  # steps 11, 12, 13 done twice
-    assert figures["lost_sec"]["redone"] > 0 and figures["lost_sec"]["backoff"] > 0
+    assert figures["lost_sec"]["redone"] > 0
+    assert figures["lost_sec"]["backoff"] < 1.0  # it had made progress: restarted with no backoff, only the daemon's reaction
     assert 0 < figures["goodput"] < 1
     assert figures["useful_sec"] + sum(figures["lost_sec"].values()) == pytest.approx(figures["wall_sec"], abs=0.01)
     text = run_fray("status", crashed_once, home=home.root, check=True).stdout

@@ -23,13 +23,18 @@ OUTSIDE_THE_TREE = {
     "fray.wrapper.fence.Superseded": "raised in a job whose attempt was replaced (`report.Superseded`)",
     "fray.wrapper.code.CodeError": "caught by the wrapper, which records why the attempt could not start",
     "fray.wrapper.workload.LaunchError": "caught by the wrapper, which records why the attempt could not start",
+    "fray.wrapper.tfevents.CorruptRecord": "caught by the TensorBoard reader, which stops reading that file",
+    "fray.wrapper.probes.cuda_smoke.Unusable": "caught by the CUDA smoke test, which tries the next framework",
 }
 
 
 def _import_every_module() -> None:
-    for module in pkgutil.walk_packages(fray.__path__, "fray."):
-        if not module.name.endswith(".__main__"):  # those run a program when imported
-            importlib.import_module(module.name)
+    import fray.wrapper  # its own folder (wrapper/), not under fray's: walked apart
+
+    for path, prefix in ((fray.__path__, "fray."), (fray.wrapper.__path__, "fray.wrapper.")):
+        for module in pkgutil.walk_packages(path, prefix):
+            if not module.name.endswith(".__main__"):  # those run a program when imported
+                importlib.import_module(module.name)
 
 
 def _every_fray_error() -> set[type[FrayError]]:
