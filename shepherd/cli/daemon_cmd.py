@@ -84,8 +84,8 @@ def render_daemon(data: dict[str, Any]) -> list[str]:
                             + (f", last took {record['last_cycle_ms']:.0f} ms" if "last_cycle_ms" in record else "")),
                  ("active runs", human.number(record.get("active_runs")))]
         if record.get("generation") is not None:
-            facts.append(("lease", f"generation {record['generation']}, taken over after "
-                                   f"{human.duration(record.get('lease_timeout_sec'))} unchanged"))
+            facts.append(("lease", f"generation {record['generation']}; a daemon of another host takes over after "
+                                   f"{human.duration(record.get('lease_timeout_sec'))} without a renewal"))
         if record.get("last_error"):
             facts.append(("last error", render.style(record["last_error"], fg="red")))
         if record.get("config_error"):
@@ -105,6 +105,8 @@ def render_daemon(data: dict[str, Any]) -> list[str]:
 def _host_line(record: dict[str, Any]) -> str:
     """One host's daemon: its role, and what this host can tell of it."""
     role = {"active": "acting", "standby": "standing by", "stopped": "stopped"}[record["role"]]
+    if record["role"] == "stopped":
+        return f"stopped (was pid {record['pid']})"
     if record["seen"] == "gone":
         return f"{role} as pid {record['pid']}, but that process is gone"
     holder = record.get("holder")
