@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import _socket  # what a probe needs of socket, without its 7 ms of imports (selectors): `fray list` asks
 import errno
-import hashlib
 import os
 import sys
-import threading
 from typing import Any
 
 from fray.state import store
@@ -30,8 +28,17 @@ from fray.state.this_host import host_id, hostname
 
 
 def _address(home: Home) -> str:
-    digest = hashlib.sha256(f"{os.path.realpath(home.root)}\0{host_id()}".encode()).hexdigest()[:40]
-    return f"\0fray-daemon/{digest}"
+    """An abstract socket name for this home on this host (at most 108 bytes: the path is hashed, by FNV-1a
+    twice, not hashlib, whose import `fray list` would pay for)."""
+    key = f"{os.path.realpath(home.root)}\0{host_id()}".encode()
+    return f"\0fray-daemon/{_fnv(key, 0xcbf29ce484222325):016x}{_fnv(key, 0x84222325cbf29ce4):016x}"
+
+
+def _fnv(data: bytes, basis: int) -> int:
+    value = basis
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return value
 
 
 class HostGuard:
@@ -55,6 +62,8 @@ class HostGuard:
                     return False
                 raise
             sock.listen(64)
+            import threading
+
             # Probes connect (held_here); each is accepted and closed so that none waits in the backlog.
             threading.Thread(target=_answer_probes, args=(sock,), name="fray-host-guard", daemon=True).start()
             self._held = sock

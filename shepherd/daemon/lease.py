@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from fray.core import lease_rules
 from fray.core.lease_rules import Health, Sight
 from fray.daemon import host_guard
-from fray.daemon.lease_keeper import STANDBY_POLL_SEC, lease_version, read_lease
+from fray.daemon.lease_file import STANDBY_POLL_SEC, lease_version, read_lease
 from fray.errors import CorruptFileError, StateError
 from fray.state import store, this_host
 from fray.state.layout import Home

@@ -39,34 +39,15 @@ from typing import Any, Callable, Protocol
 
 from fray.core import lease_rules
 from fray.core.lease_rules import Watch
-from fray.errors import CorruptFileError, LeaseLost, StateError
+from fray.daemon.lease_file import STANDBY_POLL_SEC, lease_version, read_lease, timeout_of
+from fray.errors import LeaseLost, StateError
 from fray.state import store, this_host
 from fray.state.layout import Home
 
 log = logging.getLogger("fray.daemon")
 
-STANDBY_POLL_SEC = 0.5  # how often a standby reads the lease: part of the takeover bound
 LOOP_HUNG_SEC = 300.0  # a loop silent this long (longer than any bounded external command) stops renewing
 KEEP_GENERATIONS = 8  # generation files older than this many are removed by the holder
-
-
-def read_lease(home: Home) -> dict[str, Any] | None:
-    try:
-        return store.read_json(home.daemon_lease, "daemon")
-    except CorruptFileError:
-        return None  # moved aside; the holder rewrites it at its next renewal
-
-
-def lease_version(lease: dict[str, Any] | None) -> tuple[Any, ...] | None:
-    """What changes at every renewal: what an observer watches."""
-    if lease is None:
-        return None
-    return lease.get("generation", 0), lease.get("renewals", lease.get("cycles")), lease["pid"], lease["host"], \
-        lease.get("stopping", False)
-
-
-def timeout_of(lease: dict[str, Any] | None, default: float) -> float:
-    return float((lease or {}).get("lease_timeout_sec") or default)
 
 
 def configured_timeout(config: dict[str, Any]) -> float:
