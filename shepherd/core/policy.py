@@ -249,9 +249,10 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
     if attempt.state == AttemptState.STOPPING.value:
         waited = now - (attempt.stop_requested_at or now)
         silent = now - max(x for x in (files.heartbeat_at, attempt.started_at, attempt.submitted_at) if x is not None)
-        if waited > meta.spec.stop_grace_sec + STOP_MARGIN_SEC and silent > meta.spec.heartbeat_timeout_sec:
-            # No kill can reach it (a node lost, another login host's process) and it shows no life: its own
-            # fence has stopped it by now (it gives up after half a heartbeat timeout without FRAY_HOME).
+        if attempt.detail == FORCED_DETAIL and silent > meta.spec.heartbeat_timeout_sec:
+            # Killed, and still there a cycle later: no kill reaches it (a node lost, another login host's
+            # process) and it shows no life: its own fence has stopped it by now (it gives up after half a
+            # heartbeat timeout without FRAY_HOME).
             attempt_ended(plan, attempt, attempt.stop_reason or Cause.STOPPED.value, None,
                           f"{attempt.detail or 'stopped'}; no sign of life for {silent:.0f}s", s.jitter)
             return

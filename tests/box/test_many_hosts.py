@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.box import procs
+from tests.box import churn, procs
 from tests.box.box import Box
 from tests.box.fray_on_box import FAST_SLURM, FrayHome
 from tests.box.host import Host
@@ -118,34 +118,6 @@ def test_the_serving_daemon_killed_the_other_hosts_daemon_takes_over_within_the_
     assert generation["host"] == "login-b" and "unchanged for" in generation["why"]
 
 
-CHURN = """#FRAY --backend slurm --max-retries 1000 --backoff-base 0 --heartbeat-interval 0.5
-import json, os, socket, sys, time
-
-folder = os.path.join(os.path.dirname(os.environ["FRAY_HOME"]), "churn", os.environ["FRAY_RUN_ID"])
-os.makedirs(folder, exist_ok=True)
-me = os.path.join(folder, f"{os.environ['FRAY_ATTEMPT']}-{socket.gethostname()}-{os.getpid()}.json")
-start = time.time()
-for _ in range(8):  # alive for about 1.6 s, then a workload failure: retried at once, again and again
-    with open(me + ".tmp", "w") as f:
-        json.dump({"attempt": int(os.environ["FRAY_ATTEMPT"]), "start": start, "last": time.time()}, f)
-    os.replace(me + ".tmp", me)
-    time.sleep(0.2)
-sys.exit(1)
-"""
-
-
-def workloads(home: FrayHome) -> dict[str, list[dict[str, Any]]]:
-    """Run id -> every workload it ran, as each recorded itself: attempt number, first and last sign of life."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    for folder in (home.server.parent / "churn").iterdir():
-        for record in folder.glob("*.json"):
-            try:
-                found.setdefault(folder.name, []).append(json.loads(record.read_text()))
-            except ValueError:
-                pass
-    return found
-
-
 def test_runs_retried_nonstop_across_takeovers_never_have_two_live_attempts(box: Box, home: FrayHome) -> None:
     """The issue's churn: runs that fail and are retried at once, daemons on both login hosts, the acting
     host frozen (a paused VM) and thawed again: no attempt number runs twice, no two workloads of a run live
@@ -154,7 +126,7 @@ def test_runs_retried_nonstop_across_takeovers_never_have_two_live_attempts(box:
     start_daemon(home, a)
     acting(home)
     start_daemon(home, b)
-    script = home.project("proj", {"churn.py": CHURN}) / "churn.py"
+    script = home.project("proj", {"churn.py": churn.SCRIPT}) / "churn.py"
     run_ids = [home.submit(a, script, "--name", f"churn-{i}")["run_id"] for i in range(4)]
     freezes = 0
     deadline = time.monotonic() + 45
@@ -171,15 +143,11 @@ def test_runs_retried_nonstop_across_takeovers_never_have_two_live_attempts(box:
         home.fray(a, "control", "stop", run_id, check=True)
     for run_id in run_ids:
         home.wait_ended(a, run_id, timeout=60)
-    seen = workloads(home)
+    seen = churn.workloads(home)
     attempts_run = sum(len(v) for v in seen.values())
     assert freezes >= 3 and attempts_run >= 20, (freezes, attempts_run)
-    for run_id, ran in seen.items():
-        numbers = [w["attempt"] for w in ran]
-        assert len(numbers) == len(set(numbers)), f"{run_id}: an attempt number ran twice: {sorted(numbers)}"
-        ran.sort(key=lambda w: w["start"])
-        for before, after in zip(ran, ran[1:]):
-            assert before["last"] <= after["start"], f"{run_id}: attempts {before} and {after} lived at once"
+    assert churn.duplicates(seen) == {}  # no attempt number ran twice
+    assert churn.overlaps(seen) == []  # no two workloads of a run lived at once
     # Each thawed daemon found its lease lapsed and stood by; exactly one acts.
     hosts = {h["host"]: h["role"] for h in home.fray_json(a, "daemon", "status")["hosts"]}
     assert sorted(hosts.values()) == ["active", "standby"], hosts

@@ -483,8 +483,11 @@ def test_a_stopping_attempt_nothing_can_reach_ends_once_it_shows_no_life_for_a_h
     meta = running(make_meta(stop_grace_sec=10.0, heartbeat_timeout_sec=60.0), T0)
     stopping = step(meta, T0 + 1, control=Control(stop_requested=True), files=AttemptFiles(heartbeat_at=T0 + 1)).meta
     quiet = AttemptFiles(heartbeat_at=T0 + 1)
-    assert step(stopping, T0 + 30, files=quiet).meta.in_flight is not None  # still within the heartbeat timeout
-    ended = step(stopping, T0 + 62, files=quiet).meta
+    killing = step(stopping, T0 + 30, files=quiet)  # past the stop grace: killed, and not ended before it is
+    assert killing.meta.in_flight is not None and any(getattr(a, "force", False) for a in killing.actions)
+    silent_but_never_killed = step(stopping, T0 + 62, files=quiet)
+    assert silent_but_never_killed.meta.in_flight is not None  # a kill is tried first: it may still reach it
+    ended = step(killing.meta, T0 + 62, files=quiet).meta
     assert ended.attempts[0].state == "ended" and ended.attempts[0].cause == "stopped"
     assert "no sign of life for 61s" in ended.attempts[0].detail
 

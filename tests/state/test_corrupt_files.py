@@ -5,7 +5,9 @@ real documents, JSON of the wrong shape) over the real file of a running run.
 Whoever reads it first (the daemon, or `fray list`/`fray status` through
 `views`) must move an invalid JSON file aside as `<name>.corrupt-<ts>` and go on:
 the daemon keeps cycling and keeps the run's attempt alive, the views never
-raise. A corrupt meta.json is read from its last good copy and put back by the
+raise. The daemon reads final.json only once exit.json is there (the wrapper writes it first),
+and no reader looks at it before, so while the attempt runs a corrupt one is left where it is and
+changes nothing; its reading at the attempt's end is tests/daemon/test_attempt_files.py's. A corrupt meta.json is read from its last good copy and put back by the
 daemon: the run keeps its name and its status; a corrupt control.json is a run
 with no request pending; either is listed in the run's corrupt_files. heartbeat and events.jsonl are not JSON documents: a bad
 heartbeat is just an old one, a bad events line is skipped; neither is moved aside.
@@ -48,6 +50,7 @@ FILES = {
     "blacklist.json": ("blacklist", "home"),
     "daemon.json": ("daemon", "home"),
 }
+READ_AT_THE_END = {"final.json"}  # nobody reads it before exit.json
 
 SERVES = """#!/bin/bash
 #FRAY --heartbeat-interval 0.5 --heartbeat-timeout 1h --stop-grace 1
@@ -184,7 +187,11 @@ def corrupt_file_is_handled(served: Served, name: str, target: Path, blob: bytes
     schema = FILES[name][0]
     readers_keep_working(served)  # possibly the first reader of the corrupt file
 
-    if schema is not None:
+    if name in READ_AT_THE_END:
+        wait_until(lambda: (lease := served.lease()) is not None and lease["cycles"] > cycles + 2,
+                   what="the daemon to cycle with the corrupt file there")
+        assert set(aside(target)) == before and target.read_bytes() == blob, f"{name} was read before exit.json"
+    elif schema is not None:
         # Moved aside by whoever read it first; the running daemon may instead have replaced its own lease.
         replaced = (lambda: (lease := served.lease()) is not None and lease["cycles"] > cycles) if name == "daemon.json" else None
         wait_until(lambda: set(aside(target)) - before or (replaced and replaced()), timeout=15,
