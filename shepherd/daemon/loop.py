@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from fray import __version__
+from fray.version import __version__
 from fray.backends import cli_health, load_backend
 from fray.backends.protocol import AttemptKey, Backend, CancelTarget, Tracked
 from fray.core import family, policy
@@ -48,7 +48,8 @@ from fray.core.observation import BackendView
 from fray.core.scheduler import Ledger
 from fray.core.run_row import row_of
 from fray.daemon import alerts
-from fray.daemon import pacing, warm_queue
+from fray.daemon import pacing
+from fray.warm import queueing as warm_queue
 from fray.daemon.attempt_files import read_attempt_files
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper

@@ -3,7 +3,7 @@
 The local backend keeps function runs (`fray.submit(fn)`, `fray.map`) in a
 queue of its own beyond the machine's CPUs, the way Slurm holds PENDING jobs,
 and starts the next the moment a CPU frees, without a daemon cycle in between
-(fray.backends.local.warm). The ledger admits such a run beyond the CPUs by
+(fray.warm.daemon_side). The ledger admits such a run beyond the CPUs by
 the backend's `queue_cpus()` (fray.core.scheduler); this module tells it which
 runs those are: a function run (its frozen script is the launch shim) of one
 task and no GPU. Every place that asks the ledger about a run asks with
