@@ -41,6 +41,9 @@ def test_the_site_builds_strict(how: str, tmp_path: Path) -> None:
     cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
     for command in ("fray submit", "fray control config-set", "fray wait", "fray daemon start"):
         assert f'id="{command.replace(" ", "-")}"' in cli, command
+    assert "Sentinel" not in cli  # click's "no default" marker, which mkdocs-click printed in every such cell
+    assert re.search(r"<code>--port</code></td>\s*<td>integer[^<]*(?:<code>[^<]*</code>)?</td>\s*<td>[^<]*</td>\s*"
+                     r"<td><code>8000</code></td>", cli, re.S), "fray web --port's default (8000) is not in its row"
     api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text()
     for name in fray.__all__:
         if name != "__version__":
