@@ -54,6 +54,7 @@ from fray.daemon.attempt_files import read_attempt_files
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.daemon.housekeeping import Housekeeping
+from fray.daemon.summary_writer import SummaryWriter
 from fray.daemon.sweeps import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
@@ -121,6 +122,7 @@ class Daemon:
         self._housekeeping = Housekeeping(home, lambda: list(self._backends.values()))
         self._sweeper = Sweeper(home, self._event)
         self._sightings = Sightings()  # heartbeats and steps as this daemon saw them change, on its clock
+        self._summary = SummaryWriter(home, self._journal, lease)  # the rows `fray list` need not read
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -406,12 +408,22 @@ class Daemon:
             if self._lease.valid():
                 self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends, self._sightings.node_offsets())
             self._index.save_settled()
+            self._write_summary()
             idle_from = time.perf_counter()
             self._index.idle(wake, self.poll_interval)  # the runs a start deferred, read while nothing happens
             stop.wait(pacing.rest(self._backends.values(), idle_from - started, time.perf_counter() - idle_from))
         if self._lease.valid():  # else the newer daemon keeps the index
             self._index.save_settled(force=True)
         self._notifications.close()
+
+    def _write_summary(self) -> None:
+        """The list summary after a cycle (daemon.summary_writer): a failure costs listings speed, never a cycle."""
+        try:
+            self._summary.write(self._index.runs)
+        except LeaseLost:
+            pass  # the loop stops at its next check
+        except Exception:
+            log.exception("writing the list summary failed")
 
     def close(self) -> None:
         """After `serve`: its threads stopped and its backends let go (a daemon that lost the lease is replaced by
