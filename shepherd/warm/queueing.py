@@ -13,8 +13,8 @@ task and no GPU. Every place that asks the ledger about a run asks with
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
+from fray.backends.protocol import Backend, QueuesFunctions
 from fray.core.model import Meta
 from fray.core.capacity import Request, run_request
 from fray.state import layout
@@ -37,6 +37,6 @@ def mark(meta: Meta, request: Request) -> Request:
     return replace(request, queueable=queueable) if queueable != request.queueable else request
 
 
-def queue_cpus(backend: Any) -> int:
+def queue_cpus(backend: Backend) -> int:
     """How far beyond its CPUs the backend takes queueable runs (0: it has no such queue)."""
-    return int(getattr(backend, "queue_cpus", lambda: 0)())
+    return int(backend.queue_cpus()) if isinstance(backend, QueuesFunctions) else 0
