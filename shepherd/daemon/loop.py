@@ -40,7 +40,7 @@ from typing import Any, Callable
 from fray.version import __version__
 from fray.backends import cli_health, load_backend
 from fray.backends.protocol import (AttemptKey, Backend, CancelTarget, Closing, DescribesWorker, ListsWorkers,
-                                    OffersPartitions, Tracked, WarmsUp)
+                                    OffersPartitions, QueuesFunctions, Tracked, WarmsUp)
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta
 from fray.core.partition_policy import Candidates as PartitionCandidates
@@ -245,7 +245,7 @@ class Daemon:
                     attributes = backend.worker_attributes() if capacity is not None and isinstance(
                         backend, DescribesWorker) else {}
                     ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes,
-                                           queue_cpus=warm_queue.queue_cpus(backend)) if capacity is not None \
+                                           queue_cpus=_queue_cpus(backend)) if capacity is not None \
                         else Ledger.unlimited(_workers(backend))
                 except FrayError:
                     ledgers[name] = Ledger.unlimited()
@@ -454,3 +454,7 @@ class Daemon:
             "active_runs": stats.active, "last_error": error, "config_error": self._settings.error,
             "failing_commands": cli_health.failing_commands(self._backends)})
 
+
+def _queue_cpus(backend: Backend) -> int:
+    """How far beyond its CPUs the backend takes queueable runs (0: it has no such queue)."""
+    return int(backend.queue_cpus()) if isinstance(backend, QueuesFunctions) else 0
