@@ -27,6 +27,7 @@ from . import contract, fence
 
 PROC = "/proc"
 KILL_WAIT_SEC = 2.0
+SWEEP_LOOKS = 5  # looks at most, while each kills something: enough for a tree forking as it is killed
 
 
 @dataclass(frozen=True, order=True)
@@ -132,17 +133,23 @@ def kill(pid: int, tag: Tag) -> bool:
 def sweep(home: str, closed: Callable[[Tag], str | None]) -> dict[Tag, tuple[str, list[int]]]:
     """Kill every process of `home` whose attempt `closed` gives a reason for; tag -> (reason, pids killed).
 
-    `closed` is asked once per attempt, not per process. Returns once the killed
-    are dead (or after KILL_WAIT_SEC: one stuck in the kernel cannot be helped).
+    `closed` is asked once per attempt, not per process. Looks again while a look
+    killed something: a process forked between the look and the kill inherits the
+    tag and would live on. Returns once the killed are dead (or after KILL_WAIT_SEC:
+    one stuck in the kernel cannot be helped).
     """
     verdicts: dict[Tag, str | None] = {}
     killed: dict[Tag, tuple[str, list[int]]] = {}
-    for pid, tag in sorted(tagged(home).items()):
-        if tag not in verdicts:
-            verdicts[tag] = closed(tag)
-        reason = verdicts[tag]
-        if reason is not None and kill(pid, tag):
-            killed.setdefault(tag, (reason, []))[1].append(pid)
+    for _look in range(SWEEP_LOOKS):
+        before = sum(len(group) for _reason, group in killed.values())
+        for pid, tag in sorted(tagged(home).items()):
+            if tag not in verdicts:
+                verdicts[tag] = closed(tag)
+            reason = verdicts[tag]
+            if reason is not None and pid not in killed.get(tag, ("", []))[1] and kill(pid, tag):
+                killed.setdefault(tag, (reason, []))[1].append(pid)
+        if sum(len(group) for _reason, group in killed.values()) == before:
+            break
     pids = [str(pid) for _reason, group in killed.values() for pid in group]
     deadline = time.monotonic() + KILL_WAIT_SEC
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:

@@ -35,7 +35,7 @@ import random
 import socket
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from fray.version import __version__
 from fray.backends import cli_health, load_backend
@@ -170,7 +170,8 @@ class Daemon:
                 stats.errors.append(f"{run.paths.run_id}: {exc}")
                 self._event(run.paths, "error", f"daemon error while handling this run: {exc}")
         try:
-            self._submitter.flush(self._exclude, stats)  # a sweep's attempts of this cycle, together
+            # What attempts closed this cycle left running dies before their runs' next attempts start.
+            self._submitter.flush(self._exclude, stats, lambda: self._sweep(self._index.runs))
         except LeaseLost:
             raise
         except Exception as exc:
@@ -183,8 +184,7 @@ class Daemon:
             except (BackendError, OSError) as exc:
                 stats.errors.append(f"cancel on {name}: {exc}")
                 log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
-        self._lease.check()  # what follows kills processes and removes files by what this daemon believes
-        self._sweeper.cycle(self._index.runs)  # what closed attempts left running: killed
+        self._sweep(self._index.runs)
         if not self._index.deferral.pending:  # these need every run, not those a starting daemon has read
             try:
                 self._family.sweep_endpoints(runs)
@@ -453,6 +453,11 @@ class Daemon:
             "poll_interval_sec": self.poll_interval, "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3),
             "active_runs": stats.active, "last_error": error, "config_error": self._settings.error,
             "failing_commands": cli_health.failing_commands(self._backends)})
+
+    def _sweep(self, runs: Mapping[str, RunState]) -> None:
+        """Kill what closed attempts left running (when one closed this cycle, or now and then)."""
+        self._lease.check()  # it kills processes by what this daemon believes
+        self._sweeper.cycle(runs)
 
 
 def _queue_cpus(backend: Backend) -> int:

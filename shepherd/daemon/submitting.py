@@ -73,12 +73,13 @@ class Submitter:
         """Hold the attempt until `flush`, when its `submitting` record has been committed."""
         self._held.append(_Held(paths, meta, action))
 
-    def flush(self, exclude: tuple[str, ...], stats: CycleStats) -> None:
-        """Commit the cycle's writes, submit the held attempts (one batch per sweep where the backend submits
-        groups), and commit what the backends answered."""
+    def flush(self, exclude: tuple[str, ...], stats: CycleStats, before_submitting: Callable[[], None]) -> None:
+        """Commit the cycle's writes, call `before_submitting`, submit the held attempts (one batch per sweep
+        where the backend submits groups), and commit what the backends answered."""
         held, self._held = self._held, []
         try:
             self.batch.commit()  # every `submitting` record durable before any backend is asked
+            before_submitting()
             batches: dict[tuple[str, str], list[_Held]] = {}
             for item in held:
                 sweep = item.meta.sweep
