@@ -33,7 +33,7 @@ CAUSE_COLOURS: dict[str, dict[str, Any]] = {"neutral": {}, "good": {"fg": "green
 
 @click.command("status")
 @click.argument("run")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-status.json).")
+@output.json_option("Print JSON (schemas/cli-status.json).")
 @click.pass_context
 def status(ctx: click.Context, run: str, as_json: bool) -> None:
     """One run in full: status, spec, attempts, the last failure, recent events, files.
