@@ -18,9 +18,9 @@ Each cycle the daemon asks `FamilyKeeper.prepare` for
   A run with `--after` that has never started waits for its upstreams (`dependencies.gate`);
   when they can no longer satisfy it, its admission is a final refusal that ends it failed_dependency.
 
-`sweep_endpoints` removes the endpoint files of actors whose job has ended or
+`remove_stale_endpoints` removes the endpoint files of actors whose job has ended or
 moved on to a later attempt (the new attempt's server registers afresh), at
-most every `ENDPOINT_SWEEP_SEC`, reading each endpoint file once (they never
+most every `ENDPOINT_CHECK_SEC`, reading each endpoint file once (they never
 change).
 """
 
@@ -53,7 +53,7 @@ from fray.daemon.run_view import RunView
 
 log = logging.getLogger("fray.daemon")
 
-ENDPOINT_SWEEP_SEC = 1.0
+ENDPOINT_CHECK_SEC = 1.0
 
 
 @dataclass
@@ -68,7 +68,7 @@ class FamilyKeeper:
         self.config = load_config(home) if config is None else config
         self._reader = store.CachedReader()
         self._endpoint_cache: dict[Path, endpoints.Endpoint | None] = {}
-        self._swept_at = float("-inf")
+        self._endpoints_checked_at = float("-inf")
 
     def prepare(self, runs: RunView, active: Iterable[Any], ledgers: dict[str, Ledger], now: float,
                 submits_together: Callable[[str], bool] = lambda _backend: False) -> CyclePlan:
@@ -114,11 +114,11 @@ class FamilyKeeper:
                 found.append(record)
         return found
 
-    def sweep_endpoints(self, runs: Mapping[str, Meta | None], force: bool = False) -> int:
+    def remove_stale_endpoints(self, runs: Mapping[str, Meta | None], force: bool = False) -> int:
         """Remove stale endpoint files; how many were removed."""
-        if not force and time.monotonic() - self._swept_at < ENDPOINT_SWEEP_SEC:
+        if not force and time.monotonic() - self._endpoints_checked_at < ENDPOINT_CHECK_SEC:
             return 0
-        self._swept_at = time.monotonic()
+        self._endpoints_checked_at = time.monotonic()
         if not self.home.namespaces_dir.exists():
             return 0
         metas = runs

@@ -64,7 +64,7 @@ from fray.daemon.run_writes import EventLog, RunWrites
 from fray.daemon.sightings import Sightings
 from fray.daemon.config import Settings
 from fray.daemon.lease_keeper import UNFENCED, Fence
-from fray.daemon.strays import Sweeper
+from fray.daemon.strays import StrayKiller
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, FrayError, LeaseLost
 from fray.state import meta_file as run_meta, store
@@ -134,7 +134,7 @@ class Daemon:
                                     lambda: self.jitter())
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
         self._housekeeping = Housekeeping(home, lambda: list(self._backends.values()))
-        self._sweeper = Sweeper(home, self._event)
+        self._strays = StrayKiller(home, self._event)
         self._sightings = Sightings()  # heartbeats and steps as this daemon saw them change, on its clock
 
     # -- one cycle -----------------------------------------------------------------
@@ -191,10 +191,10 @@ class Daemon:
                 stats.errors.append(f"cancel on {name}: {exc}")
                 log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
         self._lease.check()  # what follows kills processes and removes files by what this daemon believes
-        self._sweeper.cycle(self._index.runs)  # what closed attempts left running: killed
+        self._strays.cycle(self._index.runs)  # what closed attempts left running: killed
         if not self._index.deferral.pending:  # these need every run, not those a starting daemon has read
             try:
-                self._family.sweep_endpoints(runs)
+                self._family.remove_stale_endpoints(runs)
             except OSError as exc:
                 log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
             self._housekeeping.tidy(runs.metas, now)  # finished arrays' folders, unused snapshots, at their pace
@@ -315,7 +315,7 @@ class Daemon:
                                 {"nodes": lifted})
         # Staged in the cycle's group commit, made durable before any backend is asked (daemon.submitting).
         self._commit(run.paths, meta, plan)
-        self._sweeper.note(attempt, plan.meta)  # one it closes is swept in this cycle, not later
+        self._strays.note(attempt, plan.meta)  # one it closes is reaped in this cycle, not later
         if attempt is not None and plan.meta.in_flight is None:
             self._wake.set()  # its room is free: the next cycle, at once, starts what waits for it (daemon.quiet)
         for action in plan.actions:
