@@ -187,6 +187,25 @@ def long_functions(source: str, name: str = "<source>") -> dict[str, int]:
     return found
 
 
+# What a test of a layer may import of fray: that layer and those below it. tests/core is the one checked here: the
+# pure core is tested as values, without the state, a backend or a front end.
+CORE_TESTS_MAY_IMPORT = ("fray.core", "fray.errors", "fray.wrapper.contract")
+
+
+def test_the_core_tests_import_nothing_above_the_core() -> None:
+    above = {}
+    for path in sorted((REPO / "tests" / "core").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module == "fray.wrapper":
+                names = [f"fray.wrapper.{alias.name}" for alias in node.names]
+            for name in names:
+                if name.startswith("fray") and not name.startswith(CORE_TESTS_MAY_IMPORT):
+                    above.setdefault(str(path.relative_to(REPO)), []).append(name)
+    assert above == {}
+
+
 def test_no_function_is_over_80_lines() -> None:
     long = {key: length for top in ("shepherd", "wrapper") for path in sorted((REPO / top).rglob("*.py"))
             for key, length in long_functions(path.read_text(), str(path.relative_to(REPO))).items()}
