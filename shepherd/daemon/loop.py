@@ -37,10 +37,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from fray import __version__
+from fray.version import __version__
 from fray.backends import cli_health, load_backend
 from fray.backends.protocol import (AttemptKey, Backend, CancelTarget, Closing, DescribesWorker, ListsWorkers,
-                                    OffersPartitions, Tracked, WarmsUp)
+                                    OffersPartitions, QueuesFunctions, Tracked, WarmsUp)
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta
 from fray.core.partition_policy import Candidates as PartitionCandidates
@@ -49,11 +49,13 @@ from fray.core.observation import BackendView, ViewState
 from fray.core.scheduler import Ledger
 from fray.core.run_row import row_of
 from fray.daemon import alerts
-from fray.daemon import pacing, warm_queue
+from fray.daemon import pacing
+from fray.warm import queueing as warm_queue
 from fray.daemon.attempt_files import read_attempt_files
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.daemon.housekeeping import Housekeeping
+from fray.daemon.summary_writer import SummaryWriter
 from fray.daemon.sweeps import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
@@ -136,6 +138,7 @@ class Daemon:
         self._housekeeping = Housekeeping(home, lambda: list(self._backends.values()))
         self._strays = StrayKiller(home, self._event)
         self._sightings = Sightings()  # heartbeats and steps as this daemon saw them change, on its clock
+        self._summary = SummaryWriter(home, self._journal, lease)  # the rows `fray list` need not read
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -252,7 +255,7 @@ class Daemon:
                     attributes = backend.worker_attributes() if capacity is not None and isinstance(
                         backend, DescribesWorker) else {}
                     ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes,
-                                           queue_cpus=warm_queue.queue_cpus(backend)) if capacity is not None \
+                                           queue_cpus=_queue_cpus(backend)) if capacity is not None \
                         else Ledger.unlimited(_workers(backend))
                 except FrayError:
                     ledgers[name] = Ledger.unlimited()
@@ -424,12 +427,22 @@ class Daemon:
             if self._lease.valid():
                 self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends, self._sightings.node_offsets())
             self._index.save_settled()
+            self._write_summary()
             idle_from = time.perf_counter()
             self._index.idle(wake, self.poll_interval)  # the runs a start deferred, read while nothing happens
             stop.wait(pacing.rest(self._backends.values(), idle_from - started, time.perf_counter() - idle_from))
         if self._lease.valid():  # else the newer daemon keeps the index
             self._index.save_settled(force=True)
         self._notifications.close()
+
+    def _write_summary(self) -> None:
+        """The list summary after a cycle (daemon.summary_writer): a failure costs listings speed, never a cycle."""
+        try:
+            self._summary.write(self._index.runs)
+        except LeaseLost:
+            pass  # the loop stops at its next check
+        except Exception:
+            log.exception("writing the list summary failed")
 
     def close(self) -> None:
         """After `serve`: its threads stopped and its backends let go (a daemon that lost the lease is replaced by
@@ -451,3 +464,7 @@ class Daemon:
             "active_runs": stats.active, "last_error": error, "config_error": self._settings.error,
             "failing_commands": cli_health.failing_commands(self._backends)})
 
+
+def _queue_cpus(backend: Backend) -> int:
+    """How far beyond its CPUs the backend takes queueable runs (0: it has no such queue)."""
+    return int(backend.queue_cpus()) if isinstance(backend, QueuesFunctions) else 0

@@ -8,7 +8,7 @@ scheduler's line) and taking a CPU from the functions themselves: about half
 the daemon's CPU during `fray.map`.
 
 The warm worker starts the next queued function the moment one ends, with no
-cycle in between (fray.daemon.warm_queue), so while it holds a queue a cycle
+cycle in between (fray.warm.queueing), so while it holds a queue a cycle
 that comes a little later costs the functions nothing: the ends that came
 meanwhile are then handled by one cycle, together. So while some backend says
 work waits in its own queue, a wake after a cycle that took T seconds starts

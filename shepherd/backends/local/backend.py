@@ -2,7 +2,7 @@
 
 Each attempt is `python -m fray.wrapper run ...` in a session of its own, detached,
 so it outlives the daemon (a single-task attempt's wrapper forked from the warm
-worker, `fray.backends.local.warm`, as that command would have started). It is found again by scanning /proc for a wrapper
+worker, `fray.warm.daemon_side`, as that command would have started). It is found again by scanning /proc for a wrapper
 command line carrying this FRAY_HOME, the run id and the attempt number: a
 reused pid has another command line, so it never passes for ours. Admission by
 CPUs, memory and GPUs is `scheduler.Ledger` over `capacity()`. A graceful
@@ -30,7 +30,8 @@ from typing import Any, Callable
 from fray.state import store
 from fray.backends import wrapper_command
 from fray.backends.protocol import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
-from fray.backends.local import machine, replicas, warm
+from fray.backends.local import machine, replicas
+from fray.warm import daemon_side as warm
 from fray.errors import BackendError
 from fray.state.layout import AttemptPaths, Home
 from fray.core.model import Cause
@@ -61,7 +62,7 @@ class LocalBackend:
         self._capacity: Capacity | None = None
         self._gpu_type: str | None | bool = False  # False: not looked up yet
         self._tasks: dict[AttemptKey, dict[int, int]] = {}  # from the last scan: every task's wrapper pid
-        # Single-task wrappers (scripts and functions) are forked from a warm Python (fray.backends.local.warm),
+        # Single-task wrappers (scripts and functions) are forked from a warm Python (fray.warm.daemon_side),
         # which also queues functions beyond the CPUs, unless turned off.
         self._warm = warm.WarmWorker(home.root, int(self._config.get("cpus") or machine.cpu_count()), on_attempt_exit) \
             if self._config.get("warm_functions", True) else None
