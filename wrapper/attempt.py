@@ -184,9 +184,9 @@ class Attempt:
             return  # told to stop while getting ready: do not start what would be killed at once
         if options.home is not None and not forked.warm():
             # What closed attempts left on this node dies before this one starts (fray.wrapper.tags). A wrapper
-            # forked by the local warm worker is on the daemon's machine, whose sweeper does it every cycle
+            # forked by the local warm worker is on the daemon's machine, whose stray killer does it every cycle
             # (fray.daemon.strays); a scan of /proc here would cost a short function more than it does.
-            for line in tags.describe(tags.sweep_closed(options.home).items()):
+            for line in tags.describe(tags.reap_closed(options.home).items()):
                 self.log.write(line)
         cwd = self.cwd = place.cwd
         self.log.write(f"launching {argv} in {cwd}")
