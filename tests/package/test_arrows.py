@@ -1,10 +1,13 @@
-"""The arrows import-linter cannot see, drawn and checked: package loops, spawned modules and dynamic imports.
+"""The arrows import-linter cannot see, drawn and checked: package loops, spawned modules, dynamic imports, and
+the wrapper's one face.
 
 - No loop between packages (fray.daemon -> fray.actors -> fray.cluster -> fray.daemon was one), counting the
   imports inside functions: grimp reads every import statement.
 - A process started as `python -m fray.x` (found by ast: a list with "-m" and the module after it) and a module
   loaded by `importlib.import_module` are arrows too: each goes down the layers of pyproject.toml's first
   contract, stays in its package, or is declared below with its reason. One this test cannot read fails it.
+- Outside fray.wrapper, only its face is imported: fray.wrapper.face, the attempt's contract (fray.wrapper.contract)
+  and `report`, the module a job imports (fray.report); the warm worker's processes aside (WRAPPER_INSIDE).
 """
 
 from __future__ import annotations
@@ -41,6 +44,14 @@ NOT_FRAYS = {
     "fray.wrapper.warm_imports": "standard-library modules a workload named (learn() keeps only those)",
 }
 # A dynamic import whose names come from a table: where it is called -> the module that holds the table.
+FACE = {"fray.wrapper.face", "fray.wrapper.contract", "fray.wrapper.report"}
+# Not the login side: processes that are the wrapper itself, forked (what each runs of it, it imports).
+WRAPPER_INSIDE = {
+    "fray.warm.worker": "imports the whole wrapper once, then forks wrappers from itself (fray.wrapper.main)",
+    "fray.warm.function_host": "is the wrapper of function attempt after attempt, in one process "
+                               "(fray.wrapper.attempt.keep_records: the wrapper's own record sequence)",
+    "fray.warm.host_pool": "writes, for a host that died, what its wrapper would have (fray.wrapper.attempt.record_end)",
+}
 TABLES = {
     "fray": "fray",  # fray.__all__, loaded on first use (PEP 562)
     "fray.cli.main": "fray.cli.main",  # the lazy subcommands
@@ -257,3 +268,32 @@ def test_a_package_loop_through_a_lazy_import_is_caught(tmp_path: Path) -> None:
     with_module(tree, "daemon", "scratch", "def later():\n    from fray.cluster import api\n")
     assert package_loops(tree) == [["fray.cluster", "fray.daemon"]]
 
+
+WRAPPER_FACE = """
+import json
+import grimp
+graph = grimp.build_graph("fray")
+print(json.dumps(sorted({f"{m} -> {o}" for m in graph.modules if not m.startswith("fray.wrapper")
+                         for o in graph.find_modules_directly_imported_by(m) if o.startswith("fray.wrapper")})))
+"""
+
+
+def behind_the_face(tree: Path) -> list[str]:
+    """The imports of a wrapper module that is not its face, from outside the wrapper and its forks."""
+    proc = subprocess.run([sys.executable, "-c", WRAPPER_FACE], capture_output=True, text=True, cwd=tree,
+                          env={**os.environ, "PYTHONPATH": str(tree)}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return [arrow for arrow in json.loads(proc.stdout)
+            if arrow.split(" -> ")[1] not in FACE and arrow.split(" -> ")[0] not in WRAPPER_INSIDE]
+
+
+def test_outside_the_wrapper_only_its_face_is_imported(tmp_path: Path) -> None:
+    assert behind_the_face(installed_tree(tmp_path)) == [], "import it through fray.wrapper.face"
+
+
+def test_an_import_behind_the_face_is_caught(tmp_path: Path) -> None:
+    from test_architecture import with_module
+
+    tree = installed_tree(tmp_path)
+    with_module(tree, "cluster", "scratch", "def later():\n    from fray.wrapper import fence\n")
+    assert behind_the_face(tree) == ["fray.cluster.scratch -> fray.wrapper.fence"]
