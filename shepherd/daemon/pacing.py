@@ -21,13 +21,14 @@ as before.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+
+from fray.backends.protocol import Backend, QueuesFunctions
 
 MAX_REST_SEC = 0.1  # well below what a queue of QUEUE_PER_CPU short functions per CPU takes to drain
 
 
-def rest(backends: Iterable[Any], busy_sec: float, idle_sec: float) -> float:
+def rest(backends: Iterable[Backend], busy_sec: float, idle_sec: float) -> float:
     """Seconds still to rest before the next cycle, after a cycle of `busy_sec` and `idle_sec` since it."""
-    if not any(getattr(backend, "queue_held", lambda: False)() for backend in backends):
+    if not any(isinstance(backend, QueuesFunctions) and backend.queue_held() for backend in backends):
         return 0.0
     return max(0.0, min(MAX_REST_SEC, busy_sec) - idle_sec)

@@ -13,7 +13,6 @@ task and no GPU. Every place that asks the ledger about a run asks with
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from fray.core.model import Meta
 from fray.core.capacity import Request, run_request
@@ -35,8 +34,3 @@ def mark(meta: Meta, request: Request) -> Request:
     """The policy's `request` for `meta` (built from its spec alone), saying whether it may wait in that queue."""
     queueable = is_function(meta) and request.gpus == 0 and meta.spec.replicas == 1
     return replace(request, queueable=queueable) if queueable != request.queueable else request
-
-
-def queue_cpus(backend: Any) -> int:
-    """How far beyond its CPUs the backend takes queueable runs (0: it has no such queue)."""
-    return int(getattr(backend, "queue_cpus", lambda: 0)())
