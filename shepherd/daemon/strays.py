@@ -25,7 +25,7 @@ from fray.core import strays
 from fray.core.model import Attempt, Meta
 from fray.daemon.cycle_state import RunState
 from fray.state.layout import Home, RunPaths
-from fray.wrapper import tags
+from fray.wrapper import face as wrapper
 
 REAP_EVERY_SEC = 2.0
 
@@ -65,10 +65,11 @@ class StrayKiller:
         except OSError as exc:
             log.warning("killing closed attempts' processes failed (retried next cycle): %s", exc)
 
-    def reap(self, runs: Mapping[str, RunState]) -> dict[tags.Tag, tuple[str, list[int]]]:
+    def reap(self, runs: Mapping[str, RunState]) -> dict[wrapper.Tag, tuple[str, list[int]]]:
         """Kill the strays of this home; tag -> (reason, pids killed). Each kill is an event of its run."""
         self._last = self._clock()
-        killed = tags.reap(str(self.home.root), lambda tag: strays.closed(self._known(runs, tag.run_id), tag.attempt))
+        killed = wrapper.kill_closed_attempts(str(self.home.root),
+                                              lambda tag: strays.closed(self._known(runs, tag.run_id), tag.attempt))
         for tag, (reason, pids) in killed.items():
             paths = self.home.run(tag.run_id)
             if os.path.isdir(paths.dir):

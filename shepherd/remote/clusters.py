@@ -121,7 +121,7 @@ def ask_one(cluster: str, argv: list[str], timeout: float) -> Answer:
     args = with_json(argv)
     try:
         if cluster == LOCAL:
-            proc = subprocess.run([sys.executable, "-m", "fray.cli.main", *args], capture_output=True,
+            proc = subprocess.run([sys.executable, "-m", "fray", *args], capture_output=True,  # the fray command
                                   timeout=timeout, env={**os.environ, forward.ENV_REMOTE: ""})
             code, out, err = proc.returncode, proc.stdout, proc.stderr
         else:
