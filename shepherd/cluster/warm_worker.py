@@ -52,9 +52,9 @@ def serve(slots: int, busy: list[int]) -> int:
     wrappers an earlier worker forked that still run, a CPU each until they end (watched by pidfd)."""
     import ctypes  # noqa: F401  what every wrapper imports late (fray.wrapper.procs: prctl), a tenth of its start
     import cloudpickle  # noqa: F401  what every function's workload unpickles with
-    from fray.cluster import call_records, chunks, entry, environment, payloads, resuming  # noqa: F401  the workload's imports
+    from fray.cluster import call_book, call_records, call_times, chunks, entry, environment, payloads, resuming  # noqa: F401  the workload's imports
     from fray.core import validation
-    from fray.state import layout, store  # noqa: F401
+    from fray.state import commit_batch, layout, store  # noqa: F401
     from fray.wrapper import attempt, forked, jobside, main  # noqa: F401  the wrapper, all of it
 
     from fray.cluster import host_pool
@@ -67,7 +67,7 @@ def serve(slots: int, busy: list[int]) -> int:
         jobside.helpers_path()  # its version hash, once for every wrapper forked from here
     except OSError:
         pass  # each wrapper says why, as a cold one would
-    for schema in ("job", "call-result"):  # what every function's workload reads and writes, compiled once
+    for schema in ("job", "call-result", "call-batch", "call-time"):  # what every function's workload reads and writes, compiled once
         validation.is_valid(schema)
     # Out of the collector's sight for good: a child's collections would otherwise walk (and so copy, page by
     # page) every object inherited from here.
