@@ -36,6 +36,7 @@ from fray.state.layout import RunPaths
 CALLS_DIR = "calls"
 COMMIT_SEC = 0.2  # a batch of short calls is committed this often: what a crash can cost to redo, at most
 COMMIT_BYTES = 64 << 20  # or once its values are this big (they are held in memory until then)
+CACHED_BYTES = 8 << 20  # a reader keeps a batch's values this big or smaller in memory, read once for all its calls
 SCHEMA = "call-batch"
 
 
@@ -186,26 +187,22 @@ def _copy_out(source: int, start: int, end: int, fd: int) -> None:
 
 class CallBook:
     """The reader's side: what the committed batches of one run say of its calls. Committed batch files never
-    change, so each is read once (a map's futures share one book per run)."""
+    change, so each is read once (a map's futures share one book per run), and the folder is listed again
+    only for a call no batch read so far holds."""
 
     def __init__(self, run: RunPaths, root: Path) -> None:
         self.run = run
         self.root = root
-        self._batches: dict[tuple[int, int], dict[str, dict[str, Any]] | None] = {}  # (first, attempt) -> calls
+        self._batches: dict[tuple[int, int], dict[str, dict[str, Any]]] = {}  # (first, attempt) -> calls by index
+        self._values: dict[tuple[int, int], bytes] = {}  # a batch's .pkl, read once (checked), when small
 
     def record(self, index: int) -> dict[str, Any] | None:
         """Call `index`'s record: the one saying it returned, else the latest attempt's (it raised); None
         while no committed batch holds it."""
-        found = None
-        for key in self._holding(index):
-            entry = self._calls(key).get(str(index))
-            if entry is None:
-                continue
-            entry = {**entry, "attempt": key[1], "first": key[0]}
-            if entry["outcome"] == "returned":
-                return entry
-            if found is None or key[1] > found["attempt"]:
-                found = entry
+        found = self._best(index, self._batches)
+        if found is None or found["outcome"] != "returned":
+            self._read_new()
+            found = self._best(index, self._batches)
         return found
 
     def returned(self, index: int) -> bool:
@@ -213,54 +210,71 @@ class CallBook:
         return record is not None and record["outcome"] == "returned"
 
     def value(self, record: dict[str, Any]) -> Any:
-        """The value (or exception) a record's call left; payloads.load's checks first."""
+        """The value (or exception) a record's call left; payloads.load's checks first (once per batch file)."""
+        import pickle
+
         from fray.cluster import payloads
 
-        start, end = record["value_at"]
-        return payloads.load(batch_file(self.run, record["first"], record["attempt"], "pkl"), self.root,
-                             (start, end))
+        key, (start, end) = (record["first"], record["attempt"]), record["value_at"]
+        if key in self._values:
+            return pickle.loads(self._values[key][start:end])
+        path = batch_file(self.run, key[0], key[1], "pkl")
+        if os.path.getsize(path) <= CACHED_BYTES:
+            self._values[key] = payloads.load(path, self.root, raw=True)
+            return pickle.loads(self._values[key][start:end])
+        return payloads.load(path, self.root, (start, end))
 
     def output(self, index: int, stderr: bool = False) -> str:
         """What call `index` printed (stderr=True: to stderr) in every committed try, in order."""
+        self._read_new()
         texts = []
-        for key in sorted(self._holding(index), key=lambda k: k[1]):
-            entry = self._calls(key).get(str(index))
+        for (_, attempt), calls in sorted(self._batches.items(), key=lambda item: item[0][1]):
+            entry = calls.get(str(index))
             if entry is None:
                 continue
             start, end = entry["stderr_at" if stderr else "stdout_at"]
             try:
-                with open(output_file(self.run, key[1], stderr), "rb") as handle:
+                with open(output_file(self.run, attempt, stderr), "rb") as handle:
                     handle.seek(start)
                     texts.append(handle.read(end - start).decode(errors="replace"))
             except FileNotFoundError:
                 continue
         return "".join(texts)
 
-    def _holding(self, index: int) -> list[tuple[int, int]]:
-        """(first, attempt) of each attempt's committed batch that may hold call `index`."""
-        best: dict[int, int] = {}
+    @staticmethod
+    def _best(index: int, batches: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> dict[str, Any] | None:
+        found = None
+        for (first, attempt), calls in batches.items():
+            entry = calls.get(str(index))
+            if entry is None:
+                continue
+            entry = {**entry, "attempt": attempt, "first": first}
+            if entry["outcome"] == "returned":
+                return entry
+            if found is None or attempt > found["attempt"]:
+                found = entry
+        return found
+
+    def _read_new(self) -> None:
+        """Read the batches committed since the last look."""
+        from fray.errors import CorruptFileError
+        from fray.state import store
+
         try:
             names = os.listdir(calls_dir(self.run))
         except FileNotFoundError:
-            return []
+            return
         for name in names:
             first, _, rest = name.partition(".")
             attempt, _, suffix = rest.partition(".")
             if suffix != "json" or not first.isdigit() or not attempt.isdigit():
                 continue
-            if int(first) <= index and int(first) > best.get(int(attempt), -1):
-                best[int(attempt)] = int(first)
-        return [(first, attempt) for attempt, first in best.items()]
-
-    def _calls(self, key: tuple[int, int]) -> dict[str, dict[str, Any]]:
-        if key not in self._batches:
-            from fray.errors import CorruptFileError
-            from fray.state import store
-
+            key = (int(first), int(attempt))
+            if key in self._batches:
+                continue
             try:
                 document = store.read_json(batch_file(self.run, key[0], key[1], "json"), SCHEMA)
             except CorruptFileError:
-                document = None  # moved aside (and so no longer listed): its calls are made again
-            self._batches[key] = None if document is None else {
-                str(entry["index"]): entry for entry in document["calls"]}
-        return self._batches[key] or {}
+                continue  # moved aside (and so no longer listed): its calls are made again
+            if document is not None:
+                self._batches[key] = {str(entry["index"]): entry for entry in document["calls"]}

@@ -344,7 +344,7 @@ class CallFuture(RunFuture):
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"call {self._index} of run {self._run_id} not done after {timeout}s")
             time.sleep(pause)
-            pause = min(0.1, pause * 1.5)  # a batch is committed every fraction of a second
+            pause = min(0.05, pause * 1.5)  # a batch is committed every fraction of a second
 
     def _call_failure(self, record: dict[str, Any] | None) -> BaseException:
         """What the ended run says of this call: its exception, else CancelledError or JobFailed."""

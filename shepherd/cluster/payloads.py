@@ -52,9 +52,10 @@ def check_private_folders(folder: Path, root: Path) -> None:
         current = current.parent
 
 
-def load(path: Path, home: Path, span: tuple[int, int] | None = None) -> Any:
+def load(path: Path, home: Path, span: tuple[int, int] | None = None, raw: bool = False) -> Any:
     """The value pickled at `path` (with `span`: in its bytes [start, end), one of a batch's values,
-    fray.cluster.call_book), after checking it is a private file of ours inside `home`, in private folders."""
+    fray.cluster.call_book), after checking it is a private file of ours inside `home`, in private folders;
+    with `raw`, the file's bytes, unpickled by the caller."""
     real = Path(os.path.realpath(path))
     root = Path(os.path.realpath(home))
     if root not in real.parents:
@@ -73,4 +74,4 @@ def load(path: Path, home: Path, span: tuple[int, int] | None = None) -> Any:
         if span is not None:
             handle.seek(span[0])
         data = handle.read() if span is None else handle.read(span[1] - span[0])
-    return pickle.loads(data)
+    return data if raw else pickle.loads(data)
