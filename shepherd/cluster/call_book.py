@@ -209,6 +209,12 @@ class CallBook:
         record = self.record(index)
         return record is not None and record["outcome"] == "returned"
 
+    def returned_among(self, indexes: range) -> set[int]:
+        """Those of `indexes` whose calls returned, the folder read once."""
+        self._read_new()
+        return {index for index in indexes if (found := self._best(index, self._batches)) is not None
+                and found["outcome"] == "returned"}
+
     def value(self, record: dict[str, Any]) -> Any:
         """The value (or exception) a record's call left; payloads.load's checks first (once per batch file)."""
         import pickle

@@ -81,7 +81,7 @@ def run(calls: Calls, paths: RunPaths, home: Path, attempt: int) -> int:
 
     book = CallBook(paths, home)
     indexes = range(calls.first, calls.last + 1)
-    made_before = {i for i in indexes if book.returned(i)}  # by earlier attempts: not made again
+    made_before = book.returned_among(indexes)  # by earlier attempts: not made again
     done = len(made_before)
     _progress(done, calls)
     raised: list[tuple[int, dict[str, Any]]] = []
