@@ -20,7 +20,7 @@ from fray.wrapper import face as wrapper
 
 def write_raised(exc: BaseException, record: Path, value_file: Path) -> int:
     """Record the exception a call raised (its pickle, then the record with its traceback text); the exit code, 1."""
-    text = _traceback_text(exc)
+    text = traceback_text(exc)
     sys.stderr.write(text)
     _record(record, value_file, "raised", exc, str(exc), text, pickled=_pickle(value_file, exc) is None)
     return 1
@@ -39,7 +39,7 @@ def write_returned(value: object, record: Path, value_file: Path) -> int:
     return 0
 
 
-def _traceback_text(exc: BaseException) -> str:
+def traceback_text(exc: BaseException) -> str:
     """The traceback from the caller's code down: the frames of fray.cluster (the entry point, Call.__call__,
     a chunk's loop) say nothing."""
     ours = os.path.dirname(os.path.abspath(__file__))

@@ -10,8 +10,8 @@ run from FRAY_HOME and FRAY_RUN_ID, reads job.json, and:
    earlier attempt checkpointed (`resuming`), calls it, and writes the return
    value (or the exception raised) to the attempt's call-result.pkl, then
    call-result.json (fray.cluster.call_records) for `wait`, `poll` and
-   futures; a raised exception exits 1; a chunk of calls (`fray.map(chunk=N)`)
-   goes to `chunks.run`, which records each call so;
+   futures; a raised exception exits 1; a chunk of calls (`fray.map`)
+   goes to `chunks.run`, which records its calls in batches (fray.cluster.call_book);
 3. for a script: replaces itself with the script's interpreter (same pid, so the
    wrapper's signals reach it).
 """
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         call, resumed_from = resuming.starting_call(run, number, home.root)
         if isinstance(call.fn, chunks.Calls):  # fray.map(chunk=N): its calls one after another, each recorded
-            return chunks.run(call.fn, run, home.root)
+            return chunks.run(call.fn, run, home.root, number)
         if resumed_from is not None:
             print(f"fray: resuming the call checkpointed by attempt {resumed_from}", file=sys.stderr, flush=True)
         guard = (resuming.Checkpointer(call, attempt.resume_call, lambda: wrapper.attempt_is_current(home_dir, run_id, number),

@@ -19,7 +19,8 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    from fray.cluster import call_records, chunks, entry, environment, payloads, resuming  # noqa: F401  the workload's imports
+    from fray.cluster import call_book, call_records, call_times, chunks, entry, environment, payloads, resuming  # noqa: F401  the workload's imports
+    from fray.state import commit_batch  # noqa: F401  a chunk run's batches are committed with it
     from fray.warm import worker
 
     def option(name: str, default: str) -> str:

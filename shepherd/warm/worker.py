@@ -66,7 +66,7 @@ def serve(slots: int, busy: list[int], entry: Callable[[], int]) -> int:
         jobside.helpers_path()  # its version hash, once for every wrapper forked from here
     except OSError:
         pass  # each wrapper says why, as a cold one would
-    for schema in ("job", "call-result"):  # what every function's workload reads and writes, compiled once
+    for schema in ("job", "call-result", "call-batch", "call-time"):  # what function workloads read and write, compiled once
         validation.is_valid(schema)
     # Out of the collector's sight for good: a child's collections would otherwise walk (and so copy, page by
     # page) every object inherited from here.
