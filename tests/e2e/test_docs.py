@@ -1,6 +1,7 @@
-"""The docs site: it builds with `mkdocs build --strict` (the console script and `python -m mkdocs`), its API reference names every public name, its
-front page reaches "When a run fails" in one click, and every shell and Python block of every page runs
-as written (tests/docs_pages.py says how a page marks a block that another test runs, or none can).
+"""The docs site: it builds with `mkdocs build --strict` (the console script and `python -m mkdocs`), its CLI
+reference shows real defaults, its API reference names every public name, its front page reaches "When a run
+fails" in one click, the README starts with the commands CI runs, and every shell and Python block of every page
+runs as written (tests/docs_pages.py says how a page marks a block that another test runs, or none can).
 
 Each page runs in its own scratch folder (a reader's checkout: a copy of examples/, and tests/fakes) and its
 own FRAY_HOME, its blocks in
