@@ -68,7 +68,7 @@ EXIT_SIGNALLED_BASE = 128
 
 NODE_FAULT_EXITS = frozenset({EXIT_NODE_FAULT, EXIT_FOREIGN_GPU_PROCESSES, EXIT_CUDA_FAILURE})
 
-# The descriptor on which a local function host (fray.cluster.function_host) holds the folder of the attempt it
+# The descriptor on which a local function host (fray.warm.function_host) holds the folder of the attempt it
 # serves: how the local backend finds that attempt's process, the host's working folder being the function's.
 ATTEMPT_FD = 1000
 

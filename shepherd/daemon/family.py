@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from fray.actors import endpoints
+from fray.state import endpoints
 from fray.core import dependencies, family, reservations
 from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
@@ -48,7 +48,7 @@ from fray.state import store
 from fray.state import layout
 from fray.state.config import load_config
 from fray.state.layout import Home
-from fray.daemon import warm_queue
+from fray.warm import queueing as warm_queue
 from fray.daemon.run_view import RunView
 
 log = logging.getLogger("fray.daemon")
@@ -292,7 +292,7 @@ def _waits_unqueueable(meta: Meta) -> bool:
 
 
 def _queue_open(ledger: Ledger, waiting: list[Meta]) -> bool:
-    """Whether runs left waiting for CPUs may go to the backend's own queue (fray.daemon.warm_queue): it has
+    """Whether runs left waiting for CPUs may go to the backend's own queue (fray.warm.queueing): it has
     one, no run outside it holds CPUs or was placed this cycle (`ledger` holds those placed), and every run
     waiting may queue. A script placed or waiting closes it, so that functions queued past the CPUs drain and
     the scheduler's line decides who takes the next free CPU."""

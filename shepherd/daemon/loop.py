@@ -37,22 +37,25 @@ import threading
 import time
 from typing import Any, Callable
 
-from fray import __version__
+from fray.version import __version__
 from fray.backends import cli_health, load_backend
-from fray.backends.protocol import AttemptKey, Backend, CancelTarget, Tracked
+from fray.backends.protocol import (AttemptKey, Backend, CancelTarget, Closing, DescribesWorker, ListsWorkers,
+                                    OffersPartitions, QueuesFunctions, Tracked, WarmsUp)
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta
 from fray.core.partition_policy import Candidates as PartitionCandidates
 from fray.core.policy import AttemptFiles, Situation
-from fray.core.observation import BackendView
+from fray.core.observation import BackendView, ViewState
 from fray.core.scheduler import Ledger
 from fray.core.run_row import row_of
 from fray.daemon import alerts
-from fray.daemon import pacing, warm_queue
+from fray.daemon import pacing
+from fray.warm import queueing as warm_queue
 from fray.daemon.attempt_files import read_attempt_files
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
 from fray.daemon.housekeeping import Housekeeping
+from fray.daemon.summary_writer import SummaryWriter
 from fray.daemon.sweeps import Launcher
 from fray.daemon.nodes import NodeKeeper
 from fray.daemon.notifications import Notifications
@@ -72,6 +75,11 @@ from fray.state.layout import Home
 from fray.state.run_changes import Journal
 
 log = logging.getLogger("fray.daemon")
+
+
+def _workers(backend: Backend) -> tuple[Any, ...]:
+    """The nodes a backend that queues by itself may place on, to judge a run placeable (none: it cannot tell)."""
+    return backend.placement_workers() if isinstance(backend, ListsWorkers) else ()
 
 # Between full scans, ended runs are looked at only when the watcher saw their
 # folder change; a full scan every so often is the level-triggered safety net.
@@ -120,6 +128,7 @@ class Daemon:
         self._housekeeping = Housekeeping(home, lambda: list(self._backends.values()))
         self._sweeper = Sweeper(home, self._event)
         self._sightings = Sightings()  # heartbeats and steps as this daemon saw them change, on its clock
+        self._summary = SummaryWriter(home, self._journal, lease)  # the rows `fray list` need not read
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -208,7 +217,7 @@ class Daemon:
             if attempt is not None:
                 key = AttemptKey(run.paths.run_id, attempt.number)
                 tracked.setdefault(attempt.backend, []).append(Tracked(key, attempt.backend_ref, run.meta.spec))
-        for name in [n for n, b in self._backends.items() if getattr(b, "snapshot_when_idle", False)]:
+        for name in [n for n, b in self._backends.items() if b.snapshot_when_idle]:
             tracked.setdefault(name, [])  # the TPU backend deletes finished attempts' slices from its snapshot
         views: dict[AttemptKey, BackendView] = {}
         for name, items in tracked.items():
@@ -233,10 +242,11 @@ class Daemon:
                     # A backend that places work itself (local) must honour bans there too.
                     closed = self._nodes.all_banned(name, backend) if capacity is not None else None
                     # The machine's attributes, which placement checks constraints against (local).
-                    attributes = getattr(backend, "worker_attributes", dict)() if capacity is not None else {}
+                    attributes = backend.worker_attributes() if capacity is not None and isinstance(
+                        backend, DescribesWorker) else {}
                     ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes,
-                                           queue_cpus=warm_queue.queue_cpus(backend)) if capacity is not None \
-                        else Ledger.unlimited(getattr(backend, "placement_workers", tuple)())
+                                           queue_cpus=_queue_cpus(backend)) if capacity is not None \
+                        else Ledger.unlimited(_workers(backend))
                 except FrayError:
                     ledgers[name] = Ledger.unlimited()
             attempt = meta.in_flight
@@ -252,11 +262,11 @@ class Daemon:
         assert meta is not None
         attempt = meta.in_flight
         files = written = AttemptFiles()
-        view = BackendView("unknown")
+        view = BackendView(ViewState.UNKNOWN)
         first_sight = False
         if attempt is not None:
             key = AttemptKey(meta.run_id, attempt.number)
-            view = views.get(key, BackendView("unknown"))
+            view = views.get(key, BackendView(ViewState.UNKNOWN))
             written = read_attempt_files(self._reader, run.paths, attempt.number, view.state == "gone", self._event)
             files = self._sightings.on_daemon_clock(key, view.node or attempt.node, written, now, view.state == "gone")
             first_sight = key not in self._seen_in_flight
@@ -315,8 +325,8 @@ class Daemon:
     def _first_plan(self, meta: Meta) -> policy.Plan:
         """What the policy does with a new sweep's member now, before any of its runs exists (daemon.sweeps)."""
         backend = self._backend(meta.spec.backend)
-        admit = Ledger.unlimited(getattr(backend, "placement_workers", tuple)()).admit
-        return policy.decide(Situation(meta, Control(), AttemptFiles(), BackendView("unknown"), self.clock(),
+        admit = Ledger.unlimited(_workers(backend)).admit
+        return policy.decide(Situation(meta, Control(), AttemptFiles(), BackendView(ViewState.UNKNOWN), self.clock(),
                                        self.jitter(), partitions=self._partition_candidates(meta)), admit)
 
     def _alert(self, meta: Meta, control: Control, files: AttemptFiles, now: float) -> None:
@@ -332,10 +342,10 @@ class Daemon:
     def _partition_candidates(self, meta: Meta) -> PartitionCandidates | None:
         """The partitions the run's backend offers it, best first (only backends with partitions have this)."""
         try:
-            offer = getattr(self._backend(meta.spec.backend), "partition_candidates", None)
+            backend = self._backend(meta.spec.backend)
         except FrayError:
             return None  # a backend that cannot load fails the submission itself, with its message
-        return offer(meta.spec) if offer is not None else None
+        return backend.partition_candidates(meta.spec) if isinstance(backend, OffersPartitions) else None
 
     def _backend(self, name: str) -> Backend:
         self._lease.check()  # every submission and cancel goes through here
@@ -401,10 +411,13 @@ class Daemon:
                 watcher.start()  # the cycles are full until one began with the watch on (module doc)
                 probe = (self.home.watch_probe, watching, watcher, wake)
                 threading.Thread(target=watching_runs.await_watch, args=probe, name="fray-watch-probe", daemon=True).start()
-                getattr(self._backends.get("local"), "warm_up", lambda: None)()  # a first script need not wait for it
+                local = self._backends.get("local")
+                if isinstance(local, WarmsUp):
+                    local.warm_up()  # a first script need not wait for it
             if self._lease.valid():
                 self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends, self._sightings.node_offsets())
             self._index.save_settled()
+            self._write_summary()
             idle_from = time.perf_counter()
             self._index.idle(wake, self.poll_interval)  # the runs a start deferred, read while nothing happens
             stop.wait(pacing.rest(self._backends.values(), idle_from - started, time.perf_counter() - idle_from))
@@ -412,12 +425,22 @@ class Daemon:
             self._index.save_settled(force=True)
         self._notifications.close()
 
+    def _write_summary(self) -> None:
+        """The list summary after a cycle (daemon.summary_writer): a failure costs listings speed, never a cycle."""
+        try:
+            self._summary.write(self._index.runs)
+        except LeaseLost:
+            pass  # the loop stops at its next check
+        except Exception:
+            log.exception("writing the list summary failed")
+
     def close(self) -> None:
         """After `serve`: its threads stopped and its backends let go (a daemon that lost the lease is replaced by
         a new Daemon when it takes one again; what it started lives on, to be adopted)."""
         self._stop.set()
         for backend in self._backends.values():
-            getattr(backend, "close", lambda: None)()
+            if isinstance(backend, Closing):
+                backend.close()
 
     def wake(self) -> None:
         """Cut the current wait short (from any thread): the lease was lost, say."""
@@ -431,3 +454,7 @@ class Daemon:
             "active_runs": stats.active, "last_error": error, "config_error": self._settings.error,
             "failing_commands": cli_health.failing_commands(self._backends)})
 
+
+def _queue_cpus(backend: Backend) -> int:
+    """How far beyond its CPUs the backend takes queueable runs (0: it has no such queue)."""
+    return int(backend.queue_cpus()) if isinstance(backend, QueuesFunctions) else 0

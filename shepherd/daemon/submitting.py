@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fray.backends import offers
-from fray.backends.protocol import AttemptKey, Backend, GroupSubmit, SubmitRequest
+from fray.backends.protocol import AttemptKey, Backend, GroupBackend, GroupSubmit, SubmitRequest
 from fray.core import policy
 from fray.core.model import AttemptState, Meta
 from fray.daemon.cycle_state import CycleStats
@@ -64,7 +64,7 @@ class Submitter:
 
     def submits_together(self, name: str) -> bool:
         try:
-            return hasattr(self.backend(name), "submit_group")
+            return isinstance(self.backend(name), GroupBackend)
         except Exception:  # a backend that cannot load fails its submissions with its own message
             return False
 

@@ -21,11 +21,13 @@ from fray.core.status import Status
 from fray.core.sweeps import folding, lookup
 from fray.daemon import lease
 from fray.errors import CorruptFileError
-from fray.state import meta_file, parents_index, run_changes, store
+from fray.state import list_summary, meta_file, parents_index, run_changes, store
 from fray.state import layout
 from fray.state.layout import Home, RunPaths
 from fray.state.row_cache import RowCache, stat_key
 from fray.wrapper import contract
+
+FEW_READ = 64  # runs the summary leaves out that are read one by one, without loading the row cache
 
 
 def _load(paths: RunPaths, with_control: bool = True) -> tuple[Meta | None, Control, str | None]:
@@ -112,13 +114,8 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
     """
     now = time.time()
     ids = list(reversed(home.run_ids()))
-    cache = RowCache.load(home)
-    changes = run_changes.read_since(home, cache.position)  # before any file is looked at: a later change shows
-    cache.position = changes.position
-    rows = [row if row is not None else _uncached_row(home, run_id, cache, key, now)
-            for run_id, (key, row) in zip(ids, cache.ended_rows(ids, home.meta_file, changes.run_ids))]
+    rows = _rows(home, ids, now)
     written = set(ids)
-    cache.save(written)
     new_points = _pending_points(home, written)
     if new_points:  # a new sweep's points, shown from its record until the daemon has written their runs
         rows = sorted(rows + [row_of(m.run_id, m, False, None, None, None, now) for m in new_points],
@@ -144,6 +141,38 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
         data["tree"] = True
         data["runs"] = [{**row, "depth": depth} for depth, row in family.tree(rows)]
     return data
+
+
+def _rows(home: Home, ids: list[str], now: float) -> list[dict[str, Any]]:
+    """The rows of these runs: from the daemon's summary (fray.state.list_summary) where it may be trusted,
+    the others (running, changed since, not in it) read; every run read when there is no summary to trust."""
+    summary = list_summary.load(home)
+    stale = list_summary.changed_since(home, summary) if summary is not None else None  # before any run is read
+    if summary is None or stale is None:
+        return _cached_rows(home, ids, now)
+    row = summary.row
+    rows: list[dict[str, Any] | None] = [None if run_id in stale else row(run_id) for run_id in ids]
+    missing = [i for i, found in enumerate(rows) if found is None]
+    if len(missing) > FEW_READ:
+        for i, found in zip(missing, _cached_rows(home, [ids[i] for i in missing], now, set(ids))):
+            rows[i] = found
+    else:
+        for i in missing:
+            rows[i] = run_row(home, ids[i], now)
+    return rows  # type: ignore[return-value]
+
+
+def _cached_rows(home: Home, ids: list[str], now: float, existing: set[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of these runs through the row cache (fray.state.row_cache). `existing`: every run, of which
+    these are some; the cache then keeps its place in the journal (the others' changes are not checked)."""
+    cache = RowCache.load(home)
+    changes = run_changes.read_since(home, cache.position)  # before any file is looked at: a later change shows
+    if existing is None:
+        cache.position, existing = changes.position, set(ids)
+    rows = [row if row is not None else _uncached_row(home, run_id, cache, key, now)
+            for run_id, (key, row) in zip(ids, cache.ended_rows(ids, home.meta_file, changes.run_ids))]
+    cache.save(existing)
+    return rows
 
 
 def _pending_points(home: Home, written: Container[str]) -> list[Meta]:

@@ -119,6 +119,7 @@ class Journal:
         self.path = home.cache_dir / NAME
         self._begun = False
         self._size = 0  # bytes in the journal this daemon writes (its one writer): no stat per commit
+        self._token = ""
 
     def start(self) -> None:
         """A journal of this daemon's own in place of any earlier one, whose readers then check every run once
@@ -152,6 +153,11 @@ class Journal:
             except OSError:
                 pass
 
+    def position(self) -> tuple[str, int] | None:
+        """Where the journal ends now, as `read_since` takes it (None: there is none). Between two batches, so
+        every line before it is settled (fray.state.list_summary names it)."""
+        return (self._token, self._size) if self._begun else None
+
     def note(self, run_ids: Iterable[str]) -> None:
         """Runs whose meta.json changed by a hand other than this daemon's batches (its scan saw a new stat):
         named and settled at once, so the next listing reads them again. Never raises: a journal that cannot
@@ -164,8 +170,9 @@ class Journal:
 
     def _create(self) -> None:
         store.make_dirs(self.home.cache_dir)
-        store.write_bytes_atomic(self.path, HEADER + os.urandom(16).hex().encode("ascii") + b"\n", sync=False)
-        self._begun, self._size = True, HEADER_LEN
+        token = os.urandom(16).hex()
+        store.write_bytes_atomic(self.path, HEADER + token.encode("ascii") + b"\n", sync=False)
+        self._begun, self._size, self._token = True, HEADER_LEN, token
 
     def _remove(self) -> None:
         """No journal: every reader checks every run (raises OSError when even that cannot be done)."""

@@ -1,4 +1,4 @@
-"""The local backend's queue of functions on its warm worker (fray.backends.local.warm, fray.daemon.warm_queue).
+"""The local backend's queue of functions on its warm worker (fray.warm.daemon_side, fray.warm.queueing).
 
 On a machine configured with one CPU, function runs are submitted beyond it and wait in the warm worker's
 queue: `fray status` says they are queued on the machine, no heartbeat clock runs for them, only one function
@@ -22,7 +22,7 @@ import pytest
 
 import fray
 from conftest import start_daemon, stop_daemon, wait_until
-from fray.backends.local import warm
+from fray.warm import daemon_side as warm
 from fray.state import runs, store
 from fray.state.layout import Home
 from test_warm_functions import warm_workers

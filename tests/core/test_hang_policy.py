@@ -90,10 +90,18 @@ def test_status_says_where_the_last_hung_attempt_hung_and_what_the_running_one_i
 
 
 def test_a_run_failed_by_hangs_or_stalls_is_pointed_at_its_stacks_not_its_stderr():
-    for last in ("hung: the workload's 1 process used no CPU ...; hung in worker, job.py:9",
-                 "step 7 has not advanced for 1801s"):
-        reason = f"1 workload failures, more than --max-retries 0; last: {last}"
-        steps = next_steps("failed", reason, "r1", {}, "running")
-        assert steps[0].startswith("fray logs r1 --stacks  # where it hung")
-    crashed = next_steps("failed", "1 workload failures, more than --max-retries 0; last: exit 1: boom", "r1", {}, "x")
+    def failed(files: AttemptFiles) -> list[str]:
+        meta = step(make_meta(max_retries=0, backoff_base_sec=0), T0).meta
+        meta.in_flight.state, meta.in_flight.started_at = "running", T0
+        ended = step(meta, T0 + 61, files, view="gone").meta
+        assert ended.end.budget == "workload" and ended.end.budget_limit == 0  # the budget spent, as data
+        return next_steps("failed", ended.end.reason, "r1", {}, "running", end=vars(ended.end),
+                          last_cause=ended.attempts[-1].cause)
+
+    for cause in ("hang_stopped", "hang_idle"):
+        assert failed(hung(cause))[0].startswith("fray logs r1 --stacks  # where it hung")
+    crashed = failed(AttemptFiles(exit={"exit_code": contract.EXIT_WORKLOAD_FAILURE, "ended_at": T0 + 60,
+                                        "received_signal": None}, failure={"cause": "workload_failure",
+                                                                           "message": "exit 1: boom"}))
     assert crashed[0].startswith("fray logs r1 --stderr")
+    assert crashed[1].startswith("fray control config-set r1 max-retries=1 ")

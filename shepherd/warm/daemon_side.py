@@ -7,8 +7,8 @@ small machine, far more than a short function. So the local backend keeps one
 warm process (`python -m fray.cluster.warm_worker --home HOME`, started on first
 use and again if it died) that has imported the wrapper, the entry point and
 cloudpickle once. A plain function attempt runs in one of its function hosts
-(fray.cluster.function_host: forked once per CPU, then wrapper and workload of
-attempt after attempt, with every record of a cold start; fray.cluster.host_pool
+(fray.warm.function_host: forked once per CPU, then wrapper and workload of
+attempt after attempt, with every record of a cold start; fray.warm.host_pool
 says which attempts qualify). For any other attempt it forks a child that
 becomes the wrapper exactly as `subprocess.Popen` would have started it (its
 own session, stdin from /dev/null, wrapper.log as stdout and stderr, the
@@ -18,7 +18,7 @@ result files, retries, fencing, cancellation and exit status are those of a
 cold start. A stop for an attempt the running worker forked goes through the
 worker (`cancel`), which alone knows whether a host is still on that attempt.
 
-The worker is also the machine's queue of functions (fray.daemon.warm_queue):
+The worker is also the machine's queue of functions (fray.warm.queueing):
 the ledger admits function attempts beyond the CPUs, as many per CPU as
 QUEUED_WORK_SEC of work at the pace recent attempts ended (`depth_per_cpu`:
 from 3 for long functions to 64 for ones of a few milliseconds); the worker
@@ -297,7 +297,7 @@ def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
 
 def _attempt_folder(pid: int, runs: Path) -> Path | None:
     """The attempt folder `pid` works in (a forked wrapper) or holds open on contract.ATTEMPT_FD (a function
-    host, fray.cluster.function_host, whose working folder is its function's); None if neither."""
+    host, fray.warm.function_host, whose working folder is its function's); None if neither."""
     for link in (f"/proc/{pid}/cwd", f"/proc/{pid}/fd/{contract.ATTEMPT_FD}"):
         try:
             folder = Path(os.readlink(link))

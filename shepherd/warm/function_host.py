@@ -28,10 +28,10 @@ One attempt at a time, and each leaves the host as it found it:
 
 The attempt a host serves is on descriptor ATTEMPT_FD (its folder, opened
 while it serves it): how the local backend finds the attempt's process in
-/proc (fray.backends.local.warm.attempt_of), since the host's working folder
+/proc (fray.warm.daemon_side.attempt_of), since the host's working folder
 is the function's. Whatever ends the host while it serves an attempt (a stop,
 the OOM killer, a crash, os._exit in the function), the warm worker, its
-parent, writes the records the wrapper would have (fray.cluster.host_pool),
+parent, writes the records the wrapper would have (fray.warm.host_pool),
 and the host's guardian, forked once with the host and told each attempt it
 serves, kills what that attempt left (fray.wrapper.guardian) - even when the
 worker is gone too.

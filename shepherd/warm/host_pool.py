@@ -1,4 +1,4 @@
-"""The warm worker's function hosts (fray.cluster.function_host): which attempts they take, handing them over,
+"""The warm worker's function hosts (fray.warm.function_host): which attempts they take, handing them over,
 stopping them, and the records of a host that died while serving one.
 
 A function attempt goes to a host when a forked workload would have been this
@@ -101,7 +101,7 @@ class HostPool:
         return host.pid
 
     def _fork(self) -> Host:
-        from fray.cluster import function_host
+        from fray.warm import function_host
 
         requests_read, requests_write = os.pipe()
         replies_read, replies_write = os.pipe()
