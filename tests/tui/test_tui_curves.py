@@ -75,7 +75,8 @@ def drawn(raw: bytes, width: int, text: str) -> int:
         row = raw[y * stride + 1:(y + 1) * stride]
         at = row.find(want[0])
         while at != -1:
-            if at % 3 == 0 and all(raw[(y + r) * stride + 1 + at:][:span] == want[r] for r in range(1, glyphs.height)):
+            starts = [(y + r) * stride + 1 + at for r in range(glyphs.height)]
+            if at % 3 == 0 and all(raw[s:s + span] == want[r] for r, s in enumerate(starts)):
                 found += 1
             at = row.find(want[0], at + 1)
     return found
