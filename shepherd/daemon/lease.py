@@ -123,7 +123,6 @@ def hosts(home: Home) -> list[dict[str, Any]]:
     except FileNotFoundError:
         return []
     found = []
-    now = time.time()
     for name in names:
         try:
             record = store.read_json(folder / name, "daemon-host")

@@ -178,7 +178,7 @@ def test_node_clocks_five_minutes_off_cost_no_restart_and_a_hung_node_is_still_f
         script = home.project(f"proj-{node}", {"train.py": SKEWED.format(node=node)}) / "train.py"
         runs[node] = home.submit(a, script)["run_id"]
     for run_id in runs.values():
-        wait_until(lambda: (s := home.status(a, run_id))["run"]["status"] == "healthy_running", timeout=60,
+        wait_until(lambda: home.status(a, run_id)["run"]["status"] == "healthy_running", timeout=60,
                    what=f"run {run_id} to run")
     time.sleep(12)  # past the heartbeat timeout: a liveness judged by comparing clocks would have fired by now
     for node, run_id in runs.items():

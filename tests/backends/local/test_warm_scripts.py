@@ -75,7 +75,6 @@ def test_a_scripts_wrapper_is_forked_warm_and_its_workload_runs_under_the_runs_i
 def test_a_killed_warm_scripts_wrapper_takes_its_workload_with_it_and_is_retried(home, tmp_path, daemon):
     go = tmp_path / "go"
     run_id, started = _started(home, tmp_path, go)
-    attempt = home.run(run_id).attempt(1)
     os.kill(started["pid"], signal.SIGKILL)
     wait_until(lambda: not running(started["workload_pid"]), timeout=10, what="the workload to die with its wrapper")
     second = home.run(run_id).attempt(2)
