@@ -93,9 +93,9 @@ def _arm_stack_dump() -> None:
     import os
 
     if os.environ.get("FRAY_ATTEMPT_DIR"):
-        from fray.wrapper import faultsignal
+        from fray.wrapper import face as wrapper
 
-        faultsignal.arm()
+        wrapper.arm_stack_dump()
 
 
 _arm_stack_dump()

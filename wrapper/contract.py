@@ -85,7 +85,7 @@ ENV_CLUSTER_SPEC = "FRAY_CLUSTER_SPEC"
 ENV_RESUME = "FRAY_RESUME"
 ENV_CHECKPOINT_DIR = "FRAY_CHECKPOINT_DIR"
 ENV_COMMANDS_DIR = "FRAY_COMMANDS_DIR"  # runs/<run_id>/commands: runtime commands (fray.wrapper.commands)
-# "<run_id>:<attempt>:<FRAY_HOME>", inherited by every descendant of the workload: the sweeper
+# "<run_id>:<attempt>:<FRAY_HOME>", inherited by every descendant of the workload: the stray killer
 # finds what a closed attempt left running by it (fray.wrapper.tags).
 ENV_ATTEMPT_TAG = "FRAY_ATTEMPT_TAG"
 ENV_CLUSTER_SPEC_FRAY = "fray"

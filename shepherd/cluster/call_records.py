@@ -16,7 +16,7 @@ import time
 import traceback
 from pathlib import Path
 
-from fray.wrapper import fence
+from fray.wrapper import face as wrapper
 
 
 def write_raised(exc: BaseException, record: Path, value_file: Path) -> int:
@@ -55,7 +55,7 @@ def _pickle(path: Path, value: object) -> str | None:
     """Pickle the return value or exception to `path`; why it could not be (None: it was)."""
     from fray.cluster import payloads
 
-    fence.guard()  # a job-side write: a superseded attempt writes nothing (Superseded)
+    wrapper.guard_write()  # a job-side write: a superseded attempt writes nothing (Superseded)
     try:
         payloads.dump(path, value)
     except Exception as exc:  # cloudpickle raises whatever the value's reducers raise
@@ -68,7 +68,7 @@ def _record(path: Path, value_file: Path, outcome: str, subject: object, message
     from fray.state import store
 
     kind = type(subject)
-    fence.guard()
+    wrapper.guard_write()
     store.write_json(path, {
         "outcome": outcome, "type": f"{kind.__module__}.{kind.__qualname__}", "message": message,
         "traceback": text, "value_file": value_file.name if pickled else None,

@@ -29,11 +29,11 @@ from typing import Any, Callable, Iterable, Mapping
 
 from fray.cluster import call_times, chunks, launching, payloads, resuming
 from fray.cluster.call_book import CallBook
-from fray.cluster.api import (Call, EnvironmentConfig, Entrypoint, JobFailed, JobInfo, JobRequest, JobStatus,
-                              ResourceConfig)
+from fray.cluster.api import (FUNCTION_MAX_RETRIES, Call, EnvironmentConfig, Entrypoint, JobFailed, JobInfo,
+                              JobRequest, JobStatus, ResourceConfig)
 from fray.cluster.fray_cluster import FrayCluster
 from fray.core import backend_names, batching, values
-from fray.core.model import Phase
+from fray.core.model import DEFAULT_MAX_RETRIES_PREEMPTION, Phase
 from fray.errors import CorruptFileError, RemoteTraceback, StateError, UsageError
 from fray.state import runs, store
 
@@ -72,8 +72,8 @@ def resources_of(value: ResourceConfig | Mapping[str, Any] | None) -> tuple[Reso
 
 
 def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Mapping[str, Any] | None = None,
-           backend: str | None = None, name: str | None = None, max_retries: int = 0,
-           max_retries_preemption: int = 100, environment: EnvironmentConfig | None = None,
+           backend: str | None = None, name: str | None = None, max_retries: int = FUNCTION_MAX_RETRIES,
+           max_retries_preemption: int = DEFAULT_MAX_RETRIES_PREEMPTION, environment: EnvironmentConfig | None = None,
            home: str | os.PathLike[str] | None = None, after: Iterable["RunFuture | str"] = (),
            **kwargs: Any) -> "RunFuture":
     """Run `fn(*args, **kwargs)` as a fray run; its future.
@@ -102,9 +102,10 @@ def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Ma
 
 
 def map(fn: Callable[..., Any], items: Iterable[Any], /, *, resources: ResourceConfig | Mapping[str, Any] | None = None,
-        backend: str | None = None, name: str | None = None, max_parallel: int | None = None, max_retries: int = 0,
-        max_retries_preemption: int = 100, environment: EnvironmentConfig | None = None,
-        home: str | os.PathLike[str] | None = None, chunk: int | None = None) -> list["RunFuture"]:
+        backend: str | None = None, name: str | None = None, max_parallel: int | None = None,
+        max_retries: int = FUNCTION_MAX_RETRIES, max_retries_preemption: int = DEFAULT_MAX_RETRIES_PREEMPTION,
+        environment: EnvironmentConfig | None = None, home: str | os.PathLike[str] | None = None,
+        chunk: int | None = None) -> list["RunFuture"]:
     """Run `fn(item)` for every item as one sweep of runs (at most `max_parallel` at once); their futures.
 
     The sweep is one row of `fray list` (`fray list --group NAME` shows its runs; `fray control stop

@@ -158,6 +158,11 @@ PARTITION_FALLBACK_DEFAULTS: dict[str, Any] = {"after_failures": 2, "retry_prefe
 # A reported step that has not advanced this long is a hang: the wrapper's
 # heartbeat comes from its own thread, so only progress shows a stuck workload.
 DEFAULT_PROGRESS_TIMEOUT_SEC = 1800.0
+# The retry budgets' defaults, one per budget. A script run (`fray submit`, and a WorkerPool's workers, servers
+# meant to stay up) may fail its workload this many times before it ends failed; the Python API's one-off
+# calls (fray.submit, fray.map, JobRequest) default to FUNCTION_MAX_RETRIES in fray.cluster.api instead.
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_MAX_RETRIES_PREEMPTION = 100  # node-side failures: a lost node or a preemption is not the workload's fault
 # Failures count against a budget only while they are this recent, so a service
 # kept alive for weeks is not ended by crashes days apart.
 DEFAULT_RETRY_WINDOW_SEC = 86400.0
@@ -169,8 +174,8 @@ class RunSpec(_Record):
 
     mode: Mode = Mode.RUN_ONCE
     backend: str = "local"
-    max_retries: int = 3
-    max_retries_preemption: int = 100
+    max_retries: int = DEFAULT_MAX_RETRIES
+    max_retries_preemption: int = DEFAULT_MAX_RETRIES_PREEMPTION
     keep_alive_sec: float | None = None
     clean_exit_ok: bool = False
     heartbeat_interval_sec: float = 10.0

@@ -177,20 +177,48 @@ def _stop(plan: Plan, attempt: Attempt, cause: str, why: str) -> None:
 
 
 def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
-    meta, files, view, now = plan.meta, s.files, s.backend, s.now
-    if attempt.state == AttemptState.SUBMITTING:
-        # The wrapper's own records prove the backend had it, even once it is gone again (a
-        # daemon killed right after submitting; the attempt finished before the next one looked).
-        if view.state in (ViewState.PENDING, ViewState.RUNNING) or files.started is not None or files.exit is not None:
-            attempt.state = AttemptState.SUBMITTED
-            attempt.backend_ref = view.ref or attempt.backend_ref
-            plan.log("adopted", "found the attempt a previous daemon was submitting", attempt.number)
-        elif view.state == ViewState.GONE and files.started is None and now - attempt.submitted_at > SUBMIT_RESOLVE_SEC:
-            attempt_ended(plan, attempt, Cause.SUBMIT_FAILED, None,
-                           "the submission never reached the backend", s.jitter)
-            return
-        if attempt.state == AttemptState.SUBMITTING:
-            return
+    """One cycle's look at the attempt in flight: each step below either settles it this cycle (returns True:
+    resolved, ended, left to wait or stopped) or hands it on to the next, down to the stall checks."""
+    if attempt.state == AttemptState.SUBMITTING and not _resolve_submission(plan, attempt, s):
+        return
+    _note_sightings(plan, attempt, s)
+    if _ended_by_record(plan, attempt, s):
+        return
+    if s.backend.state == ViewState.GONE:
+        _gone(plan, attempt, s)
+        return
+    if s.backend.state == ViewState.UNKNOWN:
+        return  # the backend could not tell this cycle; look again next cycle
+    if attempt.state == AttemptState.SUBMITTED and s.backend.state == ViewState.PENDING and _pending(plan, attempt, s):
+        return
+    if attempt.state == AttemptState.STOPPING:
+        _stopping(plan, attempt, s)
+        return
+    if _expired(plan.meta, s.now):
+        _stop(plan, attempt, Cause.EXPIRED, f"keep-alive of {plan.meta.spec.keep_alive_sec:.0f}s has passed")
+        return
+    _check_stall(plan, attempt, s.files, s.backend, s.now, s.jitter)
+
+
+def _resolve_submission(plan: Plan, attempt: Attempt, s: Situation) -> bool:
+    """An attempt a daemon was submitting: adopted once anything shows the backend had it (True: watch it on),
+    failed once it is gone without a trace for SUBMIT_RESOLVE_SEC, else left for the next cycle."""
+    files, view = s.files, s.backend
+    # The wrapper's own records prove the backend had it, even once it is gone again (a
+    # daemon killed right after submitting; the attempt finished before the next one looked).
+    if view.state in (ViewState.PENDING, ViewState.RUNNING) or files.started is not None or files.exit is not None:
+        attempt.state = AttemptState.SUBMITTED
+        attempt.backend_ref = view.ref or attempt.backend_ref
+        plan.log("adopted", "found the attempt a previous daemon was submitting", attempt.number)
+        return True
+    if view.state == ViewState.GONE and files.started is None and s.now - attempt.submitted_at > SUBMIT_RESOLVE_SEC:
+        attempt_ended(plan, attempt, Cause.SUBMIT_FAILED, None, "the submission never reached the backend", s.jitter)
+    return False
+
+
+def _note_sightings(plan: Plan, attempt: Attempt, s: Situation) -> None:
+    """What this cycle saw of where and when it runs: its node's clock offset, its node, its start."""
+    files, view = s.files, s.backend
     if files.clock_offset is not None and (attempt.clock_offset_sec is None
                                            or abs(files.clock_offset - attempt.clock_offset_sec) >= OFFSET_STEP_SEC):
         attempt.clock_offset_sec = round(files.clock_offset, 1)  # rewritten only when it moves: not every beat
@@ -200,77 +228,87 @@ def _watch(plan: Plan, attempt: Attempt, s: Situation) -> None:
         attempt.node = view.node
     if attempt.state == AttemptState.SUBMITTED and files.started is not None:
         _started(plan, attempt, view, files)  # also for an attempt that ended before it was seen running
+
+
+def _ended_by_record(plan: Plan, attempt: Attempt, s: Situation) -> bool:
+    """The wrapper's exit records end the attempt (True), or make it wait for its tasks still finishing (True)."""
+    files = s.files
     # Task 0's exit record speaks for the attempt once its siblings ended; in a group that failed, the task
     # that failed it (even where task 0 was killed before it could write one); in a group fray stopped, task 0.
     task0 = TaskEnd(0, files.exit, files.failure) if files.exit is not None else None
-    if task0 and not attempt.stop_reason and siblings_finishing(task0, files.tasks, files.task_count,
-                                                                view.state == ViewState.GONE, now, meta.spec.stop_grace_sec):
-        return
+    gone = s.backend.state == ViewState.GONE
+    if task0 and not attempt.stop_reason and siblings_finishing(task0, files.tasks, files.task_count, gone, s.now,
+                                                                plan.meta.spec.stop_grace_sec):
+        return True
     end, task = reporting_task(task0, () if attempt.stop_reason else files.tasks, files.task_count)
-    if end is not None:
-        if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
-            attempt.node = _recorded_node(files)
-        cause, detail = classify_exit(end.exit, files.final, end.failure, attempt)
-        attempt.probe = (end.failure or {}).get("probe")  # a preflight probe's failure: judged across nodes (budgets)
-        attempt_ended(plan, attempt, cause, end.exit["exit_code"], task + detail, s.jitter,
-                       ended_at=end.exit.get("ended_at"))
-        return
-    if view.state == ViewState.GONE:
-        if attempt.state == AttemptState.STOPPING and attempt.stop_reason:
-            attempt_ended(plan, attempt, attempt.stop_reason, None, attempt.detail or "stopped", s.jitter)
-        elif _record_may_be_late(attempt, files, view, s):
-            if attempt.detail != LATE_RECORD_DETAIL:
-                attempt.detail = LATE_RECORD_DETAIL
-                plan.log("waiting", f"the backend no longer has attempt {attempt.number}: waiting up to "
-                                    f"{s.file_latency:.0f}s for its exit record, which a shared file system may show "
-                                    "late", attempt.number)
-        elif view.cause:
-            attempt_ended(plan, attempt, view.cause, None, view.detail or view.cause, s.jitter)
-        else:
-            waited = f" within {s.file_latency:.0f}s" if s.file_latency else ""
-            attempt_ended(plan, attempt, Cause.LOST, None,
-                           f"the attempt vanished without an exit record{waited} (killed, out of memory, node lost?)",
-                           s.jitter)
-        return
-    if view.state == ViewState.UNKNOWN:
-        return  # the backend could not tell this cycle; look again next cycle
-    if attempt.state == AttemptState.SUBMITTED and view.state == ViewState.PENDING and view.held \
-            and attempt.detail != view.held:
-        # Why the scheduler holds it, in words: told once per change, shown by status (and a wait's exit 3).
+    if end is None:
+        return False
+    if not attempt.node:  # it ended before anyone saw it running: the wrapper's records say where
+        attempt.node = _recorded_node(files)
+    cause, detail = classify_exit(end.exit, files.final, end.failure, attempt)
+    attempt.probe = (end.failure or {}).get("probe")  # a preflight probe's failure: judged across nodes (budgets)
+    attempt_ended(plan, attempt, cause, end.exit["exit_code"], task + detail, s.jitter,
+                  ended_at=end.exit.get("ended_at"))
+    return True
+
+
+def _gone(plan: Plan, attempt: Attempt, s: Situation) -> None:
+    """The backend no longer has it and no exit record ended it: stopped, waited for, the backend's verdict, or lost."""
+    view = s.backend
+    if attempt.state == AttemptState.STOPPING and attempt.stop_reason:
+        attempt_ended(plan, attempt, attempt.stop_reason, None, attempt.detail or "stopped", s.jitter)
+    elif _record_may_be_late(attempt, s.files, view, s):
+        if attempt.detail != LATE_RECORD_DETAIL:
+            attempt.detail = LATE_RECORD_DETAIL
+            plan.log("waiting", f"the backend no longer has attempt {attempt.number}: waiting up to "
+                                f"{s.file_latency:.0f}s for its exit record, which a shared file system may show "
+                                "late", attempt.number)
+    elif view.cause:
+        attempt_ended(plan, attempt, view.cause, None, view.detail or view.cause, s.jitter)
+    else:
+        waited = f" within {s.file_latency:.0f}s" if s.file_latency else ""
+        attempt_ended(plan, attempt, Cause.LOST, None,
+                      f"the attempt vanished without an exit record{waited} (killed, out of memory, node lost?)",
+                      s.jitter)
+
+
+def _pending(plan: Plan, attempt: Attempt, s: Situation) -> bool:
+    """A submitted attempt the scheduler still holds: why, in words (told once per change, shown by status and a
+    wait's exit 3); stopped as unschedulable (True) once --scheduling-timeout has passed."""
+    view, limit = s.backend, plan.meta.spec.scheduling_timeout_sec
+    if view.held and attempt.detail != view.held:
         attempt.detail = view.held
         plan.log("waiting", view.held, attempt.number)
-    limit = meta.spec.scheduling_timeout_sec
-    if attempt.state == AttemptState.SUBMITTED and view.state == ViewState.PENDING and limit \
-            and now - attempt.submitted_at >= limit:
+    if limit and s.now - attempt.submitted_at >= limit:
         # Still in the scheduler's (or the cloud's) queue: fray's own placement timed out elsewhere.
         attempt.detail = f"not placed within {format_duration(limit)}: still pending ({view.detail or 'queued'})"
         _stop(plan, attempt, Cause.UNSCHEDULABLE, attempt.detail)
-        return
-    if attempt.state == AttemptState.STOPPING:
-        waited = now - (attempt.stop_requested_at or now)
-        silent = now - max(x for x in (files.heartbeat_at, attempt.started_at, attempt.submitted_at) if x is not None)
-        if attempt.detail == FORCED_DETAIL and silent > meta.spec.heartbeat_timeout_sec:
-            # Killed, and still there a cycle later: no kill reaches it (a node lost, another login host's
-            # process) and it shows no life: its own fence has stopped it by now (it gives up after half a
-            # heartbeat timeout without FRAY_HOME).
-            attempt_ended(plan, attempt, attempt.stop_reason or Cause.STOPPED, None,
-                          f"{attempt.detail or 'stopped'}; no sign of life for {silent:.0f}s", s.jitter)
-            return
-        if s.first_sight and waited <= meta.spec.stop_grace_sec + STOP_MARGIN_SEC:
-            # The daemon that decided the stop may have died before asking: ask again,
-            # so a graceful stop does not turn into a kill after a crash.
-            plan.actions.append(Cancel(attempt.number))
-            plan.log("cancel", "asking again for the stop a previous daemon decided", attempt.number)
-        elif waited > meta.spec.stop_grace_sec + STOP_MARGIN_SEC:
-            plan.actions.append(Cancel(attempt.number, force=True))
-            if attempt.detail != FORCED_DETAIL:
-                attempt.detail = FORCED_DETAIL
-                plan.log("cancel", f"still there {waited:.0f}s after the stop request: killing it", attempt.number)
-        return
-    if _expired(meta, now):
-        _stop(plan, attempt, Cause.EXPIRED, f"keep-alive of {meta.spec.keep_alive_sec:.0f}s has passed")
-        return
-    _check_stall(plan, attempt, files, view, now, s.jitter)
+        return True
+    return False
+
+
+def _stopping(plan: Plan, attempt: Attempt, s: Situation) -> None:
+    """An attempt asked to stop and still there: asked again after a daemon's crash, killed after the grace, and
+    ended once a kill that cannot reach it has left it silent a heartbeat timeout."""
+    files, now, spec = s.files, s.now, plan.meta.spec
+    waited = now - (attempt.stop_requested_at or now)
+    silent = now - max(x for x in (files.heartbeat_at, attempt.started_at, attempt.submitted_at) if x is not None)
+    if attempt.detail == FORCED_DETAIL and silent > spec.heartbeat_timeout_sec:
+        # Killed, and still there a cycle later: no kill reaches it (a node lost, another login host's
+        # process) and it shows no life: its own fence has stopped it by now (it gives up after half a
+        # heartbeat timeout without FRAY_HOME).
+        attempt_ended(plan, attempt, attempt.stop_reason or Cause.STOPPED, None,
+                      f"{attempt.detail or 'stopped'}; no sign of life for {silent:.0f}s", s.jitter)
+    elif s.first_sight and waited <= spec.stop_grace_sec + STOP_MARGIN_SEC:
+        # The daemon that decided the stop may have died before asking: ask again,
+        # so a graceful stop does not turn into a kill after a crash.
+        plan.actions.append(Cancel(attempt.number))
+        plan.log("cancel", "asking again for the stop a previous daemon decided", attempt.number)
+    elif waited > spec.stop_grace_sec + STOP_MARGIN_SEC:
+        plan.actions.append(Cancel(attempt.number, force=True))
+        if attempt.detail != FORCED_DETAIL:
+            attempt.detail = FORCED_DETAIL
+            plan.log("cancel", f"still there {waited:.0f}s after the stop request: killing it", attempt.number)
 
 
 # What the backend says of an attempt that ended when its wrapper's own record, if any, says it better: it ended by

@@ -35,7 +35,7 @@ import random
 import socket
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from fray.version import __version__
 from fray.backends import cli_health, load_backend
@@ -62,11 +62,11 @@ from fray.daemon.notifications import Notifications
 from fray.daemon.cycle_state import CycleStats, RunState
 from fray.daemon.quiet import QuietRuns
 from fray.daemon.run_index import RunIndex
-from fray.daemon.run_writes import RunWrites
+from fray.daemon.run_writes import EventLog, RunWrites
 from fray.daemon.sightings import Sightings
 from fray.daemon.config import Settings
 from fray.daemon.lease_keeper import UNFENCED, Fence
-from fray.daemon.strays import Sweeper
+from fray.daemon.strays import StrayKiller
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, FrayError, LeaseLost
 from fray.state import meta_file as run_meta, store
@@ -99,34 +99,44 @@ class Daemon:
         self.clock = clock
         self.jitter = jitter
         self._backends: dict[str, Backend] = dict(backends or {})
-        self._reader = store.CachedReader()
-        self._journal = Journal(home)  # the runs whose meta.json changed, for `fray list` (fray.state.run_changes)
-        self._index = RunIndex(home, lambda paths, kind, reason: self._event(paths, kind, reason), lambda: self._config,
-                               self._journal, lambda: lease.generation)
-        self._quiet = QuietRuns(lambda: self._config)  # waiting runs nothing can start now: not decided again
-        # The cycle's meta.json writes, made durable together, never once the lease is lost.
-        self._batch = CommitBatch(home.root, self._journal, fence=lease.check)
-        self._writes = RunWrites(self._batch, self._index, clock, lease)
-        self._event, self._commit, self._finish = self._writes.event, self._writes.commit, self._writes.finish
-        self._seen_in_flight: set[AttemptKey] = set()
+        self._loaded: set[str] = set()  # backends this daemon built from config.json (not handed in)
         self.started_at = clock()
         self.cycles = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._exclude: tuple[str, ...] = ()
         self._settings = Settings(home)
-        self._config = self._settings.config
-        self._loaded: set[str] = set()  # backends this daemon built from config.json (not handed in)
+        self._config = self._settings.config  # before anything that reads it (reloaded by the cycle)
+        self._open_records(home, clock, lease)
+        self._start_keepers(home, clock)
+
+    def _open_records(self, home: Home, clock: Callable[[], float], lease: Fence) -> None:
+        """The run index and the writes of runs' records, each after what it uses: the events log (where the index
+        reports a damaged file), the index, the cycle's group commit, and the writes over them."""
+        self._reader = store.CachedReader()
+        self._journal = Journal(home)  # the runs whose meta.json changed, for `fray list` (fray.state.run_changes)
+        events = EventLog(clock)
+        self._event = events.event
+        self._index = RunIndex(home, self._event, lambda: self._config, self._journal, lambda: lease.generation)
+        self._quiet = QuietRuns(lambda: self._config)  # waiting runs nothing can start now: not decided again
+        # The cycle's meta.json writes, made durable together, never once the lease is lost.
+        self._batch = CommitBatch(home.root, self._journal, fence=lease.check)
+        self._writes = RunWrites(self._batch, self._index, events, lease)
+        self._commit, self._finish = self._writes.commit, self._writes.finish
+        self._seen_in_flight: set[AttemptKey] = set()
+
+    def _start_keepers(self, home: Home, clock: Callable[[], float]) -> None:
+        """What the cycle hands its work to: nodes, families, alerts, submissions, sweeps' launches, housekeeping."""
         self._nodes = NodeKeeper(home, self._reader, self._config, clock)
         self._family = FamilyKeeper(home, self._config)
         self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
         self._alerter = alerts.Alerter.from_config(self._config)
         self._notifications = Notifications(self._config, f"fray daemon on {socket.gethostname()} for {home.root}")
-        self._submitter = Submitter(home, self._backend, self._commit, self._finish, self._event, clock,
-                                    lambda: self.jitter(), self._seen_in_flight, self._batch)
+        self._submitter = Submitter(home, self._backend, self._writes, self._seen_in_flight, clock,
+                                    lambda: self.jitter())
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
         self._housekeeping = Housekeeping(home, lambda: list(self._backends.values()))
-        self._sweeper = Sweeper(home, self._event)
+        self._strays = StrayKiller(home, self._event)
         self._sightings = Sightings()  # heartbeats and steps as this daemon saw them change, on its clock
         self._summary = SummaryWriter(home, self._journal, lease)  # the rows `fray list` need not read
 
@@ -170,7 +180,8 @@ class Daemon:
                 stats.errors.append(f"{run.paths.run_id}: {exc}")
                 self._event(run.paths, "error", f"daemon error while handling this run: {exc}")
         try:
-            self._submitter.flush(self._exclude, stats)  # a sweep's attempts of this cycle, together
+            # What attempts closed this cycle left running dies before their runs' next attempts start.
+            self._submitter.flush(self._exclude, stats, lambda: self._reap_strays(self._index.runs))
         except LeaseLost:
             raise
         except Exception as exc:
@@ -183,11 +194,10 @@ class Daemon:
             except (BackendError, OSError) as exc:
                 stats.errors.append(f"cancel on {name}: {exc}")
                 log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
-        self._lease.check()  # what follows kills processes and removes files by what this daemon believes
-        self._sweeper.cycle(self._index.runs)  # what closed attempts left running: killed
+        self._reap_strays(self._index.runs)
         if not self._index.deferral.pending:  # these need every run, not those a starting daemon has read
             try:
-                self._family.sweep_endpoints(runs)
+                self._family.remove_stale_endpoints(runs)
             except OSError as exc:
                 log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
             self._housekeeping.tidy(runs.metas, now)  # finished arrays' folders, unused snapshots, at their pace
@@ -308,7 +318,7 @@ class Daemon:
                                 {"nodes": lifted})
         # Staged in the cycle's group commit, made durable before any backend is asked (daemon.submitting).
         self._commit(run.paths, meta, plan)
-        self._sweeper.note(attempt, plan.meta)  # one it closes is swept in this cycle, not later
+        self._strays.note(attempt, plan.meta)  # one it closes is reaped in this cycle, not later
         if attempt is not None and plan.meta.in_flight is None:
             self._wake.set()  # its room is free: the next cycle, at once, starts what waits for it (daemon.quiet)
         for action in plan.actions:
@@ -453,6 +463,11 @@ class Daemon:
             "poll_interval_sec": self.poll_interval, "cycles": self.cycles, "last_cycle_ms": round(cycle_ms, 3),
             "active_runs": stats.active, "last_error": error, "config_error": self._settings.error,
             "failing_commands": cli_health.failing_commands(self._backends)})
+
+    def _reap_strays(self, runs: Mapping[str, RunState]) -> None:
+        """Kill what closed attempts left running (when one closed this cycle, or now and then)."""
+        self._lease.check()  # it kills processes by what this daemon believes
+        self._strays.cycle(runs)
 
 
 def _queue_cpus(backend: Backend) -> int:

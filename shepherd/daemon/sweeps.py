@@ -218,13 +218,13 @@ class ArrayFolders:
     def __init__(self, home: Home, backends: Callable[[], Iterable[Any]]) -> None:
         self.home = home
         self.backends = backends  # the backends loaded now
-        self._swept_at = float("-inf")
+        self._removed_at = float("-inf")
 
-    def sweep(self, metas: Iterable[Meta | None], now: float) -> list[str]:
+    def remove_finished(self, metas: Iterable[Meta | None], now: float) -> list[str]:
         """Remove the finished arrays' folders (at most every ARRAYS_EVERY_SEC); their names."""
-        if time.monotonic() - self._swept_at < ARRAYS_EVERY_SEC or not self.home.array_names():
+        if time.monotonic() - self._removed_at < ARRAYS_EVERY_SEC or not self.home.array_names():
             return []
-        self._swept_at = time.monotonic()
+        self._removed_at = time.monotonic()
         in_use = {launch["array_name"] for _, launch in unwritten.pending(self.home)
                   if launch is not None and launch["array_name"]}
         for meta in metas:

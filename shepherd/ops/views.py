@@ -114,7 +114,8 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
     """
     now = time.time()
     ids = list(reversed(home.run_ids()))
-    rows = _rows(home, ids, now)
+    folding_only = fold and group is None and not tree  # a sweep's members are seen only through its row
+    rows = _rows(home, ids, now, folding_only)
     written = set(ids)
     new_points = _pending_points(home, written)
     if new_points:  # a new sweep's points, shown from its record until the daemon has written their runs
@@ -143,15 +144,15 @@ def list_view(home: Home, include_ended: bool = True, limit: int | None = None, 
     return data
 
 
-def _rows(home: Home, ids: list[str], now: float) -> list[dict[str, Any]]:
+def _rows(home: Home, ids: list[str], now: float, folding_only: bool = False) -> list[dict[str, Any]]:
     """The rows of these runs: from the daemon's summary (fray.state.list_summary) where it may be trusted,
-    the others (running, changed since, not in it) read; every run read when there is no summary to trust."""
+    the others (running, changed since, not in it) read; every run read when there is no summary to trust.
+    `folding_only`: the rows of sweeps' members are only folded, so those alike may be one shared row."""
     summary = list_summary.load(home)
     stale = list_summary.changed_since(home, summary) if summary is not None else None  # before any run is read
     if summary is None or stale is None:
         return _cached_rows(home, ids, now)
-    row = summary.row
-    rows: list[dict[str, Any] | None] = [None if run_id in stale else row(run_id) for run_id in ids]
+    rows = summary.rows_of(ids, stale, shared=folding_only)
     missing = [i for i, found in enumerate(rows) if found is None]
     if len(missing) > FEW_READ:
         for i, found in zip(missing, _cached_rows(home, [ids[i] for i in missing], now, set(ids))):

@@ -27,11 +27,17 @@ def resolve(home: Home, ref: str) -> str:
     """The run id that `ref` names: an id, a unique id prefix, or a run name."""
     if ref and not ref.startswith(".") and os.sep not in ref and os.path.isdir(home.run_folder(ref)):
         return ref  # a run id: no need to list every run to find it
-    ids = home.run_ids()
-    prefixed = [i for i in ids if i.startswith(ref)]
+    # The names in runs/ as plain strings (no DirEntry per run), folders checked among the few that match:
+    # `fray status NAME` among 10,000 runs lists them once and builds nothing per run.
+    try:
+        listed = sorted(os.listdir(home.runs_dir))
+    except FileNotFoundError:
+        listed = []
+    wanted = slug(ref)  # an id's name is what lies between its date and its 4 hex digits: sliced, then matched
+    prefixed = _folders(home, [i for i in listed if i.startswith(ref) and not i.startswith(".")])
     if len(prefixed) == 1:
         return prefixed[0]
-    named = [i for i in ids if _name_segment(i) == slug(ref)]
+    named = _folders(home, [i for i in listed if i[16:-5] == wanted and _name_segment(i) == wanted])
     if len(named) == 1:
         return named[0]
     if len(named) > 1:
@@ -49,9 +55,14 @@ def resolve(home: Home, ref: str) -> str:
             return point
         raise RunLookupError(f"run {point} is a point of a new sweep whose runs the daemon has not written yet; "
                              "it writes them once it runs (`fray daemon status`, `fray daemon start`)")
+    ids = home.run_ids()
     hint = f"; newest: {ids[-1]}" if ids else ""
     raise RunLookupError(f"no run matches {ref!r} in {home.root} (give an id, a unique id prefix, or a name; "
                          f"`fray list` shows them{hint})")
+
+
+def _folders(home: Home, names: list[str]) -> list[str]:
+    return [name for name in names if os.path.isdir(home.run_folder(name))]
 
 
 def _ambiguous(ref: str, candidates: list[str], what: str) -> str:

@@ -53,7 +53,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fray.wrapper import contract, procs
+from fray.wrapper import contract
+from fray.wrapper import face as wrapper
 
 MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
 START_TIMEOUT_SEC = 30.0
@@ -154,7 +155,7 @@ class WarmWorker:
     def forked(self, pid: int) -> bool:
         """Whether the running worker forked `pid` (a wrapper or a function host): its stops go through it."""
         proc = self._proc
-        return proc is not None and proc.poll() is None and procs.parent_of(pid) == proc.pid
+        return proc is not None and proc.poll() is None and wrapper.parent_of(pid) == proc.pid
 
     def cancel(self, cwd: str, signum: int, group: bool) -> None:
         """Take the attempt whose folder is `cwd` out of the queue; if the worker forked it already, have the
@@ -289,7 +290,7 @@ def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
     folder = _attempt_folder(pid, runs)
     if folder is None:
         return None
-    parent = procs.parent_of(pid)
+    parent = wrapper.parent_of(pid)
     if parent is not None and _attempt_folder(parent, runs) == folder:
         return None
     return folder.parent.parent.name, int(folder.name)

@@ -1,21 +1,18 @@
-"""Hangs on the shepherd's side: how a hang the wrapper ended is classified, budgeted, checked at submit,
-passed to the wrapper, and shown (pure, as values)."""
+"""Hangs on the shepherd's side: how a hang the wrapper ended is classified, budgeted, checked at submit and
+answered with what to type (pure, as values; the wrapper's options in tests/backends/test_wrapper_hang_options.py,
+status's words in tests/ops/test_hang_detail.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
-from fray.backends import wrapper_command
-from fray.backends.protocol import AttemptKey, SubmitRequest
 from fray.core import policy, submit_checks
 from fray.core.recovery import next_steps
 from fray.core.model import Meta, RunSpec
 from fray.core.observation import BackendView
 from fray.core.policy import AttemptFiles, Situation, decide
 from fray.core.scheduler import Admission
-from fray.ops import detail
-from fray.wrapper import contract, options as wrapper_options
+from fray.wrapper import contract
 
 T0 = 1_800_000_000.0
 
@@ -58,35 +55,6 @@ def test_an_idle_timeout_under_two_heartbeats_is_refused_at_submit_with_the_fix(
     problem, = submit_checks.problems(RunSpec(idle_timeout_sec=15.0, heartbeat_interval_sec=10.0), "x",
                                       submit_checks.Offer())
     assert problem.startswith("--idle-timeout 15s is shorter than two heartbeats") and "20s or more" in problem
-
-
-def test_the_wrapper_gets_the_idle_and_progress_timeouts_only_when_they_differ_from_its_defaults(tmp_path: Path):
-    def parsed(spec: RunSpec) -> wrapper_options.Options:
-        request = SubmitRequest(key=AttemptKey("20261126-000000-x-abcd", 1), name="x", spec=spec, home=tmp_path,
-                                script=tmp_path / "s.py", attempt_dir=tmp_path / "a", checkpoint_dir=tmp_path / "c")
-        argv = wrapper_command.wrapper_argv("python", request)
-        return wrapper_options.parse(argv[argv.index("run"):])
-
-    default = parsed(RunSpec())
-    assert default.idle_timeout == contract.DEFAULT_IDLE_TIMEOUT_SEC and default.progress_timeout == 1800.0
-    off = parsed(RunSpec(idle_timeout_sec=None, progress_timeout_sec=None))
-    assert off.idle_timeout == 0 and off.progress_timeout == 0
-    assert parsed(RunSpec(idle_timeout_sec=90.0)).idle_timeout == 90.0
-
-
-def test_status_says_where_the_last_hung_attempt_hung_and_what_the_running_one_is_stuck_in():
-    stacks = {"by": "faulthandler", "hung_in": "worker, job.py:9", "notes": []}
-    attempts = [{"number": 1, "state": "ended", "cause": "hang_idle", "watch": {"stacks": stacks, "stuck_io": []}},
-                {"number": 2, "state": "running", "cause": None,
-                 "watch": {"stacks": None, "stuck_io": [{"pid": 77, "wchan": "nfs_wait_bit_killable", "for_sec": 95}],
-                           "could_not_see": None}}]
-    facts = dict(detail.hang_summaries(attempts))
-    assert facts["hung in"] == "worker, job.py:9 (attempt 1, hang_idle; all stacks: fray logs --stacks)"
-    assert facts["stuck"].startswith("in I/O (D state) on nfs_wait_bit_killable: pid 77 for 1m35s")
-    blind = {"by": None, "hung_in": None, "notes": ["py-spy is not on PATH"]}
-    assert dict(detail.hang_summaries([{**attempts[0], "watch": {"stacks": blind}}]))["hung in"] == \
-        "unknown (attempt 1, hang_idle): py-spy is not on PATH"
-    assert detail.hang_summaries([]) == []
 
 
 def test_a_run_failed_by_hangs_or_stalls_is_pointed_at_its_stacks_not_its_stderr():

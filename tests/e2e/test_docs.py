@@ -1,6 +1,7 @@
-"""The docs site: it builds with `mkdocs build --strict` (the console script and `python -m mkdocs`), its API reference names every public name, its
-front page reaches "When a run fails" in one click, and every shell and Python block of every page runs
-as written (tests/docs_pages.py says how a page marks a block that another test runs, or none can).
+"""The docs site: it builds with `mkdocs build --strict` (the console script and `python -m mkdocs`), its CLI
+reference shows real defaults, its API reference names every public name, its front page reaches "When a run
+fails" in one click, the README starts with the commands CI runs, and every shell and Python block of every page
+runs as written (tests/docs_pages.py says how a page marks a block that another test runs, or none can).
 
 Each page runs in its own scratch folder (a reader's checkout: a copy of examples/, and tests/fakes) and its
 own FRAY_HOME, its blocks in
@@ -69,6 +70,15 @@ def test_the_front_page_links_to_when_a_run_fails() -> None:
     front = (DOCS / "index.md").read_text()
     assert "(failures.md)" in front.split("\n## ", 1)[0]  # above the first section: seen at once
     assert (DOCS / "failures.md").read_text().startswith("# When a run fails")
+
+def test_the_readme_says_what_fray_is_then_installs_it_alone_and_then_runs_the_tests_as_ci_does() -> None:
+    readme = (REPO / "README.md").read_text()
+    intro, first = readme.split("```bash\n", 1)
+    assert intro.startswith("# fray\n\nfray is ") and "\n## " not in intro
+    install, tests = first.split("```", 1)[0].splitlines()
+    assert install.startswith("python3 -m pip install -e . && fray submit ")  # fray alone: no extra
+    ci = (REPO / ".ci" / "run").read_text().split("echo \"== the README's test command\"\n", 1)[1]
+    assert tests.endswith(" && " + ci.strip().splitlines()[0]), (tests, ci)
 
 def test_every_shell_and_python_block_is_run_by_a_test_or_says_why_not() -> None:
     not_run = []

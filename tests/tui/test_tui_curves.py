@@ -75,7 +75,8 @@ def drawn(raw: bytes, width: int, text: str) -> int:
         row = raw[y * stride + 1:(y + 1) * stride]
         at = row.find(want[0])
         while at != -1:
-            if at % 3 == 0 and all(raw[(y + r) * stride + 1 + at:][:span] == want[r] for r in range(1, glyphs.height)):
+            starts = [(y + r) * stride + 1 + at for r in range(glyphs.height)]
+            if at % 3 == 0 and all(raw[s:s + span] == want[r] for r, s in enumerate(starts)):
                 found += 1
             at = row.find(want[0], at + 1)
     return found
@@ -91,7 +92,8 @@ def test_fray_plot_prints_both_axes_and_writes_a_png_with_each_attempts_colour(h
     for colour in ((0, 200, 220), (255, 150, 30), (230, 60, 60)):  # attempt 1, attempt 2, the restart line
         assert bytes(colour) in raw
     # the axes' titles: the metric over each panel's y axis, step and time under their x axes
-    assert (drawn(raw, width, "LOSS"), drawn(raw, width, "STEP"), drawn(raw, width, "SECONDS SINCE SUBMIT")) == (2, 1, 1)
+    titles = ("LOSS", "STEP", "SECONDS SINCE SUBMIT")
+    assert [drawn(raw, width, title) for title in titles] == [2, 1, 1]
     bad = run_fray("plot", run_id, "--metric", "accuracy", home=home.root)
     assert bad.returncode == 2 and "no metric 'accuracy'" in bad.stderr and "loss, lr" in bad.stderr
 

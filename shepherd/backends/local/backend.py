@@ -38,7 +38,8 @@ from fray.core.model import Cause
 from fray.core.observation import BackendView, ViewState
 from fray.core.placement.attributes import local_attributes
 from fray.core.capacity import Capacity
-from fray.wrapper import contract, procs, tags
+from fray.wrapper import contract
+from fray.wrapper import face as wrapper
 
 PROC = Path("/proc")
 QUEUED_DETAIL = "queued on this machine for a free CPU (the warm worker starts it when one frees)"
@@ -110,7 +111,7 @@ class LocalBackend:
         folder = replicas.task_dir(request.attempt_dir, index)
         store.make_dirs(folder)
         argv = wrapper_command.wrapper_argv(sys.executable, request, str(folder) if index else None)
-        env = {**tags.untagged(os.environ), **spec.env, **(replicas.task_env(request.key.run_id, index, count) if count > 1 else {})}
+        env = {**wrapper.untagged(os.environ), **spec.env, **(replicas.task_env(request.key.run_id, index, count) if count > 1 else {})}
         # A CPU run must not land on a GPU another run was given.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, replicas.gpu_share(request.gpu_ids, index, count)))
         # A forked wrapper writes its first heartbeat a new Python's start and imports sooner; a script's
@@ -320,7 +321,7 @@ def _planned_stop_signal(pid: int) -> signal.Signals:
     A wrapper started before an upgrade may not know SIGUSR2, and would die of it without cleaning up.
     """
     planned = signal.Signals[contract.PLANNED_STOP_SIGNAL]
-    return planned if procs.catches(pid, planned) else signal.SIGTERM
+    return planned if wrapper.catches(pid, planned) else signal.SIGTERM
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
