@@ -4,7 +4,8 @@ The record (schemas/call-result.json: returned or raised, the type, the message,
 the traceback text) is written after the pickle, so a reader that sees it finds
 the value; both are job-side writes, refused once the attempt is superseded
 (fray.wrapper.fence). A run's call writes attempts/<n>/call-result.json|pkl
-(fray.cluster.entry); a chunk's call i writes calls/<i>.json|pkl (fray.cluster.chunks).
+(fray.cluster.entry); the calls of a packed run are recorded in batches instead
+(fray.cluster.call_book), with this module's traceback text.
 """
 
 from __future__ import annotations
