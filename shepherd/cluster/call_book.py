@@ -140,7 +140,7 @@ class BatchWriter:
 
     def _commit(self) -> int:
         from fray.state.commit_batch import CommitBatch
-        from fray.wrapper import fence
+        from fray.wrapper import face as wrapper
 
         with self._committing:
             with self._staging:
@@ -149,7 +149,7 @@ class BatchWriter:
             if not records:
                 return 0
             first = records[0]["index"]
-            batch = CommitBatch(self.root, fence=fence.guard)
+            batch = CommitBatch(self.root, fence=wrapper.guard_write)
             try:
                 batch.write_bytes(batch_file(self.run, first, self.attempt, "pkl"), b"".join(values))
                 batch.write_json(batch_file(self.run, first, self.attempt, "json"),
