@@ -296,4 +296,4 @@ def test_an_import_behind_the_face_is_caught(tmp_path: Path) -> None:
 
     tree = installed_tree(tmp_path)
     with_module(tree, "cluster", "scratch", "def later():\n    from fray.wrapper import fence\n")
-    assert behind_the_face(tree) == ["fray.cluster.scratch -> fray.wrapper.fence"]
+    assert "fray.cluster.scratch -> fray.wrapper.fence" in behind_the_face(tree)
