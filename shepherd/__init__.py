@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from fray.version import __version__
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -45,7 +45,7 @@ _EXPORTS: dict[str, str] = {
     "ActorFuture": "fray.actors.client",
     "ActorConnectionError": "fray.actors.client",
     "RemoteActorError": "fray.actors.client",
-    "WorkerPool": "fray.cluster.workers",
+    "WorkerPool": "fray.actors.workers",
     "submit": "fray.cluster.futures",
     "get_run": "fray.cluster.futures",
     "map": "fray.cluster.futures",
@@ -71,7 +71,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from fray.errors import FrayError, RemoteTraceback
     from fray.cluster.remote import RemoteCluster
     from fray.cluster.local import LocalCluster
-    from fray.cluster.workers import WorkerPool
+    from fray.actors.workers import WorkerPool
 
 
 def __getattr__(name: str) -> Any:
@@ -93,9 +93,9 @@ def _arm_stack_dump() -> None:
     import os
 
     if os.environ.get("FRAY_ATTEMPT_DIR"):
-        from fray.wrapper import faultsignal
+        from fray.wrapper import face as wrapper
 
-        faultsignal.arm()
+        wrapper.arm_stack_dump()
 
 
 _arm_stack_dump()

@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from . import (code, contract, emitted, forked, guardian, hangwatch, left_out, oom, outcome, procs, records,
                resume_args, tags, trackers, workload)
@@ -47,7 +47,7 @@ STATUS_AFTER_GROUP_GONE_SEC = 1.0  # the reaper thread records what it has just 
 class Attempt:
     """The state of one attempt as the main thread drives it."""
 
-    def __init__(self, options: Options, log: DiagnosticLog, heartbeat: Heartbeat, started_at: float) -> None:
+    def __init__(self, options: Options, log: DiagnosticLog, heartbeat: Heartbeat | None, started_at: float) -> None:
         self.options = options
         self.log = log
         self.heartbeat = heartbeat
@@ -184,9 +184,9 @@ class Attempt:
             return  # told to stop while getting ready: do not start what would be killed at once
         if options.home is not None and not forked.warm():
             # What closed attempts left on this node dies before this one starts (fray.wrapper.tags). A wrapper
-            # forked by the local warm worker is on the daemon's machine, whose sweeper does it every cycle
+            # forked by the local warm worker is on the daemon's machine, whose stray killer does it every cycle
             # (fray.daemon.strays); a scan of /proc here would cost a short function more than it does.
-            for line in tags.describe(tags.sweep_closed(options.home).items()):
+            for line in tags.describe(tags.reap_closed(options.home).items()):
                 self.log.write(line)
         cwd = self.cwd = place.cwd
         self.log.write(f"launching {argv} in {cwd}")
@@ -303,8 +303,8 @@ class Attempt:
 
     # -- report ------------------------------------------------------------
 
-    def report(self) -> int:
-        """Write final.json or failure.json; the wrapper's exit code."""
+    def decide(self) -> outcome.Outcome:
+        """How the attempt ended, and its exit code: what final.json or failure.json will say."""
         self._stop_readers()  # the workload is gone: what it printed last is progress too
         if self.proc is None:
             self.received_signal = self.relay.stop_signum
@@ -326,6 +326,11 @@ class Attempt:
         if self.hang is not None and self.received_signal is None:
             capture = self.watch.capture if self.watch is not None else None
             result = outcome.hang_outcome(self.hang.cause, self.hang.detail, capture.hung_in if capture else None)
+        return result
+
+    def report(self) -> int:
+        """Write final.json or failure.json; the wrapper's exit code."""
+        result = self.decide()
         now = time.time()
         if result.cause is None:
             self.write(contract.FINAL, outcome.final_record(self.stamp, now, self.read_result()))
@@ -363,6 +368,10 @@ class Attempt:
             return None
         return document
 
+    def write_exit(self, exit_code: int) -> None:
+        """exit.json, the very last record of the attempt."""
+        self.write(contract.EXIT, outcome.exit_record(self.stamp, exit_code, self.end, self.received_signal, time.time()))
+
     def started_record(self) -> dict[str, Any]:
         version = ".".join(str(part) for part in sys.version_info[:3])
         record = outcome.started_record(
@@ -376,14 +385,8 @@ class Attempt:
 def run_attempt(options: Options, log: DiagnosticLog, heartbeat: Heartbeat, started_at: float) -> int:
     """Everything after the first heartbeat; the wrapper's exit code. Stops `heartbeat` and closes `log`."""
     attempt = Attempt(options, log, heartbeat, started_at)
-    exit_code = contract.EXIT_WRAPPER_ERROR
-    fence = None
-    if options.home is not None:
-        # From here a write that finds the attempt superseded kills the workload and exits (fray.wrapper.fence).
-        bind(Writer(options.home, options.run_id, options.attempt), attempt.fenced)
-        fence = Fence(options.home, options.run_id, options.attempt, options.heartbeat_interval, options.fence_grace,
-                      attempt.fenced, on_stop_asked=attempt.stop_asked).start()
-    try:
+
+    def steps() -> int:
         attempt.relay.install()
         log.write(f"run {options.run_id} attempt {options.attempt} on {attempt.stamp.host}, script {options.script}")
         attempt.preflight()
@@ -391,25 +394,53 @@ def run_attempt(options: Options, log: DiagnosticLog, heartbeat: Heartbeat, star
         attempt.write(contract.STARTED, attempt.started_record())
         attempt.wait()
         attempt.clean_up()
-        exit_code = attempt.report()
+        return attempt.report()
+
+    return keep_records(attempt, steps, finish=attempt.clean_up, stop_asked=attempt.stop_asked)
+
+
+def keep_records(attempt: Attempt, steps: Callable[[], int], finish: Callable[[], None] = lambda: None,
+                 stop_asked: Callable[[], None] | None = None) -> int:
+    """The record sequence of every attempt, whoever runs its workload (this wrapper, or a function host of the
+    local warm worker: fray.warm.function_host); its exit code. From here a write that finds the attempt
+    superseded kills the workload and exits (the fence, bound and watched; `stop_asked` when the daemon stopped
+    it and no signal came); `steps` run the attempt (started.json, the workload, final.json or failure.json:
+    its exit code; an internal error leaves EXIT_WRAPPER_ERROR); then, whatever happened, `finish`, the fence's
+    watch and the heartbeat stopped, exit.json, the very last record, the fence released, the log closed."""
+    options, log = attempt.options, attempt.log
+    exit_code = contract.EXIT_WRAPPER_ERROR
+    fence = None
+    if options.home is not None:
+        bind(Writer(options.home, options.run_id, options.attempt), attempt.fenced)
+        fence = Fence(options.home, options.run_id, options.attempt, options.heartbeat_interval, options.fence_grace,
+                      attempt.fenced, on_stop_asked=stop_asked).start()
+    try:
+        exit_code = steps()
     except BaseException:
         log.exception("internal error in the wrapper; cleaning up")
     finally:
         try:
-            attempt.clean_up()
+            finish()
         except BaseException:
             log.exception("internal error while cleaning up")
         if fence is not None:
             fence.stop()  # the end below is this attempt's own: the daemon closes it on reading exit.json
-        heartbeat.stop()
-        attempt.write(
-            contract.EXIT,
-            outcome.exit_record(attempt.stamp, exit_code, attempt.end, attempt.received_signal, time.time()),
-        )
+        if attempt.heartbeat is not None:
+            attempt.heartbeat.stop()
+        attempt.write_exit(exit_code)
         if options.home is not None:
             # The end is written: the daemon may close the attempt from now on. What follows is skipped then,
             # not a reason to kill anything or to change the exit code.
             bind(Writer(options.home, options.run_id, options.attempt), None)
         log.write(f"exit {exit_code}")
         log.close()
+    return exit_code
+
+
+def record_end(attempt: Attempt) -> int:
+    """For an attempt whose workload ended (`attempt.end`) with nobody left to report it (a function host that
+    died: fray.warm.host_pool): final.json or failure.json unless one is there, then exit.json; the exit code."""
+    done = os.path.exists(attempt.path(contract.FINAL)) or os.path.exists(attempt.path(contract.FAILURE))
+    exit_code = attempt.decide().exit_code if done else attempt.report()
+    attempt.write_exit(exit_code)
     return exit_code

@@ -68,7 +68,7 @@ EXIT_SIGNALLED_BASE = 128
 
 NODE_FAULT_EXITS = frozenset({EXIT_NODE_FAULT, EXIT_FOREIGN_GPU_PROCESSES, EXIT_CUDA_FAILURE})
 
-# The descriptor on which a local function host (fray.cluster.function_host) holds the folder of the attempt it
+# The descriptor on which a local function host (fray.warm.function_host) holds the folder of the attempt it
 # serves: how the local backend finds that attempt's process, the host's working folder being the function's.
 ATTEMPT_FD = 1000
 
@@ -85,7 +85,7 @@ ENV_CLUSTER_SPEC = "FRAY_CLUSTER_SPEC"
 ENV_RESUME = "FRAY_RESUME"
 ENV_CHECKPOINT_DIR = "FRAY_CHECKPOINT_DIR"
 ENV_COMMANDS_DIR = "FRAY_COMMANDS_DIR"  # runs/<run_id>/commands: runtime commands (fray.wrapper.commands)
-# "<run_id>:<attempt>:<FRAY_HOME>", inherited by every descendant of the workload: the sweeper
+# "<run_id>:<attempt>:<FRAY_HOME>", inherited by every descendant of the workload: the stray killer
 # finds what a closed attempt left running by it (fray.wrapper.tags).
 ENV_ATTEMPT_TAG = "FRAY_ATTEMPT_TAG"
 ENV_CLUSTER_SPEC_FRAY = "fray"

@@ -70,7 +70,7 @@ def arm() -> bool:
 
 
 def disarm() -> None:
-    """Undo `arm` (a function host, fray.cluster.function_host, arms it for each attempt it runs)."""
+    """Undo `arm` (a function host, fray.warm.function_host, arms it for each attempt it runs)."""
     signum = stack_signal()
     if not _kept or signum is None:
         return

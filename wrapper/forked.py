@@ -1,6 +1,6 @@
 """A launched function's workload forked from a warm interpreter, instead of started as a new one.
 
-A wrapper forked by a warm worker (fray.backends.local.warm) runs in a Python
+A wrapper forked by a warm worker (fray.warm.daemon_side) runs in a Python
 that has already imported fray's function entry point and cloudpickle. Where
 its workload is that entry point's shim (`python <run>/script.py`, the frozen
 script of every function run) run by this very interpreter, starting a new
@@ -63,7 +63,7 @@ def guard_here(read_end: int, ignored: Sequence[signal.Signals], guard: Callable
     a new Python for it, which costs a short function's wrapper more than the function. Set up as the exec'd
     guardian starts: `ignored` signals ignored, the others at their defaults, 0-2 on /dev/null, nothing else
     open but `read_end`. Its working folder becomes / first: a fork of the warm worker in an attempt folder
-    passes for that attempt's wrapper (fray.backends.local.warm.attempt_of)."""
+    passes for that attempt's wrapper (fray.warm.daemon_side.attempt_of)."""
     os.chdir("/")
     default_signals()
     for signum in ignored:

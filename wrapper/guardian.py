@@ -124,7 +124,7 @@ def _exec_guardian(read_end: int, args: list[str]) -> None:
 
 
 def start_for_host() -> int | None:
-    """In a function host (fray.cluster.function_host), before any thread: fork its guardian, which guards the
+    """In a function host (fray.warm.function_host), before any thread: fork its guardian, which guards the
     attempt the host last named (`serving`) when the host ends; the write end of its pipe (None: no guardian)."""
     try:
         read_end, write_end = os.pipe()

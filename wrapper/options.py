@@ -230,6 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--commands-dir", type=_nonempty, metavar="DIR",
                      help="the run's runtime commands, exported as FRAY_COMMANDS_DIR")
+    _add_code(run)
+    _add_probes(run)
+    _add_watches(run)
+    return parser
+
+
+def _add_code(run: argparse.ArgumentParser) -> None:
+    """Where the workload's code and interpreter come from."""
     code = run.add_argument_group("code and interpreter (fray.wrapper.code)")
     code.add_argument("--code", type=_nonempty, metavar="TREE",
                       help="the run's code snapshot in FRAY_HOME/snapshots, laid out in --code-dir by the first attempt")
@@ -242,6 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the interpreter of a Python script or module (default: its #! line, else this Python)")
     code.add_argument("--python-env", type=_nonempty, metavar="DIR",
                       help="a virtual environment or conda env whose bin/ leads the workload's PATH")
+
+
+def _add_probes(run: argparse.ArgumentParser) -> None:
+    """The preflight probes, before the workload starts."""
     probes = run.add_argument_group("preflight probes (before the workload starts; a failure exits 42, 43 or 44)")
     probes.add_argument("--gpus", type=_count(0), default=0, metavar="N", help="GPUs the run asked for (default: 0)")
     probes.add_argument("--tpu-devices", type=_count(0), default=0, metavar="N",
@@ -257,6 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="each probe's deadline; a probe that misses it is a node fault (default: %(default)g)")
     probes.add_argument("--min-free-disk", type=_count(0), default=contract.DEFAULT_MIN_FREE_DISK_MB, metavar="MB",
                         help="free space FRAY_HOME and the temporary directory need (default: %(default)d)")
+
+
+def _add_watches(run: argparse.ArgumentParser) -> None:
+    """What is watched while the workload runs (its health command, hangs, what it emits), and how it resumes."""
     health = run.add_argument_group("health command (while the workload runs)")
     health.add_argument("--health-cmd", type=_nonempty, metavar="CMD",
                         help="a shell command that exits 0 while the workload is healthy")
@@ -285,7 +301,6 @@ def build_parser() -> argparse.ArgumentParser:
     emitted.add_argument("--retry-args-if-exists", type=_nonempty, metavar="PATH",
                          help="add the --retry-arg arguments only when this file exists (relative to the working "
                          "directory)")
-    return parser
 
 
 def _absolute(path: str | None) -> str | None:

@@ -2,7 +2,7 @@
 
 The workload is started with a parent-death signal (PR_SET_PDEATHSIG, Linux):
 when the wrapper dies, however (SIGKILL, the OOM killer, a crash), the kernel
-SIGKILLs the workload at once. Its own descendants are the sweeper's
+SIGKILLs the workload at once. Its own descendants are the stray killer's
 (fray.wrapper.tags).
 
 The wrapper becomes a child subreaper (Linux), so whatever the workload leaves

@@ -5,10 +5,10 @@ workload's environment. Every descendant inherits it - a `setsid cmd &`, a
 double-forked daemon, a process that escaped the wrapper's group - and
 /proc/<pid>/environ keeps the environment a process was started with, so the
 tag names the attempt even after the wrapper is gone and the process was
-reparented to init. The sweeper (`sweep`) finds the tagged processes of one
+reparented to init. The reaper (`reap`) finds the tagged processes of one
 FRAY_HOME and kills those whose attempt the caller judges closed: the daemon
 on the login node (fray.daemon.strays), and each wrapper as it starts on a
-compute node (`sweep_closed`, judged by the run's meta.json as the fence
+compute node (`reap_closed`, judged by the run's meta.json as the fence
 judges it).
 
 A kill goes through a pidfd opened before the environment is read again, so a
@@ -27,6 +27,7 @@ from . import contract, fence
 
 PROC = "/proc"
 KILL_WAIT_SEC = 2.0
+SWEEP_LOOKS = 5  # looks at most, while each kills something: enough for a tree forking as it is killed
 
 
 @dataclass(frozen=True, order=True)
@@ -129,20 +130,26 @@ def kill(pid: int, tag: Tag) -> bool:
             os.close(pidfd)
 
 
-def sweep(home: str, closed: Callable[[Tag], str | None]) -> dict[Tag, tuple[str, list[int]]]:
+def reap(home: str, closed: Callable[[Tag], str | None]) -> dict[Tag, tuple[str, list[int]]]:
     """Kill every process of `home` whose attempt `closed` gives a reason for; tag -> (reason, pids killed).
 
-    `closed` is asked once per attempt, not per process. Returns once the killed
-    are dead (or after KILL_WAIT_SEC: one stuck in the kernel cannot be helped).
+    `closed` is asked once per attempt, not per process. Looks again while a look
+    killed something: a process forked between the look and the kill inherits the
+    tag and would live on. Returns once the killed are dead (or after KILL_WAIT_SEC:
+    one stuck in the kernel cannot be helped).
     """
     verdicts: dict[Tag, str | None] = {}
     killed: dict[Tag, tuple[str, list[int]]] = {}
-    for pid, tag in sorted(tagged(home).items()):
-        if tag not in verdicts:
-            verdicts[tag] = closed(tag)
-        reason = verdicts[tag]
-        if reason is not None and kill(pid, tag):
-            killed.setdefault(tag, (reason, []))[1].append(pid)
+    for _look in range(SWEEP_LOOKS):
+        before = sum(len(group) for _reason, group in killed.values())
+        for pid, tag in sorted(tagged(home).items()):
+            if tag not in verdicts:
+                verdicts[tag] = closed(tag)
+            reason = verdicts[tag]
+            if reason is not None and pid not in killed.get(tag, ("", []))[1] and kill(pid, tag):
+                killed.setdefault(tag, (reason, []))[1].append(pid)
+        if sum(len(group) for _reason, group in killed.values()) == before:
+            break
     pids = [str(pid) for _reason, group in killed.values() for pid in group]
     deadline = time.monotonic() + KILL_WAIT_SEC
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
@@ -156,12 +163,12 @@ def closed_by_meta(tag: Tag) -> str | None:
     return fence.read(fence.meta_path(tag.home, tag.run_id), tag.attempt).reason
 
 
-def sweep_closed(home: str) -> dict[Tag, tuple[str, list[int]]]:
+def reap_closed(home: str) -> dict[Tag, tuple[str, list[int]]]:
     """What a wrapper does as it starts on a node: kill what closed attempts of `home` left running here."""
-    return sweep(home, closed_by_meta)
+    return reap(home, closed_by_meta)
 
 
 def describe(killed: Iterable[tuple[Tag, tuple[str, list[int]]]]) -> list[str]:
-    """One line per attempt swept, for a log."""
+    """One line per attempt reaped, for a log."""
     return [f"killed pids {pids} left by run {tag.run_id} attempt {tag.attempt} ({reason})"
             for tag, (reason, pids) in killed]

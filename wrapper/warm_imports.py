@@ -106,7 +106,7 @@ def unshadow(folders: Iterable[str]) -> None:
 
 
 def forget_imported(before: dict[str, object]) -> bool:
-    """In a function host (fray.cluster.function_host), after a function: drop every module it imported (or
+    """In a function host (fray.warm.function_host), after a function: drop every module it imported (or
     replaced) but the standard library's, so that the next function imports the user's modules, and the
     packages it needs, fresh from disk. True when one of them cannot be imported twice in a process (a
     compiled extension): kept then, and the host must retire."""

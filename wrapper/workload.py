@@ -14,7 +14,7 @@ nothing is buffered in the wrapper, so nothing is lost if the wrapper dies.
 Whatever kills the wrapper kills the workload too: the kernel sends it SIGKILL
 when the wrapper dies (PR_SET_PDEATHSIG, fray.wrapper.procs). Its own
 descendants carry the attempt's tag in their environment (FRAY_ATTEMPT_TAG),
-by which the sweeper finds and kills them (fray.wrapper.tags).
+by which the stray killer finds and kills them (fray.wrapper.tags).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Actor payloads are cloudpickle, and unpickling runs code, so a server must not
 unpickle a single byte from a peer that could not already run code as this
 user. The proof is the secret `$FRAY_HOME/secret` (32 random bytes, hex, 0600,
-created on first use): whoever can read it can read FRAY_HOME.
+created on first use: fray.state.actor_secret): whoever can read it can read FRAY_HOME.
 
 Handshake (mutual, fixed-size, no pickle):
 
@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 import socket
-import stat
-from pathlib import Path
 
-from fray.errors import FrayError, StateError
+from fray.errors import FrayError
 
 MAGIC = b"FRAYACT1"
 NONCE_BYTES = 32
@@ -37,45 +34,6 @@ HANDSHAKE_TIMEOUT_SEC = 10.0
 
 class AuthError(FrayError, ConnectionError):
     """The peer could not prove it shares the secret (or spoke something else)."""
-
-
-def load_secret(path: Path, create: bool = True) -> bytes:
-    """The secret at `path`, created (0600, atomically) when absent; refused when others may read it."""
-    try:
-        return _read(path)
-    except FileNotFoundError:
-        if not create:
-            raise StateError(f"no actor secret at {path}; it is created when an actor server starts") from None
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, secrets.token_hex(32).encode() + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)  # create-if-absent: two first users agree on one secret
-    except FileExistsError:
-        pass
-    finally:
-        os.unlink(tmp)
-    return _read(path)
-
-
-def _read(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        info = os.fstat(fd)
-        if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
-            raise StateError(f"the actor secret {path} must be yours and private (chmod 600 {path}); "
-                             "refusing to use it")
-        data = os.read(fd, 4096).strip()
-    finally:
-        os.close(fd)
-    if len(data) < 32:
-        raise StateError(f"the actor secret {path} is too short; delete it and it is made again")
-    return data
 
 
 def _mac(secret: bytes, label: bytes, first: bytes, second: bytes) -> bytes:

@@ -1,6 +1,6 @@
 """`fray actors list`'s reading of every endpoint file, with the records it already validated kept in a cache.
 
-An endpoint file is written once and never changed (fray.actors.endpoints), so
+An endpoint file is written once and never changed (fray.state.endpoints), so
 a record read and validated once is what a fresh read of the same file would
 give: the cache keeps each record by its path and inode, both of which the
 folder listing (os.scandir) already carries. Listing 10,000 names then costs
@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from fray.actors.endpoints import read_record
+from fray.state.endpoints import read_record
 from fray.state import layout, store
 from fray.state.layout import Home
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from fray.actors import endpoints
+from fray.state import endpoints
 from fray.actors.pool import ActorPool
 from fray.actors.target import Target
 
@@ -55,10 +55,10 @@ class FixedResolver:
     def secret(self) -> bytes:
         if self._cluster is not None:
             return self._cluster.secret()
-        from fray.actors import auth
+        from fray.state import actor_secret
         from fray.state.layout import Home
 
-        return auth.load_secret(Home.resolve(self._home).secret)
+        return actor_secret.load_secret(Home.resolve(self._home).secret)
 
     def resolve(self, name: str) -> list[Target]:
         return [Target(address, name) for address in self._addresses.get(name, [])]

@@ -29,9 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fray.actors import auth, endpoints, wire
+from fray.actors import auth, wire
+from fray.state import endpoints
 from fray.actors.client import ActorNotFound
-from fray.actors.endpoints import Endpoint
+from fray.state.endpoints import Endpoint
 
 if TYPE_CHECKING:
     from fray.actors.resolver import ClusterResolver

@@ -1,18 +1,35 @@
-"""The protocol every backend answers, and the records that cross it.
+"""The protocol every backend answers, the optional capabilities some add, and the records that cross it.
 
 Submit one attempt (or, where the backend can, a sweep's attempts in one call);
 snapshot all attempts in one call; cancel many in one call; list nodes. A backend never decides anything: `policy` does, from snapshots.
+
+`Backend` is what every backend has. What only some have is a small protocol of
+its own below (`runtime_checkable`): the daemon asks `isinstance(backend, X)`
+before it uses one, rather than probing names with `getattr`:
+
+    Closing           close(): let go of what it holds (local: its warm worker)
+    WarmsUp           warm_up(): start what a first attempt would wait for (local)
+    QueuesFunctions   queue_cpus(), queue_held(): a queue of function attempts past its CPUs (local)
+    DescribesWorker   worker_attributes(): the one machine it places work on, for constraints (local)
+    ListsWorkers      placement_workers(): every node it may place on, to judge a run placeable (slurm)
+    OffersPartitions  partition_candidates(spec): the partitions to try, best first (slurm)
+    GroupBackend      submit_group(batch): a sweep's attempts in one call (slurm: job arrays)
+    LaunchesArrays    launch_array(...), remove_finished_arrays(...): a sweep's first attempts as one array (slurm)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fray.core.model import RunSpec
 from fray.core.observation import BackendView
 from fray.core.capacity import Capacity
+
+if TYPE_CHECKING:  # the placement and partition records, loaded only by the backends that offer them
+    from fray.core.placement.attributes import Worker
+    from fray.core.partition_policy import Candidates
 
 
 @dataclass(frozen=True)
@@ -96,6 +113,10 @@ class Node:
 class Backend(Protocol):
     name: str
     poll_interval_sec: float
+    # Snapshot it every cycle, even with no attempt of it in flight (tpu: its snapshot deletes finished slices).
+    snapshot_when_idle: bool
+    # List its nodes this often (None: the daemon's own pace); tpu's hosts come from its last list, free to ask.
+    nodes_every_sec: float | None
 
     def capacity(self) -> Capacity | None:
         """What this backend's own admission may hand out; None when it queues by itself."""
@@ -113,6 +134,7 @@ class Backend(Protocol):
         """The nodes this backend can place attempts on."""
 
 
+@runtime_checkable
 class GroupBackend(Backend, Protocol):
     """A backend that submits many attempts of a sweep in one call (Slurm: a job array).
 
@@ -122,3 +144,54 @@ class GroupBackend(Backend, Protocol):
 
     def submit_group(self, batch: GroupSubmit) -> GroupOutcome:
         """Start every attempt of `batch`; never raises for one part's failure (see GroupOutcome)."""
+
+
+@runtime_checkable
+class LaunchesArrays(Protocol):
+    """A backend that starts a sweep's first attempts as one array, before their folders are written (slurm)."""
+
+    def launch_array(self, group_id: str, name: str, first: SubmitRequest, attempt_dirs: list[Path],
+                     max_parallel: int | None) -> str:
+        """The array's job id; raises BackendError (an AmbiguousSubmission: it may exist all the same)."""
+
+    def remove_finished_arrays(self, in_use: set[str], now: float) -> list[str]:
+        """Remove the folders of arrays every task of which has ended (none of `in_use`); their names."""
+
+
+@runtime_checkable
+class Closing(Protocol):
+    def close(self) -> None:
+        """This daemon stops serving: let go of what the backend holds (what it started lives on)."""
+
+
+@runtime_checkable
+class WarmsUp(Protocol):
+    def warm_up(self) -> None:
+        """Start, ahead of the first attempt, what one would otherwise wait for."""
+
+
+@runtime_checkable
+class QueuesFunctions(Protocol):
+    def queue_cpus(self) -> int:
+        """How far beyond its CPUs the ledger may admit function attempts (its queue takes them)."""
+
+    def queue_held(self) -> bool:
+        """Whether function attempts wait in its queue now, which starts them without the daemon."""
+
+
+@runtime_checkable
+class DescribesWorker(Protocol):
+    def worker_attributes(self) -> dict[str, str | int | float]:
+        """The one machine it places work on, as the scheduler's constraints see it."""
+
+
+@runtime_checkable
+class ListsWorkers(Protocol):
+    def placement_workers(self) -> tuple[Worker, ...]:
+        """Every node it may place on with its attributes (empty when it cannot tell)."""
+
+
+@runtime_checkable
+class OffersPartitions(Protocol):
+    def partition_candidates(self, spec: RunSpec) -> Candidates | None:
+        """The partitions to try for a run, best first (None: the scheduler's default)."""

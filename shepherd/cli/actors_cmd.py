@@ -33,7 +33,7 @@ def actors() -> None:
 
 @actors.command("list")
 @click.option("--namespace", "-n", metavar="NS", help="Only this namespace.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-actors.json).")
+@output.json_option("Print JSON (schemas/cli-actors.json).")
 @click.pass_context
 def list_actors(ctx: click.Context, namespace: str | None, as_json: bool) -> None:
     """Every registered actor endpoint, by namespace and name, with its run's status."""

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from fray.state.layout import Home
 
-SEPARATOR = "--"
+from fray.core.command_line import JSON_FLAG, separator_index
 GLOBAL_OPTIONS = ("--home", "--remote")
 
 
@@ -30,7 +30,7 @@ class Invocation(NamedTuple):
 
 def normalize(argv: list[str]) -> Invocation:
     """`argv` with the global options where click expects them, and what they said."""
-    cut = argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)
+    cut = separator_index(argv)
     words, tail = argv[:cut], argv[cut:]
     given: dict[str, str] = {}
     front: list[str] = []
@@ -42,7 +42,7 @@ def normalize(argv: list[str]) -> Invocation:
         name, equals, value = word.partition("=")
         if word in GLOBAL_OPTIONS:
             if index + 1 == len(words):  # no value: click says so ("Option '--remote' requires an argument")
-                return Invocation([*front, word], as_json or "--json" in words, [])
+                return Invocation([*front, word], as_json or JSON_FLAG in words, [])
             given[word] = words[index + 1]
             front += [word, words[index + 1]]
             index += 2
@@ -50,12 +50,12 @@ def normalize(argv: list[str]) -> Invocation:
         if equals and name in GLOBAL_OPTIONS:
             given[name] = value
             front.append(word)
-        elif word == "--json":
+        elif word == JSON_FLAG:
             as_json = True
         else:
             rest.append(word)
         index += 1
-    command = [*rest, "--json"] if as_json and _has_subcommand(rest) else rest  # a bare `fray --json`: no command
+    command = [*rest, JSON_FLAG] if as_json and _has_subcommand(rest) else rest  # a bare `fray --json`: no command
     return Invocation([*front, *command, *tail], as_json, [*command, *tail], given.get("--home"), given.get("--remote"))
 
 

@@ -17,7 +17,7 @@ def audit_group() -> None:
 
 
 @audit_group.command("verify")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-audit-verify.json).")
+@output.json_option("Print JSON (schemas/cli-audit-verify.json).")
 @click.pass_context
 def verify(ctx: click.Context, as_json: bool) -> None:
     """Check that no line of audit.jsonl was edited, removed or inserted. Exits 1 if one was."""
@@ -29,7 +29,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
 
 @audit_group.command("show")
 @click.option("-n", "--limit", default=20, show_default=True, help="How many of the latest actions.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-audit-show.json).")
+@output.json_option("Print JSON (schemas/cli-audit-show.json).")
 @click.pass_context
 def show(ctx: click.Context, limit: int, as_json: bool) -> None:
     """The latest control actions, newest last."""

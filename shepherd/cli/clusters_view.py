@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fray.core.command_line import JSON_FLAG, own_words
 from fray.errors import UsageError
 from fray.remote import clusters, forward
 
@@ -52,7 +53,7 @@ def show(names: list[str], args: list[str]) -> int:
 
     listing = args[0] == "list"
     data = (views.list_view if listing else views.usage_view)(names, args)
-    output.emit(data, "--json" in args, render_list if listing else render_usage)
+    output.emit(data, JSON_FLAG in args, render_list if listing else render_usage)
     return 0
 
 
@@ -81,7 +82,7 @@ def locate(names: list[str], argv: list[str]) -> str:
 
 def _arguments(argv: list[str]) -> tuple[list[str], str | None]:
     """(the command's words that are not options or their values, the --group value) of a routed command."""
-    words = argv[: argv.index(forward.SEPARATOR)] if forward.SEPARATOR in argv else argv
+    words = own_words(argv)
     positional: list[str] = []
     group = None
     index = 0

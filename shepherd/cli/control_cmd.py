@@ -82,8 +82,7 @@ def _make(op: str) -> click.Command:
                    "--group GROUP asks it of every run of a sweep.", short_help=HELP[op])
     @click.argument("run", required=False)
     @GROUP
-    @click.option("--json", "as_json", is_flag=True,
-                  help="Print JSON (schemas/cli-control.json; with --group schemas/cli-control-group.json).")
+    @output.json_option("Print JSON (schemas/cli-control.json; with --group schemas/cli-control-group.json).")
     @click.pass_context
     def command(ctx: click.Context, run: str | None, group: str | None, as_json: bool, **chain: bool) -> None:
         _request(ctx, run, op, as_json, group, chain.get("with_dependents", False))
@@ -103,7 +102,7 @@ for _op in requests.CONTROL_OPS:
 
 COMMAND_ID = click.option("--id", "command_id", metavar="ID",
                           help="The command's id (default: a new one); sending the same id again changes nothing.")
-COMMAND_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-command.json).")
+COMMAND_JSON = output.json_option("Print JSON (schemas/cli-command.json).")
 REASON = click.option("--reason", metavar="TEXT", help="Why, for the workload and the audit log (at most 256 characters).")
 
 
@@ -125,8 +124,7 @@ def _send(ctx: click.Context, run: str, op: str, payload: dict[str, Any], comman
                    "and carries on after `fray control resume RUN`.")
 @REASON
 @COMMAND_ID
-@click.option("--json", "as_json", is_flag=True,
-              help="Print JSON (schemas/cli-control.json; with --in-process schemas/cli-command.json).")
+@output.json_option("Print JSON (schemas/cli-control.json; with --in-process schemas/cli-command.json).")
 @click.pass_context
 def pause(ctx: click.Context, run: str | None, group: str | None, in_process: bool, reason: str | None,
           command_id: str | None, as_json: bool) -> None:
@@ -201,7 +199,7 @@ def terminate(ctx: click.Context, run: str, reason: str | None, final_checkpoint
 @control.command("config-set")
 @click.argument("run")
 @click.argument("settings", nargs=-1, required=True, metavar="KEY=VALUE...")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-control.json).")
+@output.json_option("Print JSON (schemas/cli-control.json).")
 @click.pass_context
 def config_set(ctx: click.Context, run: str, settings: tuple[str, ...], as_json: bool) -> None:
     """Change safe settings of a live RUN, e.g. `max-retries=5 heartbeat-timeout=10m`.
@@ -246,7 +244,7 @@ def render_group(data: dict[str, Any]) -> list[str]:
 @click.option("--node", help="The node to ban (default: the one RUN's current attempt runs on).")
 @click.option("--ttl", default="1d", show_default=True, metavar="DURATION", help="How long, or 'never'.")
 @click.option("--reason", default=None, help="Why (default: 'bad for RUN').")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-control.json).")
+@output.json_option("Print JSON (schemas/cli-control.json).")
 @click.pass_context
 def blacklist_add(ctx: click.Context, run: str, node: str | None, ttl: str, reason: str | None, as_json: bool) -> None:
     """Ban the node RUN is on and move RUN elsewhere (a restart that costs no retry)."""
@@ -263,7 +261,7 @@ def blacklist_add(ctx: click.Context, run: str, node: str | None, ttl: str, reas
 @control.command("blacklist-remove")
 @click.argument("run")
 @click.option("--node", help="The node to unban (default: the one RUN's latest attempt ran on).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-control.json).")
+@output.json_option("Print JSON (schemas/cli-control.json).")
 @click.pass_context
 def blacklist_remove(ctx: click.Context, run: str, node: str | None, as_json: bool) -> None:
     """Let runs use RUN's node again."""

@@ -29,7 +29,7 @@ def daemon() -> None:
 
 
 @daemon.command("start")
-@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@output.json_option(JSON_HELP)
 @click.pass_context
 def start(ctx: click.Context, as_json: bool) -> None:
     """Start a daemon in the background unless one is running."""
@@ -37,7 +37,7 @@ def start(ctx: click.Context, as_json: bool) -> None:
 
 
 @daemon.command("stop")
-@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@output.json_option(JSON_HELP)
 @click.pass_context
 def stop(ctx: click.Context, as_json: bool) -> None:
     """Stop the daemon; attempts keep running and the next daemon adopts them."""
@@ -45,7 +45,7 @@ def stop(ctx: click.Context, as_json: bool) -> None:
 
 
 @daemon.command("status")
-@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@output.json_option(JSON_HELP)
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Whether a daemon serves FRAY_HOME, and its lease (exit 0 either way)."""
@@ -53,7 +53,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
 
 @daemon.command("run")
-@click.option("--json", "as_json", is_flag=True, help="When it exits, print its status as JSON.")
+@output.json_option("When it exits, print its status as JSON.")
 @click.pass_context
 def run(ctx: click.Context, as_json: bool) -> None:
     """Run the daemon in the foreground until interrupted (Ctrl-C or SIGTERM)."""

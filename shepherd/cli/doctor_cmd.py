@@ -25,7 +25,7 @@ MARKS = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "re
 @click.option("--no-job", "no_job", is_flag=True, help="Check this host only: no probe job on the backend.")
 @click.option("--timeout", default=120.0, show_default=True, metavar="SECONDS",
               help="How long the probe job may take to start and answer (it may wait in a queue).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-doctor.json).")
+@output.json_option("Print JSON (schemas/cli-doctor.json).")
 @click.pass_context
 def doctor(ctx: click.Context, backend: str | None, no_job: bool, timeout: float, as_json: bool) -> None:
     """Check FRAY_HOME's file system, locks, the daemon, a round trip to a node and the clocks.

@@ -29,6 +29,7 @@ import sys
 from typing import Callable, NamedTuple
 
 from fray.cli.arguments import Invocation, fray_prefix, normalize
+from fray.core.command_line import JSON_FLAG
 
 
 class SubmitArgs(NamedTuple):
@@ -86,7 +87,7 @@ def parse_status_json(args: list[str]) -> tuple[str | None, str] | None:
 def status_json(invocation: Invocation) -> tuple[str | None, str] | None:
     """(--home, RUN) of the fast path's `status RUN --json`, from the command line as read once, else None."""
     words = invocation.command
-    if len(words) != 3 or words[0] != "status" or words[2] != "--json" or words[1].startswith("-"):
+    if len(words) != 3 or words[0] != "status" or words[2] != JSON_FLAG or words[1].startswith("-"):
         return None
     return invocation.home, words[1]
 
@@ -108,7 +109,7 @@ def actors_json(invocation: Invocation) -> tuple[str | None, str | None] | None:
     """(--home, --namespace or None) of the fast path's `actors list [--namespace NS | -n NS] --json`, else None
     (another form goes to click, which reads it the same way or says what is wrong)."""
     words = invocation.command
-    if words[:2] != ["actors", "list"] or words[-1:] != ["--json"]:
+    if words[:2] != ["actors", "list"] or words[-1:] != [JSON_FLAG]:
         return None
     options = words[2:-1]
     if not options:
@@ -155,7 +156,7 @@ def _list_args(words: list[str], home: str | None) -> ListArgs | None:
             if not (value.isascii() and value.isdigit()):
                 return None  # click explains what N must be
             limit = int(value)
-        elif token != "--json":
+        elif token != JSON_FLAG:
             return None  # click says what is wrong with it
         index += 1
     return ListArgs(home, active, limit, tree)

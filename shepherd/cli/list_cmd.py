@@ -22,7 +22,7 @@ from fray.ops import views
               "started --after others under their upstream (⇠ names every upstream).")
 @click.option("--group", metavar="GROUP", help="Only the runs of this group (a sweep), in index order. GROUP is "
               "a group id, a unique prefix of one, or the sweep's name.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-list.json).")
+@output.json_option("Print JSON (schemas/cli-list.json).")
 @click.pass_context
 def list_runs(ctx: click.Context, active: bool, limit: int | None, tree: bool, group: str | None,
               as_json: bool) -> None:

@@ -32,8 +32,7 @@ from fray.ops import logs as runlogs, lookup
               help="Only task N of a multi-node attempt (default: every task, each line marked with its task).")
 @click.option("--stacks", "stacks", is_flag=True,
               help="The Python stacks taken before a hang or a stall ended an attempt: every attempt's, or --attempt N's.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print JSON (schemas/cli-logs.json; with -f one schemas/cli-logs-line.json object per line).")
+@output.json_option("Print JSON (schemas/cli-logs.json; with -f one schemas/cli-logs-line.json object per line).")
 @click.pass_context
 def logs(ctx: click.Context, run: str, follow: bool, use_stderr: bool, attempt: int | None, last: int | None,
          task: int | None, stacks: bool, as_json: bool) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import click
 
-from fray import __version__
+from fray.version import __version__
 from fray.cli import arguments, failures
 from fray.cli.arguments import fray_prefix  # noqa: F401 - the commands' hints import it from here
 from fray.errors import FrayError

@@ -41,7 +41,7 @@ def nodes(ctx: click.Context) -> None:
 
 
 @nodes.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-nodes.json).")
+@output.json_option("Print JSON (schemas/cli-nodes.json).")
 @click.pass_context
 def list_nodes(ctx: click.Context, as_json: bool) -> None:
     """Every known node with its resources and blacklist state; the hosts of live TPU slices after them."""
@@ -53,7 +53,7 @@ def list_nodes(ctx: click.Context, as_json: bool) -> None:
 @click.option("--ttl", default=node_table.DEFAULT_TTL, show_default=True, metavar="DURATION",
               help="How long the ban lasts (like 6h, 3d), or 'never' to keep it until unban.")
 @click.option("--reason", default="banned by hand", show_default=True, help="Why, shown beside the node.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-nodes-change.json).")
+@output.json_option("Print JSON (schemas/cli-nodes-change.json).")
 @click.pass_context
 def ban(ctx: click.Context, node: str, ttl: str, reason: str, as_json: bool) -> None:
     """Keep runs off NODE: resubmissions exclude it until the ban expires."""
@@ -63,7 +63,7 @@ def ban(ctx: click.Context, node: str, ttl: str, reason: str, as_json: bool) -> 
 
 @nodes.command("unban")
 @click.argument("node")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-nodes-change.json).")
+@output.json_option("Print JSON (schemas/cli-nodes-change.json).")
 @click.pass_context
 def unban(ctx: click.Context, node: str, as_json: bool) -> None:
     """Let runs use NODE again."""

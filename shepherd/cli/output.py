@@ -15,6 +15,8 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
+from fray.core.command_line import JSON_FLAG
+
 Renderer = Callable[[dict[str, Any]], Iterable[str]]
 
 
@@ -97,3 +99,10 @@ def _flush() -> None:
         sys.stdout.flush()
     except (OSError, ValueError):
         pass
+
+
+def json_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The `--json` flag of a command (into its `as_json`), `help` naming the schema its output follows."""
+    import click  # loaded already by every command module that decorates with it; `fray list --json` needs none
+
+    return click.option(JSON_FLAG, "as_json", is_flag=True, help=help)

@@ -26,7 +26,7 @@ COLUMNS = (render.Column("PARTITION"), render.Column("AVAIL"), render.Column("NO
 @click.option("--max-vram", metavar="GB", help="With --gpus: the most memory per GPU, like 48.")
 @click.option("--prefer", metavar="min|max", help="With --gpus: the least or the most GPU memory first (default min).")
 @click.option("--partitions", "named", metavar="P1,P2", help="Only these partitions, in this order.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-partitions.json).")
+@output.json_option("Print JSON (schemas/cli-partitions.json).")
 def partitions_cmd(gpus: str | None, min_vram: str | None, max_vram: str | None, prefer: str | None,
                    named: str | None, as_json: bool) -> None:
     """The Slurm partitions with their nodes, states and GPUs (type, count, memory)."""

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import click
 
+from fray.cli import output
 from fray.errors import UsageError
 
 
 @click.command("sync")
 @click.option("--force", is_flag=True, help="Send every file again, not only what changed.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-sync.json).")
+@output.json_option("Print JSON (schemas/cli-sync.json).")
 @click.pass_context
 def sync(ctx: click.Context, force: bool, as_json: bool) -> None:
     """Copy this project (the current folder) to the --remote HOST's login node, as `fray submit --remote`
@@ -51,7 +52,7 @@ def remote() -> None:
 @click.argument("host")
 @click.option("--replace", is_flag=True,
               help="Replace the keys recorded for HOST (a reinstalled host), showing the old and new fingerprints.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-remote-trust.json).")
+@output.json_option("Print JSON (schemas/cli-remote-trust.json).")
 def trust(host: str, replace: bool, as_json: bool) -> None:
     """Record HOST's SSH key in known_hosts after showing its fingerprint (once per host)."""
     from fray.remote import host_keys

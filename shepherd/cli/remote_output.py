@@ -19,6 +19,7 @@ from typing import Any, Callable
 import orjson
 
 from fray.cli import failures, output
+from fray.core.command_line import JSON_FLAG, own_words, with_json
 from fray.remote import forward
 
 # command path -> "module:renderer"; the longest matching path wins, None means "pass through"
@@ -48,8 +49,8 @@ STREAMING_FLAGS = frozenset({"--wait", "--follow", "-f", "--help", "-h"})
 
 def renderer_for(argv: list[str]) -> Callable[[dict[str, Any]], Any] | None:
     """The local renderer of this command's JSON answer, or None to pass the remote's output through."""
-    before_args = argv[: argv.index(forward.SEPARATOR)] if forward.SEPARATOR in argv else argv
-    if STREAMING_FLAGS & set(before_args) or "--json" in before_args:
+    before_args = own_words(argv)
+    if STREAMING_FLAGS & set(before_args) or JSON_FLAG in before_args:
         return None
     words = tuple(forward.command_words(argv))
     if forward.interactive(list(words), argv):
@@ -100,7 +101,7 @@ def _run(host: str, argv: list[str]) -> int:
     render = renderer_for(argv)
     if render is None:
         return forward.run(host, argv)
-    result = forward.answer(host, forward.with_json(explicit(argv)))
+    result = forward.answer(host, with_json(explicit(argv)))
     try:
         data = orjson.loads(result.stdout)
     except orjson.JSONDecodeError:  # not one document (a crash, an old remote): show what it said

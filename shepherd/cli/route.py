@@ -23,7 +23,7 @@ from typing import Callable
 import click
 
 from fray.cli import clusters_view
-from fray.cli.arguments import SEPARATOR
+from fray.core.command_line import own_words
 from fray.remote import clusters, forward
 
 HELP = frozenset({"--help", "-h"})
@@ -36,7 +36,7 @@ def resolve(home: str | None, given: str | None, args: list[str]) -> tuple[click
     `args` is the subcommand's name, then its words; `home` and `given` are what `--home` and `--remote`
     said (None: not given)."""
     name = args[0]
-    if HELP & set(args[: args.index(SEPARATOR)] if SEPARATOR in args else args):
+    if HELP & set(own_words(args)):
         return None, args
     if name in clusters_view.DASHBOARD and any(w == "--clusters" or w.startswith("--clusters=") for w in args):
         return None, args  # `fray web`'s own dashboard process: already told

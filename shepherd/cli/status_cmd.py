@@ -33,7 +33,7 @@ CAUSE_COLOURS: dict[str, dict[str, Any]] = {"neutral": {}, "good": {"fg": "green
 
 @click.command("status")
 @click.argument("run")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-status.json).")
+@output.json_option("Print JSON (schemas/cli-status.json).")
 @click.pass_context
 def status(ctx: click.Context, run: str, as_json: bool) -> None:
     """One run in full: status, spec, attempts, the last failure, recent events, files.
@@ -44,23 +44,35 @@ def status(ctx: click.Context, run: str, as_json: bool) -> None:
 
 
 def render_status(data: dict[str, Any]) -> list[str]:
+    """`fray status RUN` as text: the run's facts and what to type now, then its family, attempts, last failure,
+    commands, recent events, files and the daemon's line."""
     now = time.time()
-    row, spec, counters = data["run"], data["spec"], data["counters"]
+    row = data["run"]
     width = render.terminal_width()
     lines = [f"{render.status_label(row['status'])}  {render.style(row['name'], bold=True)}  ({row['run_id']})"]
-    facts = [("reason", row["reason"])]
-    if data["wait_reason"] and row["phase"] != "ended":
-        facts.append(("waiting", data["wait_reason"]))
-    if data["next_attempt_at"]:
-        facts.append(("next attempt", human.timestamp(data["next_attempt_at"], now)))
-    if detail.after_summary(spec):
-        facts.append(("after", detail.after_summary(spec)))
+    lines += render.key_values(_wait_facts(data, now) + _setting_facts(data) + _state_facts(data, now))
+    if data.get("next_steps"):  # right under the run: what to type now (docs/failures.md)
+        lines += ["", render.heading("What now")] + render.indent_block(data["next_steps"], "  ")
+    lines += family_lines(data.get("family"))
+    lines += _attempt_lines(data["attempts"], now, width) + _failure_lines(data["attempts"])
+    lines += command_lines(data.get("commands"), now, width)
+    lines += _event_lines(data["events"], now, width) + _file_lines(data)
+    daemon = data["daemon"]
+    lines += ["", f"daemon: {render.style(daemon['state'], **render.DAEMON_COLOURS.get(daemon['state'], {}))}"
+                  f" ({daemon['detail']})", f"logs:   {data['next'][0]}"]
+    return lines
+
+
+def _setting_facts(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the run was asked to be: its dependencies, mode, resources, budgets, code, interpreter, tasks."""
+    spec = data["spec"]
+    facts = [("after", detail.after_summary(spec))] if detail.after_summary(spec) else []
     facts += [
         ("mode", detail.mode_summary(spec)),
         ("resources", detail.resources_summary(spec)),
         ("heartbeat", f"every {values.format_duration(spec['heartbeat_interval_sec'])}, restart after "
                       f"{values.format_duration(spec['heartbeat_timeout_sec'])} without one"),
-        ("failures", detail.failures_summary(counters, data["budgets"])),
+        ("failures", detail.failures_summary(data["counters"], data["budgets"])),
         *([("backoff", detail.backoff_summary(data["budgets"]["backoff"]))]
           if data["budgets"] and data["budgets"].get("backoff") else []),
     ]
@@ -80,12 +92,26 @@ def render_status(data: dict[str, Any]) -> list[str]:
     if declared.retry_args_line(spec, data["attempts"]):
         facts.append(("retry args", declared.retry_args_line(spec, data["attempts"])))
     tasks = detail.tasks_summary(spec)
-    if tasks:
-        facts.append(("tasks", tasks))
-    facts += detail.hang_summaries(data["attempts"]) + detail.clock_summaries(data["attempts"])
-    progress = data["progress"]
-    if progress:
-        facts.append(("progress", detail.progress_summary(progress, now)))
+    return facts + ([("tasks", tasks)] if tasks else [])
+
+
+def _wait_facts(data: dict[str, Any], now: float) -> list[tuple[str, str]]:
+    """Why it is where it is, and what it waits for."""
+    row = data["run"]
+    facts = [("reason", row["reason"])]
+    if data["wait_reason"] and row["phase"] != "ended":
+        facts.append(("waiting", data["wait_reason"]))
+    if data["next_attempt_at"]:
+        facts.append(("next attempt", human.timestamp(data["next_attempt_at"], now)))
+    return facts
+
+
+def _state_facts(data: dict[str, Any], now: float) -> list[tuple[str, str]]:
+    """How its attempts went: hangs, clocks, progress, goodput, requests, when it was submitted and ended."""
+    row = data["run"]
+    facts = detail.hang_summaries(data["attempts"]) + detail.clock_summaries(data["attempts"])
+    if data["progress"]:
+        facts.append(("progress", detail.progress_summary(data["progress"], now)))
     if data.get("goodput") and data["goodput"]["goodput"] is not None:
         facts.append(("goodput", detail.goodput_summary(data["goodput"])))
     requests = detail.control_summary(data["control"])
@@ -94,48 +120,50 @@ def render_status(data: dict[str, Any]) -> list[str]:
     facts.append(("submitted", detail.submitted_summary(row["created_at"], data["submitted_by"], now)))
     if data["end"]:
         facts.append(("ended", human.timestamp(data["end"]["at"], now)))
-    lines += render.key_values(facts)
-    if data.get("next_steps"):  # right under the run: what to type now (docs/failures.md)
-        lines += ["", render.heading("What now")] + render.indent_block(data["next_steps"], "  ")
+    return facts
 
-    lines += family_lines(data.get("family"))
-    lines += ["", render.heading("Attempts")]
-    if data["attempts"]:
-        cells = [attempt_cells(a, now) for a in data["attempts"]]
-        lines += render.indent_block(render.table(ATTEMPT_COLUMNS, cells, width=width and width - 2), "  ")
-    else:
-        lines.append("  none yet")
 
-    failed = detail.last_failure(data["attempts"])
-    if failed:
-        failure = failed["failure"]
-        task = f", task {failed['failed_task']}" if failed.get("failed_task") is not None else ""
-        lines += ["", render.heading(f"Last failure (attempt {failed['number']}{task}, exit {failure['exit_code']})")]
-        lines.append(f"  {failure['message']}")
-        tail = failure.get("stderr_tail") or []
-        if tail:
-            lines.append("  stderr (last lines):")
-            lines += render.indent_block(tail, "    ")
+def _attempt_lines(attempts: list[dict[str, Any]], now: float, width: int | None) -> list[str]:
+    lines = ["", render.heading("Attempts")]
+    if not attempts:
+        return lines + ["  none yet"]
+    cells = [attempt_cells(a, now) for a in attempts]
+    return lines + render.indent_block(render.table(ATTEMPT_COLUMNS, cells, width=width and width - 2), "  ")
 
-    lines += command_lines(data.get("commands"), now, width)
 
-    if data["events"]:
-        lines += ["", render.heading(f"Recent events ({len(data['events'])})")]
-        cells = [[human.timestamp(e["at"], now), e["kind"], human.number(e.get("attempt")), e["reason"]]
-                 for e in data["events"]]
-        lines += render.indent_block(render.table(EVENT_COLUMNS, cells, width=width and width - 2), "  ")
+def _failure_lines(attempts: list[dict[str, Any]]) -> list[str]:
+    """The last failure: which attempt (and task), its exit, its message and the last lines of its stderr."""
+    failed = detail.last_failure(attempts)
+    if not failed:
+        return []
+    failure = failed["failure"]
+    task = f", task {failed['failed_task']}" if failed.get("failed_task") is not None else ""
+    lines = ["", render.heading(f"Last failure (attempt {failed['number']}{task}, exit {failure['exit_code']})"),
+             f"  {failure['message']}"]
+    tail = failure.get("stderr_tail") or []
+    if tail:
+        lines += ["  stderr (last lines):"] + render.indent_block(tail, "    ")
+    return lines
 
+
+def _event_lines(events: list[dict[str, Any]], now: float, width: int | None) -> list[str]:
+    if not events:
+        return []
+    cells = [[human.timestamp(e["at"], now), e["kind"], human.number(e.get("attempt")), e["reason"]] for e in events]
+    return (["", render.heading(f"Recent events ({len(events)})")]
+            + render.indent_block(render.table(EVENT_COLUMNS, cells, width=width and width - 2), "  "))
+
+
+def _file_lines(data: dict[str, Any]) -> list[str]:
+    """The run's folder and its latest attempt's output, and any file moved aside as corrupt."""
     files = [("run dir", data["dir"])]
     if data["attempts"]:
         latest = data["attempts"][-1]
         files += [("stdout", latest["stdout"]), ("stderr", latest["stderr"])]
-    lines += ["", render.heading("Files")] + render.key_values(files)
+    lines = ["", render.heading("Files")] + render.key_values(files)
     if data["corrupt_files"]:
         lines += ["", render.style("Corrupt files (moved aside)", fg="red", bold=True)]
         lines += render.indent_block(data["corrupt_files"], "  ")
-    daemon = data["daemon"]
-    lines += ["", f"daemon: {render.style(daemon['state'], **render.DAEMON_COLOURS.get(daemon['state'], {}))}"
-                  f" ({daemon['detail']})", f"logs:   {data['next'][0]}"]
     return lines
 
 

@@ -27,8 +27,10 @@ def status_data(home: Home, run: str) -> dict[str, Any]:
     prefix = fray_prefix(home)
     data["next"] = [f"{prefix} logs {run_id}"]
     row = data["run"]
-    started = any(a.get("started_at") is not None for a in data.get("attempts") or [])
+    attempts = data.get("attempts") or []
+    started = any(a.get("started_at") is not None for a in attempts)
     data["next_steps"] = recovery.next_steps(row["status"], row["reason"], run_id, data["spec"],
-                                             data["daemon"]["state"], prefix, started=started)
+                                             data["daemon"]["state"], prefix, started=started, end=data["end"],
+                                             last_cause=attempts[-1].get("cause") if attempts else None)
     data["family"] = views.family_view(home, lookup.read_meta(home, run_id))
     return data

@@ -95,7 +95,7 @@ def _overrides(ctx: click.Context, values: dict[str, Any]) -> tuple[str | None, 
 @click.option("--wait", is_flag=True, help="Wait until the run (every run of a sweep) ends, telling each change on "
                                            "stderr; exit 0 if it succeeded, 1 if not, 3 if it can never start here.")
 @click.option("--follow", "-f", is_flag=True, help="Stream its output (all attempts) until it ends; implies --wait.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-submit.json; with --sweep schemas/cli-sweep.json).")
+@output.json_option("Print JSON (schemas/cli-submit.json; with --sweep schemas/cli-sweep.json).")
 @click.pass_context
 def submit(ctx: click.Context, script: str | None, args: tuple[str, ...], module: str | None, force: bool,
            sweeps: tuple[str, ...], max_parallel: int | None, wait: bool, follow: bool, as_json: bool,

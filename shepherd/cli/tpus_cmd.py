@@ -15,7 +15,7 @@ COLUMNS = (render.Column("ACCELERATOR TYPE"), render.Column("CHIPS", ">"), rende
 
 
 @click.command("tpus")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-tpus.json).")
+@output.json_option("Print JSON (schemas/cli-tpus.json).")
 @click.pass_context
 def tpus_cmd(ctx: click.Context, as_json: bool) -> None:
     """The TPU accelerator types and zones in config.json's tpu section, with hosts and chips per slice."""

@@ -20,7 +20,7 @@ HOURS = (("cpu_hours", "CPU-H"), ("gpu_hours", "GPU-H"), ("tpu_chip_hours", "TPU
               help="How far back: 12h, 7d, 30d, or all. Attempts are cut at this moment.")
 @click.option("--by", "by", default="run", show_default=True, metavar="|".join(GROUPINGS),
               help="One row per run, group (job group or family), partition or node.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schemas/cli-usage.json).")
+@output.json_option("Print JSON (schemas/cli-usage.json).")
 @click.pass_context
 def usage_cmd(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
     """What runs used, counted from their attempts' start and end: wall time, CPU-hours,

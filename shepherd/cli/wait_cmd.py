@@ -24,7 +24,7 @@ from fray.state.layout import Home
 @click.command("wait")
 @click.argument("refs", nargs=-1, metavar="RUN...")
 @click.option("--group", "-g", metavar="GROUP", help="Wait for every run of this group (a sweep, a job group).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document at the end (schemas/cli-wait.json).")
+@output.json_option("Print one JSON document at the end (schemas/cli-wait.json).")
 @click.pass_context
 def wait_cmd(ctx: click.Context, refs: tuple[str, ...], group: str | None, as_json: bool) -> None:
     """Wait until RUNs (or a --group) end; each change of status is told on stderr with its reason.

@@ -4,7 +4,7 @@ Plain frozen dataclasses, no IO. A `Cluster` (LocalCluster, FrayCluster)
 takes a `JobRequest` and returns a job id; `poll`/`wait` return `JobInfo`.
 
     JobRequest(name, entrypoint, resources=ResourceConfig(), environment=EnvironmentConfig(),
-               max_retries_failure=0, max_retries_preemption=100, reservation=None, time_limit_sec=None)
+               max_retries=FUNCTION_MAX_RETRIES, max_retries_preemption=100, reservation=None, time_limit_sec=None)
     Entrypoint.from_callable(fn, args, kwargs) | Entrypoint.from_script(path, args)
     Call(fn, *args, **kwargs)         what a checkpointable callable's checkpoint() returns to resume with
     JobGroupConfig(name, jobs)        launched all or nothing
@@ -23,7 +23,13 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from fray.core.model import DEFAULT_MAX_RETRIES_PREEMPTION
 from fray.errors import FrayError, UsageError
+
+# A function call's workload failures before it fails: none. Its future raises the failure at once, as
+# concurrent.futures does, and a call that wrote something before it failed is not run again unasked; a
+# script run's default is fray.core.model.DEFAULT_MAX_RETRIES (a script is written to be restarted).
+FUNCTION_MAX_RETRIES = 0
 
 
 class ClusterError(FrayError):
@@ -174,8 +180,8 @@ class JobRequest:
     entrypoint: Entrypoint
     resources: ResourceConfig = field(default_factory=ResourceConfig)
     environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
-    max_retries: int = 0  # workload failures allowed before the job fails: `fray submit --max-retries`
-    max_retries_preemption: int = 100
+    max_retries: int = FUNCTION_MAX_RETRIES  # workload failures before the job fails: `fray submit --max-retries`
+    max_retries_preemption: int = DEFAULT_MAX_RETRIES_PREEMPTION
     reservation: str | None = None
     time_limit_sec: float | None = None  # Slurm's --time (SIGUSR1 comes two minutes before it); Slurm only
     after: Sequence[str] = ()  # runs it waits for, `RUN[:ok|:fail|:any]` as `fray submit --after` (FRAY_HOME only)

@@ -15,12 +15,12 @@ import time
 import traceback
 from pathlib import Path
 
-from fray.wrapper import fence
+from fray.wrapper import face as wrapper
 
 
 def write_raised(exc: BaseException, record: Path, value_file: Path) -> int:
     """Record the exception a call raised (its pickle, then the record with its traceback text); the exit code, 1."""
-    text = _traceback_text(exc)
+    text = traceback_text(exc)
     sys.stderr.write(text)
     _record(record, value_file, "raised", exc, str(exc), text, pickled=_pickle(value_file, exc) is None)
     return 1
@@ -39,7 +39,7 @@ def write_returned(value: object, record: Path, value_file: Path) -> int:
     return 0
 
 
-def _traceback_text(exc: BaseException) -> str:
+def traceback_text(exc: BaseException) -> str:
     """The traceback from the caller's code down: the frames of fray.cluster (the entry point, Call.__call__,
     a chunk's loop) say nothing."""
     ours = os.path.dirname(os.path.abspath(__file__))
@@ -54,7 +54,7 @@ def _pickle(path: Path, value: object) -> str | None:
     """Pickle the return value or exception to `path`; why it could not be (None: it was)."""
     from fray.cluster import payloads
 
-    fence.guard()  # a job-side write: a superseded attempt writes nothing (Superseded)
+    wrapper.guard_write()  # a job-side write: a superseded attempt writes nothing (Superseded)
     try:
         payloads.dump(path, value)
     except Exception as exc:  # cloudpickle raises whatever the value's reducers raise
@@ -67,7 +67,7 @@ def _record(path: Path, value_file: Path, outcome: str, subject: object, message
     from fray.state import store
 
     kind = type(subject)
-    fence.guard()
+    wrapper.guard_write()
     store.write_json(path, {
         "outcome": outcome, "type": f"{kind.__module__}.{kind.__qualname__}", "message": message,
         "traceback": text, "value_file": value_file.name if pickled else None,

@@ -1,40 +1,37 @@
-"""Many short calls in one run: `fray.map(fn, items, chunk=N)`, the job side and the files.
+"""Many short calls in one run: `fray.map(fn, items)` packed (fray.core.batching) or `chunk=N`, the job side.
 
 A chunk is an ordinary run (one point of the map's sweep; on Slurm one task of
 its job array) whose callable is a `Calls`: `fn` and a slice of the items,
 `first` being the index in the map of the slice's first item. `entry.main`
 hands it to `run`, which makes the calls one after another in this one process
-(cloudpickle and `fn` loaded once) and records each call as it finishes, in the
-run's folder rather than the attempt's, so that a retry sees them:
-
-    calls/<i>.pkl    call i's return value or exception (cloudpickle, 0600), written first
-    calls/<i>.json   how it ended (schemas/call-result.json), written next: the future's signal
-    calls/<i>.out    what it printed to stdout (.err: stderr), every try in order; the
-                     attempt's stdout and stderr get a copy once the call returns
+(cloudpickle and `fn` loaded once) and records them in batches in the run's
+folder rather than the attempt's, so that a retry sees them
+(fray.cluster.call_book: a batch's values, records and output committed
+together, a few times a second).
 
 A retry of the run (the run's own budgets: `max_retries`, `max_retries_preemption`)
 makes only the calls that have not returned; a call that raised is made again,
 as a run that raised is. The attempt exits 1 when one of its calls raised, so
 the run fails (and is retried) as a single call's would. Its progress.json counts
-the calls returned (`step`) out of `extra.fray_chunk.calls`: `fray list` and `fray status`
-show a chunk as one run, `step 12` of its 25 calls, its point's `calls` naming
-their range in the map (`0-24`).
+the calls returned (`step`) out of `extra.fray_chunk.calls`, rewritten every
+PROGRESS_SEC: `fray list` and `fray status` show a chunk as one run, `step 12` of its
+25 calls, its point's `calls` naming their range in the map (`0-24`). At the
+end the run records how long a call took (fray.cluster.call_times), which the
+next map of the same function packs its calls by.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from fray.errors import UsageError
 from fray.state.layout import RunPaths
 
-CALLS_DIR = "calls"
-
+PROGRESS_SEC = 1.0  # how often a chunk's progress.json is rewritten while its calls run
 
 @dataclass(frozen=True)
 class Calls:
@@ -43,6 +40,7 @@ class Calls:
     fn: Callable[..., Any]
     first: int
     items: Sequence[Any]
+    timing: tuple[str, str] | None = None  # (key, name) under which the run records its call time (call_times)
 
     def __call__(self) -> list[Any]:
         """The calls' values in order (what a chunk means anywhere; a chunk run records each instead: `run`)."""
@@ -61,103 +59,98 @@ def check_chunk(chunk: object) -> int:
     return chunk
 
 
-def split(fn: Callable[..., Any], items: Sequence[Any], chunk: int) -> list[Calls]:
-    """The items in runs of `chunk` calls (the last may have fewer)."""
-    return [Calls(fn, start, list(items[start:start + chunk])) for start in range(0, len(items), chunk)]
+def split(fn: Callable[..., Any], items: Sequence[Any], sizes: Sequence[int],
+          timing: tuple[str, str] | None = None) -> list[Calls]:
+    """The items in runs of `sizes` calls each, in order."""
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(Calls(fn, start, list(items[start:start + size]), timing))
+        start += size
+    return parts
 
 
-def call_record(run: RunPaths, index: int) -> Path:
-    return run.dir / CALLS_DIR / f"{index}.json"
+def even(items: int, chunk: int) -> list[int]:
+    """Runs of `chunk` calls (the last may have fewer): what `chunk=N` asks."""
+    return [min(chunk, items - start) for start in range(0, items, chunk)]
 
 
-def call_value(run: RunPaths, index: int) -> Path:
-    return run.dir / CALLS_DIR / f"{index}.pkl"
+def run(calls: Calls, paths: RunPaths, home: Path, attempt: int) -> int:
+    """Make the calls that have not returned yet, recording them in batches; 1 when one of them raised, else 0."""
+    from fray.cluster import call_times
+    from fray.cluster.call_book import BatchWriter, CallBook
 
-
-def call_output(run: RunPaths, index: int, stderr: bool = False) -> Path:
-    return run.dir / CALLS_DIR / f"{index}.{'err' if stderr else 'out'}"
-
-
-def read_record(run: RunPaths, index: int) -> dict[str, Any] | None:
-    """Call `index`'s call-result record; None while it has none (or it was corrupt, and moved aside)."""
-    from fray.errors import CorruptFileError
-    from fray.state import store
-
-    try:
-        return store.read_json(call_record(run, index), "call-result")
-    except CorruptFileError:
-        return None
-
-
-def returned(run: RunPaths, index: int) -> bool:
-    record = read_record(run, index)
-    return record is not None and record["outcome"] == "returned"
-
-
-def run(calls: Calls, paths: RunPaths, home: Path) -> int:
-    """Make the calls that have not returned yet, recording each; 1 when one of them raised, else 0."""
-    from fray.cluster import call_records
-    from fray.state import store
-    from fray.wrapper import report
-
-    store.make_dirs(paths.dir / CALLS_DIR)
+    book = CallBook(paths, home)
     indexes = range(calls.first, calls.last + 1)
-    made_before = {i for i in indexes if returned(paths, i)}  # by earlier attempts: not made again
+    made_before = book.returned_among(indexes)  # by earlier attempts: not made again
     done = len(made_before)
-    report.progress(step=done, fray_chunk={"calls": len(calls.items), "first": calls.first})
-    raised: list[int] = []
-    for index, item in zip(indexes, calls.items):
-        if index in made_before:
-            continue
-        with _captured(call_output(paths, index), call_output(paths, index, stderr=True)):
-            try:
-                value = calls.fn(item)
-            except BaseException as exc:  # the caller gets it back, with the traceback text, as from a run
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                outcome = call_records.write_raised(exc, call_record(paths, index), call_value(paths, index))
+    _progress(done, calls)
+    raised: list[tuple[int, dict[str, Any]]] = []
+    took, shown = 0.0, time.monotonic()
+    with BatchWriter(paths, attempt, home) as writer:
+        for index, item in zip(indexes, calls.items):
+            if index in made_before:
+                continue
+            with writer.captured(index) as entry:
+                value, record = _make(calls.fn, item)
+            entry.update(record, finished_at=time.time())
+            took += entry["finished_at"] - entry["started_at"]
+            writer.add(entry, value)
+            if entry["outcome"] == "raised":
+                raised.append((index, entry))
             else:
-                outcome = call_records.write_returned(value, call_record(paths, index), call_value(paths, index))
-        if outcome:
-            raised.append(index)
-        done += outcome == 0
-        report.progress(step=done, fray_chunk={"calls": len(calls.items), "first": calls.first})
+                done += 1
+            if time.monotonic() - shown >= PROGRESS_SEC:  # an fsync'd file: not one per call
+                _progress(done, calls)
+                shown = time.monotonic()
+    made = len(calls.items) - len(made_before)
+    if made:
+        _progress(done, calls)
+    if made and calls.timing is not None:
+        call_times.write(home, calls.timing[0], calls.timing[1], took / made, made)
     if not raised:
         return 0
     # The last line of stderr is the reason `fray list` and `fray status` give for the run's failure.
-    record = read_record(paths, raised[0]) or {"type": "?", "message": ""}
+    index, record = raised[0]
     more = f" ({len(raised) - 1} more raised)" if len(raised) > 1 else ""
-    print(f"fray: call {raised[0]} of calls {calls.first}-{calls.last} raised "
+    print(f"fray: call {index} of calls {calls.first}-{calls.last} raised "
           f"{record['type'].rpartition('.')[2]}: {record['message']}{more}", file=sys.stderr, flush=True)
     return 1
 
 
-@contextlib.contextmanager
-def _captured(out: Path, err: Path) -> Iterator[None]:
-    """File descriptors 1 and 2 go to the call's own files while it runs (its subprocesses' output too), and what
-    it wrote is copied to the attempt's streams after, so the attempt's stdout still holds every call in order."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    streams = []
-    for fd, path in ((1, out), (2, err)):
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        streams.append((fd, os.dup(fd), target, os.fstat(target).st_size))
-        os.dup2(target, fd)
+def _make(fn: Callable[..., Any], item: Any) -> tuple[bytes | None, dict[str, Any]]:
+    """Call `fn(item)`: its pickled value (None: it could not be pickled) and how it ended, for its record."""
+    from fray.cluster import call_records, payloads
+
     try:
-        yield
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, saved, target, start in streams:
-            os.dup2(saved, fd)
-            os.close(saved)
-            os.close(target)
-            with open(out if fd == 1 else err, "rb") as handle:
-                handle.seek(start)
-                while block := handle.read(1 << 20):
-                    _write_all(fd, block)
+        value = fn(item)
+    except BaseException as exc:  # the caller gets it back, with the traceback text, as from a run
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        text = call_records.traceback_text(exc)
+        sys.stderr.write(text)
+        return _pickled(exc, payloads.dumps)[0], _ended("raised", exc, str(exc), text)
+    pickled, why = _pickled(value, payloads.dumps)
+    if why is None:
+        return pickled, _ended("returned", value, "", None)
+    text = f"the job's return value could not be pickled: {why}\n"
+    sys.stderr.write(text)
+    return None, _ended("raised", value, f"the return value could not be pickled: {why}", text)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    while data:
-        data = data[os.write(fd, data):]
+def _pickled(value: Any, dumps: Callable[[Any], bytes]) -> tuple[bytes | None, str | None]:
+    try:
+        return dumps(value), None
+    except Exception as exc:  # cloudpickle raises whatever the value's reducers raise
+        return None, f"{type(value).__name__}: {exc!r}"
+
+
+def _ended(outcome: str, subject: Any, message: str, text: str | None) -> dict[str, Any]:
+    kind = type(subject)
+    return {"outcome": outcome, "type": f"{kind.__module__}.{kind.__qualname__}", "message": message,
+            "traceback": text}
+
+
+def _progress(done: int, calls: Calls) -> None:
+    from fray.wrapper import report
+
+    report.progress(step=done, fray_chunk={"calls": len(calls.items), "first": calls.first})

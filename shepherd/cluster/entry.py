@@ -10,8 +10,8 @@ run from FRAY_HOME and FRAY_RUN_ID, reads job.json, and:
    earlier attempt checkpointed (`resuming`), calls it, and writes the return
    value (or the exception raised) to the attempt's call-result.pkl, then
    call-result.json (fray.cluster.call_records) for `wait`, `poll` and
-   futures; a raised exception exits 1; a chunk of calls (`fray.map(chunk=N)`)
-   goes to `chunks.run`, which records each call so;
+   futures; a raised exception exits 1; a chunk of calls (`fray.map`)
+   goes to `chunks.run`, which records its calls in batches (fray.cluster.call_book);
 3. for a script: replaces itself with the script's interpreter (same pid, so the
    wrapper's signals reach it).
 """
@@ -23,7 +23,8 @@ import os
 import sys
 from pathlib import Path
 
-from fray.wrapper import contract, fence, workload
+from fray.wrapper import contract
+from fray.wrapper import face as wrapper
 
 SHIM = """\
 # Written by fray's cluster API: runs the job described by job.json in this folder.
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         os.execv(str(python), [str(python), "-m", "fray.cluster.entry"])
     if job["kind"] == "script":
         script = str(run.script(job["script"]))
-        argv_ = workload.launch_argv(script, workload.read_first_line(script), job["script_args"], python=sys.executable)
+        argv_ = wrapper.launch_argv(script, wrapper.read_first_line(script), job["script_args"], python=sys.executable)
         sys.stdout.flush()
         os.execvp(argv_[0], argv_)
     # Like `python -m` in the launcher's directory (the job's workdir): its modules are importable.
@@ -70,10 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         call, resumed_from = resuming.starting_call(run, number, home.root)
         if isinstance(call.fn, chunks.Calls):  # fray.map(chunk=N): its calls one after another, each recorded
-            return chunks.run(call.fn, run, home.root)
+            return chunks.run(call.fn, run, home.root, number)
         if resumed_from is not None:
             print(f"fray: resuming the call checkpointed by attempt {resumed_from}", file=sys.stderr, flush=True)
-        guard = (resuming.Checkpointer(call, attempt.resume_call, lambda: fence.current(home_dir, run_id, number),
+        guard = (resuming.Checkpointer(call, attempt.resume_call, lambda: wrapper.attempt_is_current(home_dir, run_id, number),
                                        resuming.announce_in_progress(attempt.progress))
                  if resuming.checkpointable(call) else contextlib.nullcontext())
         with guard:

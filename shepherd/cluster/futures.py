@@ -12,9 +12,10 @@ of its own; `cancel` is `fray control stop`. A future holds no state but the
 run id: everything it says is read from FRAY_HOME when asked, so a new process
 reattaches by id, prefix or name. Results and exceptions are unpickled only
 after `payloads.load` has checked the file and every folder above it up to
-FRAY_HOME are private to this user. `fray.map(..., chunk=N)` packs N calls
-into each run (fray.cluster.chunks); each call's `CallFuture` is its run id
-and its index in the map, and reads that call's own record.
+FRAY_HOME are private to this user. `fray.map` packs short calls into runs
+on its own (fray.core.batching; `chunk=N` says how many per run), each
+call's `CallFuture` being its run id and its index in the map, reading that
+call's own record (fray.cluster.call_book).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from fray.cluster import chunks, launching, payloads, resuming
-from fray.cluster.api import (Call, EnvironmentConfig, Entrypoint, JobFailed, JobInfo, JobRequest, JobStatus,
-                              ResourceConfig)
+from fray.cluster import call_times, chunks, launching, payloads, resuming
+from fray.cluster.call_book import CallBook
+from fray.cluster.api import (FUNCTION_MAX_RETRIES, Call, EnvironmentConfig, Entrypoint, JobFailed, JobInfo,
+                              JobRequest, JobStatus, ResourceConfig)
 from fray.cluster.fray_cluster import FrayCluster
-from fray.core import backend_names, values
-from fray.core.model import Phase
+from fray.core import backend_names, batching, values
+from fray.core.model import DEFAULT_MAX_RETRIES_PREEMPTION, Phase
 from fray.errors import CorruptFileError, RemoteTraceback, StateError, UsageError
 from fray.state import runs, store
 
@@ -70,8 +72,8 @@ def resources_of(value: ResourceConfig | Mapping[str, Any] | None) -> tuple[Reso
 
 
 def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Mapping[str, Any] | None = None,
-           backend: str | None = None, name: str | None = None, max_retries: int = 0,
-           max_retries_preemption: int = 100, environment: EnvironmentConfig | None = None,
+           backend: str | None = None, name: str | None = None, max_retries: int = FUNCTION_MAX_RETRIES,
+           max_retries_preemption: int = DEFAULT_MAX_RETRIES_PREEMPTION, environment: EnvironmentConfig | None = None,
            home: str | os.PathLike[str] | None = None, after: Iterable["RunFuture | str"] = (),
            **kwargs: Any) -> "RunFuture":
     """Run `fn(*args, **kwargs)` as a fray run; its future.
@@ -100,47 +102,72 @@ def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Ma
 
 
 def map(fn: Callable[..., Any], items: Iterable[Any], /, *, resources: ResourceConfig | Mapping[str, Any] | None = None,
-        backend: str | None = None, name: str | None = None, max_parallel: int | None = None, max_retries: int = 0,
-        max_retries_preemption: int = 100, environment: EnvironmentConfig | None = None,
-        home: str | os.PathLike[str] | None = None, chunk: int = 1) -> list["RunFuture"]:
+        backend: str | None = None, name: str | None = None, max_parallel: int | None = None,
+        max_retries: int = FUNCTION_MAX_RETRIES, max_retries_preemption: int = DEFAULT_MAX_RETRIES_PREEMPTION,
+        environment: EnvironmentConfig | None = None, home: str | os.PathLike[str] | None = None,
+        chunk: int | None = None) -> list["RunFuture"]:
     """Run `fn(item)` for every item as one sweep of runs (at most `max_parallel` at once); their futures.
 
     The sweep is one row of `fray list` (`fray list --group NAME` shows its runs; `fray control stop
     --group NAME` stops them all); on Slurm its points go to one job array. Results come back in order:
-    `[f.result() for f in futures]`. `chunk=N` makes each run N calls, one after another in one process
-    (fray.cluster.chunks): still one future per item, each resolving as its call returns.
+    `[f.result() for f in futures]`. On the local backend, more items than free CPUs are packed into
+    runs of consecutive calls by the time earlier maps of `fn` measured (fray.core.batching); `chunk=N`
+    makes each run N calls instead (`chunk=1`: one run per call). Either way there is one future per item,
+    resolving as its call's result is on disk (fray.cluster.chunks).
     """
     if backend is not None and backend not in backend_names.BACKENDS:
         raise UsageError(f"backend {backend!r} is not known; choose one of {', '.join(backend_names.BACKENDS)}")
-    chunk = chunks.check_chunk(chunk)
+    if chunk is not None:
+        chunk = chunks.check_chunk(chunk)
     config, time_limit = resources_of(resources)
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
     items = list(items)
-    if chunk > 1 and resuming.checkpointable(Call(fn)):
+    checkpointable = resuming.checkpointable(Call(fn))
+    if chunk is not None and chunk > 1 and checkpointable:
         raise UsageError(f"{label}: a checkpointable callable resumes one call, not a chunk of them; "
                          "map it with chunk=1")
-    parts = chunks.split(fn, items, chunk) if chunk > 1 else None
+    if not items:
+        return []
+    cluster = FrayCluster(home, backend=backend)
+    timing = call_times.key_of(fn)
+    sizes = (chunks.even(len(items), chunk) if chunk is not None
+             else None if checkpointable else _packed(cluster, len(items), config, max_parallel, timing[0]))
+    parts = chunks.split(fn, items, sizes, timing) if sizes and max(sizes) > 1 else None
     calls = [Entrypoint.from_callable(part) for part in parts] if parts else \
         [Entrypoint.from_callable(fn, (item,)) for item in items]
     requests = [JobRequest(label, entry, resources=config, environment=environment or EnvironmentConfig(),
                            max_retries=max_retries, max_retries_preemption=max_retries_preemption,
                            time_limit_sec=time_limit) for entry in calls]
-    if not requests:
-        return []
-    cluster = FrayCluster(home, backend=backend)
     params = [{"calls": f"{p.first}-{p.last}"} for p in parts] if parts else None
     started = cluster.start_daemon()  # starting while the runs are written: it finds them when it is up
     metas = launching.launch_sweep(cluster.home, requests, cluster.launch_family(), label, max_parallel, params)
     cluster.ensure_daemon(started)
     if parts is None:
         return [RunFuture(cluster, meta.run_id) for meta in metas]
-    return [CallFuture(cluster, meta.run_id, index)
-            for meta, part in zip(metas, parts) for index in range(part.first, part.last + 1)]
+    futures: list[RunFuture] = []
+    for meta, part in zip(metas, parts):
+        book = CallBook(cluster.home.run(meta.run_id), cluster.home.root)  # one reader per run, for all its calls
+        futures.extend(CallFuture(cluster, meta.run_id, index, book) for index in range(part.first, part.last + 1))
+    return futures
+
+
+def _packed(cluster: FrayCluster, items: int, config: ResourceConfig, max_parallel: int | None,
+            key: str) -> list[int] | None:
+    """The run sizes of a map without `chunk=` (fray.core.batching); None: one run per call. Only the local
+    backend knows its free slots (its CPUs, over the CPUs a call asks); GPU calls keep a run each."""
+    if cluster.backend != "local" or config.gpus:
+        return None
+    from fray.backends.local import machine
+
+    slots = machine.capacity(machine.local_config(cluster.home)).cpus // max(1, config.cpus)
+    if max_parallel is not None:
+        slots = min(slots, max_parallel)
+    return batching.sizes(items, max(1, slots), call_times.read(cluster.home.root, key))
 
 
 def get_run(run: str, home: str | os.PathLike[str] | None = None, call: int | None = None) -> "RunFuture":
     """The future of an existing run, named by its id, a unique prefix of it, or its name;
-    with `call`: of that call (its index in the map) of a chunk run (`fray.map(chunk=N)`)."""
+    with `call`: of that call (its index in the map) of a chunk run (`fray.map` packs them)."""
     cluster = FrayCluster(home)
     run_id = runs.resolve(cluster.home, run)
     if call is None:
@@ -149,9 +176,9 @@ def get_run(run: str, home: str | os.PathLike[str] | None = None, call: int | No
     first, _, last = str((group.get("params") or {}).get("calls", "")).partition("-")
     if (not (first.isdigit() and last.isdigit()) or isinstance(call, bool) or not isinstance(call, int)
             or not int(first) <= call <= int(last)):
-        held = f"calls {first}-{last}" if last else "no chunk of calls (fray.map(chunk=N) makes those)"
+        held = f"calls {first}-{last}" if last else "no chunk of calls (fray.map packs those)"
         raise UsageError(f"run {run_id} holds {held}, not call {call!r}")
-    return CallFuture(cluster, run_id, call)
+    return CallFuture(cluster, run_id, call, CallBook(cluster.home.run(run_id), cluster.home.root))
 
 
 class RunFuture:
@@ -239,8 +266,13 @@ def _raised(record: dict[str, Any] | None, value_file: Path, root: Path, info: J
     """The exception a call's record says it raised (the remote traceback as its cause); JobFailed without one."""
     if record is None or record["outcome"] != "raised" or record["value_file"] is None:
         return JobFailed(info)
+    return _exception(lambda: payloads.load(value_file, root), record, info)
+
+
+def _exception(load: Callable[[], Any], record: dict[str, Any], info: JobInfo) -> BaseException:
+    """The exception `load` unpickles, its cause the record's traceback text; JobFailed when it cannot be."""
     try:
-        exc = payloads.load(value_file, root)
+        exc = load()
     except StateError:
         raise  # not private to us: never fall back to something that hides it
     except Exception:  # its class cannot be imported here: the text has to do
@@ -252,14 +284,14 @@ def _raised(record: dict[str, Any] | None, value_file: Path, root: Path, info: J
 
 
 class CallFuture(RunFuture):
-    """Call `index` of a chunk run (`fray.map(chunk=N)`): resolves as soon as that call has returned, or, when
-    it has not, once the run has ended (its exception, CancelledError or JobFailed, as a run's future would).
+    """Call `index` of a chunk run (fray.map): resolves as soon as that call's result is committed, or, when it
+    has none, once the run has ended (its exception, CancelledError or JobFailed, as a run's future would).
     `cancel` stops the whole chunk; `logs` is what this call printed."""
 
-    def __init__(self, cluster: FrayCluster, run_id: str, index: int) -> None:
+    def __init__(self, cluster: FrayCluster, run_id: str, index: int, book: CallBook) -> None:
         super().__init__(cluster, run_id)
         self._index = index
-        self._paths = cluster.home.run(run_id)
+        self._book = book  # shared by the futures of one run: each batch file is read once
 
     def __repr__(self) -> str:
         return f"<CallFuture {self._run_id} call {self._index}>"
@@ -272,22 +304,22 @@ class CallFuture(RunFuture):
     def info(self) -> JobInfo:
         """The chunk run's JobInfo, with this call's return value (once it returned) or traceback text."""
         info = self._cluster.poll(self._run_id)
-        record = chunks.read_record(self._paths, self._index)
+        record = self._book.record(self._index)
         if record is None:
             return dataclasses.replace(info, result=None, error=None if info.status is JobStatus.SUCCEEDED
                                        else info.error)
         if record["outcome"] == "returned":
-            return dataclasses.replace(info, status=JobStatus.SUCCEEDED, result=self._load(chunks.call_value),
+            return dataclasses.replace(info, status=JobStatus.SUCCEEDED, result=self._book.value(record),
                                        error=None)
         return dataclasses.replace(info, result=None, error=record["traceback"] or record["message"])
 
     def done(self) -> bool:
-        return chunks.returned(self._paths, self._index) or super().done()
+        return self._book.returned(self._index) or super().done()
 
     def result(self, timeout: float | None = None) -> Any:
         record = self._settled(timeout)
         if record is not None and record["outcome"] == "returned":
-            return self._load(chunks.call_value)
+            return self._book.value(record)
         raise self._call_failure(record)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
@@ -295,34 +327,31 @@ class CallFuture(RunFuture):
         return None if record is not None and record["outcome"] == "returned" else self._call_failure(record)
 
     def logs(self, stderr: bool = False) -> str:
-        try:
-            return chunks.call_output(self._paths, self._index, stderr).read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def _load(self, where: Callable[..., Any]) -> Any:
-        return payloads.load(where(self._paths, self._index), self._cluster.home.root)
+        return self._book.output(self._index, stderr)
 
     def _settled(self, timeout: float | None) -> dict[str, Any] | None:
         """This call's record once it returned or the run ended (None: the run ended without one)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        pause, asked = 0.02, False
+        pause, asked = 0.01, False
         while True:
-            ended = super().done()  # looked at first: a call's record is written before its run ends
-            record = chunks.read_record(self._paths, self._index)
-            if ended or (record is not None and record["outcome"] == "returned"):
+            record = self._book.record(self._index)
+            if record is not None and record["outcome"] == "returned":
                 return record
+            if super().done():  # a call's record is committed before its run ends: look again
+                return self._book.record(self._index)
             if not asked:  # a daemon that died since the submit would leave us waiting forever
                 self._cluster.ensure_daemon()
                 asked = True
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"call {self._index} of run {self._run_id} not done after {timeout}s")
             time.sleep(pause)
-            pause = min(0.5, pause * 1.5)
+            pause = min(0.05, pause * 1.5)  # a batch is committed every fraction of a second
 
     def _call_failure(self, record: dict[str, Any] | None) -> BaseException:
         """What the ended run says of this call: its exception, else CancelledError or JobFailed."""
         info = self._cluster.poll(self._run_id)
         if info.status is JobStatus.STOPPED:
             return CancelledError(f"run {self._run_id} was stopped: {info.reason}")
-        return _raised(record, chunks.call_value(self._paths, self._index), self._cluster.home.root, info)
+        if record is None or record["outcome"] != "raised" or record["value_at"] is None:
+            return JobFailed(info)
+        return _exception(lambda: self._book.value(record), record, info)

@@ -162,10 +162,10 @@ class LocalCluster(ClusterBase):
             self._release(job)
 
     def _run_script(self, job: _Job) -> None:
-        from fray.wrapper import workload
+        from fray.wrapper import face as wrapper
 
         entry = job.request.entrypoint
-        argv = workload.launch_argv(entry.script, workload.read_first_line(entry.script), list(entry.script_args))
+        argv = wrapper.launch_argv(entry.script, wrapper.read_first_line(entry.script), list(entry.script_args))
         env = {**os.environ, **job.request.environment.env_vars, "FRAY_JOB_ID": job.job_id,
                "FRAY_NAMESPACE": job.namespace, "FRAY_CLUSTER_SPEC": "local"}
         job.process = subprocess.Popen(argv, env=env, start_new_session=True)

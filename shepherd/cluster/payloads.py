@@ -52,8 +52,10 @@ def check_private_folders(folder: Path, root: Path) -> None:
         current = current.parent
 
 
-def load(path: Path, home: Path) -> Any:
-    """The value pickled at `path`, after checking it is a private file of ours inside `home`, in private folders."""
+def load(path: Path, home: Path, span: tuple[int, int] | None = None, raw: bool = False) -> Any:
+    """The value pickled at `path` (with `span`: in its bytes [start, end), one of a batch's values,
+    fray.cluster.call_book), after checking it is a private file of ours inside `home`, in private folders;
+    with `raw`, the file's bytes, unpickled by the caller."""
     real = Path(os.path.realpath(path))
     root = Path(os.path.realpath(home))
     if root not in real.parents:
@@ -69,5 +71,7 @@ def load(path: Path, home: Path) -> Any:
         if stat.S_IMODE(info.st_mode) & 0o077:
             raise StateError(f"refusing to unpickle {path}: others may read or write it "
                              f"(mode {stat.S_IMODE(info.st_mode):o}; fray writes 600)")
-        data = handle.read()
-    return pickle.loads(data)
+        if span is not None:
+            handle.seek(span[0])
+        data = handle.read() if span is None else handle.read(span[1] - span[0])
+    return data if raw else pickle.loads(data)

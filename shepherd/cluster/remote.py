@@ -38,6 +38,7 @@ from typing import Any
 from fray.cluster import launching
 from fray.cluster.api import ClusterError, JobRequest, Reservation, ReservationConfig
 from fray.cluster.fray_cluster import FrayCluster
+from fray.core.command_line import JSON_FLAG
 from fray.core.model import Meta
 from fray.errors import CorruptFileError, StateError
 from fray.state.layout import Home
@@ -128,7 +129,7 @@ class RemoteCluster(FrayCluster):
                 raise ClusterError(f"stopping {job_id} on {self.host}: {error}")
 
     def _fray(self, *argv: str) -> Any:
-        return self._ssh.run([*argv, "--json"], timeout=COMMAND_TIMEOUT)
+        return self._ssh.run([*argv, JSON_FLAG], timeout=COMMAND_TIMEOUT)
 
     # -- the remote's files --------------------------------------------------------------
 

@@ -137,9 +137,10 @@ def announce_in_progress(progress_path: Path) -> Callable[[], threading.Thread]:
     ours: list[int | None] = [None]  # the last version written here
 
     def report_version() -> None:
-        from fray.wrapper import report, stopping
+        from fray.wrapper import report
+        from fray.wrapper import face as wrapper
 
-        current = stopping.checkpoint_version(str(progress_path))
+        current = wrapper.checkpoint_version(str(progress_path))
         if current is not None and current != ours[0]:
             return  # the call counts its own checkpoints
         try:

@@ -21,11 +21,11 @@ class ClusterBase:
 
     def secret(self) -> bytes:
         """The secret actor connections prove they know (created on first use, 0600)."""
-        from fray.actors import auth
+        from fray.state import actor_secret
 
         cached = getattr(self, "_secret_cache", None)
         if cached is None:
-            cached = auth.load_secret(self.home.secret)
+            cached = actor_secret.load_secret(self.home.secret)
             self._secret_cache = cached
         return cached
 

@@ -41,10 +41,10 @@ if TYPE_CHECKING:  # the policy's plan: `fray status` counts budgets (budgets_us
     from fray.core.run_plan import Plan
 
 WORKLOAD_BUDGET, NODE_BUDGET, SUBMIT_BUDGET = "workload", "node", "submit"
-WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE.value, Cause.CLEAN_EXIT.value, Cause.SUCCESS.value,
-                             Cause.PROGRESS_STALL.value, Cause.HANG_STOPPED.value, Cause.HANG_IDLE.value})
+WORKLOAD_CAUSES = frozenset({Cause.WORKLOAD_FAILURE, Cause.CLEAN_EXIT, Cause.SUCCESS,
+                             Cause.PROGRESS_STALL, Cause.HANG_STOPPED, Cause.HANG_IDLE})
 # Causes that make the node a suspect: it goes on the blacklist for a while.
-SUSPECT_CAUSES = frozenset({Cause.NODE_FAULT.value, Cause.HEARTBEAT_STALL.value})
+SUSPECT_CAUSES = frozenset({Cause.NODE_FAULT, Cause.HEARTBEAT_STALL})
 
 
 class BudgetsUsed(NamedTuple):
@@ -83,14 +83,14 @@ def attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | Non
     """Close `attempt` with its cause, and settle what that means for the run: it ends (success, a stop,
     a refusal, the keep-alive passed), waits (paused, restarted), or draws on a budget and backs off."""
     meta, now = plan.meta, plan.now
-    attempt.state = AttemptState.ENDED.value
+    attempt.state = AttemptState.ENDED
     attempt.ended_at = ended_at or now
     attempt.cause = cause
     attempt.exit_code = exit_code
     attempt.detail = detail
     if plan.step is not None and attempt.step is None:
         attempt.step = plan.step
-    meta.phase = Phase.QUEUED.value
+    meta.phase = Phase.QUEUED
     plan.log("attempt_ended", f"{cause}: {detail}", attempt.number, exit_code=exit_code)
     if cause in SUSPECT_CAUSES and attempt.node:
         from fray.core.run_plan import ClearSuspicion, SuspectNode
@@ -99,26 +99,26 @@ def attempt_ended(plan: Plan, attempt: Attempt, cause: str, exit_code: int | Non
         if lemon is not None:
             # A lemon job, not lemon nodes: no more bans, and those it laid for this probe are lifted.
             plan.actions.append(ClearSuspicion(lemon.probe, lemon.nodes))
-            plan.end(EndStatus.FAILED_CONFIG.value, lemon.verdict())
+            plan.end(EndStatus.FAILED_CONFIG, lemon.verdict())
             return
         plan.actions.append(SuspectNode(attempt.node, f"{cause}: {detail}", cause, attempt.probe))
     spec = meta.spec
-    if cause == Cause.SUCCESS.value and spec.mode == Mode.RUN_ONCE.value:
-        plan.end(EndStatus.COMPLETED_SUCCESS.value, f"attempt {attempt.number} succeeded")
-    elif cause == Cause.STOPPED.value:
-        plan.end(EndStatus.STOPPED_MANUAL.value, "stopped on request")
-    elif cause == Cause.UNSCHEDULABLE.value:
-        plan.end(EndStatus.FAILED.value, f"unschedulable: {detail}")
-    elif cause in (Cause.CONFIG_REFUSED.value, Cause.SNAPSHOT_LEFT_OUT.value):
+    if cause == Cause.SUCCESS and spec.mode == Mode.RUN_ONCE:
+        plan.end(EndStatus.COMPLETED_SUCCESS, f"attempt {attempt.number} succeeded")
+    elif cause == Cause.STOPPED:
+        plan.end(EndStatus.STOPPED_MANUAL, "stopped on request")
+    elif cause == Cause.UNSCHEDULABLE:
+        plan.end(EndStatus.FAILED, f"unschedulable: {detail}")
+    elif cause in (Cause.CONFIG_REFUSED, Cause.SNAPSHOT_LEFT_OUT):
         # Retrying the same submission gets the same answer: end now, not after a budget of backoffs.
-        plan.end(EndStatus.FAILED_CONFIG.value, detail)
-    elif cause == Cause.EXPIRED.value:
-        plan.end(EndStatus.ENDED_EXPIRED.value, f"keep-alive of {spec.keep_alive_sec:.0f}s has passed")
-    elif cause == Cause.PAUSED.value:
+        plan.end(EndStatus.FAILED_CONFIG, detail)
+    elif cause == Cause.EXPIRED:
+        plan.end(EndStatus.ENDED_EXPIRED, f"keep-alive of {spec.keep_alive_sec:.0f}s has passed")
+    elif cause == Cause.PAUSED:
         meta.wait_reason = "paused"
-    elif cause == Cause.RESTARTED.value:
+    elif cause == Cause.RESTARTED:
         meta.next_attempt_at = None
-    elif cause in (Cause.SUCCESS.value, Cause.CLEAN_EXIT.value) and spec.mode == Mode.INDEFINITE.value and spec.clean_exit_ok:
+    elif cause in (Cause.SUCCESS, Cause.CLEAN_EXIT) and spec.mode == Mode.INDEFINITE and spec.clean_exit_ok:
         meta.counters.consecutive_fast_failures = 0
         meta.next_attempt_at = now + backoff_delay(spec, 1, jitter)
     else:
@@ -142,7 +142,7 @@ def submit_streak(meta: Meta) -> int:
     """The failed submissions in a row, up to the latest attempt."""
     count = 0
     for attempt in reversed(meta.attempts):
-        if attempt.cause != Cause.SUBMIT_FAILED.value:
+        if attempt.cause != Cause.SUBMIT_FAILED:
             break
         count += 1
     return count
@@ -156,7 +156,7 @@ def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float, repl
     """
     meta, now, spec = plan.meta, plan.now, plan.meta.spec
     counters = meta.counters
-    if cause == Cause.SUBMIT_FAILED.value:
+    if cause == Cause.SUBMIT_FAILED:
         attempt.counted_as = SUBMIT_BUDGET  # the cluster's state now, not the node's fault: no budget ends the run
         streak = submit_streak(meta)
         delay = backoff_delay(spec, streak, jitter)
@@ -172,17 +172,18 @@ def _count_failure(plan: Plan, attempt: Attempt, cause: str, jitter: float, repl
         counters.workload_failures += 1
         attempt.counted_as = WORKLOAD_BUDGET
         if used.workload + 1 > spec.max_retries:
-            plan.end(EndStatus.FAILED.value,
-                 f"{used.workload + 1} workload failures, more than --max-retries {spec.max_retries}{window}; "
-                 f"last: {attempt.detail}")
+            plan.end(EndStatus.FAILED,
+                     f"{used.workload + 1} workload failures, more than --max-retries {spec.max_retries}{window}; "
+                     f"last: {attempt.detail}", WORKLOAD_BUDGET, spec.max_retries)
             return
     else:
         counters.node_failures += 1
         attempt.counted_as = NODE_BUDGET
         if used.node + 1 > spec.max_retries_preemption:
-            plan.end(EndStatus.FAILED.value,
-                 f"{used.node + 1} node-side failures, more than --max-retries-preemption "
-                 f"{spec.max_retries_preemption}{window}; last: {attempt.detail}")
+            plan.end(EndStatus.FAILED,
+                     f"{used.node + 1} node-side failures, more than --max-retries-preemption "
+                     f"{spec.max_retries_preemption}{window}; last: {attempt.detail}", NODE_BUDGET,
+                     spec.max_retries_preemption)
             return
     if progress or (replace_now and counters.consecutive_fast_failures <= 1):
         meta.next_attempt_at = None

@@ -145,7 +145,3 @@ class FolderRules(Rules):
 
     def __init__(self, patterns: list[str]) -> None:
         super().__init__([rule for rule in (parse_line(p, "") for p in patterns) if rule is not None])
-
-
-def has_negation(rules: list[Rule]) -> bool:
-    return any(rule.negated for rule in rules)

@@ -36,6 +36,8 @@ def _plain(value: Any) -> Any:
         return [_plain(item) for item in value]
     if kind in _FIELD_NAMES or dataclasses.is_dataclass(value):
         return {name: _plain(getattr(value, name)) for name in _field_names(kind)}
+    if isinstance(value, Enum):  # a state member: its string, so the files read as before
+        return value.value
     return value
 
 
@@ -86,18 +88,31 @@ class _Record:
         return f"{type(self).__qualname__}({fields})"
 
 
-class Mode(str, Enum):
+class StrEnum(str, Enum):
+    """A state's name: a member equals (and hashes, prints and formats as) its string, so a stored "ended"
+    compares with AttemptState.ENDED and an f-string shows "ended" (enum.StrEnum, which Python 3.10 lacks)."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+def _member(kind: type[Enum], value: Any) -> Any:
+    """`value` read from a file as `kind`'s member (None stays None)."""
+    return None if value is None else kind(value)
+
+
+class Mode(StrEnum):
     RUN_ONCE = "run_once"
     INDEFINITE = "indefinite"
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     QUEUED = "queued"  # waiting to start an attempt (resources, backoff, pause)
     ACTIVE = "active"  # an attempt is in flight
     ENDED = "ended"
 
 
-class AttemptState(str, Enum):
+class AttemptState(StrEnum):
     SUBMITTING = "submitting"  # intent recorded; the backend may or may not have it yet
     SUBMITTED = "submitted"  # the backend has it; the wrapper is not up yet
     RUNNING = "running"  # the wrapper said it started
@@ -105,7 +120,7 @@ class AttemptState(str, Enum):
     ENDED = "ended"
 
 
-class Cause(str, Enum):
+class Cause(StrEnum):
     """Why an attempt ended. Which budget, if any, it draws on is fray.core.budgets' (attempt_ended)."""
 
     SUCCESS = "success"
@@ -128,7 +143,7 @@ class Cause(str, Enum):
     SNAPSHOT_LEFT_OUT = "snapshot_left_out"  # it failed on a file its code snapshot left out: ends, failed_config
 
 
-class EndStatus(str, Enum):
+class EndStatus(StrEnum):
     COMPLETED_SUCCESS = "completed_success"
     FAILED = "failed"
     FAILED_CONFIG = "failed_config"  # a submission the backend refuses whatever the retry (bad option, no such partition)
@@ -143,6 +158,11 @@ PARTITION_FALLBACK_DEFAULTS: dict[str, Any] = {"after_failures": 2, "retry_prefe
 # A reported step that has not advanced this long is a hang: the wrapper's
 # heartbeat comes from its own thread, so only progress shows a stuck workload.
 DEFAULT_PROGRESS_TIMEOUT_SEC = 1800.0
+# The retry budgets' defaults, one per budget. A script run (`fray submit`, and a WorkerPool's workers, servers
+# meant to stay up) may fail its workload this many times before it ends failed; the Python API's one-off
+# calls (fray.submit, fray.map, JobRequest) default to FUNCTION_MAX_RETRIES in fray.cluster.api instead.
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_MAX_RETRIES_PREEMPTION = 100  # node-side failures: a lost node or a preemption is not the workload's fault
 # Failures count against a budget only while they are this recent, so a service
 # kept alive for weeks is not ended by crashes days apart.
 DEFAULT_RETRY_WINDOW_SEC = 86400.0
@@ -152,10 +172,10 @@ DEFAULT_RETRY_WINDOW_SEC = 86400.0
 class RunSpec(_Record):
     """How a run must be run: from `#FRAY` directives, overridden by CLI flags."""
 
-    mode: str = Mode.RUN_ONCE.value
+    mode: Mode = Mode.RUN_ONCE
     backend: str = "local"
-    max_retries: int = 3
-    max_retries_preemption: int = 100
+    max_retries: int = DEFAULT_MAX_RETRIES
+    max_retries_preemption: int = DEFAULT_MAX_RETRIES_PREEMPTION
     keep_alive_sec: float | None = None
     clean_exit_ok: bool = False
     heartbeat_interval_sec: float = 10.0
@@ -229,7 +249,9 @@ class RunSpec(_Record):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
-        return cls(**{name: data[name] for name in _field_names(cls) if name in data})
+        spec = cls(**{name: data[name] for name in _field_names(cls) if name in data})
+        spec.mode = Mode(spec.mode)
+        return spec
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -240,7 +262,7 @@ class Attempt(_Record):
     """One try at running the workload: where it went, how it started and ended, and why."""
 
     number: int
-    state: str
+    state: AttemptState
     backend: str
     submitted_at: float
     backend_ref: dict[str, Any] | None = None
@@ -250,7 +272,7 @@ class Attempt(_Record):
     stop_reason: str | None = None
     ended_at: float | None = None
     exit_code: int | None = None
-    cause: str | None = None
+    cause: Cause | None = None
     detail: str | None = None
     partition: str | None = None  # the Slurm partition it was submitted to
     counted_as: str | None = None  # the budget its end drew on: "workload" | "node" | "submit" | None
@@ -262,7 +284,9 @@ class Attempt(_Record):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Attempt":
-        return cls(**data)
+        attempt = cls(**data)
+        attempt.state, attempt.cause = AttemptState(attempt.state), _member(Cause, attempt.cause)
+        return attempt
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -274,11 +298,14 @@ class Attempt(_Record):
 
 @dataclass(eq=False, repr=False)
 class End(_Record):
-    """How a run ended: its final status, the one-line reason, and when."""
+    """How a run ended: its final status, the one-line reason, and when; for a run that spent a retry budget,
+    which budget and its limit then (what `fray status` suggests raising), as data rather than words to parse."""
 
-    status: str
+    status: EndStatus
     reason: str
     at: float
+    budget: str | None = None  # "workload" | "node": the budget whose spending ended it (fray.core.budgets)
+    budget_limit: int | None = None  # that budget's limit when it was spent (--max-retries or its -preemption)
 
 
 @dataclass(eq=False, repr=False)
@@ -314,7 +341,7 @@ class Meta(_Record):
     submitted_by: dict[str, str]
     script: dict[str, str]
     spec: RunSpec
-    phase: str = Phase.QUEUED.value
+    phase: Phase = Phase.QUEUED
     wait_reason: str | None = None
     next_attempt_at: float | None = None
     attempts: list[Attempt] = field(default_factory=list)
@@ -343,13 +370,13 @@ class Meta(_Record):
             submitted_by=dict(data["submitted_by"]),
             script=dict(data["script"]),
             spec=RunSpec.from_dict(data["spec"]) if spec is None else spec,
-            phase=data["phase"],
+            phase=Phase(data["phase"]),
             wait_reason=data.get("wait_reason"),
             next_attempt_at=data.get("next_attempt_at"),
             attempts=[Attempt.from_dict(a) for a in data["attempts"]],
             counters=Counters(**data["counters"]),
             applied=Applied(**data["applied"]),
-            end=End(**end) if end else None,
+            end=End(**{**end, "status": EndStatus(end["status"])}) if end else None,
             updated_at=data.get("updated_at"),
             lease_generation=data.get("lease_generation"),
             parent_run_id=data.get("parent_run_id"),

@@ -9,12 +9,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fray.core.model import StrEnum
+
+
+class ViewState(StrEnum):
+    """Where the backend has an attempt: the only words policy reads of a scheduler."""
+
+    PENDING = "pending"  # queued or being created: not running yet
+    RUNNING = "running"
+    GONE = "gone"  # ended, cancelled, deleted or never known: the wrapper's files (or `cause`) say how
+    UNKNOWN = "unknown"  # the backend could not look this cycle (its command failed): decide nothing from it
+
 
 @dataclass(frozen=True)
 class BackendView:
     """What the backend's snapshot says of one attempt."""
 
-    state: str  # "pending" | "running" | "gone" | "unknown"
+    state: ViewState
     node: str | None = None
     ref: dict[str, Any] | None = None
     detail: str | None = None  # e.g. the scheduler's reason or final state

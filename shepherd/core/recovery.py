@@ -1,31 +1,36 @@
 """What to type next for a run that has stopped making progress: one pure function, shown by `fray status`
 under the run and mirrored by the table of docs/failures.md ("What to type").
 
-    next_steps(status, reason, run_id, spec, daemon_state, prefix="fray", started=True) -> list[str]
+    next_steps(status, reason, run_id, spec, daemon_state, prefix="fray", started=True, *, end=None,
+               last_cause=None) -> list[str]
 
-Each step is a command line, with why after `#`. The reason strings matched
-here are the policy's own (its `plan.end` calls, in fray.core.policy and
-fray.core.budgets; fray.core.status), so a new way to end needs a line here
-and a row in docs/failures.md.
+Each step is a command line, with why after `#`. A spent retry budget is read
+from the run's end record (`end["budget"]`, `end["budget_limit"]`, written by
+fray.core.budgets), a hang from the last attempt's cause; the few reason
+prefixes matched here are the policy's own (its `plan.end` calls, in
+fray.core.policy; fray.core.status), so a new way to end needs a line here and
+a row in docs/failures.md.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-_WORKLOAD = re.compile(r"workload failures, more than --max-retries (\d+)")
-_NODE = re.compile(r"node-side failures, more than --max-retries-preemption (\d+)")
+from fray.core.budgets import NODE_BUDGET, WORKLOAD_BUDGET
+from fray.core.model import Cause
+
 # The last failure was a hang (the wrapper's watch) or a progress stall: its stacks say where, not its stderr.
-_HUNG = re.compile(r"last: (hung: |step \S+ has not advanced)")
+_HUNG = frozenset({Cause.HANG_STOPPED, Cause.HANG_IDLE, Cause.PROGRESS_STALL})
 _ACTIVE = frozenset({"pending", "restarting", "crash_loop", "healthy_running", "running_degraded", "unresponsive"})
 
 
 def next_steps(status: str, reason: str, run_id: str, spec: Mapping[str, Any] | None, daemon_state: str | None,
-               prefix: str = "fray", started: bool = True) -> list[str]:
+               prefix: str = "fray", started: bool = True, *, end: Mapping[str, Any] | None = None,
+               last_cause: str | None = None) -> list[str]:
     """The commands that move this run on, most likely first; [] for a run that needs nothing. `started`: some
-    attempt of the run started (it has output to read)."""
+    attempt of the run started (it has output to read); `end`: its end record (meta.json's), `last_cause`: why
+    its last attempt ended."""
     run = f"{prefix} control"
     if status in _ACTIVE and daemon_state == "stopped":
         return [f"{prefix} daemon start  # no daemon watches FRAY_HOME: nothing moves until one runs"]
@@ -37,17 +42,17 @@ def next_steps(status: str, reason: str, run_id: str, spec: Mapping[str, Any] | 
         return [f"{prefix} logs {run_id} --stderr  # why each attempt fails fast",
                 f"{run} stop {run_id}  # if it cannot succeed as it is: fix it, then submit again"]
     if status == "failed":
-        workload, node = _WORKLOAD.search(reason), _NODE.search(reason)
-        if workload:
-            more = max(1, 2 * int(workload[1]))
-            why = (f"{prefix} logs {run_id} --stacks  # where it hung: every thread's stack" if _HUNG.search(reason)
+        budget, limit = (end or {}).get("budget"), (end or {}).get("budget_limit") or 0
+        if budget == WORKLOAD_BUDGET:
+            more = max(1, 2 * limit)
+            why = (f"{prefix} logs {run_id} --stacks  # where it hung: every thread's stack" if last_cause in _HUNG
                    else f"{prefix} logs {run_id} --stderr  # why the workload failed" if started
                    else f"{prefix} status {run_id}  # no attempt started: the last one's end says why")
             return [why,
                     f"{run} config-set {run_id} max-retries={more}  # a larger budget, if retrying can help",
                     f"{run} start {run_id}  # start it again (budgets counted afresh)"]
-        if node:
-            more = max(1, 2 * int(node[1]))
+        if budget == NODE_BUDGET:
+            more = max(1, 2 * limit)
             return [f"{prefix} nodes  # the nodes it failed on; banned ones are marked",
                     f"{prefix} nodes unban NODE  # a node you know is fixed",
                     f"{run} config-set {run_id} max-retries-preemption={more}  # a larger budget for node failures",

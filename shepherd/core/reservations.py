@@ -77,7 +77,7 @@ class Admitter:
                 use.mem_mb += request.mem_mb or 0
                 use.gpus += request.gpus
         for rid, res in self.held.items():
-            # A backend's own queue of functions (fray.daemon.warm_queue) starts what it holds as soon as the
+            # A backend's own queue of functions (fray.warm.queueing) starts what it holds as soon as the
             # machine's CPUs are free, blind to the CPUs a reservation keeps: while one is live there, nothing
             # is queued past the CPUs.
             self.ledger(res.backend).queue_cpus = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fray.core.model import End, Meta, Phase
+from fray.core.model import End, EndStatus, Meta, Phase
 
 
 @dataclass(frozen=True)
@@ -79,11 +79,12 @@ class Plan:
     def log(self, kind: str, reason: str, attempt: int | None = None, **data: Any) -> None:
         self.events.append(Event(kind, reason, attempt, data or None))
 
-    def end(self, status: str, reason: str) -> None:
-        """End the run with `status` (an EndStatus value): nothing waits or retries after this."""
+    def end(self, status: str, reason: str, budget: str | None = None, budget_limit: int | None = None) -> None:
+        """End the run with `status` (an EndStatus value): nothing waits or retries after this. `budget`: the
+        retry budget whose spending ends it, with its limit (End.budget)."""
         meta = self.meta
         meta.phase = Phase.ENDED.value
-        meta.end = End(status=status, reason=reason, at=self.now)
+        meta.end = End(EndStatus(status), reason, self.now, budget, budget_limit)
         meta.wait_reason = None
         meta.next_attempt_at = None
         self.actions.append(Finish(status, reason))

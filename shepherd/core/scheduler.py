@@ -6,7 +6,7 @@ reason shown; one that can never fit says so. Backends with a scheduler of
 their own (Slurm, TPU) use `Ledger.unlimited()`.
 
 A backend with a queue of its own for short functions (the local backend's
-warm worker, fray.backends.local.warm) is given `queue_cpus`: a request that
+warm worker, fray.warm.daemon_side) is given `queue_cpus`: a request that
 may wait there (`queueable`) is admitted beyond the machine's CPUs by that
 much, as Slurm takes jobs beyond its nodes and holds them PENDING. The worker
 runs only as many as the CPUs allow. Honest counting needs both sides: while

@@ -328,7 +328,9 @@ def _enum(arg: list[Any], schema: dict, root: dict, refs: dict) -> Check:
     allowed = list(arg)
 
     def check(value: Any, path: str) -> list[str]:
-        if any(value == a and type(value) is type(a) for a in allowed):
+        # A str-valued enum's member (fray.core.model.StrEnum) is written as its string: it is that string here.
+        plain = str.__str__(value) if isinstance(value, str) else value
+        if any(plain == a and type(plain) is type(a) for a in allowed):
             return []
         return [f"{path}: {value!r} is not one of {', '.join(map(repr, allowed))}"]
 

@@ -18,9 +18,9 @@ Each cycle the daemon asks `FamilyKeeper.prepare` for
   A run with `--after` that has never started waits for its upstreams (`dependencies.gate`);
   when they can no longer satisfy it, its admission is a final refusal that ends it failed_dependency.
 
-`sweep_endpoints` removes the endpoint files of actors whose job has ended or
+`remove_stale_endpoints` removes the endpoint files of actors whose job has ended or
 moved on to a later attempt (the new attempt's server registers afresh), at
-most every `ENDPOINT_SWEEP_SEC`, reading each endpoint file once (they never
+most every `ENDPOINT_CHECK_SEC`, reading each endpoint file once (they never
 change).
 """
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from fray.actors import endpoints
+from fray.state import endpoints
 from fray.core import dependencies, family, reservations
 from fray.core.model import Control, Meta, Phase
 from fray.core.placement.attributes import Resources, Worker
@@ -48,12 +48,12 @@ from fray.state import store
 from fray.state import layout
 from fray.state.config import load_config
 from fray.state.layout import Home
-from fray.daemon import warm_queue
+from fray.warm import queueing as warm_queue
 from fray.daemon.run_view import RunView
 
 log = logging.getLogger("fray.daemon")
 
-ENDPOINT_SWEEP_SEC = 1.0
+ENDPOINT_CHECK_SEC = 1.0
 
 
 @dataclass
@@ -68,62 +68,35 @@ class FamilyKeeper:
         self.config = load_config(home) if config is None else config
         self._reader = store.CachedReader()
         self._endpoint_cache: dict[Path, endpoints.Endpoint | None] = {}
-        self._swept_at = float("-inf")
+        self._endpoints_checked_at = float("-inf")
 
     def prepare(self, runs: RunView, active: Iterable[Any], ledgers: dict[str, Ledger], now: float,
                 submits_together: Callable[[str], bool] = lambda _backend: False) -> CyclePlan:
         """`runs`: every run of the cycle, by id (fray.daemon.run_view: what is asked of the runs that ended is
         looked up, never scanned); `active`: those the policy looks at; `submits_together(backend)`: whether that
-        backend submits a sweep's attempts in one call and throttles them itself (Slurm)."""
+        backend submits a sweep's attempts in one call and throttles them itself (Slurm).
+
+        In order: the stop orders (a parent's end, a reservation's), the admitter over the ledgers and the
+        reservations, the gangs' all-or-nothing plan, the sweeps' gate, the --after gates, and what the
+        scheduler holds back; `admit_for` then answers each run from the first of these that speaks for it."""
         active = list(active)
         going = runs.going()  # every run not ended: the only ones a parent, a group or a sweep orders or holds
-        orders = family.stop_orders(runs, runs, children=going)
         active_metas = [r.meta for r in active if r.meta is not None]
         held = reservations.live(self._reservations(), now)
+        orders = family.stop_orders(runs, runs, children=going)
         orders.update({k: v for k, v in reservations.orders(active_metas, held).items() if k not in orders})
-        in_flight = [(m.reservation, warm_queue.request_of(m))
-                     for m in active_metas if m.reservation and m.in_flight is not None]
-        admitter = reservations.Admitter(ledgers, held, in_flight)
-
-        def admit_meta(meta: Meta) -> Admission:
-            return admitter.admit(meta.spec.backend, warm_queue.request_of(meta), meta.reservation)
-
-        groups: dict[str, list[tuple[Meta, Control]]] = {}
-        for gang_id in {m.gang["id"] for m in going.values() if m is not None and m.gang is not None}:
-            for run in runs.members(gang_id):  # ended members too: one that ended before the start breaks its group
-                meta = run.meta
-                if meta is not None and meta.gang is not None and meta.run_id not in orders:
-                    groups.setdefault(gang_id, []).append((meta, run.control))
-        groups = {g: found for g, found in groups.items() if any(m.phase != "ended" for m, _ in found)}
-        plan = family.plan_groups(groups, now, admit_meta, admitter.snapshot, admitter.restore) if groups \
-            else family.GroupPlan()
+        admitter = reservations.Admitter(ledgers, held, _reserved_in_flight(active_metas))
+        plan = _gang_plan(runs, going, orders, now, admitter)
         for run_id, why in plan.stop.items():
             orders.setdefault(run_id, why)
         credits = credits_from(self.config, (m for m in runs.metas() if m is not None), now)  # read only if on
-        sweep_ids = {m.sweep["id"] for m in going.values() if m is not None and m.sweep is not None}
-        sweeps = gate.plan((run.meta for sweep_id in sweep_ids for run in runs.members(sweep_id)
-                            if run.meta is not None), submits_together)
+        sweeps = _sweep_gate(runs, going, submits_together)
         gates = _gates(active, runs, now)
         # Backends where a run that cannot queue waits for CPUs (also one this cycle skips as quiet): no queueing.
         closed = {m.spec.backend for m in going.values() if m is not None and _waits_unqueueable(m)}
         held_back = _held_back([r for r in active if r.meta is None or r.meta.run_id not in gates], orders, plan,
                                admitter.ledgers, now, credits, sweeps, closed)
-
-        def admit_for(meta: Meta) -> Callable[[Request], Admission]:
-            run_id = meta.run_id
-            if run_id in gates:
-                refusal = gates[run_id]
-                return lambda _request: refusal
-            if run_id in plan.granted:
-                return lambda _request: plan.granted[run_id]
-            if run_id in plan.waiting:
-                return lambda _request: Admission(False, plan.waiting[run_id])
-            if run_id in held_back:
-                return lambda _request: held_back[run_id]
-            return sweeps.admit_for(meta, lambda request: admitter.admit(
-                meta.spec.backend, warm_queue.mark(meta, request), meta.reservation))
-
-        return CyclePlan(orders, admit_for)
+        return CyclePlan(orders, _admit_for({**held_back, **_group_answers(plan), **gates}, sweeps, admitter))
 
     def _reservations(self) -> list[dict[str, Any]]:
         found = []
@@ -141,11 +114,11 @@ class FamilyKeeper:
                 found.append(record)
         return found
 
-    def sweep_endpoints(self, runs: Mapping[str, Meta | None], force: bool = False) -> int:
+    def remove_stale_endpoints(self, runs: Mapping[str, Meta | None], force: bool = False) -> int:
         """Remove stale endpoint files; how many were removed."""
-        if not force and time.monotonic() - self._swept_at < ENDPOINT_SWEEP_SEC:
+        if not force and time.monotonic() - self._endpoints_checked_at < ENDPOINT_CHECK_SEC:
             return 0
-        self._swept_at = time.monotonic()
+        self._endpoints_checked_at = time.monotonic()
         if not self.home.namespaces_dir.exists():
             return 0
         metas = runs
@@ -176,6 +149,57 @@ class FamilyKeeper:
             del self._endpoint_cache[path]
         return removed
 
+
+def _reserved_in_flight(metas: list[Meta]) -> list[tuple[str, Request]]:
+    """What each reservation already holds: the requests of its runs' attempts in flight."""
+    return [(m.reservation, warm_queue.request_of(m)) for m in metas if m.reservation and m.in_flight is not None]
+
+
+def _sweep_gate(runs: RunView, going: Mapping[str, Meta | None],
+                submits_together: Callable[[str], bool]) -> gate.SweepGate:
+    """The --max-parallel gate over every sweep with a point not ended (all its points, ended ones too)."""
+    sweep_ids = {m.sweep["id"] for m in going.values() if m is not None and m.sweep is not None}
+    return gate.plan((run.meta for sweep_id in sweep_ids for run in runs.members(sweep_id) if run.meta is not None),
+                     submits_together)
+
+
+def _gang_plan(runs: RunView, going: Mapping[str, Meta | None], orders: dict[str, str], now: float,
+               admitter: reservations.Admitter) -> family.GroupPlan:
+    """The all-or-nothing plan of every gang with a member not ended (and none ordered to stop)."""
+    groups: dict[str, list[tuple[Meta, Control]]] = {}
+    for gang_id in {m.gang["id"] for m in going.values() if m is not None and m.gang is not None}:
+        for run in runs.members(gang_id):  # ended members too: one that ended before the start breaks its group
+            meta = run.meta
+            if meta is not None and meta.gang is not None and meta.run_id not in orders:
+                groups.setdefault(gang_id, []).append((meta, run.control))
+    groups = {g: found for g, found in groups.items() if any(m.phase != "ended" for m, _ in found)}
+    if not groups:
+        return family.GroupPlan()
+
+    def admit_meta(meta: Meta) -> Admission:
+        return admitter.admit(meta.spec.backend, warm_queue.request_of(meta), meta.reservation)
+
+    return family.plan_groups(groups, now, admit_meta, admitter.snapshot, admitter.restore)
+
+
+def _group_answers(plan: family.GroupPlan) -> dict[str, Admission]:
+    """What the gangs' plan answers its members: granted, or waiting for the rest of their group."""
+    waiting = {run_id: Admission(False, why) for run_id, why in plan.waiting.items()}
+    return {**waiting, **plan.granted}
+
+
+def _admit_for(answers: dict[str, Admission], sweeps: gate.SweepGate,
+               admitter: reservations.Admitter) -> Callable[[Meta], Callable[[Request], Admission]]:
+    """Each run's admission: the answer decided for it this cycle (an --after gate, then its gang's plan, then
+    the scheduler's holding back, as `answers` is merged), else its sweep's gate over the admitter."""
+    def admit_for(meta: Meta) -> Callable[[Request], Admission]:
+        answer = answers.get(meta.run_id)
+        if answer is not None:
+            return lambda _request: answer
+        return sweeps.admit_for(meta, lambda request: admitter.admit(
+            meta.spec.backend, warm_queue.mark(meta, request), meta.reservation))
+
+    return admit_for
 
 def _gates(active: list[Any], runs: RunView, now: float) -> dict[str, Admission]:
     """Run id -> the refusal of each run held by its --after this cycle (final: failed_dependency)."""
@@ -292,7 +316,7 @@ def _waits_unqueueable(meta: Meta) -> bool:
 
 
 def _queue_open(ledger: Ledger, waiting: list[Meta]) -> bool:
-    """Whether runs left waiting for CPUs may go to the backend's own queue (fray.daemon.warm_queue): it has
+    """Whether runs left waiting for CPUs may go to the backend's own queue (fray.warm.queueing): it has
     one, no run outside it holds CPUs or was placed this cycle (`ledger` holds those placed), and every run
     waiting may queue. A script placed or waiting closes it, so that functions queued past the CPUs drain and
     the scheduler's line decides who takes the next free CPU."""

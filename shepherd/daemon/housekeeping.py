@@ -54,7 +54,7 @@ class Housekeeping:
 
     def tidy(self, metas: Callable[[], Iterable[Meta | None]], now: float) -> None:
         """`metas()`: every run's meta, asked for only by a task whose time has come (a pass over every run)."""
-        self.arrays.sweep(LazyMetas(metas), now)
+        self.arrays.remove_finished(LazyMetas(metas), now)
         self.snapshots.collect(LazyMetas(metas), now)
         if time.monotonic() - self._temps_at >= TEMPS_EVERY_SEC:
             self._temps_at = time.monotonic()

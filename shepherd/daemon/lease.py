@@ -171,14 +171,14 @@ def start(home: Home) -> Spawned | None:
 def _spawn(home: Home) -> Spawned:
     import subprocess  # only starting a daemon needs these: `fray list` reads the lease without them
 
-    from fray.wrapper import tags
+    from fray.wrapper import face as wrapper
 
     spawned_at = time.time()
     log_fd = os.open(home.daemon_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, store.FILE_MODE)
     try:
         # Untagged: a daemon started from inside a job must not die with that job's attempt (fray.wrapper.tags).
         proc = subprocess.Popen([sys.executable, "-m", "fray.daemon", "--home", str(home.root)],
-                                env=tags.untagged(os.environ), stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                                env=wrapper.untagged(os.environ), stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
                                 cwd=str(home.root), start_new_session=True, close_fds=True)
     finally:
         os.close(log_fd)

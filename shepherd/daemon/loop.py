@@ -35,20 +35,22 @@ import random
 import socket
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from fray import __version__
+from fray.version import __version__
 from fray.backends import cli_health, load_backend
-from fray.backends.protocol import AttemptKey, Backend, CancelTarget, Tracked
+from fray.backends.protocol import (AttemptKey, Backend, CancelTarget, Closing, DescribesWorker, ListsWorkers,
+                                    OffersPartitions, QueuesFunctions, Tracked, WarmsUp)
 from fray.core import family, policy
 from fray.core.model import AttemptState, Control, Meta
 from fray.core.partition_policy import Candidates as PartitionCandidates
 from fray.core.policy import AttemptFiles, Situation
-from fray.core.observation import BackendView
+from fray.core.observation import BackendView, ViewState
 from fray.core.scheduler import Ledger
 from fray.core.run_row import row_of
 from fray.daemon import alerts
-from fray.daemon import pacing, warm_queue
+from fray.daemon import pacing
+from fray.warm import queueing as warm_queue
 from fray.daemon.attempt_files import read_attempt_files
 from fray.daemon import watching as watching_runs
 from fray.daemon.family import CyclePlan, FamilyKeeper
@@ -60,11 +62,11 @@ from fray.daemon.notifications import Notifications
 from fray.daemon.cycle_state import CycleStats, RunState
 from fray.daemon.quiet import QuietRuns
 from fray.daemon.run_index import RunIndex
-from fray.daemon.run_writes import RunWrites
+from fray.daemon.run_writes import EventLog, RunWrites
 from fray.daemon.sightings import Sightings
 from fray.daemon.config import Settings
 from fray.daemon.lease_keeper import UNFENCED, Fence
-from fray.daemon.strays import Sweeper
+from fray.daemon.strays import StrayKiller
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, FrayError, LeaseLost
 from fray.state import meta_file as run_meta, store
@@ -73,6 +75,11 @@ from fray.state.layout import Home
 from fray.state.run_changes import Journal
 
 log = logging.getLogger("fray.daemon")
+
+
+def _workers(backend: Backend) -> tuple[Any, ...]:
+    """The nodes a backend that queues by itself may place on, to judge a run placeable (none: it cannot tell)."""
+    return backend.placement_workers() if isinstance(backend, ListsWorkers) else ()
 
 # Between full scans, ended runs are looked at only when the watcher saw their
 # folder change; a full scan every so often is the level-triggered safety net.
@@ -92,34 +99,44 @@ class Daemon:
         self.clock = clock
         self.jitter = jitter
         self._backends: dict[str, Backend] = dict(backends or {})
-        self._reader = store.CachedReader()
-        self._journal = Journal(home)  # the runs whose meta.json changed, for `fray list` (fray.state.run_changes)
-        self._index = RunIndex(home, lambda paths, kind, reason: self._event(paths, kind, reason), lambda: self._config,
-                               self._journal, lambda: lease.generation)
-        self._quiet = QuietRuns(lambda: self._config)  # waiting runs nothing can start now: not decided again
-        # The cycle's meta.json writes, made durable together, never once the lease is lost.
-        self._batch = CommitBatch(home.root, self._journal, fence=lease.check)
-        self._writes = RunWrites(self._batch, self._index, clock, lease)
-        self._event, self._commit, self._finish = self._writes.event, self._writes.commit, self._writes.finish
-        self._seen_in_flight: set[AttemptKey] = set()
+        self._loaded: set[str] = set()  # backends this daemon built from config.json (not handed in)
         self.started_at = clock()
         self.cycles = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._exclude: tuple[str, ...] = ()
         self._settings = Settings(home)
-        self._config = self._settings.config
-        self._loaded: set[str] = set()  # backends this daemon built from config.json (not handed in)
+        self._config = self._settings.config  # before anything that reads it (reloaded by the cycle)
+        self._open_records(home, clock, lease)
+        self._start_keepers(home, clock)
+
+    def _open_records(self, home: Home, clock: Callable[[], float], lease: Fence) -> None:
+        """The run index and the writes of runs' records, each after what it uses: the events log (where the index
+        reports a damaged file), the index, the cycle's group commit, and the writes over them."""
+        self._reader = store.CachedReader()
+        self._journal = Journal(home)  # the runs whose meta.json changed, for `fray list` (fray.state.run_changes)
+        events = EventLog(clock)
+        self._event = events.event
+        self._index = RunIndex(home, self._event, lambda: self._config, self._journal, lambda: lease.generation)
+        self._quiet = QuietRuns(lambda: self._config)  # waiting runs nothing can start now: not decided again
+        # The cycle's meta.json writes, made durable together, never once the lease is lost.
+        self._batch = CommitBatch(home.root, self._journal, fence=lease.check)
+        self._writes = RunWrites(self._batch, self._index, events, lease)
+        self._commit, self._finish = self._writes.commit, self._writes.finish
+        self._seen_in_flight: set[AttemptKey] = set()
+
+    def _start_keepers(self, home: Home, clock: Callable[[], float]) -> None:
+        """What the cycle hands its work to: nodes, families, alerts, submissions, sweeps' launches, housekeeping."""
         self._nodes = NodeKeeper(home, self._reader, self._config, clock)
         self._family = FamilyKeeper(home, self._config)
         self._cycle_plan = CyclePlan({}, lambda meta: Ledger.unlimited().admit)
         self._alerter = alerts.Alerter.from_config(self._config)
         self._notifications = Notifications(self._config, f"fray daemon on {socket.gethostname()} for {home.root}")
-        self._submitter = Submitter(home, self._backend, self._commit, self._finish, self._event, clock,
-                                    lambda: self.jitter(), self._seen_in_flight, self._batch)
+        self._submitter = Submitter(home, self._backend, self._writes, self._seen_in_flight, clock,
+                                    lambda: self.jitter())
         self._launcher = Launcher(home, self._backend, self._first_plan, clock)
         self._housekeeping = Housekeeping(home, lambda: list(self._backends.values()))
-        self._sweeper = Sweeper(home, self._event)
+        self._strays = StrayKiller(home, self._event)
         self._sightings = Sightings()  # heartbeats and steps as this daemon saw them change, on its clock
         self._summary = SummaryWriter(home, self._journal, lease)  # the rows `fray list` need not read
 
@@ -163,7 +180,8 @@ class Daemon:
                 stats.errors.append(f"{run.paths.run_id}: {exc}")
                 self._event(run.paths, "error", f"daemon error while handling this run: {exc}")
         try:
-            self._submitter.flush(self._exclude, stats)  # a sweep's attempts of this cycle, together
+            # What attempts closed this cycle left running dies before their runs' next attempts start.
+            self._submitter.flush(self._exclude, stats, lambda: self._reap_strays(self._index.runs))
         except LeaseLost:
             raise
         except Exception as exc:
@@ -176,11 +194,10 @@ class Daemon:
             except (BackendError, OSError) as exc:
                 stats.errors.append(f"cancel on {name}: {exc}")
                 log.warning("cancel on %s failed (retried next cycle): %s", name, exc)
-        self._lease.check()  # what follows kills processes and removes files by what this daemon believes
-        self._sweeper.cycle(self._index.runs)  # what closed attempts left running: killed
+        self._reap_strays(self._index.runs)
         if not self._index.deferral.pending:  # these need every run, not those a starting daemon has read
             try:
-                self._family.sweep_endpoints(runs)
+                self._family.remove_stale_endpoints(runs)
             except OSError as exc:
                 log.warning("sweeping actor endpoints failed (retried next cycle): %s", exc)
             self._housekeeping.tidy(runs.metas, now)  # finished arrays' folders, unused snapshots, at their pace
@@ -210,7 +227,7 @@ class Daemon:
             if attempt is not None:
                 key = AttemptKey(run.paths.run_id, attempt.number)
                 tracked.setdefault(attempt.backend, []).append(Tracked(key, attempt.backend_ref, run.meta.spec))
-        for name in [n for n, b in self._backends.items() if getattr(b, "snapshot_when_idle", False)]:
+        for name in [n for n, b in self._backends.items() if b.snapshot_when_idle]:
             tracked.setdefault(name, [])  # the TPU backend deletes finished attempts' slices from its snapshot
         views: dict[AttemptKey, BackendView] = {}
         for name, items in tracked.items():
@@ -235,10 +252,11 @@ class Daemon:
                     # A backend that places work itself (local) must honour bans there too.
                     closed = self._nodes.all_banned(name, backend) if capacity is not None else None
                     # The machine's attributes, which placement checks constraints against (local).
-                    attributes = getattr(backend, "worker_attributes", dict)() if capacity is not None else {}
+                    attributes = backend.worker_attributes() if capacity is not None and isinstance(
+                        backend, DescribesWorker) else {}
                     ledgers[name] = Ledger(capacity, closed=closed, attributes=attributes,
-                                           queue_cpus=warm_queue.queue_cpus(backend)) if capacity is not None \
-                        else Ledger.unlimited(getattr(backend, "placement_workers", tuple)())
+                                           queue_cpus=_queue_cpus(backend)) if capacity is not None \
+                        else Ledger.unlimited(_workers(backend))
                 except FrayError:
                     ledgers[name] = Ledger.unlimited()
             attempt = meta.in_flight
@@ -254,11 +272,11 @@ class Daemon:
         assert meta is not None
         attempt = meta.in_flight
         files = written = AttemptFiles()
-        view = BackendView("unknown")
+        view = BackendView(ViewState.UNKNOWN)
         first_sight = False
         if attempt is not None:
             key = AttemptKey(meta.run_id, attempt.number)
-            view = views.get(key, BackendView("unknown"))
+            view = views.get(key, BackendView(ViewState.UNKNOWN))
             written = read_attempt_files(self._reader, run.paths, attempt.number, view.state == "gone", self._event)
             files = self._sightings.on_daemon_clock(key, view.node or attempt.node, written, now, view.state == "gone")
             first_sight = key not in self._seen_in_flight
@@ -300,7 +318,7 @@ class Daemon:
                                 {"nodes": lifted})
         # Staged in the cycle's group commit, made durable before any backend is asked (daemon.submitting).
         self._commit(run.paths, meta, plan)
-        self._sweeper.note(attempt, plan.meta)  # one it closes is swept in this cycle, not later
+        self._strays.note(attempt, plan.meta)  # one it closes is reaped in this cycle, not later
         if attempt is not None and plan.meta.in_flight is None:
             self._wake.set()  # its room is free: the next cycle, at once, starts what waits for it (daemon.quiet)
         for action in plan.actions:
@@ -317,8 +335,8 @@ class Daemon:
     def _first_plan(self, meta: Meta) -> policy.Plan:
         """What the policy does with a new sweep's member now, before any of its runs exists (daemon.sweeps)."""
         backend = self._backend(meta.spec.backend)
-        admit = Ledger.unlimited(getattr(backend, "placement_workers", tuple)()).admit
-        return policy.decide(Situation(meta, Control(), AttemptFiles(), BackendView("unknown"), self.clock(),
+        admit = Ledger.unlimited(_workers(backend)).admit
+        return policy.decide(Situation(meta, Control(), AttemptFiles(), BackendView(ViewState.UNKNOWN), self.clock(),
                                        self.jitter(), partitions=self._partition_candidates(meta)), admit)
 
     def _alert(self, meta: Meta, control: Control, files: AttemptFiles, now: float) -> None:
@@ -334,10 +352,10 @@ class Daemon:
     def _partition_candidates(self, meta: Meta) -> PartitionCandidates | None:
         """The partitions the run's backend offers it, best first (only backends with partitions have this)."""
         try:
-            offer = getattr(self._backend(meta.spec.backend), "partition_candidates", None)
+            backend = self._backend(meta.spec.backend)
         except FrayError:
             return None  # a backend that cannot load fails the submission itself, with its message
-        return offer(meta.spec) if offer is not None else None
+        return backend.partition_candidates(meta.spec) if isinstance(backend, OffersPartitions) else None
 
     def _backend(self, name: str) -> Backend:
         self._lease.check()  # every submission and cancel goes through here
@@ -403,7 +421,9 @@ class Daemon:
                 watcher.start()  # the cycles are full until one began with the watch on (module doc)
                 probe = (self.home.watch_probe, watching, watcher, wake)
                 threading.Thread(target=watching_runs.await_watch, args=probe, name="fray-watch-probe", daemon=True).start()
-                getattr(self._backends.get("local"), "warm_up", lambda: None)()  # a first script need not wait for it
+                local = self._backends.get("local")
+                if isinstance(local, WarmsUp):
+                    local.warm_up()  # a first script need not wait for it
             if self._lease.valid():
                 self._nodes.write_inventory_every(INVENTORY_EVERY_SEC, self._backends, self._sightings.node_offsets())
             self._index.save_settled()
@@ -429,7 +449,8 @@ class Daemon:
         a new Daemon when it takes one again; what it started lives on, to be adopted)."""
         self._stop.set()
         for backend in self._backends.values():
-            getattr(backend, "close", lambda: None)()
+            if isinstance(backend, Closing):
+                backend.close()
 
     def wake(self) -> None:
         """Cut the current wait short (from any thread): the lease was lost, say."""
@@ -443,3 +464,12 @@ class Daemon:
             "active_runs": stats.active, "last_error": error, "config_error": self._settings.error,
             "failing_commands": cli_health.failing_commands(self._backends)})
 
+    def _reap_strays(self, runs: Mapping[str, RunState]) -> None:
+        """Kill what closed attempts left running (when one closed this cycle, or now and then)."""
+        self._lease.check()  # it kills processes by what this daemon believes
+        self._strays.cycle(runs)
+
+
+def _queue_cpus(backend: Backend) -> int:
+    """How far beyond its CPUs the backend takes queueable runs (0: it has no such queue)."""
+    return int(backend.queue_cpus()) if isinstance(backend, QueuesFunctions) else 0

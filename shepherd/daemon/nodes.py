@@ -127,7 +127,7 @@ class NodeKeeper:
         """
         now = time.monotonic()
         due = [name for name, backend in backends.items()
-               if now - self._listed_at.get(name, float("-inf")) > getattr(backend, "nodes_every_sec", every_sec)]
+               if now - self._listed_at.get(name, float("-inf")) > (backend.nodes_every_sec or every_sec)]
         if not due and not self._damaged():
             return
         for name in due:

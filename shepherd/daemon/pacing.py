@@ -8,7 +8,7 @@ scheduler's line) and taking a CPU from the functions themselves: about half
 the daemon's CPU during `fray.map`.
 
 The warm worker starts the next queued function the moment one ends, with no
-cycle in between (fray.daemon.warm_queue), so while it holds a queue a cycle
+cycle in between (fray.warm.queueing), so while it holds a queue a cycle
 that comes a little later costs the functions nothing: the ends that came
 meanwhile are then handled by one cycle, together. So while some backend says
 work waits in its own queue, a wake after a cycle that took T seconds starts
@@ -21,13 +21,14 @@ as before.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+
+from fray.backends.protocol import Backend, QueuesFunctions
 
 MAX_REST_SEC = 0.1  # well below what a queue of QUEUE_PER_CPU short functions per CPU takes to drain
 
 
-def rest(backends: Iterable[Any], busy_sec: float, idle_sec: float) -> float:
+def rest(backends: Iterable[Backend], busy_sec: float, idle_sec: float) -> float:
     """Seconds still to rest before the next cycle, after a cycle of `busy_sec` and `idle_sec` since it."""
-    if not any(getattr(backend, "queue_held", lambda: False)() for backend in backends):
+    if not any(isinstance(backend, QueuesFunctions) and backend.queue_held() for backend in backends):
         return 0.0
     return max(0.0, min(MAX_REST_SEC, busy_sec) - idle_sec)

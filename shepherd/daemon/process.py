@@ -24,7 +24,7 @@ import signal
 import threading
 from typing import Protocol
 
-from fray import __version__
+from fray.version import __version__
 from fray.daemon.host_guard import HostGuard
 from fray.state.this_host import hostname
 from fray.daemon.lease_keeper import LeaseKeeper, configured_timeout

@@ -38,7 +38,7 @@ from fray.core.model import Control, Meta, Mode, Phase
 from fray.core.capacity import Request
 from fray.core.scheduler import Ledger
 from fray.core.status import PAUSED_REASON
-from fray.daemon import warm_queue
+from fray.warm import queueing as warm_queue
 from fray.daemon.cycle_state import RunState
 from fray.state.row_cache import StatKey
 

@@ -23,13 +23,33 @@ from fray.state.row_cache import stat_key
 log = logging.getLogger("fray.daemon")
 
 
+class EventLog:
+    """Each run's events.jsonl, as the daemon appends to it (and its own log)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+
+    def event(self, paths: RunPaths, kind: str, reason: str, attempt: int | None = None,
+              data: dict[str, Any] | None = None, at: float | None = None) -> None:
+        """One line in the run's events.jsonl (and the daemon's log); a full disk loses the line, not the cycle."""
+        record: dict[str, Any] = {"at": at or self.clock(), "run_id": paths.run_id, "kind": kind,
+                                  "attempt": attempt, "reason": reason}
+        if data:
+            record["data"] = data
+        try:
+            store.append_jsonl(paths.events, record, "event")
+        except OSError as exc:
+            log.warning("could not append to %s: %s", paths.events, exc)
+        log.info("%s %s%s: %s", paths.run_id, kind, f" #{attempt}" if attempt else "", reason)
+
+
 class RunWrites:
     """The daemon's writes of one run's records (one writer per file: DESIGN's writers table)."""
 
-    def __init__(self, batch: CommitBatch, index: RunIndex, clock: Callable[[], float], lease: Fence) -> None:
-        self._batch = batch
+    def __init__(self, batch: CommitBatch, index: RunIndex, events: EventLog, lease: Fence) -> None:
+        self.batch = batch  # the cycle's group commit, which `commit` stages into
         self._index = index
-        self._clock = clock
+        self.event, self._clock = events.event, events.clock
         self._lease = lease
         self._written: dict[str, RunState] = {}  # meta.json path -> its run as indexed, staged since the last commit
         batch.on_commit(self._committed)
@@ -40,7 +60,7 @@ class RunWrites:
         if after != before:  # dataclass equality: no dicts built for the common case of no change
             after.updated_at = plan.now
             after.lease_generation = self._lease.generation  # a newer daemon can tell this write from its own
-            run_meta.stage(self._batch, paths, after.to_dict())
+            run_meta.stage(self.batch, paths, after.to_dict())
             indexed = self._index.runs.get(paths.run_id)
             if indexed is not None:  # what we wrote is what a re-read would give, once committed (_committed)
                 indexed.meta, indexed.meta_key = after.copy(), None  # None: read again unless committed
@@ -67,16 +87,3 @@ class RunWrites:
             "ended_at": meta.end.at if meta.end else self._clock(), "attempts": len(meta.attempts),
             "final_attempt": last.number if last else None, "result": (final or {}).get("result"),
         }, "ended")
-
-    def event(self, paths: RunPaths, kind: str, reason: str, attempt: int | None = None,
-              data: dict[str, Any] | None = None, at: float | None = None) -> None:
-        """One line in the run's events.jsonl (and the daemon's log); a full disk loses the line, not the cycle."""
-        record: dict[str, Any] = {"at": at or self._clock(), "run_id": paths.run_id, "kind": kind,
-                                  "attempt": attempt, "reason": reason}
-        if data:
-            record["data"] = data
-        try:
-            store.append_jsonl(paths.events, record, "event")
-        except OSError as exc:
-            log.warning("could not append to %s: %s", paths.events, exc)
-        log.info("%s %s%s: %s", paths.run_id, kind, f" #{attempt}" if attempt else "", reason)

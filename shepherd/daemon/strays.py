@@ -1,16 +1,16 @@
-"""The daemon's sweeper: kills what closed attempts left running on this machine, and says so in events.
+"""The daemon's stray killer: kills what closed attempts left running on this machine, and says so in events.
 
 Each cycle, after its decisions are applied, the daemon lists the processes of
 this FRAY_HOME tagged with an attempt (fray.wrapper.tags), judges each attempt
 by the run as it has just read or written it (fray.core.strays), SIGKILLs the
-processes of closed ones, and appends a `swept` event naming the pids to that
+processes of closed ones, and appends a `reaped` event naming the pids to that
 run's events.jsonl. On the local backend that bounds how long a tree outlives
 its attempt to one daemon cycle; on Slurm and TPU nodes the next wrapper
-sweeps the same way as it starts (the daemon sees only the login node).
+reaps the same way as it starts (the daemon sees only the login node).
 
 Listing /proc and reading each process's environment costs a few
 milliseconds per hundred processes (7 ms for 130 on a busy 2-core VM), so it
-runs every SWEEP_EVERY_SEC, and at once when an attempt has just been closed.
+runs every REAP_EVERY_SEC, and at once when an attempt has just been closed.
 """
 
 from __future__ import annotations
@@ -25,17 +25,17 @@ from fray.core import strays
 from fray.core.model import Attempt, Meta
 from fray.daemon.cycle_state import RunState
 from fray.state.layout import Home, RunPaths
-from fray.wrapper import tags
+from fray.wrapper import face as wrapper
 
-SWEEP_EVERY_SEC = 2.0
+REAP_EVERY_SEC = 2.0
 
 log = logging.getLogger("fray.daemon")
 
 EventSink = Callable[[RunPaths, str, str, "int | None", "dict[str, Any] | None"], None]
 
 
-class Sweeper:
-    """Sweeps at the end of a cycle that closed an attempt its wrapper did not see end, and every SWEEP_EVERY_SEC."""
+class StrayKiller:
+    """Reaps at the end of a cycle that closed an attempt its wrapper did not see end, and every REAP_EVERY_SEC."""
 
     def __init__(self, home: Home, event: EventSink, clock: Callable[[], float] = time.monotonic) -> None:
         self.home = home
@@ -45,34 +45,35 @@ class Sweeper:
         self._closed = False
 
     def note(self, before: Attempt | None, after: Meta) -> None:
-        """A decision of this cycle: when it closed the attempt in flight, sweep at the end of the cycle."""
+        """A decision of this cycle: when it closed the attempt in flight, reap at the end of the cycle."""
         now_in_flight = after.in_flight
         if before is not None and (now_in_flight is None or now_in_flight.number != before.number):
             closed = next((a for a in after.attempts if a.number == before.number), None)
             # An attempt whose wrapper wrote its exit code ended after its clean-up (its guardian kills what the
-            # workload left): the sweep every SWEEP_EVERY_SEC is soon enough, and a thousand short functions
-            # ending do not cost a scan of /proc each. One closed otherwise (lost, superseded) is swept at once.
+            # workload left): the reaping every REAP_EVERY_SEC is soon enough, and a thousand short functions
+            # ending do not cost a scan of /proc each. One closed otherwise (lost, superseded) is reaped at once.
             if closed is None or closed.exit_code is None:
                 self._closed = True
 
     def cycle(self, runs: Mapping[str, RunState]) -> None:
-        """Sweep when an attempt was closed this cycle, or SWEEP_EVERY_SEC after the last sweep."""
-        if not self._closed and self._clock() - self._last < SWEEP_EVERY_SEC:
+        """Reap when an attempt was closed this cycle, or REAP_EVERY_SEC after the last time."""
+        if not self._closed and self._clock() - self._last < REAP_EVERY_SEC:
             return
         self._closed = False
         try:
-            self.sweep(runs)
+            self.reap(runs)
         except OSError as exc:
-            log.warning("sweeping closed attempts' processes failed (retried next cycle): %s", exc)
+            log.warning("killing closed attempts' processes failed (retried next cycle): %s", exc)
 
-    def sweep(self, runs: Mapping[str, RunState]) -> dict[tags.Tag, tuple[str, list[int]]]:
+    def reap(self, runs: Mapping[str, RunState]) -> dict[wrapper.Tag, tuple[str, list[int]]]:
         """Kill the strays of this home; tag -> (reason, pids killed). Each kill is an event of its run."""
         self._last = self._clock()
-        killed = tags.sweep(str(self.home.root), lambda tag: strays.closed(self._known(runs, tag.run_id), tag.attempt))
+        killed = wrapper.kill_closed_attempts(str(self.home.root),
+                                              lambda tag: strays.closed(self._known(runs, tag.run_id), tag.attempt))
         for tag, (reason, pids) in killed.items():
             paths = self.home.run(tag.run_id)
             if os.path.isdir(paths.dir):
-                self._event(paths, "swept", f"killed {len(pids)} process(es) left running by attempt {tag.attempt} "
+                self._event(paths, "reaped", f"killed {len(pids)} process(es) left running by attempt {tag.attempt} "
                             f"({reason}): pids {pids}", tag.attempt, {"pids": pids})
         return killed
 

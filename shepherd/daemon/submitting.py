@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from fray.backends import offers
-from fray.backends.protocol import AttemptKey, Backend, GroupSubmit, SubmitRequest
+from fray.backends.protocol import AttemptKey, Backend, GroupBackend, GroupSubmit, SubmitRequest
 from fray.core import policy
 from fray.core.model import AttemptState, Meta
 from fray.daemon.cycle_state import CycleStats
@@ -45,26 +45,34 @@ class _Held:
     action: policy.Submit
 
 
+class RunRecords(Protocol):
+    """What the submitter writes through (fray.daemon.run_writes.RunWrites): the cycle's group commit, meta.json
+    staged into it, ended.json, and events."""
+
+    batch: CommitBatch
+
+    def commit(self, paths: RunPaths, before: Meta, plan: policy.Plan) -> None: ...
+
+    def finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None: ...
+
+    def event(self, paths: RunPaths, kind: str, reason: str, attempt: int | None = None,
+              data: dict[str, Any] | None = None, at: float | None = None) -> None: ...
+
+
 class Submitter:
-    def __init__(self, home: Home, backend: Callable[[str], Backend],
-                 commit: Callable[..., None],
-                 finish: Callable[[RunPaths, Meta, policy.Finish], None],
-                 event: Callable[..., None], clock: Callable[[], float], jitter: Callable[[], float],
-                 seen: set[AttemptKey], batch: CommitBatch) -> None:
+    def __init__(self, home: Home, backend: Callable[[str], Backend], records: RunRecords, seen: set[AttemptKey],
+                 clock: Callable[[], float], jitter: Callable[[], float]) -> None:
         self.home = home
         self.backend = backend
-        self.commit = commit
-        self.finish = finish
-        self.event = event
+        self.records = records
+        self.seen = seen  # attempts the loop has in sight (no "adopted" event for them)
         self.clock = clock
         self.jitter = jitter
-        self.seen = seen  # attempts the loop has in sight (no "adopted" event for them)
-        self.batch = batch  # the cycle's group commit, which the loop's `commit` stages into
         self._held: list[_Held] = []
 
     def submits_together(self, name: str) -> bool:
         try:
-            return hasattr(self.backend(name), "submit_group")
+            return isinstance(self.backend(name), GroupBackend)
         except Exception:  # a backend that cannot load fails its submissions with its own message
             return False
 
@@ -73,12 +81,13 @@ class Submitter:
         """Hold the attempt until `flush`, when its `submitting` record has been committed."""
         self._held.append(_Held(paths, meta, action))
 
-    def flush(self, exclude: tuple[str, ...], stats: CycleStats) -> None:
-        """Commit the cycle's writes, submit the held attempts (one batch per sweep where the backend submits
-        groups), and commit what the backends answered."""
+    def flush(self, exclude: tuple[str, ...], stats: CycleStats, before_submitting: Callable[[], None]) -> None:
+        """Commit the cycle's writes, call `before_submitting`, submit the held attempts (one batch per sweep
+        where the backend submits groups), and commit what the backends answered."""
         held, self._held = self._held, []
         try:
-            self.batch.commit()  # every `submitting` record durable before any backend is asked
+            self.records.batch.commit()  # every `submitting` record durable before any backend is asked
+            before_submitting()
             batches: dict[tuple[str, str], list[_Held]] = {}
             for item in held:
                 sweep = item.meta.sweep
@@ -89,7 +98,7 @@ class Submitter:
             for (name, group_id), items in batches.items():
                 self._submit_batch(name, group_id, items, exclude, stats)
         finally:
-            self.batch.commit()
+            self.records.batch.commit()
 
     def _submit_one(self, item: _Held, exclude: tuple[str, ...], stats: CycleStats) -> None:
         request = self.request(item.paths, item.meta, item.action, exclude)
@@ -134,7 +143,7 @@ class Submitter:
         if isinstance(outcome, AmbiguousSubmission):
             # Left `submitting`: the next snapshots look for it, and policy gives it up only
             # after SUBMIT_RESOLVE_SEC without a trace.
-            self.event(paths, "error", f"submission of attempt {number} is ambiguous ({outcome}); "
+            self.records.event(paths, "error", f"submission of attempt {number} is ambiguous ({outcome}); "
                        "looking for it before submitting again", number)
             return
         if isinstance(outcome, Exception):
@@ -142,8 +151,8 @@ class Submitter:
             plan = policy.record_submit_failure(meta, number, str(outcome), self.clock(), self.jitter(), final)
             for action in plan.actions:
                 if isinstance(action, policy.Finish):
-                    self.finish(paths, plan.meta, action)
-            self.commit(paths, meta, plan)
+                    self.records.finish(paths, plan.meta, action)
+            self.records.commit(paths, meta, plan)
             return
         self.seen.add(request.key)
         before = meta.copy()
@@ -154,5 +163,5 @@ class Submitter:
         done.log("submitted", f"attempt {number} submitted to {meta.spec.backend}", number,
                  ref={k: v for k, v in outcome.items() if isinstance(v, (str, int))},
                  exclude=list(request.exclude_nodes))
-        self.commit(paths, before, done)
+        self.records.commit(paths, before, done)
         stats.submitted += 1

@@ -64,7 +64,7 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
-from fray.backends.protocol import AttemptKey, Backend, SubmitRequest
+from fray.backends.protocol import AttemptKey, Backend, LaunchesArrays, SubmitRequest
 from fray.core import policy, validation
 from fray.core.model import Meta
 from fray.core.sweeps import record as sweep_record
@@ -106,7 +106,7 @@ class Launcher:
         backend = self.backend(first.spec.backend)
         if launch is None:
             plan = self.first_plan(first)
-            if (not hasattr(backend, "launch_array") or [type(a) for a in plan.actions] != [policy.Submit]
+            if (not isinstance(backend, LaunchesArrays) or [type(a) for a in plan.actions] != [policy.Submit]
                     or unwritten.asked(paths) is not None  # paused or stopped already: the loop decides
                     or first.spec.after):  # waits for upstream runs: the loop's gate (core.dependencies) decides
                 return self._write(paths, record, None)
@@ -218,13 +218,13 @@ class ArrayFolders:
     def __init__(self, home: Home, backends: Callable[[], Iterable[Any]]) -> None:
         self.home = home
         self.backends = backends  # the backends loaded now
-        self._swept_at = float("-inf")
+        self._removed_at = float("-inf")
 
-    def sweep(self, metas: Iterable[Meta | None], now: float) -> list[str]:
+    def remove_finished(self, metas: Iterable[Meta | None], now: float) -> list[str]:
         """Remove the finished arrays' folders (at most every ARRAYS_EVERY_SEC); their names."""
-        if time.monotonic() - self._swept_at < ARRAYS_EVERY_SEC or not self.home.array_names():
+        if time.monotonic() - self._removed_at < ARRAYS_EVERY_SEC or not self.home.array_names():
             return []
-        self._swept_at = time.monotonic()
+        self._removed_at = time.monotonic()
         in_use = {launch["array_name"] for _, launch in unwritten.pending(self.home)
                   if launch is not None and launch["array_name"]}
         for meta in metas:
@@ -233,10 +233,9 @@ class ArrayFolders:
                 in_use.add(attempt.backend_ref["job_name"])
         removed: list[str] = []
         for backend in self.backends():
-            remove = getattr(backend, "remove_finished_arrays", None)
-            if remove is not None:
+            if isinstance(backend, LaunchesArrays):
                 try:
-                    removed += remove(in_use, now)
+                    removed += backend.remove_finished_arrays(in_use, now)
                 except OSError as exc:
                     log.warning("removing finished job arrays' folders (retried later): %s", exc)
         if removed:

@@ -18,7 +18,7 @@ from fray.core.model import Meta
 from fray.errors import CorruptFileError
 from fray.state import store
 from fray.state.layout import AttemptPaths, Home
-from fray.wrapper import versions
+from fray.wrapper import face as wrapper
 
 MAX_READ_BYTES = 8 * 1024 * 1024  # twice the writer's cap (fray.wrapper.history.MAX_BYTES): a file past it is not ours
 CACHED_FILES = 256
@@ -39,9 +39,9 @@ def attempt_bytes(files: AttemptPaths) -> bytes:
         pass
     except OSError:
         return b""
-    folder = versions.versions_dir(files.history)
+    folder = wrapper.versions_dir(files.history)
     try:
-        names = list(reversed(versions.newest_first(os.listdir(folder))))
+        names = list(reversed(wrapper.newest_first(os.listdir(folder))))
     except OSError:
         return b""
     chunks: list[bytes] = []
@@ -52,7 +52,7 @@ def attempt_bytes(files: AttemptPaths) -> bytes:
                 data = handle.read(MAX_READ_BYTES - size)
         except OSError:
             continue
-        if not versions.complete(data):
+        if not wrapper.complete(data):
             continue  # still being uploaded, or cut: its lines come with a later read
         chunks.append(data)
         size += len(data)

@@ -144,50 +144,18 @@ class RunsModel:
         started = time.perf_counter()
         now = time.time() if now is None else now
         full = hint is None or hint.full or self.scans == 0
+        partial = full and newest is not None  # a first paint: the full scan that follows saves and polls
         if self._cache is None:
             self._cache = RowCache.load(self.home)
         changed: set[str] = set()
-        removed: set[str] = set()
-        if full and newest is not None:
-            check: Iterable[str] = self.home.run_ids()[-newest:]
-        elif full:
-            ids = self.home.run_ids()
-            removed = set(self.rows) - set(ids) - self._new_points(set(ids), now, changed)
-            check = ids
-        else:
-            assert hint is not None
-            check = []
-            for run_id in sorted(hint.runs):
-                if os.path.isdir(self.home.run(run_id).dir):
-                    check.append(run_id)
-                elif run_id in self.rows:
-                    removed.add(run_id)
-        for run_id in check:
-            self._points.discard(run_id)  # written: its own files from now on
-            if self._read(run_id, now):
-                changed.add(run_id)
+        ids = self.home.run_ids() if full else []
+        check, removed = (ids[-newest:], set()) if partial else (ids, self._removed(ids, now, changed)) if full \
+            else self._hinted(hint)  # type: ignore[arg-type]  # not full: there is a hint
+        self._read_all(check, now, changed)
         if not full and hint is not None and hint.beats:
-            for run_id, live in self._live.items():
-                if run_id not in hint.runs and self._reread_attempt_files(live, run_id):
-                    changed.add(run_id)
-        for run_id in removed:
-            self.rows.pop(run_id, None)
-            self._live.pop(run_id, None)
-            self._ended.pop(run_id, None)
-        recompute: Iterable[str] = self._live
-        if (not full and hint is not None and hint.focus is not None and len(self._live) > FOCUS_ABOVE
-                and self.scans % RECOMPUTE_ALL_EVERY):
-            # Ages and uptimes move every second for every running run, but only those on screen
-            # show it; the rest (and the counts) catch up every few ticks, or when their files change.
-            recompute = [run_id for run_id in hint.focus | changed if run_id in self._live]
-        for run_id in recompute:
-            live = self._live[run_id]
-            row = row_of(run_id, live.meta, live.paused, live.problem, live.heartbeat_at, live.progress, now)
-            row["where"] = live.where
-            if row != self.rows.get(run_id):
-                self.rows[run_id] = row
-                changed.add(run_id)
-        partial = full and newest is not None
+            self._reread_beating(hint, changed)
+        self._forget(removed)
+        self._recompute(self._to_recompute(full, hint, changed), now, changed)
         if not partial:  # the full scan that follows a first paint saves, polls events and counts as the first
             if full:
                 self._cache.save(set(ids))
@@ -199,6 +167,58 @@ class RunsModel:
                         daemon=lease.view(self.home), events=self.events.latest(),
                         generated_at=now, full=full and not partial, hint=hint or Hint(full=not partial),
                         scan_ms=(time.perf_counter() - started) * 1000)
+
+    def _removed(self, ids: list[str], now: float, changed: set[str]) -> set[str]:
+        """A full scan's removed rows: runs no longer on disk, less new sweeps' points not written yet."""
+        listed = set(ids)
+        return set(self.rows) - listed - self._new_points(listed, now, changed)
+
+    def _hinted(self, hint: Hint) -> tuple[list[str], set[str]]:
+        """The runs a hint names: those to read again, and those whose folder has gone."""
+        check: list[str] = []
+        removed: set[str] = set()
+        for run_id in sorted(hint.runs):
+            if os.path.isdir(self.home.run(run_id).dir):
+                check.append(run_id)
+            elif run_id in self.rows:
+                removed.add(run_id)
+        return check, removed
+
+    def _read_all(self, check: Iterable[str], now: float, changed: set[str]) -> None:
+        for run_id in check:
+            self._points.discard(run_id)  # written: its own files from now on
+            if self._read(run_id, now):
+                changed.add(run_id)
+
+    def _reread_beating(self, hint: Hint, changed: set[str]) -> None:
+        """Heartbeats moved: the live runs the hint does not name have only their attempt files to read again."""
+        for run_id, live in self._live.items():
+            if run_id not in hint.runs and self._reread_attempt_files(live, run_id):
+                changed.add(run_id)
+
+    def _forget(self, removed: set[str]) -> None:
+        for run_id in removed:
+            self.rows.pop(run_id, None)
+            self._live.pop(run_id, None)
+            self._ended.pop(run_id, None)
+
+    def _to_recompute(self, full: bool, hint: Hint | None, changed: set[str]) -> Iterable[str]:
+        """The live runs whose rows to compute again: all of them, or only those on screen and changed."""
+        if (not full and hint is not None and hint.focus is not None and len(self._live) > FOCUS_ABOVE
+                and self.scans % RECOMPUTE_ALL_EVERY):
+            # Ages and uptimes move every second for every running run, but only those on screen
+            # show it; the rest (and the counts) catch up every few ticks, or when their files change.
+            return [run_id for run_id in hint.focus | changed if run_id in self._live]
+        return self._live
+
+    def _recompute(self, run_ids: Iterable[str], now: float, changed: set[str]) -> None:
+        for run_id in run_ids:
+            live = self._live[run_id]
+            row = row_of(run_id, live.meta, live.paused, live.problem, live.heartbeat_at, live.progress, now)
+            row["where"] = live.where
+            if row != self.rows.get(run_id):
+                self.rows[run_id] = row
+                changed.add(run_id)
 
     def _new_points(self, written: set[str], now: float, changed: set[str]) -> set[str]:
         """Rows for new sweeps' points whose runs the daemon has not written yet (fray.state.sweeps.unwritten)."""

@@ -6,8 +6,10 @@ markers and tick numbers needs only a pixel buffer, a line rasteriser and a
 3x5 digit font; PNG is a zlib stream with a small header. The image has two
 panels, the metric against step (top) and against wall time (bottom): one
 colour per attempt (the terminal's order), restarts as red vertical lines,
-checkpoints as white squares, NaN/inf as red crosses along the top. Words
-(metric name, axes) go in the PNG's tEXt chunks, as the tiny font has digits only.
+checkpoints as white squares, NaN/inf as red crosses along the top. Each panel's
+axes are titled (the metric above its y axis, `STEP` or `SECONDS SINCE SUBMIT`
+under its x axis) in capitals of the same font; the legend's words go in the PNG's
+tEXt chunks.
 """
 
 from __future__ import annotations
@@ -31,7 +33,17 @@ FONT = {
     "4": "101101111001001", "5": "111100111001111", "6": "111100111101111", "7": "111001010010010",
     "8": "111101111101111", "9": "111101111001111", ".": "000000000000010", "-": "000000111000000",
     "e": "000111111100111", "+": "000010111010000",
+    # capitals, for the axis titles (a lower-case "e" above is the exponent's: 1e-03)
+    "A": "010101111101101", "B": "110101110101110", "C": "011100100100011", "D": "110101101101110",
+    "E": "111100110100111", "F": "111100110100100", "G": "011100101101011", "H": "101101111101101",
+    "I": "111010010010111", "J": "001001001101010", "K": "101101110101101", "L": "100100100100111",
+    "M": "101111111101101", "N": "110101101101101", "O": "010101101101010", "P": "110101110100100",
+    "Q": "010101101110011", "R": "110101110101101", "S": "011100010001110", "T": "111010010010010",
+    "U": "101101101101111", "V": "101101101101010", "W": "101101111111101", "X": "101101010101101",
+    "Y": "101101010010010", "Z": "111001010100111", "_": "000000000000111", "/": "001001010100100",
+    "(": "010100100100010", ")": "010001001001010", " ": "000000000000000",
 }
+GLYPH_WIDTH = 8  # 3 columns scaled 2x, and a gap of 2
 
 
 class Canvas:
@@ -80,7 +92,7 @@ class Canvas:
                         for ox in (0, 1):
                             for oy in (0, 1):
                                 self.dot(x + col * 2 + ox, y + row * 2 + oy, colour)
-            x += 8
+            x += GLYPH_WIDTH
 
     def png(self, texts: dict[str, str]) -> bytes:
         rows = b"".join(b"\x00" + bytes(self.pixels[y * self.width * 3:(y + 1) * self.width * 3])
@@ -101,6 +113,11 @@ def _label(value: float) -> str:
     return f"{value:.3g}"
 
 
+def axis_titles(metric: str, axis: str) -> tuple[str, str]:
+    """(x title, y title) of a panel, in the font's capitals."""
+    return ("STEP" if axis == "step" else "SECONDS SINCE SUBMIT"), metric.upper()
+
+
 def _panel(canvas: Canvas, view: dict[str, Any], axis: str, top: int, height: int) -> None:
     key = "steps" if axis == "step" else "times"
     mark_key = "step" if axis == "step" else "time"
@@ -110,6 +127,9 @@ def _panel(canvas: Canvas, view: dict[str, Any], axis: str, top: int, height: in
     bottom = top + height - MARGIN_BOTTOM
     canvas.line(left, top, left, bottom, AXIS)
     canvas.line(left, bottom, right, bottom, AXIS)
+    x_title, y_title = axis_titles(view["metric"], axis)
+    canvas.text((left + right - GLYPH_WIDTH * len(x_title)) // 2, bottom + 3, x_title, AXIS)  # between the ticks
+    canvas.text(left + 6, top - MARGIN, y_title, AXIS)  # above the y axis, in the margin over the panel
     if not xs:
         return
     x_lo, x_hi = min(xs), max(xs)
@@ -125,7 +145,7 @@ def _panel(canvas: Canvas, view: dict[str, Any], axis: str, top: int, height: in
     canvas.text(2, top, _label(y_hi), AXIS)
     canvas.text(2, bottom - 10, _label(y_lo), AXIS)
     canvas.text(left, bottom + 3, _label(x_lo), AXIS)
-    canvas.text(right - 8 * len(_label(x_hi)), bottom + 3, _label(x_hi), AXIS)
+    canvas.text(right - GLYPH_WIDTH * len(_label(x_hi)), bottom + 3, _label(x_hi), AXIS)
     for restart in view["restarts"]:
         x = px(restart[mark_key])
         canvas.line(x, top, x, bottom - 1, RESTART)

@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fray.core import waiting
-from fray.core.model import Meta, Phase
+from fray.core.model import Phase
 from fray.daemon import lease
 from fray.errors import CorruptFileError
-from fray.state import runs, store
+from fray.state import store
 from fray.state.layout import Home
 from fray.state.row_cache import stat_key
 
@@ -128,17 +128,6 @@ class Watch:
             time.sleep(QUICK_SEC)
             if [stat_key(path) for path in files] != before:
                 return
-
-
-def wait_for_end(home: Home, run_id: str, poll: float = POLL_SEC) -> Meta:
-    """Poll the run's meta until it has ended; the daemon is kept alive meanwhile."""
-    keeper = DaemonKeeper(home)
-    while True:
-        meta = runs.read_meta(home, run_id)
-        if meta.phase == Phase.ENDED.value and meta.end is not None:
-            return meta
-        keeper.tick()
-        time.sleep(poll)
 
 
 def ended_record(home: Home, run_id: str, patience: float = 2.0) -> dict[str, Any] | None:

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from fray.core.command_line import with_json
 from fray.errors import UsageError
 from fray.remote import forward, ssh_config, user_config
 
@@ -117,10 +118,10 @@ def ask_one(cluster: str, argv: list[str], timeout: float) -> Answer:
     import orjson
 
     started = time.monotonic()
-    args = forward.with_json(argv)
+    args = with_json(argv)
     try:
         if cluster == LOCAL:
-            proc = subprocess.run([sys.executable, "-m", "fray.cli.main", *args], capture_output=True,
+            proc = subprocess.run([sys.executable, "-m", "fray", *args], capture_output=True,  # the fray command
                                   timeout=timeout, env={**os.environ, forward.ENV_REMOTE: ""})
             code, out, err = proc.returncode, proc.stdout, proc.stderr
         else:

@@ -28,13 +28,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fray.core.command_line import JSON_FLAG, separator_index
 from fray.remote import user_config
 
 if TYPE_CHECKING:
     from fray.remote.command import Result
     from fray.remote.sync import SyncResult
 
-SEPARATOR = "--"
 ENV_REMOTE = "FRAY_REMOTE"
 ENV_REMOTE_HOME = user_config.ENV_REMOTE_HOME  # the remote FRAY_HOME, when not the remote's own default
 # What a remote submit records in the run's env: the synced copy it ran (fray status shows them).
@@ -66,7 +66,7 @@ def runs_here(given: str | None) -> bool:
 
 def interactive(words: list[str], argv: list[str]) -> bool:
     """Commands that draw on a terminal or follow output until interrupted need a PTY."""
-    if "--json" in argv and words[:1] != ["logs"]:
+    if JSON_FLAG in argv and words[:1] != ["logs"]:
         return False
     command = words[:1]
     on_terminal = sys.stdout.isatty()
@@ -77,7 +77,7 @@ def interactive(words: list[str], argv: list[str]) -> bool:
 
 def _streams(argv: list[str]) -> bool:
     """Whether the command prints until something ends (a run, a follow) rather than answering at once."""
-    return bool({"-f", "--follow", "--wait"} & set(argv[: _cut(argv)]))
+    return bool({"-f", "--follow", "--wait"} & set(argv[: separator_index(argv)]))
 
 
 def run(host: str, argv: list[str]) -> int:
@@ -104,20 +104,9 @@ def sync(host: str, project: Path, force: bool = False) -> SyncResult:
     return session.sync_project(host, project, home=_remote_home(host), force=force)
 
 
-def _cut(argv: list[str]) -> int:
-    """Where the script's own arguments begin (after `--`), or the end."""
-    return argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)
-
-
 def command_words(argv: list[str]) -> list[str]:
     """The words before `--` that are not options: the command's path and its arguments."""
-    return [w for w in argv[: _cut(argv)] if not w.startswith("-")]
-
-
-def with_json(argv: list[str]) -> list[str]:
-    """`argv` asking for JSON: `--json` goes before `--`, where the script's own arguments begin."""
-    cut = _cut(argv)
-    return argv if "--json" in argv[:cut] else [*argv[:cut], "--json", *argv[cut:]]
+    return [w for w in argv[: separator_index(argv)] if not w.startswith("-")]
 
 
 def answer(host: str, argv: list[str], timeout: float | None = None) -> Result:
@@ -156,7 +145,7 @@ def _synced_submit(host: str, argv: list[str]) -> tuple[list[str], str]:
     located = locate(argv, Path.cwd(), Path.cwd())
     copied = sync(host, Path.cwd(), force="--force" in argv)
     argv = in_copy(argv, located, copied.remote_path)
-    cut = _cut(argv)
+    cut = separator_index(argv)
     recorded = ["--env", f"{SYNCED_CODE_PATH}={copied.remote_path}", "--env", f"{SYNCED_CODE_HASH}={copied.tree_hash}"]
     return [*argv[:cut], *recorded, *argv[cut:]], copied.remote_path
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fray.core.command_line import JSON_FLAG
 from fray.errors import UsageError
 from fray.remote import bootstrap, command, connection, sync
 from fray.remote.command import Result
@@ -119,8 +120,8 @@ def run_fray(
     `reuse` (default: unless FRAY_REMOTE_NO_MASTER is set) uses and leaves a background master.
     """
     args = list(argv)
-    if json and "--json" not in args:
-        args.append("--json")
+    if json and JSON_FLAG not in args:
+        args.append(JSON_FLAG)
     if reuse is None:
         reuse = reusing()
     if reuse:

@@ -14,9 +14,9 @@ import posixpath
 from pathlib import Path
 
 from fray.core import directives
+from fray.core.command_line import SEPARATOR
 from fray.errors import UsageError
 
-SEPARATOR = "--"
 MODULE_OPTIONS = frozenset({"-m", "--module"})
 # Options of `fray submit` (and the global --home) that take a value as the next word.
 VALUE_OPTIONS = frozenset({o.flag for o in directives.OPTIONS if not o.is_flag} | {"--sweep", "--max-parallel",

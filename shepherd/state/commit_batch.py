@@ -41,7 +41,8 @@ from fray.core import validation
 from fray.state import store
 from fray.state.layout import Home
 from fray.state.run_changes import Journal
-from fray.wrapper import contract, records
+from fray.wrapper import contract
+from fray.wrapper import face as wrapper
 
 BATCHED = (contract.META, contract.META_COPY)  # what the daemon commits in batches
 
@@ -94,10 +95,10 @@ class CommitBatch:
     def write_bytes(self, path: Path | str, data: bytes) -> None:
         """Stage `data` as the next version of `path` (raises OSError, nothing staged, when it cannot)."""
         target = os.fspath(path)
-        tmp = records.temp_beside(target, data, sync=False)
+        tmp = wrapper.temp_beside(target, data, sync=False)
         earlier = self._staged.pop(target, None)
         if earlier is not None:
-            records.discard(earlier)  # two versions in one batch: the newer is the one that counts
+            wrapper.discard(earlier)  # two versions in one batch: the newer is the one that counts
         self._staged[target] = tmp
 
     def write_json(self, path: Path | str, document: Any, schema: str) -> None:
@@ -123,7 +124,7 @@ class CommitBatch:
         except Exception:  # unannounced, or the data may not be on disk, or fenced: renaming now could hide a change,
             # leave an empty file after a crash, or overwrite a newer daemon's decision
             for tmp in staged.values():
-                records.discard(tmp)
+                wrapper.discard(tmp)
             raise
         placed = []
         for target, tmp in staged.items():
@@ -131,7 +132,7 @@ class CommitBatch:
                 os.replace(tmp, target)
                 placed.append(target)
             except OSError as exc:
-                records.discard(tmp)
+                wrapper.discard(tmp)
                 failed = failed or exc
         barrier(self.root)
         if self._journal is not None:
@@ -146,7 +147,7 @@ class CommitBatch:
         """Drop every staged version (their targets keep the versions they had)."""
         staged, self._staged = self._staged, {}
         for tmp in staged.values():
-            records.discard(tmp)
+            wrapper.discard(tmp)
 
 
 def _run_ids(staged: dict[str, str]) -> list[str]:
@@ -159,7 +160,7 @@ def remove_left_behind(home: Home, writer: int) -> int:
     """Remove the temp files of meta.json and its copy in every run folder that a process other than
     `writer` (this daemon) staged and never committed; how many."""
     prefixes = tuple(f".{name}.tmp-" for name in BATCHED)
-    ours = tuple(f"{prefix}{writer}-" for prefix in prefixes)  # records.temp_beside: .<name>.tmp-<pid>-<hex>
+    ours = tuple(f"{prefix}{writer}-" for prefix in prefixes)  # wrapper.temp_beside: .<name>.tmp-<pid>-<hex>
     removed = 0
     for run_id in home.run_ids():
         try:
@@ -169,6 +170,6 @@ def remove_left_behind(home: Home, writer: int) -> int:
         with entries:
             for entry in entries:
                 if entry.name.startswith(prefixes) and not entry.name.startswith(ours):
-                    records.discard(entry.path)
+                    wrapper.discard(entry.path)
                     removed += 1
     return removed

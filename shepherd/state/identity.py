@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 
 from fray.state.layout import Home
-from fray.wrapper import records
+from fray.wrapper import face as wrapper
 
 ID_BYTES = 8  # 16 hex characters: a valid label value, and no two homes alike
 
@@ -28,7 +28,7 @@ def home_id(home: Home) -> str:
         # A damaged id would orphan every slice it labelled; say so rather than mint a new one.
         raise OSError(f"{path} is damaged (expected {2 * ID_BYTES} hex characters); restore it, or delete it "
                       "and then delete this home's fray-labelled TPU slices by hand") from None
-    records.create_bytes(path, (secrets.token_hex(ID_BYTES) + "\n").encode())  # a racing writer may win
+    wrapper.create_bytes(path, (secrets.token_hex(ID_BYTES) + "\n").encode())  # a racing writer may win
     return _valid(path.read_text())
 
 

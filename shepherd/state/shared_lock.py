@@ -32,7 +32,7 @@ import orjson
 
 from fray.errors import LockTimeout
 from fray.state import this_host
-from fray.wrapper import records
+from fray.wrapper import face as wrapper
 
 log = logging.getLogger("fray.state")
 
@@ -58,11 +58,11 @@ class SharedLock:
         seen: tuple[bytes, float] | None = None  # the holder's file as first read, and when (this host's clock)
         while True:
             try:
-                if records.create_bytes(self.path, record):
+                if wrapper.create_bytes(self.path, record):
                     self._token = token
                     return
             except FileNotFoundError:
-                records.make_private_dir(Path(self.path).parent)
+                wrapper.make_private_dir(Path(self.path).parent)
                 continue
             held = _read(self.path)
             now = time.monotonic()

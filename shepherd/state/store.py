@@ -20,13 +20,13 @@ from typing import Any, Iterator, NamedTuple
 import orjson
 
 from fray.core import validation
-from fray.wrapper import versions
+from fray.wrapper import face as wrapper
 from fray.errors import CorruptFileError, StateError
 from fray.state import layout
 from fray.state.layout import Home
 
 DIR_MODE = 0o700  # fray.wrapper.records' modes; that module (the writer, with shutil and tempfile) is loaded
-FILE_MODE = versions.FILE_MODE  # by the first write, so `fray list` and `fray status`, which only read, never load it
+FILE_MODE = wrapper.FILE_MODE  # by the first write, so `fray list` and `fray status`, which only read, never load it
 
 
 def ensure_home(home: Home) -> None:
@@ -48,9 +48,8 @@ def ensure_home(home: Home) -> None:
 
 def make_dirs(path: Path) -> None:
     """Create `path` and each missing parent 0700 (Path.mkdir(parents=True) gives parents the umask's mode)."""
-    from fray.wrapper import records
 
-    records.make_private_dir(path)
+    wrapper.make_private_dir(path)
 
 
 def dumps(document: Any) -> bytes:
@@ -60,9 +59,8 @@ def dumps(document: Any) -> bytes:
 def write_bytes_atomic(path: Path, data: bytes, sync: bool = True) -> None:
     """Temp file, fsync, os.replace: the wrapper's writer, so both sides write files one way.
     `sync=False`: the caller makes many files durable at once (`sync_all`) before anyone sees them."""
-    from fray.wrapper import records
 
-    records.write_bytes(path, data, sync)
+    wrapper.write_bytes(path, data, sync)
 
 
 def sync_all() -> None:
@@ -88,9 +86,8 @@ def create_json(path: Path, document: Any, schema: str) -> bool:
     problems = validation.errors(schema, document)
     if problems:
         raise ValueError(f"refusing to write {path} that violates schema {schema!r}: {'; '.join(problems)}")
-    from fray.wrapper import records
 
-    return records.create_bytes(path, dumps(document))
+    return wrapper.create_bytes(path, dumps(document))
 
 
 def read_json(path: Path | str, schema: str) -> Any | None:
@@ -139,7 +136,7 @@ def read_newest_version(path: Path | str, schema: str) -> Any | None:
             raise CorruptFileError(Path(version), "; ".join(violations[:5]), quarantine(Path(version)))
         return document
 
-    return versions.read_newest(path, parse)
+    return wrapper.read_newest(path, parse)
 
 
 def _parse(path: Path | str, data: bytes, schema: str, identity: int) -> Any:
@@ -298,7 +295,7 @@ def read_heartbeat(path: Path | str) -> float | None:
         finally:
             os.close(fd)
     except FileNotFoundError:
-        return versions.read_newest(path, lambda _version, data: _beat(data))
+        return wrapper.read_newest(path, lambda _version, data: _beat(data))
     except (OSError, ValueError):
         return None
 

@@ -84,7 +84,7 @@ def _meta(home: Home, run_id: str) -> Meta | None:
 
 def environment(home: Home, meta: Meta) -> dict[str, str]:
     """FRAY_AFTER_* for `meta`'s attempt (see the module docstring)."""
-    from fray.wrapper.checkpoints import latest_checkpoint  # the daemon's, for a run with --after: not submit's
+    from fray.wrapper.face import latest_checkpoint  # the daemon's, for a run with --after: not submit's
 
     env: dict[str, str] = {}
     for upstream in meta.spec.after:

@@ -29,7 +29,7 @@ TOKEN_BYTES = 24
 
 def app_command(home: Home, theme: str | None = None, clusters: list[str] | None = None) -> str:
     """The shell command textual-serve starts for each browser session."""
-    argv = [sys.executable, "-m", "fray.cli.main", "--home", str(home.root), "tui"]
+    argv = [sys.executable, "-m", "fray", "--home", str(home.root), "tui"]  # the fray command (fray.__main__)
     if theme:
         argv += ["--theme", theme]
     if clusters:

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from fray import ClusterResolver, LocalCluster  # noqa: E402
-from fray.actors import endpoints  # noqa: E402
+from fray.state import endpoints  # noqa: E402
 
 SERVER = """
 import sys, threading

@@ -24,7 +24,7 @@ from fray import (ClusterResolver, EnvironmentConfig, Entrypoint, FrayCluster, J
 from fray.cluster.api import ClusterError
 from fray.errors import UsageError
 from fray.state import runs
-from fray.actors import endpoints
+from fray.state import endpoints
 from fray.state.layout import Home
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Function hosts (fray.cluster.function_host): many function attempts in one process, each as if it were alone.
+"""Function hosts (fray.warm.function_host): many function attempts in one process, each as if it were alone.
 
 A host runs attempt after attempt in itself, so each function must find the host as a new Python would have
 started: no environment, working folder, sys.path, module or stale copy of the user's code left by the
@@ -20,7 +20,7 @@ import pytest
 
 import fray
 from conftest import wait_until
-from fray.cluster import host_pool
+from fray.warm import host_pool
 from fray.state.layout import Home
 from fray.wrapper.options import parse
 

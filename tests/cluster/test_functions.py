@@ -124,7 +124,7 @@ def test_map_runs_one_sweep_with_at_most_max_parallel_points_at_once(home, daemo
 
     gate = tmp_path / "gate"
     futures = fray.map(functools.partial(square_after_gate, gate=str(gate)), range(5), name="squares",
-                       max_parallel=2)
+                       max_parallel=2, chunk=1)
     assert [f.run_id for f in futures] == sorted(f.run_id for f in futures)  # in index order
     running = lambda: sum(first_attempt_state(home, f.run_id) == "running" for f in futures)  # noqa: E731
     wait_until(lambda: running() == 2, timeout=60, what="two points to run")

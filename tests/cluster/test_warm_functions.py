@@ -1,4 +1,4 @@
-"""Function runs on the local backend forked from a warm worker (fray.backends.local.warm, fray.wrapper.forked).
+"""Function runs on the local backend forked from a warm worker (fray.warm.daemon_side, fray.wrapper.forked).
 
 The same calls give the same records warm as cold (`"warm_functions": false`): the value, the exception and
 its traceback, what the function printed, its retries, its exit record. A workload killed mid-function ends
@@ -18,7 +18,7 @@ import pytest
 
 import fray
 from conftest import start_daemon, stop_daemon, wait_until
-from fray.backends.local import warm
+from fray.warm import daemon_side as warm
 from fray.state import store
 from fray.state.layout import Home
 from fray.wrapper import procs
@@ -249,7 +249,7 @@ def test_a_projects_own_module_named_like_a_learned_standard_one_is_the_one_its_
 
 
 def test_function_hosts_stay_one_per_cpu_at_most_and_keep_nothing_of_their_functions(home, daemon):
-    # Functions run in hosts forked once (fray.cluster.function_host), not in a wrapper, guardian and
+    # Functions run in hosts forked once (fray.warm.function_host), not in a wrapper, guardian and
     # workload forked each: after a map, what the worker forked is at most a host per CPU, each with its
     # guardian only (its own child, which the clean-up after each function must leave out: signalled, it
     # would ignore the SIGTERM and hold that clean-up for its grace period before a SIGKILL).

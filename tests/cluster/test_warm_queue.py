@@ -1,4 +1,4 @@
-"""The local backend's queue of functions on its warm worker (fray.backends.local.warm, fray.daemon.warm_queue).
+"""The local backend's queue of functions on its warm worker (fray.warm.daemon_side, fray.warm.queueing).
 
 On a machine configured with one CPU, function runs are submitted beyond it and wait in the warm worker's
 queue: `fray status` says they are queued on the machine, no heartbeat clock runs for them, only one function
@@ -22,7 +22,7 @@ import pytest
 
 import fray
 from conftest import start_daemon, stop_daemon, wait_until
-from fray.backends.local import warm
+from fray.warm import daemon_side as warm
 from fray.state import runs, store
 from fray.state.layout import Home
 from test_warm_functions import warm_workers
@@ -83,7 +83,7 @@ def queued(home: Home, run_id: str) -> bool:
 
 
 def test_functions_past_the_cpus_wait_queued_on_the_machine_and_run_one_at_a_time(home, one_cpu, tmp_path):
-    futures = fray.map(functools.partial(holds, str(tmp_path)), range(4))
+    futures = fray.map(functools.partial(holds, str(tmp_path)), range(4), chunk=1)
     wait_until(lambda: (tmp_path / "running-0").exists(), timeout=60, what="the first function to run")
     wait_until(lambda: all(queued(home, f.run_id) for f in futures[1:]), timeout=60,
                what="the other functions queued on the warm worker")
@@ -119,7 +119,7 @@ def test_a_cancelled_queued_function_leaves_the_queue_and_never_starts(home, one
 
 
 def test_a_warm_worker_killed_with_functions_queued_has_them_retried(home, one_cpu, tmp_path):
-    futures = fray.map(functools.partial(holds, str(tmp_path)), range(3))
+    futures = fray.map(functools.partial(holds, str(tmp_path)), range(3), chunk=1)
     wait_until(lambda: (tmp_path / "running-0").exists(), timeout=60, what="the first function to run")
     wait_until(lambda: all(queued(home, f.run_id) for f in futures[1:]), timeout=60, what="the others queued")
     forks = warm_workers(home)  # the worker, and the wrapper (and its workload) forked from it
@@ -148,7 +148,7 @@ def test_a_daemon_restarted_with_functions_queued_runs_each_once_more(home, tmp_
     home.config.write_text(json.dumps({"local": {"cpus": 1}}))
     daemon = start_daemon(home)
     try:
-        futures = fray.map(functools.partial(holds, str(tmp_path)), range(3))
+        futures = fray.map(functools.partial(holds, str(tmp_path)), range(3), chunk=1)
         wait_until(lambda: (tmp_path / "running-0").exists(), timeout=60, what="the first function to run")
         wait_until(lambda: all(queued(home, f.run_id) for f in futures[1:]), timeout=60, what="functions queued")
         stop_daemon(daemon)
@@ -175,7 +175,7 @@ def test_a_script_waiting_for_the_cpu_is_not_overtaken_by_functions_queued_after
     script_run = runs.create_run(home, runs.SubmitOptions(script=script, overrides={}, workdir=str(tmp_path))).run_id
     wait_until(lambda: (store.read_json(home.meta_file(script_run), "meta")["wait_reason"] or "").startswith(
         "waiting for resources"), timeout=60, what="the script waiting for the CPU")
-    later = fray.map(functools.partial(holds, str(tmp_path)), range(1, 3))
+    later = fray.map(functools.partial(holds, str(tmp_path)), range(1, 3), chunk=1)
     def decided(run_id: str) -> bool:
         meta = store.read_json(home.meta_file(run_id), "meta")
         return bool(meta["attempts"]) or (meta["wait_reason"] or "").startswith("waiting for resources")

@@ -126,18 +126,6 @@ def test_dependents_follow_chains_and_sweep_groups():
     assert dependencies.edge_key({"group": "sw-abc"}) == "group:sw-abc"
 
 
-def test_the_dashboard_and_the_tree_name_each_edge():
-    from fray.ops import human
-    from fray.tui.widgets.columns import cells_of
-
-    after = [{"run_id": "r-a", "name": "train", "on": "ok"}, {"group": "sw-abc", "name": "sw", "on": "any"}]
-    assert human.edges(after) == "⇠ train, sw:any"
-    assert human.edges(None) == ""
-    row = {"icon": "○", "name": "eval", "status": "pending", "reason": "waiting for train", "after": after}
-    assert cells_of(row)["name"] == "eval ⇠ train, sw:any"
-    assert cells_of({**row, "after": None})["name"] == "eval"
-
-
 def test_the_policy_holds_a_dependent_then_ends_it_failed_dependency_with_the_reason_as_is():
     from fray.core import policy
     from fray.core.model import Control

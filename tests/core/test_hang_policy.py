@@ -1,21 +1,18 @@
-"""Hangs on the shepherd's side: how a hang the wrapper ended is classified, budgeted, checked at submit,
-passed to the wrapper, and shown (pure, as values)."""
+"""Hangs on the shepherd's side: how a hang the wrapper ended is classified, budgeted, checked at submit and
+answered with what to type (pure, as values; the wrapper's options in tests/backends/test_wrapper_hang_options.py,
+status's words in tests/ops/test_hang_detail.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
-from fray.backends import wrapper_command
-from fray.backends.protocol import AttemptKey, SubmitRequest
 from fray.core import policy, submit_checks
 from fray.core.recovery import next_steps
 from fray.core.model import Meta, RunSpec
 from fray.core.observation import BackendView
 from fray.core.policy import AttemptFiles, Situation, decide
 from fray.core.scheduler import Admission
-from fray.ops import detail
-from fray.wrapper import contract, options as wrapper_options
+from fray.wrapper import contract
 
 T0 = 1_800_000_000.0
 
@@ -60,40 +57,19 @@ def test_an_idle_timeout_under_two_heartbeats_is_refused_at_submit_with_the_fix(
     assert problem.startswith("--idle-timeout 15s is shorter than two heartbeats") and "20s or more" in problem
 
 
-def test_the_wrapper_gets_the_idle_and_progress_timeouts_only_when_they_differ_from_its_defaults(tmp_path: Path):
-    def parsed(spec: RunSpec) -> wrapper_options.Options:
-        request = SubmitRequest(key=AttemptKey("20261126-000000-x-abcd", 1), name="x", spec=spec, home=tmp_path,
-                                script=tmp_path / "s.py", attempt_dir=tmp_path / "a", checkpoint_dir=tmp_path / "c")
-        argv = wrapper_command.wrapper_argv("python", request)
-        return wrapper_options.parse(argv[argv.index("run"):])
-
-    default = parsed(RunSpec())
-    assert default.idle_timeout == contract.DEFAULT_IDLE_TIMEOUT_SEC and default.progress_timeout == 1800.0
-    off = parsed(RunSpec(idle_timeout_sec=None, progress_timeout_sec=None))
-    assert off.idle_timeout == 0 and off.progress_timeout == 0
-    assert parsed(RunSpec(idle_timeout_sec=90.0)).idle_timeout == 90.0
-
-
-def test_status_says_where_the_last_hung_attempt_hung_and_what_the_running_one_is_stuck_in():
-    stacks = {"by": "faulthandler", "hung_in": "worker, job.py:9", "notes": []}
-    attempts = [{"number": 1, "state": "ended", "cause": "hang_idle", "watch": {"stacks": stacks, "stuck_io": []}},
-                {"number": 2, "state": "running", "cause": None,
-                 "watch": {"stacks": None, "stuck_io": [{"pid": 77, "wchan": "nfs_wait_bit_killable", "for_sec": 95}],
-                           "could_not_see": None}}]
-    facts = dict(detail.hang_summaries(attempts))
-    assert facts["hung in"] == "worker, job.py:9 (attempt 1, hang_idle; all stacks: fray logs --stacks)"
-    assert facts["stuck"].startswith("in I/O (D state) on nfs_wait_bit_killable: pid 77 for 1m35s")
-    blind = {"by": None, "hung_in": None, "notes": ["py-spy is not on PATH"]}
-    assert dict(detail.hang_summaries([{**attempts[0], "watch": {"stacks": blind}}]))["hung in"] == \
-        "unknown (attempt 1, hang_idle): py-spy is not on PATH"
-    assert detail.hang_summaries([]) == []
-
-
 def test_a_run_failed_by_hangs_or_stalls_is_pointed_at_its_stacks_not_its_stderr():
-    for last in ("hung: the workload's 1 process used no CPU ...; hung in worker, job.py:9",
-                 "step 7 has not advanced for 1801s"):
-        reason = f"1 workload failures, more than --max-retries 0; last: {last}"
-        steps = next_steps("failed", reason, "r1", {}, "running")
-        assert steps[0].startswith("fray logs r1 --stacks  # where it hung")
-    crashed = next_steps("failed", "1 workload failures, more than --max-retries 0; last: exit 1: boom", "r1", {}, "x")
+    def failed(files: AttemptFiles) -> list[str]:
+        meta = step(make_meta(max_retries=0, backoff_base_sec=0), T0).meta
+        meta.in_flight.state, meta.in_flight.started_at = "running", T0
+        ended = step(meta, T0 + 61, files, view="gone").meta
+        assert ended.end.budget == "workload" and ended.end.budget_limit == 0  # the budget spent, as data
+        return next_steps("failed", ended.end.reason, "r1", {}, "running", end=vars(ended.end),
+                          last_cause=ended.attempts[-1].cause)
+
+    for cause in ("hang_stopped", "hang_idle"):
+        assert failed(hung(cause))[0].startswith("fray logs r1 --stacks  # where it hung")
+    crashed = failed(AttemptFiles(exit={"exit_code": contract.EXIT_WORKLOAD_FAILURE, "ended_at": T0 + 60,
+                                        "received_signal": None}, failure={"cause": "workload_failure",
+                                                                           "message": "exit 1: boom"}))
     assert crashed[0].startswith("fray logs r1 --stderr")
+    assert crashed[1].startswith("fray control config-set r1 max-retries=1 ")

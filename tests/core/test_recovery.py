@@ -14,11 +14,14 @@ SPEC = {"backend": "slurm"}
 
 def test_each_final_status_and_reason_gets_its_commands() -> None:
     spent = next_steps("failed", "3 workload failures, more than --max-retries 2 within --retry-window 1d; last: exit 1",
-                       "r1", SPEC, "running")
+                       "r1", SPEC, "running", end={"budget": "workload", "budget_limit": 2})
     assert spent[1].startswith("fray control config-set r1 max-retries=4 ")
     assert spent[2].startswith("fray control start r1 ")
     nodes = next_steps("failed", "101 node-side failures, more than --max-retries-preemption 100; last: x", "r1",
-                       SPEC, "running")
+                       SPEC, "running", end={"budget": "node", "budget_limit": 100})
+    # A run ended before the budget was recorded (an older home) reads, and gets the general steps.
+    assert next_steps("failed", "3 workload failures, more than --max-retries 2; last: x", "r1", SPEC, "running",
+                      end={"status": "failed", "reason": "...", "at": 1.0})[0].startswith("fray status r1 ")
     assert any(step.startswith("fray nodes unban NODE") for step in nodes)
     assert "max-retries-preemption=200" in nodes[2]
     config = next_steps("failed_config", "the slurm backend refused the submission: ...", "r1", SPEC, "running")

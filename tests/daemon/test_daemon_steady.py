@@ -48,13 +48,15 @@ def test_a_steady_cycle_reads_no_ended_run_and_decides_no_paused_run_again(home,
                         or real_read(paths, **kw))
     monkeypatch.setattr(loop.policy, "decide", lambda s, admit: decided.append(s.meta.run_id) or real_decide(s, admit))
 
+    fresh = _run(home, tmp_path, "fresh")
+    daemon._index.mark_dirty({fresh})  # what the file watcher reports
     daemon.cycle(full=False)
+    # The spies see what a steady cycle reads and decides (the new run), so what they do not see was not done.
+    assert fresh in decided and [path for path in touched if fresh in path]
     assert not [path for path in touched if any(run_id in path for run_id in ended)]
     assert paused not in decided  # its files unchanged since its pause was decided
     assert not [path for path in touched if paused in path]  # nor looked at: only its control.json can wake it
 
-    fresh = _run(home, tmp_path, "fresh")
-    daemon._index.mark_dirty({fresh})  # what the file watcher reports
     wait_until(lambda: daemon.cycle(full=False) is not None and (_meta(home, fresh)["end"] or {}).get("status")
                == "completed_success", timeout=30, what="the new run to start and succeed")
     assert not [path for path in touched if any(run_id in path for run_id in ended)]

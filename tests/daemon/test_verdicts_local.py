@@ -187,15 +187,18 @@ FLAKY = f'''#!{sys.executable}
 import os, sys, time
 time.sleep(0.3)
 if os.environ["FRAY_ATTEMPT"] == "1":
+    while not os.path.exists(os.environ["GO_FILE"]):  # fail once the test's wait is watching
+        time.sleep(0.05)
     sys.exit("first attempt fails")
 '''
 
 
-def read_terminal(master: int, proc: subprocess.Popen[bytes], timeout: float) -> str:
-    """All a command wrote to its terminal until it exited (stdout and stderr are the same screen)."""
-    chunks = []
+def read_terminal(master: int, proc: subprocess.Popen[bytes], timeout: float, until: bytes | None = None) -> str:
+    """All a command wrote to its terminal until it exited, or until it wrote `until` (stdout and stderr are
+    the same screen)."""
+    chunks: list[bytes] = []
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (until and until in b"".join(chunks)):
         ready, _, _ = select.select([master], [], [], 0.1)
         if ready:
             try:
@@ -212,14 +215,19 @@ def read_terminal(master: int, proc: subprocess.Popen[bytes], timeout: float) ->
 
 def test_a_wait_on_a_terminal_tells_each_change_once_and_a_backoff_in_one_line(home, daemon, tmp_path):
     script = write(tmp_path, "flaky.py", FLAKY)
-    sweep = json.loads(run_fray("submit", str(script), "--sweep", "x=1,2", "--json", home=home.root,
-                                check=True).stdout)
+    go = tmp_path / "go"
+    sweep = json.loads(run_fray("submit", str(script), "--sweep", "x=1,2", "--env", f"GO_FILE={go}", "--json",
+                                home=home.root, check=True).stdout)
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "fray.cli.main", "wait", "--group", sweep["group"]],
                             stdin=slave, stdout=slave, stderr=slave, env={**os.environ, "FRAY_HOME": str(home.root)})
     os.close(slave)
     try:
-        screen = read_terminal(master, proc, timeout=60)
+        screen = read_terminal(master, proc, timeout=60, until=b"running")  # the wait has seen both start
+        while screen.count("running") < 2 and proc.poll() is None:
+            screen += read_terminal(master, proc, timeout=30, until=b"running")
+        go.touch()
+        screen += read_terminal(master, proc, timeout=60)
     finally:
         os.close(master)
     assert proc.wait(timeout=10) == 0, screen

@@ -1,6 +1,7 @@
-"""The docs site: it builds with `mkdocs build --strict`, its API reference names every public name, its
-front page reaches "When a run fails" in one click, and every shell and Python block of every page runs
-as written (tests/docs_pages.py says how a page marks a block that another test runs, or none can).
+"""The docs site: it builds with `mkdocs build --strict` (the console script and `python -m mkdocs`), its CLI
+reference shows real defaults, its API reference names every public name, its front page reaches "When a run
+fails" in one click, the README starts with the commands CI runs, and every shell and Python block of every page
+runs as written (tests/docs_pages.py says how a page marks a block that another test runs, or none can).
 
 Each page runs in its own scratch folder (a reader's checkout: a copy of examples/, and tests/fakes) and its
 own FRAY_HOME, its blocks in
@@ -31,23 +32,53 @@ MOST_NOT_RUN = 4
 # A page whose blocks run on the real Slurm test cluster (tests/slurm) says so with SLURM_PAGE, a comment.
 
 
-def test_the_site_builds_strict(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+@pytest.mark.parametrize("how", ["python -m mkdocs", "the mkdocs script"])
+def test_the_site_builds_strict(how: str, tmp_path: Path) -> None:
+    mkdocs = [sys.executable, "-m", "mkdocs"] if how == "python -m mkdocs" else [str(_mkdocs_script(tmp_path))]
+    proc = subprocess.run([*mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
                           cwd=REPO, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
     for command in ("fray submit", "fray control config-set", "fray wait", "fray daemon start"):
         assert f'id="{command.replace(" ", "-")}"' in cli, command
+    assert "Sentinel" not in cli  # click's "no default" marker, which mkdocs-click printed in every such cell
+    assert re.search(r"<code>--port</code></td>\s*<td>integer[^<]*(?:<code>[^<]*</code>)?</td>\s*<td>[^<]*</td>\s*"
+                     r"<td><code>8000</code></td>", cli, re.S), "fray web --port's default (8000) is not in its row"
     api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text()
     for name in fray.__all__:
         if name != "__version__":
             assert f'id="fray.{name}"' in api, f"fray.{name} is exported but not in the API reference"
 
+
+def _mkdocs_script(tmp_path: Path) -> Path:
+    """The `mkdocs` console script beside the `fray` one, as pip installs them: this Python's own where the docs
+    extra was installed into it (CI), else pip's same launcher written beside a copy of this Python's `fray` script."""
+    installed = Path(sys.executable).parent / "mkdocs"
+    if installed.exists():
+        return installed
+    scripts = tmp_path / "bin"
+    scripts.mkdir()
+    shutil.copy(Path(sys.executable).parent / "fray", scripts / "fray")
+    script = scripts / "mkdocs"
+    script.write_text(f"#!{sys.executable}\nimport sys\nfrom mkdocs.__main__ import cli\n"
+                      "if __name__ == '__main__':\n    sys.exit(cli())\n")
+    script.chmod(0o755)
+    return script
+
 def test_the_front_page_links_to_when_a_run_fails() -> None:
     front = (DOCS / "index.md").read_text()
     assert "(failures.md)" in front.split("\n## ", 1)[0]  # above the first section: seen at once
     assert (DOCS / "failures.md").read_text().startswith("# When a run fails")
+
+def test_the_readme_says_what_fray_is_then_installs_it_alone_and_then_runs_the_tests_as_ci_does() -> None:
+    readme = (REPO / "README.md").read_text()
+    intro, first = readme.split("```bash\n", 1)
+    assert intro.startswith("# fray\n\nfray is ") and "\n## " not in intro
+    install, tests = first.split("```", 1)[0].splitlines()
+    assert install.startswith("python3 -m pip install -e . && fray submit ")  # fray alone: no extra
+    ci = (REPO / ".ci" / "run").read_text().split("echo \"== the README's test command\"\n", 1)[1]
+    assert tests.endswith(" && " + ci.strip().splitlines()[0]), (tests, ci)
 
 def test_every_shell_and_python_block_is_run_by_a_test_or_says_why_not() -> None:
     not_run = []

@@ -25,6 +25,7 @@ from conftest import REPO
 
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80  # docs/architecture.md: a function a newcomer reads in one screen
 
 
 def installed_tree(root: Path) -> Path:
@@ -172,6 +173,54 @@ def test_no_module_is_over_500_lines() -> None:
             for path in (REPO / top).rglob("*.py")
             if (count := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
     assert long == {}
+
+
+def long_functions(source: str, name: str = "<source>") -> dict[str, int]:
+    """`file:line name` -> length, of every function or method (nested ones too) over MAX_FUNCTION_LINES, its
+    decorators and docstring included: what a reader has to hold at once."""
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if (length := node.end_lineno - first + 1) > MAX_FUNCTION_LINES:  # type: ignore[operator]
+                found[f"{name}:{node.lineno} {node.name}"] = length
+    return found
+
+
+# What a test of a layer may import of fray: that layer and those below it. tests/core is the one checked here: the
+# pure core is tested as values, without the state, a backend or a front end.
+CORE_TESTS_MAY_IMPORT = ("fray.core", "fray.errors", "fray.wrapper.contract")
+
+
+def test_the_core_tests_import_nothing_above_the_core() -> None:
+    above = {}
+    for path in sorted((REPO / "tests" / "core").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module == "fray.wrapper":
+                names = [f"fray.wrapper.{alias.name}" for alias in node.names]
+            for name in names:
+                if name.startswith("fray") and not name.startswith(CORE_TESTS_MAY_IMPORT):
+                    above.setdefault(str(path.relative_to(REPO)), []).append(name)
+    assert above == {}
+
+
+def test_no_function_is_over_80_lines() -> None:
+    long = {key: length for top in ("shepherd", "wrapper") for path in sorted((REPO / top).rglob("*.py"))
+            for key, length in long_functions(path.read_text(), str(path.relative_to(REPO))).items()}
+    assert long == {}
+
+
+def test_the_function_cap_counts_methods_nested_functions_and_decorators() -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 1))
+    fits = f"def ok():\n{body}"
+    assert long_functions(fits) == {}
+    assert long_functions(f"@decorated\n{fits}") == {"<source>:2 ok": MAX_FUNCTION_LINES + 1}
+    method = "class C:\n" + "".join(f"    {line}\n" for line in f"def m(self):\n{body}    y = 1".splitlines())
+    assert long_functions(method) == {"<source>:2 m": MAX_FUNCTION_LINES + 1}
+    nested = "def outer():\n" + "".join(f"    {line}\n" for line in f"def inner():\n{body}    y = 1".splitlines())
+    assert set(long_functions(nested)) == {"<source>:1 outer", "<source>:2 inner"}
 
 
 

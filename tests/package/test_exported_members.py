@@ -56,4 +56,4 @@ def test_importing_fray_and_fray_list_import_no_cloudpickle(home):
     modules = set(json.loads(next(line for line in proc.stdout.splitlines()
                                   if line.startswith("MODULES="))[len("MODULES="):]))
     assert "cloudpickle" not in modules
-    assert not {m for m in modules if m.startswith(("fray.cluster", "fray.actors", "fray.cluster.workers"))}
+    assert not {m for m in modules if m.startswith(("fray.cluster", "fray.actors", "fray.warm"))}

@@ -7,6 +7,7 @@ import struct
 import zlib
 
 from conftest import run_fray, schema_validate, start_daemon, stop_daemon, wait_until
+from fray.ops.png_chart import AXIS, GLYPH_WIDTH, Canvas
 from fray.state import runs, store
 from fray.tui.screens.detail import DetailScreen
 from fray.wrapper import history
@@ -63,6 +64,24 @@ def png_pixels(data: bytes) -> tuple[int, int, bytes]:
     return size[0], size[1], zlib.decompress(idat)
 
 
+def drawn(raw: bytes, width: int, text: str) -> int:
+    """How many times `text` stands in the image (rows of `raw` as png_pixels gives them), as fray's font draws it."""
+    glyphs = Canvas(GLYPH_WIDTH * len(text), 10)
+    glyphs.text(0, 0, text, AXIS)
+    stride, span = 1 + 3 * width, 3 * glyphs.width
+    want = [bytes(glyphs.pixels[r * span:(r + 1) * span]) for r in range(glyphs.height)]
+    found = 0
+    for y in range(len(raw) // stride - glyphs.height + 1):
+        row = raw[y * stride + 1:(y + 1) * stride]
+        at = row.find(want[0])
+        while at != -1:
+            starts = [(y + r) * stride + 1 + at for r in range(glyphs.height)]
+            if at % 3 == 0 and all(raw[s:s + span] == want[r] for r, s in enumerate(starts)):
+                found += 1
+            at = row.find(want[0], at + 1)
+    return found
+
+
 def test_fray_plot_prints_both_axes_and_writes_a_png_with_each_attempts_colour(home, tmp_path):
     run_id = real_run(home, tmp_path)
     png = tmp_path / "loss curve's.png"
@@ -72,6 +91,9 @@ def test_fray_plot_prints_both_axes_and_writes_a_png_with_each_attempts_colour(h
     assert (width, height) == (900, 640) and len(raw) == height * (1 + 3 * width)
     for colour in ((0, 200, 220), (255, 150, 30), (230, 60, 60)):  # attempt 1, attempt 2, the restart line
         assert bytes(colour) in raw
+    # the axes' titles: the metric over each panel's y axis, step and time under their x axes
+    titles = ("LOSS", "STEP", "SECONDS SINCE SUBMIT")
+    assert [drawn(raw, width, title) for title in titles] == [2, 1, 1]
     bad = run_fray("plot", run_id, "--metric", "accuracy", home=home.root)
     assert bad.returncode == 2 and "no metric 'accuracy'" in bad.stderr and "loss, lr" in bad.stderr
 

@@ -501,10 +501,11 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path: Path, change: Callable[[l
 
 def test_wrapper_imports_only_the_standard_library(tmp_path: Path) -> None:
     # `fray.wrapper` as a compute node sees it: the `fray` package's own
-    # __init__ (which must stay standard-library-only too) and the wrapper folder.
+    # __init__ and version (which must stay standard-library-only too) and the wrapper folder.
     package = tmp_path / "fray"
     package.mkdir()
     shutil.copy(REPO / "shepherd" / "__init__.py", package / "__init__.py")
+    shutil.copy(REPO / "shepherd" / "version.py", package / "version.py")
     (package / "wrapper").symlink_to(REPO / "wrapper")
     code = textwrap.dedent(
         """

@@ -2,7 +2,7 @@
 
 Each attempt is `python -m fray.wrapper run ...` in a session of its own, detached,
 so it outlives the daemon (a single-task attempt's wrapper forked from the warm
-worker, `fray.backends.local.warm`, as that command would have started). It is found again by scanning /proc for a wrapper
+worker, `fray.warm.daemon_side`, as that command would have started). It is found again by scanning /proc for a wrapper
 command line carrying this FRAY_HOME, the run id and the attempt number: a
 reused pid has another command line, so it never passes for ours. Admission by
 CPUs, memory and GPUs is `scheduler.Ledger` over `capacity()`. A graceful
@@ -30,14 +30,16 @@ from typing import Any, Callable
 from fray.state import store
 from fray.backends import wrapper_command
 from fray.backends.protocol import AttemptKey, CancelTarget, Node, SubmitRequest, Tracked
-from fray.backends.local import machine, replicas, warm
+from fray.backends.local import machine, replicas
+from fray.warm import daemon_side as warm
 from fray.errors import BackendError
 from fray.state.layout import AttemptPaths, Home
 from fray.core.model import Cause
-from fray.core.observation import BackendView
+from fray.core.observation import BackendView, ViewState
 from fray.core.placement.attributes import local_attributes
 from fray.core.capacity import Capacity
-from fray.wrapper import contract, procs, tags
+from fray.wrapper import contract
+from fray.wrapper import face as wrapper
 
 PROC = Path("/proc")
 QUEUED_DETAIL = "queued on this machine for a free CPU (the warm worker starts it when one frees)"
@@ -47,6 +49,8 @@ log = logging.getLogger("fray.daemon")
 class LocalBackend:
     name = "local"
     poll_interval_sec = 1.0
+    snapshot_when_idle = False
+    nodes_every_sec: float | None = None
 
     def __init__(self, home: Home, config: dict[str, Any] | None = None,
                  on_attempt_exit: Callable[[], None] | None = None) -> None:
@@ -59,7 +63,7 @@ class LocalBackend:
         self._capacity: Capacity | None = None
         self._gpu_type: str | None | bool = False  # False: not looked up yet
         self._tasks: dict[AttemptKey, dict[int, int]] = {}  # from the last scan: every task's wrapper pid
-        # Single-task wrappers (scripts and functions) are forked from a warm Python (fray.backends.local.warm),
+        # Single-task wrappers (scripts and functions) are forked from a warm Python (fray.warm.daemon_side),
         # which also queues functions beyond the CPUs, unless turned off.
         self._warm = warm.WarmWorker(home.root, int(self._config.get("cpus") or machine.cpu_count()), on_attempt_exit) \
             if self._config.get("warm_functions", True) else None
@@ -107,7 +111,7 @@ class LocalBackend:
         folder = replicas.task_dir(request.attempt_dir, index)
         store.make_dirs(folder)
         argv = wrapper_command.wrapper_argv(sys.executable, request, str(folder) if index else None)
-        env = {**tags.untagged(os.environ), **spec.env, **(replicas.task_env(request.key.run_id, index, count) if count > 1 else {})}
+        env = {**wrapper.untagged(os.environ), **spec.env, **(replicas.task_env(request.key.run_id, index, count) if count > 1 else {})}
         # A CPU run must not land on a GPU another run was given.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, replicas.gpu_share(request.gpu_ids, index, count)))
         # A forked wrapper writes its first heartbeat a new Python's start and imports sooner; a script's
@@ -157,23 +161,23 @@ class LocalBackend:
                 found = (pid, _start_ticks(pid) or 0)
             if found is None and self._tasks.get(item.key):
                 # Task 0 is over, a sibling still finishing (placement.reporting.siblings_finishing).
-                views[item.key] = BackendView("running", node=self.host, ref=item.ref)
+                views[item.key] = BackendView(ViewState.RUNNING, node=self.host, ref=item.ref)
             elif found is None and item.key in queued:
                 # No node yet, as a Slurm job PENDING: it is written with its start, not in a write of its own.
-                views[item.key] = BackendView("pending", ref=item.ref, detail=QUEUED_DETAIL)
+                views[item.key] = BackendView(ViewState.PENDING, ref=item.ref, detail=QUEUED_DETAIL)
             elif found is None and (item.ref or {}).get("host", self.host) != self.host:
                 # Started by a daemon on another login host, whose processes this one cannot see: it lives as long
                 # as its heartbeat does, and stops by meta.json's word (fray.wrapper.fence.stop_asked).
-                views[item.key] = BackendView("running", node=item.ref["host"], ref=item.ref,  # type: ignore[index]
+                views[item.key] = BackendView(ViewState.RUNNING, node=item.ref["host"], ref=item.ref,  # type: ignore[index]
                                               detail=f"on {item.ref['host']}, judged by its heartbeat")  # type: ignore[index]
             elif found is None:
                 why = self._warm.gone(item.key) if self._warm is not None else None
-                views[item.key] = BackendView("gone", detail=why, cause=Cause.LOST.value if why else None)
+                views[item.key] = BackendView(ViewState.GONE, detail=why, cause=Cause.LOST.value if why else None)
             else:
                 pid, ticks = found
                 ref = {**(item.ref or {}), "pid": pid, "start_ticks": ticks, "host": self.host}
                 ref.pop("queued", None)  # out of the warm worker's queue
-                views[item.key] = BackendView("running", node=self.host, ref=ref)
+                views[item.key] = BackendView(ViewState.RUNNING, node=self.host, ref=ref)
         return views
 
     def cancel(self, targets: list[CancelTarget]) -> None:
@@ -317,7 +321,7 @@ def _planned_stop_signal(pid: int) -> signal.Signals:
     A wrapper started before an upgrade may not know SIGUSR2, and would die of it without cleaning up.
     """
     planned = signal.Signals[contract.PLANNED_STOP_SIGNAL]
-    return planned if procs.catches(pid, planned) else signal.SIGTERM
+    return planned if wrapper.catches(pid, planned) else signal.SIGTERM
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

@@ -48,7 +48,7 @@ from fray.state.layout import AttemptPaths, Home
 from fray.core.model import RunSpec
 from fray.core.placement.attributes import Worker
 from fray.core.partition_policy import Candidates
-from fray.core.observation import BackendView
+from fray.core.observation import BackendView, ViewState
 
 DEFAULTS: dict[str, Any] = {
     "poll_interval_sec": 15.0,
@@ -76,6 +76,8 @@ class _Queue:
 class SlurmBackend:
     name = "slurm"
     poll_interval_sec = DEFAULTS["poll_interval_sec"]
+    snapshot_when_idle = False
+    nodes_every_sec: float | None = None  # sinfo is a call to the controller: at the daemon's pace
 
     def __init__(self, home: Home, config: dict[str, Any] | None = None,
                  runner: external.Runner = external.run, clock: Callable[[], float] = time.monotonic) -> None:
@@ -316,7 +318,7 @@ class SlurmBackend:
             if record is not None:
                 views[item.key] = view_of_finished(record, ref)
             else:
-                views[item.key] = BackendView("gone", ref=item.ref, detail="no longer known to Slurm")
+                views[item.key] = BackendView(ViewState.GONE, ref=item.ref, detail="no longer known to Slurm")
         return views
 
     def _sacct(self, ids: list[str]) -> dict[str, JobRecord]:

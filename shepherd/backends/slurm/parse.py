@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from fray.backends.protocol import AttemptKey
 from fray.core.model import Cause
-from fray.core.observation import BackendView
+from fray.core.observation import BackendView, ViewState
 from fray.wrapper import contract
 
 JOB_PREFIX = "fray-"
@@ -214,14 +214,14 @@ def view_of_queued(row: QueueRow, ref: dict[str, object]) -> BackendView:
     """The view of a job squeue still lists."""
     node = row.nodes or None
     if row.state in REQUEUED_STATES or (row.restarts and row.state in PENDING_STATES):
-        return BackendView("gone", node=node, ref=ref, cause=Cause.PREEMPTED.value,
+        return BackendView(ViewState.GONE, node=node, ref=ref, cause=Cause.PREEMPTED.value,
                            detail=f"Slurm requeued the job ({row.state}, reason {row.reason}); fray starts a new attempt")
     if row.state in PENDING_STATES:
         detail = pending_detail(row.reason)
-        return BackendView("pending", ref=ref, detail=detail, held=detail)
+        return BackendView(ViewState.PENDING, ref=ref, detail=detail, held=detail)
     if row.state in RUNNING_STATES:
         detail = None if row.state == "RUNNING" else row.state.lower()
-        return BackendView("running", node=node, ref=ref, detail=detail)
+        return BackendView(ViewState.RUNNING, node=node, ref=ref, detail=detail)
     return view_of_finished(JobRecord(row.job_id, row.name, row.state, "", row.nodes, row.reason), ref)
 
 
@@ -246,7 +246,7 @@ def view_of_finished(record: JobRecord, ref: dict[str, object]) -> BackendView:
         parts.append(f"reason {record.reason}")
     if node:
         parts.append(f"on {node}")
-    return BackendView("gone", node=node, ref=ref, cause=cause, detail=f"{meaning} [{', '.join(parts)}]")
+    return BackendView(ViewState.GONE, node=node, ref=ref, cause=cause, detail=f"{meaning} [{', '.join(parts)}]")
 
 
 def pending_detail(reason: str) -> str:

@@ -29,7 +29,7 @@ from fray.backends.tpu import command_lines, hosts, inventory, launch, parse
 from fray.backends.tpu.calls import CloudCalls
 from fray.core.placement.tpu import place_on_slice
 from fray.core.model import Cause
-from fray.core.observation import BackendView
+from fray.core.observation import BackendView, ViewState
 from fray.errors import BackendError
 from fray.state import identity, store
 from fray.state.layout import Home
@@ -55,7 +55,7 @@ class TpuBackend:
         self.python = str(settings.get("python") or sys.executable)
         self.records = str(settings["records"])  # how the hosts write into FRAY_HOME (docs/tpu.md)
         self.poll_interval_sec = float(settings["poll_interval_sec"])
-        self.nodes_every_sec = self.poll_interval_sec  # the hosts come from the last list: free to ask each cycle
+        self.nodes_every_sec: float | None = self.poll_interval_sec  # the hosts come from the last list: free to ask each cycle
         self._listed: dict[str, parse.Slice] = {}  # this home's slices as the last list showed them
         self.cli = cli_health.WatchedRunner(runner)  # gcloud failing every call is shown to people
         self.calls = CloudCalls(self.cli, workers=int(settings["workers"]), create_rate=float(settings["create_rate"]),
@@ -142,7 +142,7 @@ class TpuBackend:
                 reading = parse.read_queued(queued[ref["slice"]])
                 if reading.phase == "lost":
                     to_delete.append(command_lines.delete(queued[ref["slice"]].name, queued[ref["slice"]].zone, queued=True))
-                views[item.key] = BackendView("gone" if reading.phase == "lost" else "pending", ref=ref,
+                views[item.key] = BackendView(ViewState.GONE if reading.phase == "lost" else "pending", ref=ref,
                                               detail=reading.detail,
                                               cause=Cause.PREEMPTED.value if reading.phase == "lost" else None)
                 continue
@@ -152,19 +152,19 @@ class TpuBackend:
             reading = parse.read_slice(node)
             if reading.phase == "lost":
                 to_delete.append(_delete(node))
-                views[item.key] = BackendView("gone", node=node.name, ref=ref, detail=reading.detail,
+                views[item.key] = BackendView(ViewState.GONE, node=node.name, ref=ref, detail=reading.detail,
                                               cause=Cause.PREEMPTED.value)
             elif reading.phase == "ready":
                 self._launch(node, ref)
                 lost = self._host_lost(ref, item)
                 if lost is not None:
                     to_delete.append(_delete(node))
-                    views[item.key] = BackendView("gone", node=node.name, ref=ref, detail=lost.detail,
+                    views[item.key] = BackendView(ViewState.GONE, node=node.name, ref=ref, detail=lost.detail,
                                                   cause=lost.cause)
                 else:
-                    views[item.key] = BackendView("running", node=node.name, ref=ref, detail=node.state)
+                    views[item.key] = BackendView(ViewState.RUNNING, node=node.name, ref=ref, detail=node.state)
             else:
-                views[item.key] = BackendView("pending", node=node.name, ref=ref, detail=node.state)
+                views[item.key] = BackendView(ViewState.PENDING, node=node.name, ref=ref, detail=node.state)
         # Leaks: fray's label, no tracked attempt (a finished attempt's slice, or one from a crash).
         to_delete += [_delete(node) for name, node in by_name.items()
                       if name not in owned and node.run_id and node.state != "DELETING"
@@ -186,20 +186,20 @@ class TpuBackend:
     def _not_listed(self, ref: dict[str, Any], answered: set[str]) -> BackendView:
         """A slice in no list: still being created, refused everywhere, or gone."""
         if not set(_zones_of(ref)) <= answered:
-            return BackendView("unknown", ref=ref, detail="tpu-vm list failed")
+            return BackendView(ViewState.UNKNOWN, ref=ref, detail="tpu-vm list failed")
         if ref["slice"] in self._cancelled:
-            return BackendView("gone", ref=ref, detail="slice deleted")
+            return BackendView(ViewState.GONE, ref=ref, detail="slice deleted")
         future = self._creates.get(ref["slice"])
         if future is not None and not future.done():
-            return BackendView("pending", ref=ref, detail="creating the slice")
+            return BackendView(ViewState.PENDING, ref=ref, detail="creating the slice")
         created = future.result() if future is not None else None
         if created is not None and created.zone is None:
             cause = Cause.CONFIG_REFUSED if created.final else Cause.SUBMIT_FAILED
-            return BackendView("gone", ref=ref, detail=f"no zone would create the slice: {created.refused}",
+            return BackendView(ViewState.GONE, ref=ref, detail=f"no zone would create the slice: {created.refused}",
                                cause=cause.value)
         if created is not None and time.monotonic() - created.at < LIST_LAG_SEC:
-            return BackendView("pending", ref=ref, detail="created, not listed yet")
-        return BackendView("gone", ref=ref, detail="slice missing", cause=Cause.PREEMPTED.value)
+            return BackendView(ViewState.PENDING, ref=ref, detail="created, not listed yet")
+        return BackendView(ViewState.GONE, ref=ref, detail="slice missing", cause=Cause.PREEMPTED.value)
 
     def _create_running(self, name: str) -> bool:
         future = self._creates.get(name)

@@ -21,7 +21,8 @@ from typing import Sequence
 from fray.core.model import Cause
 from fray.state import store
 from fray.state.layout import AttemptPaths
-from fray.wrapper import contract, records
+from fray.wrapper import contract
+from fray.wrapper import face as wrapper
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def read_hosts(attempt_dir: Path, count: int) -> list[HostRecord]:
 
 def _exit_code(path: Path) -> int | None:
     try:
-        code = records.read_json(path).get("exit_code")  # either layout (FRAY_RECORDS): fray.wrapper.records
+        code = wrapper.read_json(path).get("exit_code")  # either layout (FRAY_RECORDS): fray.wrapper.records
     except (OSError, ValueError, AttributeError):
         return None  # absent, or being written: looked at again next cycle
     return code if isinstance(code, int) else None

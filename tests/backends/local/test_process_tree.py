@@ -26,7 +26,7 @@ from conftest import running, wait_until
 from fray.core import strays
 from fray.core.model import Attempt, AttemptState, Control, Meta
 from fray.daemon.cycle_state import RunState
-from fray.daemon.strays import Sweeper
+from fray.daemon.strays import StrayKiller
 from fray.state import runs, store
 from fray.state.layout import Home
 from fray.wrapper import contract, tags
@@ -124,7 +124,7 @@ def test_a_killed_wrappers_whole_tree_dies_and_never_overlaps_the_next_attempt(h
         # Attempt 1's guardian and the daemon race to kill the escaped tree. Each says what it killed - the daemon
         # in events.jsonl, the guardian in attempt 1's wrapper.log - but the guardian only while attempt 1 is still
         # current: one that kills after the daemon's close writes nothing (the fence). What is said must be true.
-        swept = {pid for e in events(home, run_id) if e["kind"] == "swept" and e["attempt"] == 1
+        swept = {pid for e in events(home, run_id) if e["kind"] == "reaped" and e["attempt"] == 1
                  for pid in e["data"]["pids"]}
         assert swept <= set(tree), (swept, tree)
 
@@ -147,7 +147,7 @@ def test_the_workload_dies_at_once_with_its_wrapper_even_without_a_daemon(home, 
                what="the parent-death signal to kill the workload")
 
 
-def test_a_killed_wrappers_escaped_tree_dies_at_once_even_with_no_sweeper_anywhere(home, tmp_path):
+def test_a_killed_wrappers_escaped_tree_dies_at_once_even_with_no_stray_killer_anywhere(home, tmp_path):
     """No daemon, no next wrapper: what a Slurm node without cgroups or a TPU host is once the wrapper is
     SIGKILLed. Its guardian kills the escaped processes and says so in the attempt's wrapper.log."""
     store.ensure_home(home)
@@ -266,7 +266,7 @@ def test_a_stray_is_a_process_of_a_closed_attempt_and_nothing_is_killed_on_a_gue
     assert tags.Tag.parse("r-1:x:/home") is None and tags.Tag.parse("r-1:2:") is None
 
 
-def test_the_daemons_sweeper_kills_only_closed_attempts_processes_and_records_it(home, tmp_path):
+def test_the_daemons_stray_killer_kills_only_closed_attempts_processes_and_records_it(home, tmp_path):
     closed_run, live_run = a_run(home, tmp_path), a_run(home, tmp_path)
 
     def spawn(run_id: str, attempt: int, home_text: str = str(home.root)) -> subprocess.Popen[bytes]:
@@ -280,12 +280,12 @@ def test_the_daemons_sweeper_kills_only_closed_attempts_processes_and_records_it
         states = {closed_run.run_id: RunState(home.run(closed_run.run_id), with_attempts(closed_run, ["ended", "running"]),
                                                Control()),
                   live_run.run_id: RunState(home.run(live_run.run_id), with_attempts(live_run, ["running"]), Control())}
-        killed = Sweeper(home, lambda *args: recorded.append(args)).sweep(states)
+        killed = StrayKiller(home, lambda *args: recorded.append(args)).reap(states)
         assert {tag.run_id for tag in killed} == {closed_run.run_id}
         assert stray.wait(5) == -signal.SIGKILL
         assert current.poll() is None and newer.poll() is None and other_home.poll() is None
         paths, kind, reason, attempt, data = recorded[0]
-        assert (paths.run_id, kind, attempt, data) == (closed_run.run_id, "swept", 1, {"pids": [stray.pid]})
+        assert (paths.run_id, kind, attempt, data) == (closed_run.run_id, "reaped", 1, {"pids": [stray.pid]})
         assert "attempt 2 has replaced attempt 1" in reason
     finally:
         for proc in (stray, current, newer, other_home):

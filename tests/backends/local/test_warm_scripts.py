@@ -1,4 +1,4 @@
-"""A script run's wrapper is forked from the local backend's warm worker (fray.backends.local.warm), not started
+"""A script run's wrapper is forked from the local backend's warm worker (fray.warm.daemon_side), not started
 as a new Python, while its workload is still a new process of the run's own interpreter; a stop and a SIGKILL
 of that wrapper end its workload as they do a cold wrapper's (the fence and kill tests of
 test_process_tree.py run on this path too). A real daemon, real wrappers.
@@ -101,7 +101,7 @@ def test_a_process_a_forked_wrapper_forks_in_its_folder_is_never_taken_for_that_
     # attempt's), and so, for a moment, each process that wrapper forks. Taken for the wrapper, a script's
     # workload would get the attempt's stop itself: one that exits 0 on SIGTERM then passed for a success
     # (a restarted run ended `completed_success` under load).
-    from fray.backends.local import warm
+    from fray.warm import daemon_side as warm
 
     home = tmp_path / "home"
     attempt = home / "runs" / "20261127-000000-job-0000" / "attempts" / "1"

@@ -1,4 +1,4 @@
-"""The warm worker's function hosts (fray.cluster.function_host): which attempts they take, handing them over,
+"""The warm worker's function hosts (fray.warm.function_host): which attempts they take, handing them over,
 stopping them, and the records of a host that died while serving one.
 
 A function attempt goes to a host when a forked workload would have been this
@@ -28,17 +28,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from fray.state import layout
-from fray.wrapper import contract, fence, outcome, records
+from fray.wrapper import contract, fence, forked, outcome
+from fray.wrapper.attempt import Attempt, record_end
 from fray.wrapper.log import DiagnosticLog
 from fray.wrapper.options import Options, parse
-from fray.wrapper.tail import tail_lines
 
 
 @dataclass
@@ -101,7 +100,7 @@ class HostPool:
         return host.pid
 
     def _fork(self) -> Host:
-        from fray.cluster import function_host
+        from fray.warm import function_host
 
         requests_read, requests_write = os.pipe()
         replies_read, replies_write = os.pipe()
@@ -213,37 +212,27 @@ def _kill_group(pid: int, signum: int) -> None:
 
 def _record_death(pid: int, serving: Serving, status: int) -> None:
     """What the wrapper would have written for its workload ending with `status` (the host's guardian kills what
-    it left): failure.json (or final.json) and exit.json, through the fence; nothing once superseded or
-    force-killed."""
+    it left): failure.json (or final.json) and exit.json, through the fence and the wrapper's own
+    record_end; nothing once superseded or force-killed."""
     options = serving.options
-    home = options.home or ""
-    path = os.path.join(options.attempt_dir, "{}").format
     fenced = os.WIFEXITED(status) and os.WEXITSTATUS(status) == contract.EXIT_FENCED
-    if fenced or serving.stop_signal == signal.SIGKILL or os.path.exists(path(contract.EXIT)):
+    if fenced or serving.stop_signal == signal.SIGKILL or os.path.exists(os.path.join(options.attempt_dir,
+                                                                                         contract.EXIT)):
         return
-    fence.bind(fence.Writer(home, options.run_id, options.attempt))
+    fence.bind(fence.Writer(options.home or "", options.run_id, options.attempt))
+    attempt = None
     try:
-        log = DiagnosticLog(path(contract.WRAPPER_LOG), echo=False)
-        end = outcome.WorkloadEnd.from_wait_status(status)
-        log.write(f"the function host {pid} running this attempt {end.describe()}")
-        host = socket.gethostname()
-        stamp = outcome.AttemptStamp(options.run_id, options.attempt, host, serving.started_at,
-                                     os.environ.get("SLURMD_NODENAME") or host)
-        result = outcome.decide(probe_failure=None, launch_error=None, launch_node_side=False, end=end,
-                                received_signal=serving.stop_signal, script=options.script,
-                                stderr_path=path(contract.STDERR))
-        now = time.time()
-        if not (os.path.exists(path(contract.FINAL)) or os.path.exists(path(contract.FAILURE))):
-            if result.cause is None:
-                records.write_record_json(path(contract.FINAL), outcome.final_record(stamp, now, None))
-            else:
-                log.write(f"failure ({result.cause}): {result.message}")
-                tail = tail_lines(path(contract.STDERR), 20)
-                records.write_record_json(path(contract.FAILURE), outcome.failure_record(stamp, result, end, tail, now))
-        records.write_record_json(path(contract.EXIT), outcome.exit_record(stamp, result.exit_code, end,
-                                                                           serving.stop_signal, now))
+        log = DiagnosticLog(os.path.join(options.attempt_dir, contract.WRAPPER_LOG), echo=False)
+        attempt = Attempt(options, log, None, serving.started_at)
+        attempt.proc = forked.Forked(pid)  # the workload was the host itself
+        attempt.end = outcome.WorkloadEnd.from_wait_status(status)
+        attempt.received_signal = serving.stop_signal
+        log.write(f"the function host {pid} running this attempt {attempt.end.describe()}")
+        record_end(attempt)
         log.close()
     except (fence.Superseded, OSError, ValueError):
         pass  # superseded meanwhile, or the folder is gone: nothing of this attempt is ours to write
     finally:
+        if attempt is not None:
+            attempt.wakeup.close()
         fence.bind(None)

@@ -3,7 +3,7 @@
 The local backend keeps function runs (`fray.submit(fn)`, `fray.map`) in a
 queue of its own beyond the machine's CPUs, the way Slurm holds PENDING jobs,
 and starts the next the moment a CPU frees, without a daemon cycle in between
-(fray.backends.local.warm). The ledger admits such a run beyond the CPUs by
+(fray.warm.daemon_side). The ledger admits such a run beyond the CPUs by
 the backend's `queue_cpus()` (fray.core.scheduler); this module tells it which
 runs those are: a function run (its frozen script is the launch shim) of one
 task and no GPU. Every place that asks the ledger about a run asks with
@@ -13,7 +13,6 @@ task and no GPU. Every place that asks the ledger about a run asks with
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from fray.core.model import Meta
 from fray.core.capacity import Request, run_request
@@ -35,8 +34,3 @@ def mark(meta: Meta, request: Request) -> Request:
     """The policy's `request` for `meta` (built from its spec alone), saying whether it may wait in that queue."""
     queueable = is_function(meta) and request.gpus == 0 and meta.spec.replicas == 1
     return replace(request, queueable=queueable) if queueable != request.queueable else request
-
-
-def queue_cpus(backend: Any) -> int:
-    """How far beyond its CPUs the backend takes queueable runs (0: it has no such queue)."""
-    return int(getattr(backend, "queue_cpus", lambda: 0)())

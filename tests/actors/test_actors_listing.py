@@ -11,8 +11,9 @@ import subprocess
 import sys
 import time
 
-from fray.actors import endpoints, listing
-from fray.actors.endpoints import Endpoint
+from fray.actors import listing
+from fray.state import endpoints
+from fray.state.endpoints import Endpoint
 
 
 def register(home, namespace: str, name: str, actor_id: str, port: int = 5000) -> None:
@@ -57,8 +58,9 @@ def test_a_cache_that_is_damaged_or_lies_about_a_replaced_file_changes_nothing_s
 
 WRITER = """
 import os, sys, time
-from fray.actors import endpoints, listing
-from fray.actors.endpoints import Endpoint
+from fray.actors import listing
+from fray.state import endpoints
+from fray.state.endpoints import Endpoint
 from fray.state.layout import Home
 home, n = Home(sys.argv[1]), 0
 print("ready", flush=True)

@@ -17,6 +17,7 @@ from conftest import schema_validate, wait_until
 from fray import (ActorConnectionError, ActorContext, ActorServer, ClusterResolver, FixedResolver, LocalCluster,
                       WorkerPool)
 from fray.actors import auth, client, wire
+from fray.state import actor_secret
 
 
 @pytest.fixture
@@ -209,11 +210,11 @@ def test_a_server_too_slow_to_shake_hands_is_a_connection_error_not_an_auth_fail
 
 def test_the_secret_is_private_and_a_readable_one_is_refused(tmp_path):
     path = tmp_path / "home" / "secret"
-    first = auth.load_secret(path)
-    assert auth.load_secret(path) == first and stat.S_IMODE(path.stat().st_mode) == 0o600
+    first = actor_secret.load_secret(path)
+    assert actor_secret.load_secret(path) == first and stat.S_IMODE(path.stat().st_mode) == 0o600
     path.chmod(0o644)
     with pytest.raises(Exception, match="private"):
-        auth.load_secret(path)
+        actor_secret.load_secret(path)
 
 
 def test_a_worker_pool_runs_tasks_on_worker_jobs(cluster):

@@ -29,6 +29,7 @@ from fray.actors import client
 from fray.actors.client import ActorConnectionError, ActorFuture
 from fray.actors.resolver import ClusterResolver, Target
 from fray.cluster.api import Entrypoint, EnvironmentConfig, JobRequest, ResourceConfig
+from fray.core.model import DEFAULT_MAX_RETRIES  # its workers are servers, restarted as a script run is
 
 WATCH_SEC = 0.2
 MAX_TASK_TRIES = 5
@@ -73,9 +74,9 @@ class _Task:
 class WorkerPool:
     def __init__(self, cluster: Any, num_workers: int, resources: ResourceConfig | None = None,
                  environment: EnvironmentConfig | None = None, name: str = "workers",
-                 max_retries: int = 3, *, max_restarts: int | None = None) -> None:
+                 max_retries: int = DEFAULT_MAX_RETRIES, *, max_restarts: int | None = None) -> None:
         if max_restarts is not None:  # the budget's old name, kept for the code that still passes it
-            if max_retries not in (3, max_restarts):
+            if max_retries not in (DEFAULT_MAX_RETRIES, max_restarts):
                 raise ValueError("WorkerPool got max_retries and max_restarts, two names of one budget: "
                                  "give max_retries only")
             warnings.warn("WorkerPool(max_restarts=) is deprecated: use max_retries=", DeprecationWarning, stacklevel=2)

@@ -28,10 +28,10 @@ One attempt at a time, and each leaves the host as it found it:
 
 The attempt a host serves is on descriptor ATTEMPT_FD (its folder, opened
 while it serves it): how the local backend finds the attempt's process in
-/proc (fray.backends.local.warm.attempt_of), since the host's working folder
+/proc (fray.warm.daemon_side.attempt_of), since the host's working folder
 is the function's. Whatever ends the host while it serves an attempt (a stop,
 the OOM killer, a crash, os._exit in the function), the warm worker, its
-parent, writes the records the wrapper would have (fray.cluster.host_pool),
+parent, writes the records the wrapper would have (fray.warm.host_pool),
 and the host's guardian, forked once with the host and told each attempt it
 serves, kills what that attempt left (fray.wrapper.guardian) - even when the
 worker is gone too.
@@ -54,7 +54,7 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from fray.wrapper import code, contract, faultsignal, fence, forked, guardian, outcome, procs, warm_imports, workload
-from fray.wrapper.attempt import Attempt
+from fray.wrapper.attempt import Attempt, keep_records
 from fray.wrapper.contract import ATTEMPT_FD
 from fray.wrapper.hangwatch import Watch
 from fray.wrapper.heartbeat import Heartbeat
@@ -124,6 +124,8 @@ def run_attempt(request: dict[str, Any]) -> bool:
 
 
 def _attempt(options: Options, started_at: float) -> bool:
+    """The attempt through the wrapper's own record sequence (fray.wrapper.attempt.keep_records); whether the
+    host must retire after it."""
     assert options.home is not None
     guardian.serving(_guardian, options.run_id, options.attempt, options.home, options.attempt_dir)
     fence.bind(fence.Writer(options.home, options.run_id, options.attempt), _fenced)
@@ -131,30 +133,28 @@ def _attempt(options: Options, started_at: float) -> bool:
     heartbeat = Heartbeat(os.path.join(options.attempt_dir, contract.HEARTBEAT), options.heartbeat_interval,
                           log.write).start()
     attempt = Attempt(options, log, heartbeat, started_at)
-    guard = fence.Fence(options.home, options.run_id, options.attempt, options.heartbeat_interval,
-                        options.fence_grace, attempt.fenced).start()
-    fence.bind(fence.Writer(options.home, options.run_id, options.attempt), attempt.fenced)
     retire = False
-    exit_code = contract.EXIT_WRAPPER_ERROR
+
+    def steps() -> int:
+        nonlocal retire
+        try:
+            log.write(f"run {options.run_id} attempt {options.attempt} on {attempt.stamp.host}, "
+                      f"script {options.script} (in the function host {os.getpid()})")
+            attempt.preflight()
+            if attempt.probe_failure is None:
+                retire = _launch(attempt)
+            else:
+                attempt.write(contract.STARTED, attempt.started_record())
+            return attempt.report()
+        except BaseException:
+            log.exception("internal error in the function host; retiring it")
+            retire = True
+            return contract.EXIT_WRAPPER_ERROR
+
     try:
-        log.write(f"run {options.run_id} attempt {options.attempt} on {attempt.stamp.host}, "
-                  f"script {options.script} (in the function host {os.getpid()})")
-        attempt.preflight()
-        if attempt.probe_failure is None:
-            retire = _launch(attempt)
-        else:
-            attempt.write(contract.STARTED, attempt.started_record())
-        exit_code = attempt.report()
-    except BaseException:
-        log.exception("internal error in the function host; retiring it")
-        retire = True
+        keep_records(attempt, steps)
     finally:
-        guard.stop()
-        heartbeat.stop()
-        attempt.write(contract.EXIT, outcome.exit_record(attempt.stamp, exit_code, attempt.end, None, time.time()))
-        fence.bind(None)
-        log.write(f"exit {exit_code}")
-        log.close()
+        fence.bind(None)  # between attempts the host writes for none
         attempt.wakeup.close()
     return retire
 
@@ -211,8 +211,7 @@ def _end_hung(attempt: Attempt, watch: Watch) -> None:
     attempt.end = outcome.WorkloadEnd(None, "SIGKILL")
     attempt.log.write(f"ending the function: {verdict.detail}"
                       + (f"; hung in {capture.hung_in}" if capture.hung_in else "; no stack could be taken"))
-    exit_code = attempt.report()
-    attempt.write(contract.EXIT, outcome.exit_record(attempt.stamp, exit_code, attempt.end, None, time.time()))
+    attempt.write_exit(attempt.report())
     os.killpg(os.getpid(), signal.SIGKILL)
 
 

@@ -7,8 +7,8 @@ small machine, far more than a short function. So the local backend keeps one
 warm process (`python -m fray.cluster.warm_worker --home HOME`, started on first
 use and again if it died) that has imported the wrapper, the entry point and
 cloudpickle once. A plain function attempt runs in one of its function hosts
-(fray.cluster.function_host: forked once per CPU, then wrapper and workload of
-attempt after attempt, with every record of a cold start; fray.cluster.host_pool
+(fray.warm.function_host: forked once per CPU, then wrapper and workload of
+attempt after attempt, with every record of a cold start; fray.warm.host_pool
 says which attempts qualify). For any other attempt it forks a child that
 becomes the wrapper exactly as `subprocess.Popen` would have started it (its
 own session, stdin from /dev/null, wrapper.log as stdout and stderr, the
@@ -18,7 +18,7 @@ result files, retries, fencing, cancellation and exit status are those of a
 cold start. A stop for an attempt the running worker forked goes through the
 worker (`cancel`), which alone knows whether a host is still on that attempt.
 
-The worker is also the machine's queue of functions (fray.daemon.warm_queue):
+The worker is also the machine's queue of functions (fray.warm.queueing):
 the ledger admits function attempts beyond the CPUs, as many per CPU as
 QUEUED_WORK_SEC of work at the pace recent attempts ended (`depth_per_cpu`:
 from 3 for long functions to 64 for ones of a few milliseconds); the worker
@@ -53,7 +53,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fray.wrapper import contract, procs
+from fray.wrapper import contract
+from fray.wrapper import face as wrapper
 
 MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
 START_TIMEOUT_SEC = 30.0
@@ -154,7 +155,7 @@ class WarmWorker:
     def forked(self, pid: int) -> bool:
         """Whether the running worker forked `pid` (a wrapper or a function host): its stops go through it."""
         proc = self._proc
-        return proc is not None and proc.poll() is None and procs.parent_of(pid) == proc.pid
+        return proc is not None and proc.poll() is None and wrapper.parent_of(pid) == proc.pid
 
     def cancel(self, cwd: str, signum: int, group: bool) -> None:
         """Take the attempt whose folder is `cwd` out of the queue; if the worker forked it already, have the
@@ -289,7 +290,7 @@ def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
     folder = _attempt_folder(pid, runs)
     if folder is None:
         return None
-    parent = procs.parent_of(pid)
+    parent = wrapper.parent_of(pid)
     if parent is not None and _attempt_folder(parent, runs) == folder:
         return None
     return folder.parent.parent.name, int(folder.name)
@@ -297,7 +298,7 @@ def attempt_of(pid: int, home: Path) -> tuple[str, int] | None:
 
 def _attempt_folder(pid: int, runs: Path) -> Path | None:
     """The attempt folder `pid` works in (a forked wrapper) or holds open on contract.ATTEMPT_FD (a function
-    host, fray.cluster.function_host, whose working folder is its function's); None if neither."""
+    host, fray.warm.function_host, whose working folder is its function's); None if neither."""
     for link in (f"/proc/{pid}/cwd", f"/proc/{pid}/fd/{contract.ATTEMPT_FD}"):
         try:
             folder = Path(os.readlink(link))
