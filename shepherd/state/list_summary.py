@@ -83,21 +83,26 @@ class Summary(NamedTuple):
         so the members alike share one row instead of one built for each of 10,000 points."""
         entries, row = self.entries, self.row
         swept = [shared and type(g := shape.get("group")) is dict and g.get("kind") == "sweep" for shape in self.shapes]
-        count = len(swept)
-        alike: dict[tuple[int, Any], Row | None] = {}
+        alike: dict[tuple[Any, Any], Row] = {}  # (shape, created_at) -> the row its points share
         found: list[Row | None] = []
         for run_id in run_ids:
             entry = entries.get(run_id)
             if entry is None or run_id in stale:
                 found.append(None)
-            elif type(entry) is list and len(entry) == 4 and type(entry[0]) is int and 0 <= entry[0] < count \
-                    and swept[entry[0]] and type(entry[2]) in (float, int):
-                key = (entry[0], entry[2])
-                if key not in alike:
-                    alike[key] = row(run_id)
-                found.append(alike[key])
-            else:
-                found.append(row(run_id))
+                continue
+            if shared:
+                try:  # a shared row is what folding reads, all of it in the key: a point's damaged name is not
+                    key = (entry[0], entry[2])
+                    hit = alike.get(key)
+                except (IndexError, KeyError, TypeError):
+                    key, hit = None, None
+                if hit is not None:
+                    found.append(hit)
+                    continue
+            built = row(run_id)  # checks the entry
+            if built is not None and shared and swept[entry[0]] and type(entry[2]) in (float, int):
+                alike[key] = built
+            found.append(built)
         return found
 
 

@@ -36,7 +36,8 @@ from fray.core.model import Attempt, End, Meta  # noqa: E402
 
 def populate(home: Home, count: int) -> None:
     store.ensure_home(home)
-    script = Path(home.root) / "job.py"
+    script = Path(home.root).parent / "project" / "job.py"  # beside the home, not in it: its snapshot is the folder
+    script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text("#FRAY --cpus 1\nprint('hi')\n")
     now = time.time()
     for i in range(count):
