@@ -28,6 +28,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 BUILD_TIMEOUT = 900.0
 SOURCE_FOLDERS = ("shepherd", "wrapper", "schemas")  # what the wheel is built from (pyproject's package-dir)
@@ -91,8 +92,22 @@ def fray_wheel(cache: Path) -> Path:
     if found:
         return found[0]
     folder.mkdir(parents=True, exist_ok=True)
+    if source is None:
+        return _into(folder, lambda tmp: _repack_into(tmp, importlib.metadata.distribution("fray")))
+    from filelock import FileLock
+
+    # pip builds in the source's own build/ folder: two builds of one tree at once (two --remote bootstraps,
+    # of any cache) delete each other's files there, so they take turns.
+    (source / "build").mkdir(exist_ok=True)
+    with FileLock(str(source / "build" / ".fray-wheel.lock")):
+        found = sorted(folder.glob("fray-*.whl"))
+        return found[0] if found else _into(folder, lambda tmp: _build(source, tmp))
+
+
+def _into(folder: Path, make: Callable[[Path], Path]) -> Path:
+    """The wheel `make` writes in a temporary folder, moved into `folder` whole."""
     with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
-        built = _build(source, Path(tmp)) if source else _repack_into(Path(tmp), importlib.metadata.distribution("fray"))
+        built = make(Path(tmp))
         final = folder / built.name
         os.replace(built, final)
     return final
