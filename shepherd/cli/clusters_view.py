@@ -21,7 +21,7 @@ from typing import Any
 
 from fray.core.command_line import JSON_FLAG, own_words
 from fray.errors import UsageError
-from fray.remote import clusters, forward
+from fray.remote import clusters
 
 # Every `fray` command with a --remote or a `remotes` default asks `spanned` first (fray.cli.route),
 # so the renderers (list_render, ops) are imported only inside the functions that draw a many-cluster view.

@@ -138,7 +138,7 @@ class Daemon:
         self._housekeeping = Housekeeping(home, lambda: list(self._backends.values()))
         self._strays = StrayKiller(home, self._event)
         self._sightings = Sightings()  # heartbeats and steps as this daemon saw them change, on its clock
-        self._summary = SummaryWriter(home, self._journal, lease)  # the rows `fray list` need not read
+        self._summary = SummaryWriter(home, self._journal, self._lease)  # the rows `fray list` need not read
 
     # -- one cycle -----------------------------------------------------------------
 
