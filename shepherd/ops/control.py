@@ -42,8 +42,8 @@ class Requested:
 
 def request(home: Home, run_id: str, op: str) -> Requested:
     """Record `op` (one of CONTROL_OPS) for the run."""
+    meta = runs.read_meta(home, run_id)  # before the request: a daemon that acts at once has not changed it yet
     record = runs.request(home, run_id, op)
-    meta = runs.read_meta(home, run_id)
     return Requested(run_id, meta, record, effect(op, meta))
 
 
