@@ -57,11 +57,14 @@ class _Folder:
     superseded: str | None = None  # why nothing more is written for this folder
     told: bool = False  # a failed write was warned about
     lock: threading.Lock = field(default_factory=threading.Lock)  # one write of this folder at a time
+    writing: int | None = None  # the thread writing it now
 
 
 class _Buffer:
     def __init__(self) -> None:
-        self.lock = threading.Lock()  # the merge and the hand-over of the newest document
+        # The merge and the hand-over of the newest document. Re-entrant: a signal handler that reports (a
+        # checkpoint's version) may interrupt this thread inside put(); it must not wait for itself.
+        self.lock = threading.RLock()
         self.folders: dict[str, _Folder] = {}
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
@@ -96,7 +99,7 @@ def put(folder: str, document: dict[str, Any], merge: Merge) -> dict[str, Any]:
             _start(buffer)
     if urgent or buffer.closed:
         _write(state, quiet=False)
-    elif not buffer.wake.is_set():
+    if state.unwritten and not buffer.wake.is_set():
         buffer.wake.set()
     return merged
 
@@ -118,27 +121,37 @@ def flush(quiet: bool = False) -> None:
 
 
 def _write(state: _Folder, quiet: bool) -> None:
+    if state.writing == threading.get_ident():
+        return  # a signal handler inside this thread's own write: the writer thread writes what it reported
     with state.lock:
-        with _buffer.lock:
-            if not state.unwritten or state.superseded is not None:
-                return
-            document, state.unwritten = state.last, False
+        state.writing = threading.get_ident()
         try:
-            records.write_record(state.path, records.dumps(document).encode("utf-8"), durable=False)
-            history.write_deferred(state.folder)
-            state.told = False
-        except Superseded as exc:
-            state.superseded = str(exc)
-            history.drop_deferred(state.folder)
-            if not quiet:
-                raise
-        except (OSError, TypeError, ValueError) as exc:
-            with _buffer.lock:
-                state.unwritten = True  # tried again after the next report, and at exit
-            # Progress is advisory: a full disk or a flaky mount must not end a long training run.
-            if not state.told:
-                state.told = True
-                print(f"fray report: progress not recorded: {exc}", file=sys.stderr)
+            _write_held(state, quiet)
+        finally:
+            state.writing = None
+
+
+def _write_held(state: _Folder, quiet: bool) -> None:
+    with _buffer.lock:
+        if not state.unwritten or state.superseded is not None:
+            return
+        document, state.unwritten = state.last, False
+    try:
+        records.write_record(state.path, records.dumps(document).encode("utf-8"), durable=False)
+        history.write_deferred(state.folder)
+        state.told = False
+    except Superseded as exc:
+        state.superseded = str(exc)
+        history.drop_deferred(state.folder)
+        if not quiet:
+            raise
+    except (OSError, TypeError, ValueError) as exc:
+        with _buffer.lock:
+            state.unwritten = True  # tried again after the next report, and at exit
+        # Progress is advisory: a full disk or a flaky mount must not end a long training run.
+        if not state.told:
+            state.told = True
+            print(f"fray report: progress not recorded: {exc}", file=sys.stderr)
 
 
 def _on_disk(path: Path) -> dict[str, Any]:
