@@ -43,7 +43,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import contract, fence, history, records, versions
+from . import contract, fence, history, progress_buffer, records, versions
 from .fence import Superseded
 
 STAGING = ".staging"
@@ -104,8 +104,9 @@ def _mark(name: str, step: int | None) -> None:
     if not folder:
         return
     if step is None:
+        reported = progress_buffer.last(folder)  # this process's report, perhaps not written yet
         try:
-            reported = records.read_json(os.path.join(folder, contract.PROGRESS))
+            reported = reported or records.read_json(os.path.join(folder, contract.PROGRESS))
         except (OSError, ValueError):
             reported = None
         step = reported.get("step") if isinstance(reported, dict) else None

@@ -182,12 +182,25 @@ def run_as_main(main: Callable[[], int | None]) -> int:
     except BaseException:
         traceback.print_exc()
     finally:
+        _write_job_side_files()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError):
                 pass
     return code
+
+
+def _write_job_side_files() -> None:
+    """What `report` holds for the files and writes at exit (atexit, which neither os._exit nor a function host's
+    next attempt runs): progress (fray.wrapper.progress_buffer, its thread ended) and the history's chunks."""
+    from . import history, progress_buffer
+
+    progress_buffer.finish()
+    try:
+        history.flush()
+    except OSError as exc:
+        print(f"fray report: progress history not recorded: {exc}", file=sys.stderr)
 
 
 def new_std_streams(unbuffered: bool) -> None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import math
 import os
 import threading
 import time
@@ -54,6 +55,8 @@ MAX_LINE_BYTES = 2048
 CHUNK_LINES = 64
 CHUNK_SEC = 30.0
 _TAIL_BYTES = 8192  # enough to find the last whole line when the writer's state is rebuilt
+_quoted = json.encoder.encode_basestring  # a JSON string, as the encoder writes one (ensure_ascii=False)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)  # one, not one a line
 _RESERVED_KEYS = ("step", "loss", "samples_per_sec", "checkpoint_version", "updated_at", "step_changed_at", "extra")
 
 
@@ -67,10 +70,13 @@ class _State:
     next_seq: int = 1  # write-once: the next chunk's number
     buffer: list[bytes] = field(default_factory=list)
     buffered_since: float | None = None
+    buffered_lines: int = 0
+    deferred: list[bytes] = field(default_factory=list)  # kept points not yet handed to _append
 
 
 _lock = threading.Lock()
 _states: dict[str, _State] = {}
+_paths: dict[str | os.PathLike[str], str] = {}  # attempt folder -> its history file
 
 
 def path_in(attempt_dir: str | os.PathLike[str]) -> str:
@@ -111,26 +117,80 @@ def line(t: float, step: int, metrics: dict[str, Any] | None = None, checkpoint:
     if metrics:
         record["metrics"] = dict(sorted(metrics.items()))
     while True:
-        data = (json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+        data = (_ENCODER.encode(record) + "\n").encode("utf-8")
         if len(data) <= MAX_LINE_BYTES or not record.get("metrics"):
             return data
         record["metrics"].popitem()
 
 
-def record_progress(attempt_dir: str | os.PathLike[str], document: dict[str, Any]) -> None:
-    """Append `document` (what report.progress wrote) as a point, if the thinning keeps it; raises OSError."""
+def point_line(t: float, step: int, metrics: dict[str, Any]) -> bytes:
+    """`line(t, step, metrics)`, the same bytes built by hand at a fraction of the cost: each kept report makes one."""
+    parts = []
+    for name, value in sorted(metrics.items()):
+        if isinstance(value, str):
+            text = _quoted(value)
+        elif isinstance(value, float) and math.isfinite(value):
+            text = float.__repr__(value)  # what the encoder writes, also for a float subclass (numpy's)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            text = int.__repr__(value)
+        else:
+            return line(t, step, metrics)
+        parts.append(f"{_quoted(name)}:{text}")
+    tail = ',"metrics":{' + ",".join(parts) + "}}\n" if parts else "}\n"
+    data = ('{"t":' + float.__repr__(round(t, 3)) + ',"step":' + int.__repr__(step) + tail).encode("utf-8")
+    return data if len(data) <= MAX_LINE_BYTES else line(t, step, metrics)
+
+
+def record_progress(attempt_dir: str | os.PathLike[str], document: dict[str, Any], defer: bool = False) -> None:
+    """Append `document` (what report.progress wrote) as a point, if the thinning keeps it; raises OSError.
+
+    `defer` keeps the line, counted as written, until `write_deferred` (fray.wrapper.progress_buffer: the
+    thinning sees every point as it comes, the file gets them a fraction of a second later)."""
     step = document.get("step")
     if not isinstance(step, int):
         return
-    data = line(float(document["updated_at"]), step, metrics_of(document))
     with _lock:
-        state = _state(path_in(attempt_dir))
-        if state.size + len(data) > MAX_BYTES:
-            return
+        path = _paths.get(attempt_dir)
+        if path is None:
+            path = _paths[attempt_dir] = path_in(attempt_dir)  # once: this runs on every report
+        state = _state(path)
         if state.last_step is not None and 0 <= step - state.last_step < stride(state.size):
             return  # thinned; a step that went back (a new series) is always kept
-        _append(state, data, flush_now=False)
+        data = point_line(float(document["updated_at"]), step, metrics_of(document))  # only for a point kept
+        if state.size + len(data) > MAX_BYTES:
+            return
         state.last_step = step
+        state.size += len(data)
+        if defer:
+            state.deferred.append(data)
+        else:
+            _append(state, data, flush_now=False)
+
+
+def write_deferred(attempt_dir: str | os.PathLike[str]) -> None:
+    """Append the lines `record_progress(..., defer=True)` kept, in one write; raises OSError (they stay kept)."""
+    with _lock:
+        state = _states.get(path_in(attempt_dir))
+        if state is not None:
+            _write_deferred(state)
+
+
+def drop_deferred(attempt_dir: str | os.PathLike[str]) -> None:
+    """Forget the kept lines: this attempt is superseded and writes nothing more."""
+    with _lock:
+        state = _states.get(path_in(attempt_dir))
+        if state is not None:
+            state.deferred.clear()
+
+
+def _write_deferred(state: _State) -> None:
+    if not state.deferred:
+        return
+    data = b"".join(state.deferred)
+    if records.write_once():
+        state.deferred.clear()  # into the chunk buffer: a chunk that fails is written with the next one
+    _append(state, data, flush_now=False)  # raises OSError: appended nothing, the lines stay kept
+    state.deferred.clear()
 
 
 def mark_checkpoint(attempt_dir: str | os.PathLike[str], name: str, step: int | None, t: float | None = None) -> None:
@@ -142,6 +202,8 @@ def mark_checkpoint(attempt_dir: str | os.PathLike[str], name: str, step: int | 
         state = _state(path_in(attempt_dir))
         if state.size + len(data) > MAX_BYTES + RESERVE_BYTES:
             return
+        _write_deferred(state)  # the points before the mark come before it
+        state.size += len(data)
         _append(state, data, flush_now=True)
 
 
@@ -153,14 +215,15 @@ def flush() -> None:
 
 
 def _append(state: _State, data: bytes, flush_now: bool) -> None:
-    state.size += len(data)
+    """Write `data` (already counted in state.size) or, write-once, buffer it for the next chunk."""
     if not records.write_once():
         records.append_bytes(state.path, data)
         return
     state.buffer.append(data)
+    state.buffered_lines += data.count(b"\n")  # `data` may be many lines (fray.wrapper.progress_buffer's)
     now = time.time()
     state.buffered_since = state.buffered_since or now
-    if flush_now or len(state.buffer) >= CHUNK_LINES or now - state.buffered_since >= CHUNK_SEC:
+    if flush_now or state.buffered_lines >= CHUNK_LINES or now - state.buffered_since >= CHUNK_SEC:
         _flush(state)
 
 
@@ -174,6 +237,7 @@ def _flush(state: _State) -> None:
         state.next_seq += 1  # taken (another process of this attempt, the shell twin): the next one
     state.next_seq += 1
     state.buffer.clear()
+    state.buffered_lines = 0
     state.buffered_since = None
 
 
@@ -226,4 +290,13 @@ def _last_step(tail: bytes) -> int | None:
     return None
 
 
+def _reset_in_child() -> None:
+    """A forked child starts with its own lock and none of the lines its parent kept (the parent writes those)."""
+    global _lock
+    _lock = threading.Lock()
+    for state in _states.values():
+        state.deferred.clear()
+
+
 atexit.register(flush)
+os.register_at_fork(after_in_child=_reset_in_child)

@@ -18,7 +18,9 @@ The files land in the attempt folder ($FRAY_ATTEMPT_DIR): progress.json
 (schemas/progress.json), history.jsonl (every step and checkpoint, thinned:
 fray.wrapper.history) and result.json, which the wrapper copies into
 final.json when the workload exits 0; command receipts land next to the
-commands ($FRAY_COMMANDS_DIR). Each write is fenced (fray.wrapper.fence.guard):
+commands ($FRAY_COMMANDS_DIR). `progress()` returns in microseconds: a thread
+of this process writes what it was told at most every half second and at
+exit (fray.wrapper.progress_buffer). Each write is fenced (fray.wrapper.fence.guard):
 once this attempt is superseded, it writes nothing and raises `Superseded`. Outside a fray job every call is a no-op
 returning None (commands() yields nothing), so the same script runs
 standalone. SIGUSR1 means "checkpoint now" (fray sends it before a planned
@@ -42,14 +44,14 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence, SupportsFloat, SupportsIndex
 
-from . import commands as _commands, contract, history, records
+from . import commands as _commands, contract, history, progress_buffer, records
 from .checkpoints import Superseded, checkpoint, latest_checkpoint
 from .commands import Command
 
 __all__ = ["Command", "Superseded", "ack", "attempt_dir", "checkpoint", "checkpoint_dir", "commands",
-           "commands_dir", "final", "latest_checkpoint", "progress", "resuming"]
+           "commands_dir", "final", "flush", "latest_checkpoint", "progress", "resuming"]
 
-_lock = threading.Lock()  # progress() reads, checks, then writes: one thread at a time
+_lock = threading.Lock()  # progress_in() reads, checks, then writes: one thread at a time
 _seen_commands: set[str] = set()  # each command is yielded once per process
 
 
@@ -114,8 +116,8 @@ def resuming() -> bool:
 
 
 def _counter(name: str, value: Any) -> int | None:
-    if value is None:
-        return None
+    if value is None or (type(value) is int and value >= 0):
+        return value  # the common case first: this runs on every step
     if isinstance(value, (bool, str, bytes)):
         raise TypeError(f"{name} must be a whole number, not {value!r}")
     try:
@@ -128,8 +130,8 @@ def _counter(name: str, value: Any) -> int | None:
 
 
 def _measure(name: str, value: Any, extra: dict[str, Any]) -> float | None:
-    if value is None:
-        return None
+    if value is None or (type(value) is float and math.isfinite(value)):
+        return value
     if isinstance(value, (bool, str, bytes)):
         raise TypeError(f"{name} must be a number, not {value!r}")
     try:
@@ -171,18 +173,31 @@ def progress(
     checkpoint_version: SupportsIndex | None = None,
     **extra: Any,
 ) -> dict[str, Any] | None:
-    """Replace progress.json with these values; the document written.
+    """Report the newest values: progress.json says them within half a second; the document it will hold.
 
     `step` and `checkpoint_version` are counters: they must not decrease
-    (ValueError, nothing written), and one left out keeps its last value.
+    (ValueError, nothing kept), and one left out keeps its last value.
     `extra` holds anything else JSON can say (learning rate, tokens seen...)
-    and is replaced on each call. Returns None outside a fray job, and when
-    the file could not be written (a warning goes to stderr: progress is
-    advisory, the training goes on). Raises `Superseded`, writing nothing,
-    once this attempt is no longer the run's current one: the wrapper is
-    killing this workload.
+    and is replaced on each call; a value JSON cannot say is a ValueError.
+    The call costs microseconds: the file is written by a thread of this
+    process at most every half second and at exit, a report that raises
+    `checkpoint_version` before the call returns (fray.wrapper.progress_buffer);
+    `flush()` writes at once. Returns None outside a fray job. A write that
+    fails is warned about on stderr (progress is advisory, the training goes on).
+    Raises `Superseded` once a write found this attempt no longer the run's
+    current one (it wrote nothing): the wrapper is killing this workload.
     """
-    return _progress(step, loss, samples_per_sec, checkpoint_version, extra)
+    folder = os.environ.get(contract.ENV_ATTEMPT_DIR)  # attempt_dir() without a Path: this runs every step
+    if not folder:
+        return None
+    document = _document(step, loss, samples_per_sec, checkpoint_version, extra, None)
+    _check_json(document["extra"])
+    return progress_buffer.put(folder, document, _merged)
+
+
+def flush() -> None:
+    """Write what `progress()` holds now (it does within half a second, and at exit); raises `Superseded`."""
+    progress_buffer.flush()
 
 
 def _progress(step: Any, loss: Any, samples_per_sec: Any, checkpoint_version: Any, extra: dict[str, Any]) -> dict[str, Any] | None:
@@ -194,35 +209,16 @@ def _progress(step: Any, loss: Any, samples_per_sec: Any, checkpoint_version: An
 
 def progress_in(folder: Path, step: Any, loss: Any, samples_per_sec: Any, checkpoint_version: Any,
                 extra: dict[str, Any], now: float | None = None) -> dict[str, Any] | None:
-    """`progress()` for the attempt folder `folder`: what the wrapper's readers of the job's output and event
-    files (fray.wrapper.logscan, fray.wrapper.tensorboard) report through, fenced and checked the same way."""
-    extra = dict(extra)
-    step = _counter("step", step)
-    checkpoint_version = _counter("checkpoint_version", checkpoint_version)
-    speed = _measure("samples_per_sec", samples_per_sec, extra)
-    if speed is not None and speed < 0:
-        raise ValueError(f"samples_per_sec must not be negative, not {speed}")
-    document: dict[str, Any] = {
-        "updated_at": time.time() if now is None else now,
-        "step": step,
-        "loss": _measure("loss", loss, extra),
-        "samples_per_sec": speed,
-        "checkpoint_version": checkpoint_version,
-        "extra": extra,
-    }
+    """`progress()` for the attempt folder `folder`, written before it returns and checked against progress.json
+    as it is: the command line twin, and the wrapper's readers of the job's output and event files
+    (fray.wrapper.logscan, fray.wrapper.tensorboard). Fenced and checked as `progress()` is; None when the file
+    could not be written (warned on stderr)."""
+    document = _document(step, loss, samples_per_sec, checkpoint_version, extra, now)
     path = folder / contract.PROGRESS
     with _lock:
-        previous = _previous(path)
-        document["step"] = _not_decreasing("step", step, previous.get("step"), path)
-        document["checkpoint_version"] = _not_decreasing(
-            "checkpoint_version", checkpoint_version, previous.get("checkpoint_version"), path
-        )
-        # When the step last moved: the shepherd's progress-stall check reads this,
-        # so a workload that keeps reporting the same step still counts as stalled.
-        advanced = document["step"] != previous.get("step") or "step_changed_at" not in previous
-        document["step_changed_at"] = document["updated_at"] if advanced else previous["step_changed_at"]
+        document = _merged(document, _previous(path), path)
         try:
-            _write(path, document, "progress")
+            _write(path, document, "progress", durable=False)  # advisory: not worth an fsync
         except OSError as exc:
             # Progress is advisory: a full disk or a flaky mount must not end a long training run.
             print(f"fray report: progress not recorded: {exc}", file=sys.stderr)
@@ -234,6 +230,51 @@ def progress_in(folder: Path, step: Any, loss: Any, samples_per_sec: Any, checkp
     return document
 
 
+def _document(step: Any, loss: Any, samples_per_sec: Any, checkpoint_version: Any, extra: dict[str, Any],
+              now: float | None) -> dict[str, Any]:
+    """The checked values as a progress document, before the counters are merged with the last one."""
+    extra = dict(extra)
+    speed = _measure("samples_per_sec", samples_per_sec, extra)
+    if speed is not None and speed < 0:
+        raise ValueError(f"samples_per_sec must not be negative, not {speed}")
+    return {
+        "updated_at": time.time() if now is None else now,
+        "step": _counter("step", step),
+        "loss": _measure("loss", loss, extra),
+        "samples_per_sec": speed,
+        "checkpoint_version": _counter("checkpoint_version", checkpoint_version),
+        "extra": extra,
+    }
+
+
+def _merged(document: dict[str, Any], previous: dict[str, Any], path: Path) -> dict[str, Any]:
+    """`document` after `previous` (the last report): counters checked and carried over, the stall clock kept (pure)."""
+    document["step"] = _not_decreasing("step", document["step"], previous.get("step"), path)
+    document["checkpoint_version"] = _not_decreasing(
+        "checkpoint_version", document["checkpoint_version"], previous.get("checkpoint_version"), path
+    )
+    # When the step last moved: the shepherd's progress-stall check reads this,
+    # so a workload that keeps reporting the same step still counts as stalled.
+    advanced = document["step"] != previous.get("step") or "step_changed_at" not in previous
+    document["step_changed_at"] = document["updated_at"] if advanced else previous["step_changed_at"]
+    return document
+
+
+_PLAIN = frozenset((str, int, bool, type(None)))  # what JSON says as it is: no need to try
+
+
+def _check_json(extra: dict[str, Any]) -> None:
+    """ValueError unless JSON can say `extra`: checked in the call, since the file is written later."""
+    for value in extra.values():
+        if type(value) in _PLAIN or (type(value) is float and math.isfinite(value)):
+            continue
+        try:
+            json.dumps(extra, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(_not_json("progress", exc)) from None
+        return
+
+
 def final(**result: Any) -> dict[str, Any] | None:
     """Record the run's result (result.json, copied into final.json on exit 0); None outside a fray job."""
     folder = attempt_dir()
@@ -243,15 +284,17 @@ def final(**result: Any) -> dict[str, Any] | None:
     return result
 
 
-def _write(path: Path, document: dict[str, Any], what: str) -> None:
+def _write(path: Path, document: dict[str, Any], what: str, durable: bool = True) -> None:
     try:
         text = records.dumps(document)
     except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"cannot report this {what}: {exc}. Values must be JSON: strings, finite numbers, "
-            "booleans, None, lists and dicts with string keys."
-        ) from None
-    records.write_record(path, text.encode("utf-8"))
+        raise ValueError(_not_json(what, exc)) from None
+    records.write_record(path, text.encode("utf-8"), durable=durable)
+
+
+def _not_json(what: str, exc: Exception) -> str:
+    return (f"cannot report this {what}: {exc}. Values must be JSON: strings, finite numbers, "
+            "booleans, None, lists and dicts with string keys.")
 
 
 # -- the command line twin ---------------------------------------------------

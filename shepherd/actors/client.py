@@ -148,7 +148,7 @@ class Connection:
                 raise ActorConnectionError(f"the connection to {self.address} is closed")
             self._pending[call_id] = future
             try:
-                self._sock.sendall(frame)
+                wire.send(self._sock, frame)
             except OSError as exc:
                 self._pending.pop(call_id, None)
                 self._fail_all(f"sending to {self.address} failed: {exc}")

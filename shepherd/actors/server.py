@@ -285,7 +285,7 @@ class ActorServer:
             frame = wire.dumps((call_id, False, _failure(TypeError(f"the result could not be serialized: {exc}"))))
         try:
             with send_lock:
-                conn.sendall(frame)
+                wire.send(conn, frame)
         except OSError:
             pass  # the client went away; its pool retries elsewhere
 

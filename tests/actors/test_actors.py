@@ -183,7 +183,7 @@ def test_a_server_that_does_not_know_the_secret_is_not_believed(cluster):
         conn, _ = listener.accept()
         conn.sendall(auth.MAGIC + os.urandom(auth.NONCE_BYTES))
         auth.recv_exact(conn, auth.NONCE_BYTES + auth.MAC_BYTES)
-        conn.sendall(os.urandom(auth.MAC_BYTES) + wire.dumps((1, True, "a pickle the client must not read")))
+        conn.sendall(os.urandom(auth.MAC_BYTES) + b"".join(wire.dumps((1, True, "a pickle the client must not read"))))
         try:
             conn.recv(1)  # until the client hangs up
         except OSError:

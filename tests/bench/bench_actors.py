@@ -6,9 +6,11 @@ Measures, on this machine and in this run:
 - broadcast to 8 actors (8 server processes): median wall time of `pool.broadcast().ping()`;
 - lookup with 10,000 endpoint files: 1,000 names of 10 actors, a fresh resolver per lookup (cold);
   and 10,000 actors under one name (first lookup, then later ones that reuse what was read);
-beside Ray's actor calls measured the same way when Ray is installed (`pip install ray`).
+beside Ray's actor calls measured the same way when Ray is installed (`pip install ray`);
+- 1 MB round trips/s: `ping(payload)` of 1 MB of bytes, which the actor returns (1 MB each way), fray and
+  Ray (when installed) in turn for ROUNDS rounds, each the same number of calls (target: fray >= 2x Ray).
 
-    python tests/bench/bench_actors.py [--calls 5000]
+    python tests/bench/bench_actors.py [--calls 5000] [--only all|mb] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -186,14 +189,83 @@ def bench_ray(calls: int) -> dict[str, float] | None:
         ray.shutdown()
 
 
+MB = 1 << 20
+MB_CALLS = 50  # a round: 50 calls of each
+
+
+def bench_megabyte(home: Path, rounds: int) -> None:
+    """1 MB each way per call, fray's actor and Ray's in turn (a shared machine drifts): the median of each."""
+    payload = os.urandom(MB)
+    procs = start_servers(home, [""])
+    ray_actor = _ray_actor(num_cpus=1)
+    try:
+        pool = ClusterResolver(LocalCluster(namespace="bench", home=home)).lookup("ping")
+        pool.wait_for_size(1, timeout=10)
+        calls: dict[str, Callable[[], object]] = {"fray": lambda: pool.call().ping(payload)}
+        if ray_actor is not None:
+            import ray
+
+            calls["ray"] = lambda: ray.get(ray_actor.ping.remote(payload))
+        for call in calls.values():
+            for _ in range(10):
+                assert len(call()) == MB  # type: ignore[arg-type]
+        rates: dict[str, list[float]] = {name: [] for name in calls}
+        for _ in range(rounds):
+            for name, call in calls.items():
+                start = time.perf_counter()
+                for _ in range(MB_CALLS):
+                    call()
+                rates[name].append(MB_CALLS / (time.perf_counter() - start))
+    finally:
+        for proc in procs:
+            proc.communicate("", timeout=10)
+        if ray_actor is not None:
+            import ray
+
+            ray.shutdown()
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    for name, value in medians.items():
+        runs = ", ".join(f"{r:.0f}" for r in rates[name])
+        print(f"  {name + ' 1 MB round trip (1 MB each way)':<44} {value:>10,.0f} calls/s  (rounds: {runs})")
+    if "ray" in medians:
+        ratio = medians["fray"] / medians["ray"]
+        print(f"  1 MB round trips: fray is {ratio:.2f}x Ray  [target >= 2x: {'met' if ratio >= 2 else 'MISSED'}]")
+    else:
+        print("  Ray is not installed here (pip install ray), so there is nothing to compare with")
+
+
+def _ray_actor(num_cpus: int) -> Any:
+    try:
+        import ray
+    except ImportError:
+        return None
+    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+
+    @ray.remote
+    class Ping:
+        def ping(self, x=None):
+            return x
+
+    actor = Ping.remote()
+    ray.get(actor.ping.remote())
+    return actor
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--only", choices=("all", "mb"), default="all")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     print(f"actor benchmarks ({sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+    if args.only == "mb":
+        with tempfile.TemporaryDirectory() as tmp:
+            bench_megabyte(Path(tmp) / "home", args.rounds)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         fray = bench_fray(Path(tmp) / "home", args.calls)
         bench_lookup(Path(tmp))
+        bench_megabyte(Path(tmp) / "home-mb", args.rounds)
     ray = bench_ray(args.calls)
     if ray:
         ratio = fray["sync"] / ray["sync"]

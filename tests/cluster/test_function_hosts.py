@@ -143,3 +143,21 @@ def test_a_host_killed_while_idle_costs_the_next_function_nothing(home, daemon):
     meta = json.loads(home.run(second.run_id).meta.read_text())
     assert [a["cause"] for a in meta["attempts"]] == ["success"]
     assert not (home.run(first.run_id).attempt(1).dir / "failure.json").exists()
+
+
+def reports_progress(steps: int) -> int:
+    from fray import report
+
+    for step in range(steps):
+        report.progress(step=step, loss=1.0 / (step + 1))
+    return steps
+
+
+def test_a_function_that_reports_progress_has_it_written_and_keeps_its_host(home, daemon):
+    first = fray.submit(reports_progress, 500)
+    assert first.result(timeout=60) == 500
+    progress = json.loads(home.run(first.run_id).attempt(1).dir.joinpath("progress.json").read_text())
+    assert progress["step"] == 499  # written before the attempt's end: no atexit in a host
+    second = fray.submit(looks_around, 0)
+    second.result(timeout=60)
+    assert host_of(home, first) == host_of(home, second), "the reporting thread retired the host"

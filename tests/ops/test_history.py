@@ -40,6 +40,7 @@ def lines_of(data: bytes) -> list[dict]:
 
 
 def read_all(folder: Path) -> bytes:
+    report.flush()  # what report.progress holds is written within half a second: now
     plain = folder / contract.HISTORY
     if plain.exists():
         return plain.read_bytes()
@@ -90,8 +91,11 @@ def test_the_write_once_layout_writes_chunks_never_touched_again(attempt: Path, 
     with report.checkpoint("step-199"):
         pass  # flushes what is buffered
     assert not (attempt / contract.HISTORY).exists()
-    chunks = sorted(os.listdir(attempt / (contract.HISTORY + versions.SUFFIX)))
-    assert len(chunks) == 4  # 64 + 64 + 64 lines, then the rest with the mark
+    folder = attempt / (contract.HISTORY + versions.SUFFIX)
+    chunks = [(folder / name).read_bytes() for name in sorted(os.listdir(folder))]
+    # Whole lines, CHUNK_LINES or more a chunk (however report.progress's thread grouped them), the mark last.
+    assert all(len(chunk.splitlines()) >= history.CHUNK_LINES for chunk in chunks[:-1]) and len(chunks) >= 2
+    assert all(chunk.endswith(b"\n") for chunk in chunks) and b"step-199" in chunks[-1]
     records = lines_of(read_all(attempt))
     assert [r["step"] for r in records] == [*range(1, 200), 199]
 
@@ -228,3 +232,17 @@ def test_any_history_merges_and_accounts_without_raising(attempt_records, junk) 
         figures = goodput.breakdown(found)
         assert figures.wall_sec == pytest.approx(found[-1].end - attempts[0].submitted_at)
         assert 0 <= figures.goodput <= 1
+
+
+@pytest.mark.parametrize("metrics", [
+    {}, {"loss": 0.31}, {"loss": 1e-300, "lr": 3e-4, "tokens": 10**20, "neg": -0.0},
+    {'na"me\\ é\n': 1.5, "loss": "nan", "g": "-inf"}, {f"m{i:03}": i / 7 for i in range(200)},  # cut to the cap
+])
+def test_a_point_line_built_by_hand_is_the_line_the_encoder_writes(metrics: dict) -> None:
+    class Float(float):  # numpy's float64 is a float subclass whose repr is not a number
+        def __repr__(self) -> str:
+            return f"Float({float(self)})"
+
+    for t, step in ((1764151234.5126, 0), (2.0, 10**12)):
+        assert history.point_line(t, step, metrics) == history.line(t, step, metrics)
+    assert history.point_line(1.0, 1, {"x": Float(0.5)}) == history.line(1.0, 1, {"x": 0.5})

@@ -19,6 +19,7 @@ OUTSIDE_THE_TREE = {
     "fray.errors.RemoteTraceback": "the text of a job's or an actor's own traceback (errors.py says so)",
     "fray.core.validation.SchemaCompileError": "fray's own schema uses a keyword its compiler lacks: a bug in fray",
     "fray.daemon.sinks.SinkError": "stays in the daemon: the notification outbox logs it and tries again",
+    "fray.actors.wire.FrameError": "caught by the actor client, whose calls fail with ActorConnectionError saying it",
     # The wrapper is standard-library only: it cannot derive from FrayError (errors.py says so of Superseded).
     "fray.wrapper.fence.Superseded": "raised in a job whose attempt was replaced (`report.Superseded`)",
     "fray.wrapper.code.CodeError": "caught by the wrapper, which records why the attempt could not start",
