@@ -33,17 +33,16 @@ import atexit
 import os
 import sys
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Dict
 
 from . import contract, history, records
 from .fence import Superseded
 
 INTERVAL_SEC = 0.5  # at most one write of a folder's progress.json per this long
 
-Merge = Callable[[dict[str, Any], dict[str, Any], Path], dict[str, Any]]
+Merge = Callable[[Dict[str, Any], Dict[str, Any], Path], Dict[str, Any]]  # typing's: a job may run Python 3.8
 
 
 @dataclass

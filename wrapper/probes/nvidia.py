@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Optional, Tuple
 
 QUERY_COMPUTE_APPS = ("--query-compute-apps=pid,process_name,gpu_uuid,used_memory", "--format=csv,noheader,nounits")
 
@@ -137,7 +138,7 @@ class Visibility:
     problems: list[str] = field(default_factory=list)
 
 
-Device = tuple[Gpu, "MigDevice | None"]  # a GPU used whole, or one of its MIG devices
+Device = Tuple[Gpu, Optional["MigDevice"]]  # a GPU used whole, or one of its MIG devices (typing's: Python 3.8)
 
 
 def _by_prefix(entry: str, candidates: dict[str, Device]) -> list[Device]:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Callable  # typing's Callable: subscripted at import, in a job's Python 3.8 too
 
 from .. import contract
 from . import cuda, gpu, node, runner, tpu
