@@ -222,7 +222,8 @@ def test_runtime_command_receipts_and_results_are_fenced(home, tmp_path, monkeyp
     assert report.progress(step=1) is not None
     meta.attempts[0].state = AttemptState.ENDED.value
     store.write_json(paths.meta, meta.to_dict(), "meta")
-    for write in (lambda: report.progress(step=2), lambda: report.final(acc=1.0),
+    report.progress(step=2)  # held in memory: its write is what the fence refuses
+    for write in (report.flush, lambda: report.progress(step=3), lambda: report.final(acc=1.0),
                   lambda: list(report.commands()), lambda: report.ack("c1", applied=True)):
         with pytest.raises(report.Superseded):
             write()
