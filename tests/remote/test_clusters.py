@@ -27,6 +27,9 @@ from tests.remote_support import require_sshd, start_sshd
 
 pytestmark = pytest.mark.slow
 
+# Each host's answer waits this long: a fresh ssh login and a remote fray on two busy cores can take 6 s.
+REMOTE_TIMEOUT = 12
+
 HELLO = """#!/usr/bin/env python3
 import os
 from fray import report
@@ -55,7 +58,7 @@ def _ssh_config(clusters: Clusters, ports: dict[str, int], keys: dict[str, Path]
     for alias, port in ports.items():
         lines.append(f"Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User {os.environ.get('USER') or 'root'}\n"
                      f"  IdentityFile {keys[alias]}\n  UserKnownHostsFile {clusters.root / 'known_hosts'}\n"
-                     "  ConnectTimeout 10\n")
+                     "  ConnectTimeout 30\n")  # longer than REMOTE_TIMEOUT: the per-host timeout is what cuts
     clusters.ssh_config.write_text("".join(lines))
 
 
@@ -82,7 +85,7 @@ def clusters(tmp_path_factory) -> Iterator[Clusters]:
     _ssh_config(made, ports, keys)
     (made.xdg / "fray").mkdir(parents=True)
     (made.xdg / "fray" / "config.toml").write_text(
-        'remotes = ["east", "west"]\nremote_timeout = 6\n[remote_homes]\n'
+        f'remotes = ["east", "west"]\nremote_timeout = {REMOTE_TIMEOUT}\n[remote_homes]\n'
         + "".join(f'{alias} = "{home}"\n' for alias, home in made.homes.items()))
     made.project.mkdir()
     (made.project / "hello.py").write_text(HELLO)
@@ -203,7 +206,7 @@ def test_the_many_clusters_walkthrough_routed_commands_and_a_host_going_down(man
     many.servers["west"].wait(timeout=10)
     started = time.monotonic()
     listed = json.loads(fray("list", "--json").stdout)
-    assert time.monotonic() - started < 6 + 5
+    assert time.monotonic() - started < REMOTE_TIMEOUT + 5
     schema_validate("cli-clusters-list", listed)
     states = {c["cluster"]: c for c in listed["clusters"]}
     assert states["local"]["state"] == states["east"]["state"] == "ok"
@@ -221,8 +224,9 @@ def test_a_host_that_never_answers_is_cut_off_at_the_per_host_timeout(many):
     schema_validate("cli-clusters-list", listed)
     states = {c["cluster"]: c for c in listed["clusters"]}
     assert states["east"]["state"] == "ok"
-    assert states["hang"]["state"] == "unavailable" and "no answer within 6s" in states["hang"]["detail"]
-    assert 6 <= took < 6 + 8, took
+    assert states["hang"]["state"] == "unavailable"
+    assert f"no answer within {REMOTE_TIMEOUT}s" in states["hang"]["detail"]
+    assert REMOTE_TIMEOUT <= took < REMOTE_TIMEOUT + 8, took
 
 
 def test_hosts_not_in_the_ssh_config_and_bad_remotes_are_refused_writing_nothing(many, home, tmp_path, monkeypatch):

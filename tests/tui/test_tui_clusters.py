@@ -19,7 +19,8 @@ from fray.cli.arguments import normalize
 from fray.state.layout import Home
 from fray.tui import web
 from fray.tui.screens.dialogs import BanScreen, ConfirmScreen
-from tests.remote.test_clusters import clusters, fray, many, meta_in, submitted  # noqa: F401  (clusters: the fixture)
+from tests.remote.test_clusters import (  # noqa: F401  (clusters: the fixture)
+    REMOTE_TIMEOUT, clusters, fray, many, meta_in, submitted)
 from tests.tui_support import dashboard, go_to, run, screen_text, until
 
 pytestmark = pytest.mark.slow
@@ -49,12 +50,12 @@ def down(server: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture
 def patient(many, tmp_path, monkeypatch):
-    """The same clusters with remote_timeout 30s, not 6s: on a loaded 2-core machine an SSH login and
-    `fray list` can take longer than 6s (the cut-off itself is tests/remote/test_clusters.py's)."""
+    """The same clusters with remote_timeout 30s: on a loaded 2-core machine an SSH login and `fray list`
+    can take longer than the walkthrough's (the cut-off itself is tests/remote/test_clusters.py's)."""
     config = tmp_path / "xdg" / "fray" / "config.toml"
     config.parent.mkdir(parents=True)
-    config.write_text((many.xdg / "fray" / "config.toml").read_text().replace("remote_timeout = 6",
-                                                                            "remote_timeout = 30"))
+    config.write_text((many.xdg / "fray" / "config.toml").read_text().replace(
+        f"remote_timeout = {REMOTE_TIMEOUT}", "remote_timeout = 30"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     return many
 
