@@ -18,27 +18,16 @@ from __future__ import annotations
 
 import _socket  # what a probe needs of socket, without its 7 ms of imports (selectors): `fray list` asks
 import errno
-import os
 import sys
 from typing import Any
 
-from fray.state import store
+from fray.state import doorbell, store
 from fray.state.layout import Home
-from fray.state.this_host import host_id, hostname
+from fray.state.this_host import hostname
 
 
 def _address(home: Home) -> str:
-    """An abstract socket name for this home on this host (at most 108 bytes: the path is hashed, by FNV-1a
-    twice, not hashlib, whose import `fray list` would pay for)."""
-    key = f"{os.path.realpath(home.root)}\0{host_id()}".encode()
-    return f"\0fray-daemon/{_fnv(key, 0xcbf29ce484222325):016x}{_fnv(key, 0x84222325cbf29ce4):016x}"
-
-
-def _fnv(data: bytes, basis: int) -> int:
-    value = basis
-    for byte in data:
-        value = ((value ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return value
+    return doorbell.abstract_name(home, "daemon")
 
 
 class HostGuard:

@@ -3,8 +3,9 @@
 Each cycle reads the runs that are not ended (unchanged files are not
 re-parsed: `fray.daemon.run_index`), takes one snapshot per backend for all its attempts, asks `policy`
 what to do for each run, and carries that out: submit, cancel (batched), end.
-It wakes on a timer, on file changes (watchfiles), and when a local wrapper it
-started exits, so a control request or a finished attempt is acted on at once.
+It wakes on a timer, on file changes (watchfiles), on the doorbell a command on this host rings
+(fray.state.doorbell), and when a local wrapper it started exits, so a control request or a finished
+attempt is acted on at once.
 Between full scans (every FULL_SCAN_EVERY_SEC) it trusts the watcher for the
 runs that ended, so a steady cycle costs the runs still going, not all of them.
 Its first cycle comes before the watch is set up (which holds the GIL for a
@@ -69,7 +70,7 @@ from fray.daemon.lease_keeper import UNFENCED, Fence
 from fray.daemon.strays import StrayKiller
 from fray.daemon.submitting import Submitter
 from fray.errors import BackendError, FrayError, LeaseLost
-from fray.state import meta_file as run_meta, store
+from fray.state import doorbell, meta_file as run_meta, store
 from fray.state.commit_batch import CommitBatch
 from fray.state.layout import Home
 from fray.state.run_changes import Journal
@@ -397,6 +398,10 @@ class Daemon:
         stop, wake, watching = self._stop, self._wake, threading.Event()
         watcher = threading.Thread(target=watching_runs.watch_runs, args=(self.home, wake, stop, self._index.mark_dirty, watching),
                                    name="fray-watch", daemon=True)
+        bell = doorbell.Bell(self.home)
+        if bell.open():  # before the first cycle: a ring meanwhile waits in the socket's queue
+            threading.Thread(target=watching_runs.hear_doorbell, args=(bell, wake, stop, self._index.mark_dirty),
+                             name="fray-doorbell", daemon=True).start()
         full_scan_at, watched = float("-inf"), False
         self._backend("local")  # the embedded default: ready before the first run arrives
         while not stop.is_set() and self._lease.valid():

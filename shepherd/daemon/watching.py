@@ -1,6 +1,7 @@
-"""The daemon's file watcher: which changes under runs/ (and a new sweep in groups/) wake the loop, and knowing the watch is on.
+"""What wakes the daemon's loop besides its timer: the file watcher (changes under runs/, a new sweep in groups/),
+knowing the watch is on, and the doorbell a command on this host rings (fray.state.doorbell).
 
-Watching is an optimisation over the poll timer, never a dependency: if the
+Both are optimisations over the poll timer, never a dependency: if the
 watcher dies or never reports, the loop falls back to full scans on the timer.
 """
 
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from fray.state import layout
+from fray.state import doorbell, layout
 from fray.state.layout import Home
 from fray.wrapper import contract
 
@@ -23,12 +24,12 @@ log = logging.getLogger("fray.daemon")
 # them: the daemon writes it itself.
 WAKE_NAMES = frozenset({layout.CONTROL, contract.STARTED, contract.EXIT})
 WATCH_READY_TIMEOUT_SEC = 10.0
-# watchfiles hands over a batch of changes once none came for a step (ms): a new run's rename is seen 1-2
-# steps after it, on the way to its first heartbeat (tests/bench/bench_scale.py: 5 ms steps put 4-10 ms
-# between the rename and the cycle, 2 ms steps 1-5); a busier batch than that waits at most DEBOUNCE_MS. Each
-# step briefly takes the GIL, a few microseconds 500 times a second: an idle daemon serving 1,000 runs used
-# about 1.2% of a core, 0.7% with 5 ms steps.
-WATCH_STEP_MS = 2
+# watchfiles hands over a batch of changes once none came for a step (ms). Each step briefly takes the GIL: with
+# 2 ms steps (500 wakes a second) the watcher alone cost an idle daemon 1.2% of a core at 1,000 runs, and 2.2% of
+# a core beside a training job that kept both cores of a 2-core node busy (tests/bench/bench_nanogpt.py). A command
+# on this host rings the doorbell instead, which wakes the loop at once, so the watcher only carries what the
+# bell does not (other hosts' commands, a wrapper's files), 50 ms late at most: watchfiles' own default step.
+WATCH_STEP_MS = 50
 DEBOUNCE_MS = 100
 
 
@@ -84,3 +85,19 @@ def watch_runs(home: Home, wake: threading.Event, stop: threading.Event,
                 wake.set()
     except Exception:  # the timer still drives the loop without file events
         log.exception("file watcher stopped; falling back to the poll timer")
+
+
+def hear_doorbell(bell: doorbell.Bell, wake: threading.Event, stop: threading.Event,
+                  on_change: Callable[[set[str]], None]) -> None:
+    """Each ring's runs go to `on_change` and wake the loop, until `stop`; the bell is closed on the way out."""
+    def rung(run_ids: set[str]) -> None:
+        if run_ids:
+            on_change(run_ids)
+        wake.set()
+
+    try:
+        bell.listen(rung, stop.is_set)
+    except Exception:  # the watcher and the timer still drive the loop
+        log.exception("doorbell stopped; the file watcher covers for it")
+    finally:
+        bell.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple
 
-from fray.state import meta_file, run_code, store, upstreams
+from fray.state import doorbell, meta_file, run_code, store, upstreams
 
 from fray.core import directives
 from fray.errors import UsageError
@@ -218,6 +218,7 @@ def publish_runs(home: Home, new: list[NewRun], staged: list[RunPaths], asked: C
         store.sync_all()
     for item, paths in zip(new, staged):
         os.rename(paths.dir, home.run(item.meta.run_id).dir)
+    doorbell.ring(home, [item.meta.run_id for item in new])
 
 
 def _stage_run(home: Home, new: NewRun, sync: bool = True, control: bool = True) -> RunPaths:
@@ -289,6 +290,7 @@ def _stamp_and_write(home: Home, run_id: str, control: Control) -> None:
     control.updated_at = time.time()
     control.updated_by = getpass.getuser()
     store.write_json(home.run(run_id).control, control.to_dict(), "control")
+    doorbell.ring(home, [run_id])
 
 
 def request(home: Home, run_id: str, op: str) -> Control:

@@ -35,7 +35,7 @@ from typing import Any
 
 from fray.core.model import SWEEP, Meta, RunSpec
 from fray.core.sweeps import grid, record as sweep_record
-from fray.state import runs, store
+from fray.state import doorbell, runs, store
 from fray.state.layout import Home
 
 
@@ -113,4 +113,5 @@ def publish_sweep(home: Home, ready: runs.Prepared, points: list[grid.Point], ma
     except BaseException:
         shutil.rmtree(staging.dir, ignore_errors=True)
         raise
+    doorbell.ring(home)  # a new sweep: the daemon writes its points' runs
     return record
