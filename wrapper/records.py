@@ -124,18 +124,20 @@ def create_json(path: str | os.PathLike[str], document: object) -> bool:
 NO_HARD_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK)  # what link(2) answers where there are none
 
 
-def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
+def create_bytes(path: str | os.PathLike[str], data: bytes, sync: bool = True) -> bool:
     """Write `path` only if it does not exist yet; True if this call wrote it.
 
     The temp file is linked into place (link(2) fails on an existing name,
     where os.replace would overwrite), so of two racing writers one wins whole.
     In write-once mode there are no hard links (gcsfuse): the file is created
-    with O_EXCL and written in place.
+    with O_EXCL and written in place. `sync=False`: not flushed to disk (a lock
+    file, which only matters while its holder lives: its name is at the file
+    server at once, and close-to-open makes its data visible to other hosts).
     """
     path = os.fspath(path)
     if write_once():
-        return _create_in_place(path, data)
-    tmp = temp_beside(path, data)
+        return _create_in_place(path, data, sync)
+    tmp = temp_beside(path, data, sync)
     try:
         os.link(tmp, path)
         return True
@@ -146,12 +148,12 @@ def create_bytes(path: str | os.PathLike[str], data: bytes) -> bool:
     except OSError as exc:
         if exc.errno not in NO_HARD_LINKS:
             raise
-        return _create_in_place(path, data)  # a file system without hard links (gcsfuse, some FUSE clients)
+        return _create_in_place(path, data, sync)  # a file system without hard links (gcsfuse, some FUSE clients)
     finally:
         discard(tmp)
 
 
-def _create_in_place(path: str, data: bytes) -> bool:
+def _create_in_place(path: str, data: bytes, sync: bool = True) -> bool:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     except FileExistsError:
@@ -159,7 +161,8 @@ def _create_in_place(path: str, data: bytes) -> bool:
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
         handle.flush()
-        os.fsync(handle.fileno())
+        if sync:
+            os.fsync(handle.fileno())
     return True
 
 

@@ -67,7 +67,7 @@ def request_group(home: Home, group: str, op: str) -> GroupRequested:
     open_rows = []
     for row in members:
         ended = row.get("phase") == "ended"
-        if ended and op in ("stop", "restart", "pause"):
+        if ended and op in ("stop", "restart", "pause") and not _start_pending(home, row["run_id"]):
             skipped.append((row["run_id"], row["name"], f"already ended ({row['status']})"))
         elif not ended and op == "start":
             skipped.append((row["run_id"], row["name"], "has not ended"))
@@ -76,16 +76,26 @@ def request_group(home: Home, group: str, op: str) -> GroupRequested:
     points: dict[str, Meta] = {}
     if any(not os.path.isfile(home.meta_file(row["run_id"])) for row in open_rows):
         asked, points = unwritten.ask_unwritten(home, group_id, op, [row["run_id"] for row in open_rows])
+    written, refused = runs.request_many(home, [row["run_id"] for row in open_rows if row["run_id"] not in points], op)
     for row in open_rows:
-        meta = points.get(row["run_id"])
+        run_id = row["run_id"]
+        meta = points.get(run_id)
         if meta is not None:
-            requested.append(Requested(row["run_id"], meta, asked, effect(op, meta)))
-            continue
-        try:
-            requested.append(request(home, row["run_id"], op))
-        except UsageError as exc:  # it changed since the listing (ended meanwhile)
-            skipped.append((row["run_id"], row["name"], str(exc)))
+            requested.append(Requested(run_id, meta, asked, effect(op, meta)))
+        elif run_id in written:
+            meta, control = written[run_id]
+            requested.append(Requested(run_id, meta, control, effect(op, meta)))
+        else:  # it changed since the listing (ended meanwhile)
+            skipped.append((run_id, row["name"], refused[run_id]))
     return GroupRequested(group_id, op, requested, skipped)
+
+
+def _start_pending(home: Home, run_id: str) -> bool:
+    """A start asked of an ended run that the daemon has not applied yet: the run is about to go again."""
+    try:
+        return runs.read_control(home, run_id).start_nonce > runs.read_meta(home, run_id).applied.start_nonce
+    except UsageError:
+        return False
 
 
 def dependents_of(home: Home, run_id: str) -> list[tuple[str, str]]:

@@ -286,29 +286,68 @@ def set_overrides(home: Home, run_id: str, settings: dict[str, Any]) -> Control:
     return control
 
 
-def _stamp_and_write(home: Home, run_id: str, control: Control) -> None:
+def _stamp_and_write(home: Home, run_id: str, control: Control, sync: bool = True) -> None:
     control.updated_at = time.time()
     control.updated_by = getpass.getuser()
-    store.write_json(home.run(run_id).control, control.to_dict(), "control")
-    doorbell.ring(home, [run_id])
+    store.write_json(home.run(run_id).control, control.to_dict(), "control", sync)
+    if sync:
+        doorbell.ring(home, [run_id])
 
 
 def request(home: Home, run_id: str, op: str) -> Control:
     """Record a person's request for a run in control.json; the daemon acts on it."""
+    _check_op(op)
+    control = _ask(home, run_id, op, read_meta(home, run_id), sync=True)
+    from fray.state import audit  # as in set_overrides
+
+    audit.record(home, f"control.{op}", run_id)
+    return control
+
+
+def request_many(home: Home, run_ids: list[str], op: str) -> tuple[dict[str, tuple[Meta, Control]], dict[str, str]]:
+    """`request` of many runs (a sweep's): what was asked (run id -> its meta before the request, the control
+    record written) and the runs it does not apply to (run id -> why). The control.json files are written
+    without an fsync each and made durable together by one barrier before this returns, their audit lines
+    appended in one write and the daemon rung once: pausing 10,000 points took a minute of fsyncs before."""
+    _check_op(op)
+    asked: dict[str, tuple[Meta, Control]] = {}
+    refused: dict[str, str] = {}
+    for run_id in run_ids:
+        try:
+            meta = read_meta(home, run_id)
+            asked[run_id] = (meta, _ask(home, run_id, op, meta, sync=False))
+        except UsageError as exc:  # it changed since the caller looked (ended meanwhile)
+            refused[run_id] = str(exc)
+    if asked:
+        from fray.state import audit
+        from fray.state.commit_batch import barrier
+
+        barrier(home.root)
+        doorbell.ring(home, asked)
+        audit.record_many(home, f"control.{op}", list(asked))
+    return asked, refused
+
+
+def _check_op(op: str) -> None:
     if op not in CONTROL_OPS:
         raise UsageError(f"unknown control operation {op!r}; choose one of {', '.join(CONTROL_OPS)}")
-    meta = read_meta(home, run_id)
-    ended = meta.phase == Phase.ENDED.value
+
+
+def _check_applies(op: str, meta: Meta, control: Control, run_id: str) -> None:
+    """A stop, pause or restart of an ended run is refused, unless a start asked of it is still to be applied:
+    `fray control start --group S` then `stop --group S` at once must stop what the start reopens."""
+    ended = meta.phase == Phase.ENDED.value and control.start_nonce <= meta.applied.start_nonce
     status = meta.end.status if meta.end else ""
     if op in ("stop", "restart", "pause") and ended:
         raise UsageError(f"run {run_id} has already ended ({status}); use `fray control start` to run it again")
     if op == "start" and not ended:
         raise UsageError(f"run {run_id} has not ended; use `fray control restart` to start a new attempt now")
+
+
+def _ask(home: Home, run_id: str, op: str, meta: Meta, sync: bool) -> Control:
     with store.lock(home, f"control-{run_id}"):
         control = read_control(home, run_id)
+        _check_applies(op, meta, control, run_id)
         control.ask(op, meta.applied)
-        _stamp_and_write(home, run_id, control)
-    from fray.state import audit  # as in set_overrides
-
-    audit.record(home, f"control.{op}", run_id)
+        _stamp_and_write(home, run_id, control, sync)
     return control

@@ -207,10 +207,16 @@ def append_jsonl(path: Path, record: dict[str, Any], schema: str) -> None:
     A last line left without its newline (a crash mid-write, a corrupt file) stays
     a line of its own: the new record starts on the next line, readable.
     """
-    problems = validation.errors(schema, record)
-    if problems:
-        raise ValueError(f"refusing to append to {path} a line that violates {schema!r}: {'; '.join(problems)}")
-    line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    append_jsonl_lines(path, [record], schema)
+
+
+def append_jsonl_lines(path: Path, records: list[dict[str, Any]], schema: str) -> None:
+    """Append validated lines in one O_APPEND write (none if any is invalid), as `append_jsonl` does one."""
+    for record in records:
+        problems = validation.errors(schema, record)
+        if problems:
+            raise ValueError(f"refusing to append to {path} a line that violates {schema!r}: {'; '.join(problems)}")
+    line = b"".join(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE) for record in records)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE)
     try:
         size = os.fstat(fd).st_size
