@@ -37,7 +37,7 @@ serves, kills what that attempt left (fray.wrapper.guardian) - even when the
 worker is gone too.
 
 Protocol on the host's two pipes: the worker writes one request a line (the
-warm worker's request, fray.cluster.warm_worker); the host answers b"done\\n"
+warm worker's request, fray.warm.worker); the host answers b"done\\n"
 or b"retire\\n" (done, and exiting) once the attempt's exit.json is written.
 EOF on its requests (the worker is gone) ends the host between attempts.
 """

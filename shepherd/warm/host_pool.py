@@ -5,7 +5,7 @@ A function attempt goes to a host when a forked workload would have been this
 very interpreter running the run's launch shim with nothing else to set up: a
 callable (not a script), no package environment to build, no GPU or TPU, no
 health command, no other interpreter. Every other attempt keeps its own
-forked wrapper (fray.cluster.warm_worker).
+forked wrapper (fray.warm.worker).
 
 The pool forks a host when no idle one is left (so at most one per CPU slot
 busy at once) and keeps it for the next attempt. A stop for an attempt a host
@@ -189,7 +189,7 @@ def _needs_its_own_wrapper(options: Options) -> bool:
     """What a host does not give an attempt: a script or a module, arguments, GPUs or TPUs, a health command,
     another interpreter or environment."""
     other_python = options.python is not None and os.path.realpath(options.python) != os.path.realpath(sys.executable)
-    return (options.home is None or os.path.basename(options.script) != layout.LAUNCHED_SHIM
+    return (options.home is None or os.path.basename(options.script) != layout.LAUNCHED_SHIM or not forked.has_entry()
             or bool(options.script_args) or options.module is not None or bool(options.gpus)
             or bool(options.tpu_devices) or options.health_cmd is not None or options.python_env is not None
             or other_python)

@@ -27,9 +27,6 @@ from test_architecture import installed_tree
 
 # Arrows that go up or across the layers, on purpose: (from, to) -> why.
 DECLARED = {
-    ("fray.warm.daemon_side", "fray.cluster.warm_worker"):
-        "the local backend's warm worker is the program that forks function workloads, so it imports their entry "
-        "point (fray.cluster.entry); a process the backend starts as it starts the wrapper, spoken to in JSON lines",
     ("fray.cli.main", "fray.tui.entry"):
         "`fray tui` and `fray web` are commands of the one fray program: click loads the dashboard's module by "
         "name only when one of them runs, so no other command imports textual",
@@ -185,7 +182,7 @@ def test_every_spawned_module_and_dynamic_import_keeps_the_layers_or_is_declared
 def test_the_spawns_and_dynamic_imports_are_found() -> None:
     """What the scan sees in the tree today: the warm worker, the daemon, the wrapper, the lazy commands."""
     found, _ = every_arrow()
-    assert ("fray.warm.daemon_side", "fray.cluster.warm_worker", "spawn") in found  # through its MODULE constant
+    assert ("fray.warm.daemon_side", "fray.warm.worker", "spawn") in found  # through its MODULE constant
     assert ("fray.daemon.lease", "fray.daemon", "spawn") in found
     assert ("fray.backends.wrapper_command", "fray.wrapper", "spawn") in found
     assert ("fray.cli.main", "fray.tui.entry", "import") in found  # from the lazy table
