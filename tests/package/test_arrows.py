@@ -45,8 +45,6 @@ FACE = {"fray.wrapper.face", "fray.wrapper.contract", "fray.wrapper.report"}
 # Not the login side: processes that are the wrapper itself, forked (what each runs of it, it imports).
 WRAPPER_INSIDE = {
     "fray.warm.worker": "imports the whole wrapper once, then forks wrappers from itself (fray.wrapper.main)",
-    "fray.warm.function_host": "is the wrapper of function attempt after attempt, in one process "
-                               "(fray.wrapper.attempt.keep_records: the wrapper's own record sequence)",
     "fray.warm.host_pool": "writes, for a host that died, what its wrapper would have (fray.wrapper.attempt.record_end)",
 }
 TABLES = {
