@@ -10,7 +10,8 @@ imports, is fray.wrapper.report. Everything else in the wrapper is its own.
 
     files, written atomically and read back (records, versions): one way for every writer
     the fence (fence): whether an attempt is still the run's, and the check before a job-side write
-    processes (procs, tags): whose child a process is, what it catches, the tags that mark an attempt's
+    processes (procs, tags): whose child a process is, what it catches, the tags that mark an attempt's,
+        the children that ended
     a workload's command line (workload): `python script.py` as the wrapper would start it
     checkpoints (checkpoints, stopping): the newest one, the progress version a checkpoint bumps
     a hung job's stacks (faultsignal): armed by `import fray` inside a job
@@ -50,6 +51,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "Options": ("options", "Options"),
     "disarm_stack_dump": ("faultsignal", "disarm"),
     "become_subreaper": ("procs", "become_subreaper"),
+    "ended_children": ("procs", "ended_children"),
     "start_host_guardian": ("guardian", "start_for_host"),
     "close_fds_from": ("forked", "close_from"),
     "function_entry": ("forked", "entry"),
@@ -71,7 +73,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads on first use
     from .guardian import start_for_host as start_host_guardian
     from .hosted import run as run_hosted_attempt
     from .options import Options
-    from .procs import become_subreaper, catches, parent_of
+    from .procs import become_subreaper, catches, ended_children, parent_of
     from .records import create_bytes, discard, make_private_dir, read_json, temp_beside, write_bytes
     from .stopping import checkpoint_version
     from .tags import Tag, reap as kill_closed_attempts, untagged

@@ -122,10 +122,5 @@ def _end_hung(attempt: Attempt, watch: Watch) -> None:
 
 def _reap_children() -> None:
     """Collect what the function started and what its processes daemonized (this host is their subreaper)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    for _ in procs.ended_children():
+        pass

@@ -48,6 +48,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from fray.state import layout
+from fray.wrapper import face as wrapper
 from fray.wrapper import forked, options
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def serve(slots: int, busy: list[int]) -> int:
     from fray.core import validation
     from fray.state import store  # noqa: F401
     from fray.wrapper import attempt, jobside  # noqa: F401  the wrapper, all of it
-    from fray.wrapper import main as wrapper
+    from fray.wrapper.main import main as wrapper_main
 
     from fray.warm import host_pool
     from fray.wrapper import warm_imports
@@ -92,7 +93,7 @@ def serve(slots: int, busy: list[int]) -> int:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the select below
     _send({"ready": True})
-    slots_ = _Slots(slots, wrapper.main, _pidfds(busy), host_pool.HostPool())
+    slots_ = _Slots(slots, wrapper_main, _pidfds(busy), host_pool.HostPool())
     hosts = slots_.hosts
     pending = b""
     while True:
@@ -164,13 +165,7 @@ class _Slots:
                 _signal(pid, signum, group)
 
     def reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        for pid, status in wrapper.ended_children():
             if pid in self.hosts.hosts and self.hosts.died(pid, status) is None:
                 continue  # an idle host (retired, or stopped after its attempt was done)
             self.running.pop(pid, None)
