@@ -16,7 +16,8 @@ imports, is fray.wrapper.report. Everything else in the wrapper is its own.
     checkpoints (checkpoints, stopping): the newest one, the progress version a checkpoint bumps
     a hung job's stacks (faultsignal): armed by `import fray` inside a job
     a warm function host (hosted, forked, warm_imports, guardian): the wrapper of function attempts called in
-        the host's own process (fray.warm.function_host), and what it puts back between them
+        the host's own process (fray.warm.function_host), what it puts back between them, and the records of a
+        host that died in one (fray.warm.host_pool)
 
 Each name is loaded on first use (PEP 562), so that importing this face costs
 a command only the parts it uses: `fray list` reads files, and never loads the
@@ -48,7 +49,10 @@ _NAMES: dict[str, tuple[str, str]] = {
     "read_first_line": ("workload", "read_first_line"),
     # a warm function host
     "run_hosted_attempt": ("hosted", "run"),
+    "record_host_death": ("hosted", "record_death"),
     "Options": ("options", "Options"),
+    "parse_wrapper_args": ("options", "parse"),
+    "has_function_entry": ("forked", "has_entry"),
     "disarm_stack_dump": ("faultsignal", "disarm"),
     "become_subreaper": ("procs", "become_subreaper"),
     "ended_children": ("procs", "ended_children"),
@@ -69,10 +73,10 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads on first use
     from .faultsignal import arm as arm_stack_dump, disarm as disarm_stack_dump
     from .fence import current as attempt_is_current, guard as guard_write
     from .forked import close_from as close_fds_from, default_signals, entry as function_entry, exit_with
-    from .forked import new_std_streams, run_as_main
+    from .forked import has_entry as has_function_entry, new_std_streams, run_as_main
     from .guardian import start_for_host as start_host_guardian
-    from .hosted import run as run_hosted_attempt
-    from .options import Options
+    from .hosted import record_death as record_host_death, run as run_hosted_attempt
+    from .options import Options, parse as parse_wrapper_args
     from .procs import become_subreaper, catches, ended_children, parent_of
     from .records import create_bytes, discard, make_private_dir, read_json, temp_beside, write_bytes
     from .stopping import checkpoint_version

@@ -18,7 +18,7 @@ import signal
 from typing import Callable, Dict, Optional, Tuple
 
 from . import code, contract, fence, forked, guardian, outcome, procs, workload
-from .attempt import Attempt, keep_records
+from .attempt import Attempt, keep_records, record_end
 from .hangwatch import Watch
 from .heartbeat import Heartbeat
 from .log import DiagnosticLog
@@ -118,6 +118,29 @@ def _end_hung(attempt: Attempt, watch: Watch) -> None:
                       + (f"; hung in {capture.hung_in}" if capture.hung_in else "; no stack could be taken"))
     attempt.write_exit(attempt.report())
     os.killpg(os.getpid(), signal.SIGKILL)
+
+
+def record_death(options: Options, pid: int, status: int, started_at: float, stop_signal: Optional[int]) -> None:
+    """What the wrapper would have written for the attempt of a host `pid` that died in it with wait `status`
+    (stopped by `stop_signal`, if it was): failure.json (or final.json) and exit.json, through the fence and the
+    wrapper's own record_end; nothing once the attempt is superseded or its folder gone."""
+    fence.bind(fence.Writer(options.home or "", options.run_id, options.attempt))
+    attempt = None
+    try:
+        log = DiagnosticLog(os.path.join(options.attempt_dir, contract.WRAPPER_LOG), echo=False)
+        attempt = Attempt(options, log, None, started_at)
+        attempt.proc = forked.Forked(pid)  # the workload was the host itself
+        attempt.end = outcome.WorkloadEnd.from_wait_status(status)
+        attempt.received_signal = stop_signal
+        log.write(f"the function host {pid} running this attempt {attempt.end.describe()}")
+        record_end(attempt)
+        log.close()
+    except (fence.Superseded, OSError, ValueError):
+        pass  # superseded meanwhile, or the folder is gone: nothing of this attempt is ours to write
+    finally:
+        if attempt is not None:
+            attempt.wakeup.close()
+        fence.bind(None)
 
 
 def _reap_children() -> None:

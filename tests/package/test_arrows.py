@@ -45,7 +45,6 @@ FACE = {"fray.wrapper.face", "fray.wrapper.contract", "fray.wrapper.report"}
 # Not the login side: processes that are the wrapper itself, forked (what each runs of it, it imports).
 WRAPPER_INSIDE = {
     "fray.warm.worker": "imports the whole wrapper once, then forks wrappers from itself (fray.wrapper.main)",
-    "fray.warm.host_pool": "writes, for a host that died, what its wrapper would have (fray.wrapper.attempt.record_end)",
 }
 TABLES = {
     "fray": "fray",  # fray.__all__, loaded on first use (PEP 562)
