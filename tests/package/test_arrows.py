@@ -7,7 +7,7 @@ the wrapper's one face.
   loaded by `importlib.import_module` are arrows too: each goes down the layers of pyproject.toml's first
   contract, stays in its package, or is declared below with its reason. One this test cannot read fails it.
 - Outside fray.wrapper, only its face is imported: fray.wrapper.face, the attempt's contract (fray.wrapper.contract)
-  and `report`, the module a job imports (fray.report); the warm worker's processes aside (WRAPPER_INSIDE).
+  and `report`, the module a job imports (fray.report); the warm worker aside (WRAPPER_INSIDE).
 """
 
 from __future__ import annotations
