@@ -10,10 +10,14 @@ imports, is fray.wrapper.report. Everything else in the wrapper is its own.
 
     files, written atomically and read back (records, versions): one way for every writer
     the fence (fence): whether an attempt is still the run's, and the check before a job-side write
-    processes (procs, tags): whose child a process is, what it catches, the tags that mark an attempt's
+    processes (procs, tags): whose child a process is, what it catches, the tags that mark an attempt's,
+        the children that ended
     a workload's command line (workload): `python script.py` as the wrapper would start it
     checkpoints (checkpoints, stopping): the newest one, the progress version a checkpoint bumps
     a hung job's stacks (faultsignal): armed by `import fray` inside a job
+    a warm function host (hosted, forked, warm_imports, guardian): the wrapper of function attempts called in
+        the host's own process (fray.warm.function_host), what it puts back between them, and the records of a
+        host that died in one (fray.warm.host_pool)
 
 Each name is loaded on first use (PEP 562), so that importing this face costs
 a command only the parts it uses: `fray list` reads files, and never loads the
@@ -43,19 +47,43 @@ _NAMES: dict[str, tuple[str, str]] = {
     **{name: ("versions", name) for name in ("complete", "newest_first", "read_newest", "versions_dir")},
     "launch_argv": ("workload", "launch_argv"),
     "read_first_line": ("workload", "read_first_line"),
+    # a warm function host
+    "run_hosted_attempt": ("hosted", "run"),
+    "record_host_death": ("hosted", "record_death"),
+    "Options": ("options", "Options"),
+    "parse_wrapper_args": ("options", "parse"),
+    "has_function_entry": ("forked", "has_entry"),
+    "disarm_stack_dump": ("faultsignal", "disarm"),
+    "become_subreaper": ("procs", "become_subreaper"),
+    "ended_children": ("procs", "ended_children"),
+    "start_host_guardian": ("guardian", "start_for_host"),
+    "close_fds_from": ("forked", "close_from"),
+    "function_entry": ("forked", "entry"),
+    **{name: ("forked", name) for name in ("default_signals", "exit_with", "new_std_streams", "run_as_main")},
+    "warm_imports_fd": ("warm_imports", "kept_fd"),
+    "unshadow_imports": ("warm_imports", "unshadow"),
+    "tell_imports": ("warm_imports", "tell"),
+    "forget_imported": ("warm_imports", "forget_imported"),
 }
 
 __all__ = sorted(_NAMES)
 
 if TYPE_CHECKING:  # for type checkers; at run time each name loads on first use
     from .checkpoints import latest_checkpoint
-    from .faultsignal import arm as arm_stack_dump
+    from .faultsignal import arm as arm_stack_dump, disarm as disarm_stack_dump
     from .fence import current as attempt_is_current, guard as guard_write
-    from .procs import catches, parent_of
+    from .forked import close_from as close_fds_from, default_signals, entry as function_entry, exit_with
+    from .forked import has_entry as has_function_entry, new_std_streams, run_as_main
+    from .guardian import start_for_host as start_host_guardian
+    from .hosted import record_death as record_host_death, run as run_hosted_attempt
+    from .options import Options, parse as parse_wrapper_args
+    from .procs import become_subreaper, catches, ended_children, parent_of
     from .records import create_bytes, discard, make_private_dir, read_json, temp_beside, write_bytes
     from .stopping import checkpoint_version
     from .tags import Tag, reap as kill_closed_attempts, untagged
     from .versions import FILE_MODE, complete, newest_first, read_newest, versions_dir
+    from .warm_imports import forget_imported, kept_fd as warm_imports_fd, tell as tell_imports
+    from .warm_imports import unshadow as unshadow_imports
     from .workload import launch_argv, read_first_line
 
 

@@ -30,6 +30,7 @@ from typing import NoReturn
 
 from . import procs, warm_imports
 
+_warm = False  # a warm worker, or forked from one (become_warm)
 _entry: tuple[str, Callable[[], int]] | None = None  # (shim file name, its main), set by a warm worker
 
 
@@ -41,9 +42,17 @@ class Forked:
     returncode: int | None = None
 
 
+def become_warm() -> None:
+    """In a warm worker, before it forks any wrapper: what it forks is on the daemon's machine, a fork of it."""
+    global _warm
+    _warm = True
+
+
 def set_entry(shim_name: str, main: Callable[[], int]) -> None:
-    """In a warm worker, before it forks any wrapper: workloads `python <folder>/<shim_name>` run `main`."""
+    """In a warm worker, before it forks the wrapper of a launched run: workloads `python <folder>/<shim_name>`
+    run `main`."""
     global _entry
+    become_warm()
     _entry = (shim_name, main)
 
 
@@ -54,7 +63,12 @@ def entry() -> Callable[[], int]:
 
 
 def warm() -> bool:
-    """Whether this process is a warm worker or a wrapper forked from one (set_entry was called)."""
+    """Whether this process is a warm worker or a wrapper forked from one (become_warm was called)."""
+    return _warm
+
+
+def has_entry() -> bool:
+    """Whether this warm worker has the launch shim's main (set_entry), for a fork to run instead of the shim."""
     return _entry is not None
 
 

@@ -98,7 +98,7 @@ def private_tmp() -> str:
 @functools.lru_cache(maxsize=1)
 def _digest(sources: tuple[str, ...]) -> str:
     """The helpers' version: a hash of the wrapper's sources. Once per process: a warm worker computes it
-    before it forks the wrappers that need it (fray.cluster.warm_worker); their code is what it imported."""
+    before it forks the wrappers that need it (fray.warm.worker); their code is what it imported."""
     digest = hashlib.sha256(SHIM.encode())
     root = _own_dir()
     for rel in sources:

@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 PR_SET_CHILD_SUBREAPER = 36
@@ -37,6 +37,19 @@ def become_subreaper() -> bool:
         return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
+
+
+def ended_children() -> Iterator[tuple[int, int]]:
+    """(pid, wait status) of each child of this process that has ended, collected as the caller takes them,
+    never waiting for one that still runs; it stops when none is left ended (or no child is left at all)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status
 
 
 def die_with_this_process() -> Callable[[], None] | None:
@@ -239,13 +252,7 @@ class Reaper:
             return self._others.pop(pid)
 
     def reap_ready(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for pid, status in ended_children():
             self._collect(pid, status)
 
 

@@ -1,7 +1,7 @@
 """The standard-library modules a warm worker's workloads needed, imported once by the worker itself.
 
 A function's workload forked from the local backend's warm worker
-(fray.cluster.warm_worker, fray.wrapper.forked) unpickles its function, which
+(fray.warm.worker, fray.wrapper.forked) unpickles its function, which
 imports the function's module and so every module that one imports, in every
 workload again. The standard-library modules among them do not change while
 the worker lives: each workload names on a pipe those it had to import

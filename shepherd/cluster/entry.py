@@ -1,6 +1,6 @@
 """What a job launched through the cluster API runs: `python -m fray.cluster.entry`.
 
-The run's frozen script is a two-line shim that calls `main()`. It finds its
+The run's frozen script is a shim that calls `main()` (fray.cluster.launching.SHIM). It finds its
 run from FRAY_HOME and FRAY_RUN_ID, reads job.json, and:
 
 1. when the job asks for packages, makes sure their virtual environment exists
@@ -23,23 +23,21 @@ import os
 import sys
 from pathlib import Path
 
+from fray.cluster import call_records, chunks, environment, resuming
+from fray.state import store
+from fray.state.layout import Home
 from fray.wrapper import contract
 from fray.wrapper import face as wrapper
 
-SHIM = """\
-# Written by fray's cluster API: runs the job described by job.json in this folder.
-import sys
-from fray.cluster.entry import main
-sys.exit(main())
-"""
+# What a chunk of calls imports late (fray.cluster.chunks, call_book), loaded with this module: the local warm
+# worker imports it once, as the launch shim does (fray.warm.worker.load_entry), for every function it forks.
+from fray.cluster import call_book, call_times, payloads  # noqa: F401
+from fray.state import commit_batch  # noqa: F401
+
 IN_ENV = "FRAY_ENTRY_IN_ENV"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fray.state import store
-    from fray.cluster import call_records, chunks, environment, resuming
-    from fray.state.layout import Home
-
     home_dir = os.environ.get(contract.ENV_HOME)
     run_id = os.environ.get(contract.ENV_RUN_ID)
     if not home_dir or not run_id:

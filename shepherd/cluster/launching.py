@@ -24,13 +24,20 @@ from fray.core import dependencies, directives
 from fray.state import runs, upstreams
 from fray.cluster import payloads
 from fray.cluster.api import ClusterError, JobRequest
-from fray.cluster.entry import SHIM
 from fray.errors import UsageError
 from fray.state import layout
 from fray.state.layout import Home
 from fray.core.model import Meta, RunSpec
 
 SHIM_NAME = layout.LAUNCHED_SHIM
+# The frozen script of a launched run: the function entry point (fray.cluster.entry). The local warm worker runs
+# its imports once (fray.warm.worker.load_entry), so it stays imports, then the call of their main.
+SHIM = """\
+# Written by fray's cluster API: runs the job described by job.json in this folder.
+import sys
+from fray.cluster.entry import main
+sys.exit(main())
+"""
 
 
 @dataclass(frozen=True)

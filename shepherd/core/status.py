@@ -113,44 +113,55 @@ def normalized_status(meta: Meta | None, heartbeat_at: float | None, now: float,
         return RunStatus(Status.ERROR_UNKNOWN, problem)
     attempt = meta.in_flight
     if attempt is None:
-        if paused:  # held on purpose: waiting to start again, not restarting
-            return RunStatus(Status.PENDING, PAUSED_REASON)
-        if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
-            return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
-        failed_submits = _failed_submits(meta)
-        if failed_submits:
-            # The backend could not take it yet (controller down, a submit limit): waiting, not restarting.
-            return RunStatus(Status.PENDING, failed_submits)
-        backing_off = meta.next_attempt_at is not None and now < meta.next_attempt_at
-        held = meta.wait_reason is not None and not meta.wait_reason.startswith(BACKING_OFF)
-        if meta.attempts and not backing_off and held:
-            # Not restarting: held back by something outside the run (resources, a ban).
-            return RunStatus(Status.PENDING, _queued_reason(meta))
-        if meta.attempts:
-            # One reason from the attempt's end to the next submission: the backoff is part of it from the start.
-            return RunStatus(Status.RESTARTING, _queued_reason(meta))
-        return RunStatus(Status.PENDING, meta.wait_reason or "waiting for the daemon")
+        return _between_attempts(meta, now, paused)
     if attempt.state == AttemptState.STOPPING:
         return RunStatus(Status.RESTARTING if attempt.stop_reason in ("restarted", "heartbeat_stall") else _running(meta, heartbeat_at, now).status,
                          f"stopping attempt {attempt.number}: {attempt.stop_reason or 'requested'}")
     if attempt.state in (AttemptState.SUBMITTING, AttemptState.SUBMITTED):
-        if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
-            return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
-        # Restarting only once some attempt ran: until then it has not started yet, however many submissions failed.
-        ran = any(a.started_at is not None for a in meta.attempts[:-1])
-        status = Status.RESTARTING if attempt.number > 1 and ran else Status.PENDING
-        # A backend's own queue (the local warm worker's) takes it before a CPU does: it says so in its ref.
-        queued = "queued on the machine, waiting for a free CPU" if (attempt.backend_ref or {}).get("queued") \
-            else "submitted, waiting for it to start"
-        failed = _failed_submits(meta, meta.attempts[:-1]) if attempt.state == AttemptState.SUBMITTING else ""
-        if failed:
-            return RunStatus(status, f"submitting attempt {attempt.number}; {failed.rsplit('; ', 1)[0]}")
-        return RunStatus(status, attempt.detail or f"attempt {attempt.number} {queued}")
+        return _submitted(meta, attempt)
     running = _running(meta, heartbeat_at, now)
     stalled = progress_stalled_for(meta.spec, progress, attempt.started_at, now, attempt.clock_offset_sec)
     if running.status is Status.HEALTHY_RUNNING and stalled is not None:
         return RunStatus(Status.RUNNING_DEGRADED, f"step {progress['step']} has not advanced for {stalled:.0f}s")  # type: ignore[index]
     return running
+
+
+def _between_attempts(meta: Meta, now: float, paused: bool) -> RunStatus:
+    """No attempt in flight: paused, in a crash loop, waiting for the backend to take it, held back, restarting
+    (an attempt ended), or not started yet."""
+    if paused:  # held on purpose: waiting to start again, not restarting
+        return RunStatus(Status.PENDING, PAUSED_REASON)
+    if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
+        return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
+    failed_submits = _failed_submits(meta)
+    if failed_submits:
+        # The backend could not take it yet (controller down, a submit limit): waiting, not restarting.
+        return RunStatus(Status.PENDING, failed_submits)
+    if not meta.attempts:
+        return RunStatus(Status.PENDING, meta.wait_reason or "waiting for the daemon")
+    backing_off = meta.next_attempt_at is not None and now < meta.next_attempt_at
+    held = meta.wait_reason is not None and not meta.wait_reason.startswith(BACKING_OFF)
+    if not backing_off and held:
+        # Not restarting: held back by something outside the run (resources, a ban).
+        return RunStatus(Status.PENDING, _queued_reason(meta))
+    # One reason from the attempt's end to the next submission: the backoff is part of it from the start.
+    return RunStatus(Status.RESTARTING, _queued_reason(meta))
+
+
+def _submitted(meta: Meta, attempt: Attempt) -> RunStatus:
+    """An attempt being submitted, or submitted and not started: pending until some attempt ran, restarting after."""
+    if meta.counters.consecutive_fast_failures >= CRASH_LOOP_AFTER:
+        return RunStatus(Status.CRASH_LOOP, _queued_reason(meta, crash_loop=True))
+    # Restarting only once some attempt ran: until then it has not started yet, however many submissions failed.
+    ran = any(a.started_at is not None for a in meta.attempts[:-1])
+    status = Status.RESTARTING if attempt.number > 1 and ran else Status.PENDING
+    failed = _failed_submits(meta, meta.attempts[:-1]) if attempt.state == AttemptState.SUBMITTING else ""
+    if failed:
+        return RunStatus(status, f"submitting attempt {attempt.number}; {failed.rsplit('; ', 1)[0]}")
+    # A backend's own queue (the local warm worker's) takes it before a CPU does: it says so in its ref.
+    queued = "queued on the machine, waiting for a free CPU" if (attempt.backend_ref or {}).get("queued") \
+        else "submitted, waiting for it to start"
+    return RunStatus(status, attempt.detail or f"attempt {attempt.number} {queued}")
 
 
 def _running(meta: Meta, heartbeat_at: float | None, now: float) -> RunStatus:

@@ -152,6 +152,7 @@ class _FastCompiler:
         return name
 
     def _body(self, schema: dict[str, Any] | bool, v: str, depth: int, root: dict[str, Any]) -> list[str]:
+        """The lines, indented `depth` levels, that return False unless `v` fits `schema`."""
         pad = "    " * depth
         if schema is True or schema == {}:
             return []
@@ -161,50 +162,58 @@ class _FastCompiler:
         # A single type is checked first; the checks after it rely on it and skip their own guards.
         kind = schema.get("type") if isinstance(schema.get("type"), str) else None
         for keyword, arg in sorted(schema.items(), key=lambda pair: pair[0] != "type"):
-            if keyword in _ANNOTATIONS or keyword in ("$defs", "additionalProperties", "required"):
-                continue
-            if keyword == "type":
-                names = [arg] if isinstance(arg, str) else list(arg)
-                test = " or ".join(_TYPE_TESTS[n].format(v=v) for n in names)
-                out.append(f"{pad}if not ({test}): return False")
-            elif keyword in ("enum", "const"):
-                values = list(arg) if keyword == "enum" else [arg]
-                exact = {type(a) for a in values}
-                if len(exact) == 1 and exact <= {str, int}:  # bool is not int here: type() is exact
-                    name = exact.pop().__name__
-                    out.append(f"{pad}if not (type({v}) is {name} and {v} in {self._const(frozenset(values))}): return False")
-                else:
-                    out.append(f"{pad}if not _enum_ok({v}, {self._const(values)}): return False")
-            elif keyword in _BOUNDS:
-                guard = "" if kind in ("integer", "number") else f"{_NUMBER.format(v=v)} and "
-                out.append(f"{pad}if {guard}not ({v} {_BOUNDS[keyword]} {arg!r}): return False")
-            elif keyword in _LENGTHS:
-                container, op = _LENGTHS[keyword]
-                guard = "" if _KIND_OF.get(kind) == container else f"type({v}) is {container} and "
-                out.append(f"{pad}if {guard}not (len({v}) {op} {arg!r}): return False")
-            elif keyword == "pattern":
-                regex = self._const(re.compile(arg))
-                guard = "" if kind == "string" else f"type({v}) is str and "
-                out.append(f"{pad}if {guard}not {regex}.search({v}): return False")
-            elif keyword == "items":
-                item, inner = self._fresh("_x"), depth
-                if kind != "array":
-                    out.append(f"{pad}if type({v}) is list:")
-                    inner += 1
-                out.append(f"{'    ' * inner}for {item} in {v}:")
-                out.extend(self._body(arg, item, inner + 1, root) or [f"{'    ' * (inner + 1)}pass"])
-            elif keyword == "anyOf":
-                options = " or ".join(f"{self._function(option, root)}({v})" for option in arg)
-                out.append(f"{pad}if not ({options}): return False")
-            elif keyword == "allOf":
-                for option in arg:
-                    out.append(f"{pad}if not {self._function(option, root)}({v}): return False")
-            elif keyword == "$ref":
-                out.append(f"{pad}if not {self._ref(arg, root)}({v}): return False")
-            elif keyword != "properties":
-                raise SchemaCompileError(f"keyword {keyword!r} is not supported by fray.core.validation")
+            if keyword not in _ANNOTATIONS and keyword not in ("$defs", "additionalProperties", "required", "properties"):
+                out.extend(self._keyword(keyword, arg, v, depth, root, kind))
         if isinstance(schema, dict) and ("properties" in schema or "required" in schema or "additionalProperties" in schema):
             out.extend(self._properties(schema, v, depth, root, known_dict=kind == "object"))
+        return out
+
+    def _keyword(self, keyword: str, arg: Any, v: str, depth: int, root: dict[str, Any], kind: str | None) -> list[str]:
+        """The lines that check one keyword on `v`; `kind` is the schema's single type, checked before it."""
+        pad = "    " * depth
+        if keyword == "type":
+            names = [arg] if isinstance(arg, str) else list(arg)
+            return [f"{pad}if not ({' or '.join(_TYPE_TESTS[n].format(v=v) for n in names)}): return False"]
+        if keyword in ("enum", "const"):
+            return [f"{pad}if not {self._enum_test(list(arg) if keyword == 'enum' else [arg], v)}: return False"]
+        if keyword in _BOUNDS or keyword in _LENGTHS or keyword == "pattern":
+            return [f"{pad}{self._scalar_test(keyword, arg, v, kind)}: return False"]
+        if keyword == "items":
+            return self._items(arg, v, depth, root, kind)
+        if keyword == "anyOf":
+            return [f"{pad}if not ({' or '.join(f'{self._function(option, root)}({v})' for option in arg)}): return False"]
+        if keyword == "allOf":
+            return [f"{pad}if not {self._function(option, root)}({v}): return False" for option in arg]
+        if keyword == "$ref":
+            return [f"{pad}if not {self._ref(arg, root)}({v}): return False"]
+        raise SchemaCompileError(f"keyword {keyword!r} is not supported by fray.core.validation")
+
+    def _enum_test(self, values: list[Any], v: str) -> str:
+        """`v` is one of `values`: a set lookup when they are all str or all int (bool is not int here)."""
+        exact = {type(a) for a in values}
+        if len(exact) == 1 and exact <= {str, int}:  # type() is exact
+            return f"(type({v}) is {exact.pop().__name__} and {v} in {self._const(frozenset(values))})"
+        return f"_enum_ok({v}, {self._const(values)})"
+
+    def _scalar_test(self, keyword: str, arg: Any, v: str, kind: str | None) -> str:
+        """`if <v breaks the bound, length or pattern>`, guarded by its type unless the schema's type is that."""
+        if keyword in _BOUNDS:
+            guard = "" if kind in ("integer", "number") else f"{_NUMBER.format(v=v)} and "
+            return f"if {guard}not ({v} {_BOUNDS[keyword]} {arg!r})"
+        if keyword in _LENGTHS:
+            container, op = _LENGTHS[keyword]
+            guard = "" if _KIND_OF.get(kind) == container else f"type({v}) is {container} and "
+            return f"if {guard}not (len({v}) {op} {arg!r})"
+        regex = self._const(re.compile(arg))
+        guard = "" if kind == "string" else f"type({v}) is str and "
+        return f"if {guard}not {regex}.search({v})"
+
+    def _items(self, arg: Any, v: str, depth: int, root: dict[str, Any], kind: str | None) -> list[str]:
+        """A loop over `v`'s items (when `v` is a list) checking each against `arg`."""
+        item, inner = self._fresh("_x"), depth + (kind != "array")
+        out = [] if kind == "array" else [f"{'    ' * depth}if type({v}) is list:"]
+        out.append(f"{'    ' * inner}for {item} in {v}:")
+        out.extend(self._body(arg, item, inner + 1, root) or [f"{'    ' * (inner + 1)}pass"])
         return out
 
     def _properties(self, schema: dict[str, Any], v: str, depth: int, root: dict[str, Any],

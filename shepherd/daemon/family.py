@@ -255,56 +255,83 @@ def _held_back(active: list[Any], orders: dict[str, str], plan: family.GroupPlan
     or that no node of a backend listing its nodes (Slurm) could ever take; past its
     --scheduling-timeout, the refusal is final. Runs in a gang or a reservation keep their own
     admission; members of a sweep past its --max-parallel wait for that, not for resources."""
-    by_backend: dict[str, list[Meta]] = {}
-    for run in active:
-        meta, control = run.meta, run.control
-        ledger = ledgers.get(meta.spec.backend) if meta is not None else None
-        if (meta is None or ledger is None or (ledger.capacity is None and not ledger.workers) or meta.run_id in orders
-                or meta.gang is not None or meta.reservation is not None or meta.run_id in plan.granted
-                or not _may_start(meta, control, now)):
-            continue
-        by_backend.setdefault(meta.spec.backend, []).append(meta)
     held: dict[str, Admission] = {}
-    for name, metas in by_backend.items():
+    for name, metas in _decided_by_the_scheduler(active, orders, plan, ledgers, now).items():
         metas = sweeps.may_start(metas)  # the others wait for their sweep's --max-parallel, not for resources
         ledger = ledgers[name]
         if ledger.capacity is None:  # the backend queues by itself: only runs no node could ever take wait
             held.update({run_id: Admission(False, never.reason, unschedulable=never.timed_out)
                          for run_id, never in never_placeable(metas, ledger.workers, now).items()})
-            continue
-        by_id = {m.run_id: m for m in metas}
-        result = place_on_machine(metas, _machine(ledger), now, credits)
-        placed = [by_id[run_id] for run_id in dict.fromkeys(a.task_id.split("/", 1)[0] for a in result.assignments)]
-        after = _after_placements(ledger, placed)
-        # The scheduler's line (band, then submission): who is ahead of a run left waiting.
-        first_placed = min((_in_line(m, result.bands) for m in placed), default=None)
-        someone_ahead = False  # result.waiting is in the line's order
-        queue_open = name not in queue_closed and _queue_open(after, [by_id[t.split("/", 1)[0]] for t, why in result.waiting.items()
-                                          if why.startswith("waiting for resources")])
-        for task_id, reason in result.waiting.items():
-            run_id = task_id.split("/", 1)[0]
-            meta = by_id[run_id]
-            if queue_open and reason.startswith("waiting for resources"):
-                continue  # the ledger admits it into the backend's queue, or says why not
-            if reason.startswith("waiting for resources"):
-                # The ledger's words (and its "can never start here") once this cycle's placed runs hold what
-                # they take, and whether runs ahead in line took or wait for that room: the same words from the
-                # cycle a slot frees to the next, so an end does not rewrite every waiting run's meta.json.
-                ahead = someone_ahead or (first_placed is not None and first_placed < _in_line(meta, result.bands))
-                someone_ahead = True
-                why = after.explain(warm_queue.request_of(meta))
-                if not why:  # room left, and the scheduler gave it to others
-                    reason = f"waiting for resources: {AHEAD}"
-                else:
-                    reason = f"{why}; {AHEAD}" if ahead else why
-            band = result.bands.get(run_id)
-            if band is not None and band != parse_band(meta.spec.priority):
-                user = meta.submitted_by.get("user", "its user")
-                reason = f"placed as {band.label} ({user}'s credits are spent): {reason}"
-            held.setdefault(run_id, Admission(False, reason))
-        for late in result.timed_out:
-            held[late.task_id.split("/", 1)[0]] = Admission(False, late.reason, unschedulable=True)
+        else:
+            held.update(_held_on_machine(metas, ledger, now, credits, queue_may_open=name not in queue_closed))
     return held
+
+
+def _decided_by_the_scheduler(active: list[Any], orders: dict[str, str], plan: family.GroupPlan,
+                              ledgers: dict[str, Ledger], now: float) -> dict[str, list[Meta]]:
+    """Backend name -> the runs the scheduler decides this cycle: on a backend whose ledger has a capacity or
+    lists nodes, with no order of the daemon's, in no gang or reservation and not granted by its group's plan
+    (those keep their own admission), and free to start now."""
+    by_backend: dict[str, list[Meta]] = {}
+    for run in active:
+        meta = run.meta
+        ledger = ledgers.get(meta.spec.backend) if meta is not None else None
+        if (meta is None or ledger is None or (ledger.capacity is None and not ledger.workers) or meta.run_id in orders
+                or meta.gang is not None or meta.reservation is not None or meta.run_id in plan.granted
+                or not _may_start(meta, run.control, now)):
+            continue
+        by_backend.setdefault(meta.spec.backend, []).append(meta)
+    return by_backend
+
+
+def _held_on_machine(metas: list[Meta], ledger: Ledger, now: float, credits: Credits,
+                     queue_may_open: bool) -> dict[str, Admission]:
+    """Run id -> why it waits, for the runs of a backend that places work on this machine: the scheduler's
+    placement, in its line's order, and the ledger's words for a run left waiting for room. A run waiting for
+    room goes to the backend's own queue instead when it may (`queue_may_open` and `_queue_open`)."""
+    by_id = {m.run_id: m for m in metas}
+    result = place_on_machine(metas, _machine(ledger), now, credits)
+    placed = [by_id[run_id] for run_id in dict.fromkeys(a.task_id.split("/", 1)[0] for a in result.assignments)]
+    after = _after_placements(ledger, placed)
+    # The scheduler's line (band, then submission): who is ahead of a run left waiting.
+    first_placed = min((_in_line(m, result.bands) for m in placed), default=None)
+    someone_ahead = False  # result.waiting is in the line's order
+    for_room = [by_id[t.split("/", 1)[0]] for t, why in result.waiting.items() if why.startswith(WAITING_FOR_ROOM)]
+    queue_open = queue_may_open and _queue_open(after, for_room)
+    held: dict[str, Admission] = {}
+    for task_id, reason in result.waiting.items():
+        run_id = task_id.split("/", 1)[0]
+        meta = by_id[run_id]
+        if reason.startswith(WAITING_FOR_ROOM):
+            if queue_open:
+                continue  # the ledger admits it into the backend's queue, or says why not
+            ahead = someone_ahead or (first_placed is not None and first_placed < _in_line(meta, result.bands))
+            someone_ahead = True
+            reason = _room_reason(after.explain(warm_queue.request_of(meta)), ahead)
+        held.setdefault(run_id, Admission(False, _with_band(reason, meta, result.bands.get(run_id))))
+    for late in result.timed_out:
+        held[late.task_id.split("/", 1)[0]] = Admission(False, late.reason, unschedulable=True)
+    return held
+
+
+WAITING_FOR_ROOM = "waiting for resources"
+
+
+def _room_reason(why: str, ahead: bool) -> str:
+    """The ledger's words (and its "can never start here") once this cycle's placed runs hold what they take,
+    and whether runs ahead in line took or wait for that room: the same words from the cycle a slot frees to the
+    next, so an end does not rewrite every waiting run's meta.json. No words: room is left, given to others."""
+    if not why:
+        return f"{WAITING_FOR_ROOM}: {AHEAD}"
+    return f"{why}; {AHEAD}" if ahead else why
+
+
+def _with_band(reason: str, meta: Meta, band: Any) -> str:
+    """`reason`, saying so when the run was placed in a lower band than its priority (its user's credits)."""
+    if band is None or band == parse_band(meta.spec.priority):
+        return reason
+    user = meta.submitted_by.get("user", "its user")
+    return f"placed as {band.label} ({user}'s credits are spent): {reason}"
 
 
 AHEAD = "runs of a higher priority band, or older ones, go first"
@@ -318,7 +345,7 @@ def _in_line(meta: Meta, bands: dict[str, Any]) -> tuple[Any, float, str]:
 def _waits_unqueueable(meta: Meta) -> bool:
     """A run that cannot go to a backend's own queue, left waiting for CPUs when last decided."""
     return (meta.phase == Phase.QUEUED.value and meta.in_flight is None
-            and (meta.wait_reason or "").startswith("waiting for resources")
+            and (meta.wait_reason or "").startswith(WAITING_FOR_ROOM)
             and not warm_queue.request_of(meta).queueable)
 
 

@@ -10,9 +10,10 @@ Its parts, by role:
     function_host  a host: the wrapper and the workload of function attempt after attempt, in one process
     queueing       which runs may wait in the worker's queue beyond the CPUs (the daemon's ledger asks)
 
-The program the backend starts is `python -m fray.cluster.warm_worker`, beside
-the function entry point it imports (fray.cluster.entry); everything else here
+The program the backend starts is `python -m fray.warm.worker`. Everything here
 imports only the state, the core and the wrapper, so the backend and the daemon
-above can use it. The fork helpers a warm wrapper uses itself stay in the
+above can use it: the function entry point a worker forks (fray.cluster.entry,
+a layer above) it imports as its workloads do, by running the imports of a
+launched run's shim (worker.load_entry). The fork helpers a warm wrapper uses itself stay in the
 wrapper, which is standard-library only (fray.wrapper.forked, warm_imports).
 """

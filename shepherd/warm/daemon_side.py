@@ -4,9 +4,9 @@ A function run (`fray.submit(fn)`, `fray.map`) costs two new Pythons per
 attempt when started cold: the wrapper, then its workload, which imports
 fray's entry point and cloudpickle again. That is about half a second on a
 small machine, far more than a short function. So the local backend keeps one
-warm process (`python -m fray.cluster.warm_worker --home HOME`, started on first
+warm process (`python -m fray.warm.worker --home HOME`, started on first
 use and again if it died) that has imported the wrapper, the entry point and
-cloudpickle once. A plain function attempt runs in one of its function hosts
+cloudpickle once (the entry point as the first launched run's shim imports it). A plain function attempt runs in one of its function hosts
 (fray.warm.function_host: forked once per CPU, then wrapper and workload of
 attempt after attempt, with every record of a cold start; fray.warm.host_pool
 says which attempts qualify). For any other attempt it forks a child that
@@ -29,7 +29,7 @@ heartbeat or stall clock runs for it); a cancel takes it out of the queue; if
 the worker dies, its queued attempts are reported gone, with why, and retried
 as the run's policy says.
 
-Protocol (fray.cluster.warm_worker), one JSON object a line: the backend writes
+Protocol (fray.warm.worker), one JSON object a line: the backend writes
 {"argv", "env", "cwd", "log", "cpus"} or {"cancel": cwd, "signal", "group"}; the worker answers
 {"ready": true} once, then {"pid": N, "cwd"}, {"queued": true} or {"error": text} for
 each request, and tells {"started": cwd, "pid": N}, {"failed": cwd, "error"},
@@ -56,7 +56,7 @@ from typing import Any, Callable
 from fray.wrapper import contract
 from fray.wrapper import face as wrapper
 
-MODULE = "fray.cluster.warm_worker"  # the process; it knows what a function's workload imports (a layer above)
+MODULE = "fray.warm.worker"  # the process
 START_TIMEOUT_SEC = 30.0
 QUEUE_PER_CPU = 3  # queued function attempts per CPU, at least: enough that a CPU never waits for a daemon cycle
 QUEUE_MAX_PER_CPU = 64

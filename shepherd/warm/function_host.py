@@ -8,7 +8,8 @@ forked once per CPU and runs each function attempt it is handed in itself, as
 a Ray worker or a `ProcessPoolExecutor` runs task after task, while keeping
 every record a forked wrapper writes: the first heartbeat, probe.json,
 started.json (the host's pid as wrapper and workload), call-result.*,
-final.json or failure.json, exit.json, all through the attempt's fence.
+final.json or failure.json, exit.json, all through the attempt's fence: the
+wrapper's own sequence (fray.wrapper.hosted), reached through its face.
 
 One attempt at a time, and each leaves the host as it found it:
 - the function sees what a forked workload sees: its environment, its working
@@ -37,7 +38,7 @@ serves, kills what that attempt left (fray.wrapper.guardian) - even when the
 worker is gone too.
 
 Protocol on the host's two pipes: the worker writes one request a line (the
-warm worker's request, fray.cluster.warm_worker); the host answers b"done\\n"
+warm worker's request, fray.warm.worker); the host answers b"done\\n"
 or b"retire\\n" (done, and exiting) once the attempt's exit.json is written.
 EOF on its requests (the worker is gone) ends the host between attempts.
 """
@@ -51,15 +52,14 @@ import sys
 import threading
 import time
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from fray.wrapper import code, contract, faultsignal, fence, forked, guardian, outcome, procs, warm_imports, workload
-from fray.wrapper.attempt import Attempt, keep_records
+from fray.wrapper import contract
+from fray.wrapper import face as wrapper
 from fray.wrapper.contract import ATTEMPT_FD
-from fray.wrapper.hangwatch import Watch
-from fray.wrapper.heartbeat import Heartbeat
-from fray.wrapper.log import DiagnosticLog
-from fray.wrapper.options import Options
+
+if TYPE_CHECKING:
+    from fray.wrapper.face import Options
 
 _guardian: int | None = None  # the write end of this host's guardian's pipe (fray.wrapper.guardian)
 _fray_state: list[tuple[dict[str, Any], str]] = []  # fray's module-level state, which a function may change
@@ -76,12 +76,12 @@ def serve(requests: int, replies: int) -> NoReturn:
             os.dup2(null, fd)
         os.close(null)
         os.chdir("/")
-        forked.close_from(3, keep=(requests, replies, warm_imports.kept_fd()))
-        forked.new_std_streams(unbuffered=True)
-        forked.default_signals()
-        procs.become_subreaper()  # what a function daemonizes stays this host's, to be killed after it
+        wrapper.close_fds_from(3, keep=(requests, replies, wrapper.warm_imports_fd()))
+        wrapper.new_std_streams(unbuffered=True)
+        wrapper.default_signals()
+        wrapper.become_subreaper()  # what a function daemonizes stays this host's, to be killed after it
         global _guardian, _fray_state
-        _guardian = guardian.start_for_host()  # before any thread: it forks
+        _guardian = wrapper.start_host_guardian()  # before any thread: it forks
         _fray_state = _private_globals()
         pending = b""
         while True:
@@ -96,7 +96,7 @@ def serve(requests: int, replies: int) -> NoReturn:
                 if retire:
                     return 0
 
-    forked.exit_with(life)
+    wrapper.exit_with(life)
 
 
 def run_attempt(request: dict[str, Any]) -> bool:
@@ -112,7 +112,7 @@ def run_attempt(request: dict[str, Any]) -> bool:
     base = dict(os.environ)
     _set_environment(request["env"], base)
     try:
-        return _attempt(_options(request["options"]), started_at)
+        return wrapper.run_hosted_attempt(_options(request["options"]), started_at, _guardian, _call)
     finally:
         _set_environment(base, dict(os.environ))
         os.chdir("/")
@@ -123,102 +123,10 @@ def run_attempt(request: dict[str, Any]) -> bool:
         os.close(ATTEMPT_FD)
 
 
-def _attempt(options: Options, started_at: float) -> bool:
-    """The attempt through the wrapper's own record sequence (fray.wrapper.attempt.keep_records); whether the
-    host must retire after it."""
-    assert options.home is not None
-    guardian.serving(_guardian, options.run_id, options.attempt, options.home, options.attempt_dir)
-    fence.bind(fence.Writer(options.home, options.run_id, options.attempt), _fenced)
-    log = DiagnosticLog(os.path.join(options.attempt_dir, contract.WRAPPER_LOG))
-    heartbeat = Heartbeat(os.path.join(options.attempt_dir, contract.HEARTBEAT), options.heartbeat_interval,
-                          log.write).start()
-    attempt = Attempt(options, log, heartbeat, started_at)
-    retire = False
-
-    def steps() -> int:
-        nonlocal retire
-        try:
-            log.write(f"run {options.run_id} attempt {options.attempt} on {attempt.stamp.host}, "
-                      f"script {options.script} (in the function host {os.getpid()})")
-            attempt.preflight()
-            if attempt.probe_failure is None:
-                retire = _launch(attempt)
-            else:
-                attempt.write(contract.STARTED, attempt.started_record())
-            return attempt.report()
-        except BaseException:
-            log.exception("internal error in the function host; retiring it")
-            retire = True
-            return contract.EXIT_WRAPPER_ERROR
-
-    try:
-        keep_records(attempt, steps)
-    finally:
-        fence.bind(None)  # between attempts the host writes for none
-        attempt.wakeup.close()
-    return retire
-
-
-def _fenced(_reason: str) -> None:
-    os._exit(contract.EXIT_FENCED)  # nothing of this attempt started yet
-
-
-def _launch(attempt: Attempt) -> bool:
-    """Lay out the code, run the function here, kill what it left; whether the host must retire."""
-    options = attempt.options
-    try:
-        place = workload.place(options)
-    except (code.CodeError, OSError) as exc:
-        attempt.launch_error = f"cannot lay out the run's code: {exc}"
-        attempt.write(contract.STARTED, attempt.started_record())
-        return False
-    env = workload.workload_env(os.environ, options, place.python_path)
-    if not os.path.isdir(place.cwd):
-        attempt.launch_error = (f"the working directory {place.cwd} does not exist on this node or is not a "
-                                "directory; check --workdir")
-        attempt.launch_node_side = True
-        attempt.write(contract.STARTED, attempt.started_record())
-        return False
-    attempt.proc = forked.Forked(os.getpid())
-    attempt.log.write(f"running the function in this process, in {place.cwd}")
-    watch = Watch(os.getpid(), options.attempt_dir, options.commands_dir, options.heartbeat_interval,
-                  options.idle_timeout, options.progress_timeout, lambda: _end_hung(attempt, watch),
-                  attempt.log.write).start()
-    attempt.watch = watch
-    attempt.write(contract.STARTED, attempt.started_record())
-    try:
-        code, retire = _call(options, place.script, env, place.cwd)
-    finally:
-        watch.stop()
-    left = procs.stop_all(None, _reap_children, min(options.stop_grace, 5.0), attempt.log.write)
-    if left:
-        attempt.log.write(f"giving up on processes that would not die: {left}; retiring this host")
-        retire = True
-    else:
-        guardian.host_all_clear(_guardian)
-    attempt.end = outcome.WorkloadEnd(code, None)
-    attempt.log.write(f"the function {attempt.end.describe()}")
-    return retire
-
-
-def _end_hung(attempt: Attempt, watch: Watch) -> None:
-    """The hang watch's verdict, in its thread (the main one is the function's): the stacks, the records, then
-    SIGKILL to this host's group (the worker sees exit.json and writes nothing more)."""
-    verdict = watch.verdict
-    assert verdict is not None
-    capture = watch.take_stacks(f"{verdict.cause}: {verdict.detail}")
-    attempt.hang = verdict
-    attempt.end = outcome.WorkloadEnd(None, "SIGKILL")
-    attempt.log.write(f"ending the function: {verdict.detail}"
-                      + (f"; hung in {capture.hung_in}" if capture.hung_in else "; no stack could be taken"))
-    attempt.write_exit(attempt.report())
-    os.killpg(os.getpid(), signal.SIGKILL)
-
-
 def _call(options: Options, script: str, env: dict[str, str], cwd: str) -> tuple[int, bool]:
     """The function, as a forked workload runs it (fray.wrapper.forked.start); its exit code and whether what it
     left behind retires the host."""
-    main = forked.entry()
+    main = wrapper.function_entry()
     out = _open_append(os.path.join(options.attempt_dir, contract.STDOUT))
     err = _open_append(os.path.join(options.attempt_dir, contract.STDERR))
     saved_fds = {fd: os.dup(fd) for fd in (1, 2)}
@@ -233,27 +141,27 @@ def _call(options: Options, script: str, env: dict[str, str], cwd: str) -> tuple
     threads = set(threading.enumerate())
     _set_environment(env, base)
     os.chdir(cwd)
-    forked.new_std_streams(unbuffered=bool(env.get("PYTHONUNBUFFERED")))
+    wrapper.new_std_streams(unbuffered=bool(env.get("PYTHONUNBUFFERED")))
     sys.argv = [script]
     extra = [path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path]
     sys.path[:0] = [os.path.dirname(os.path.realpath(script)), *extra]
-    warm_imports.unshadow([*sys.path[:1 + len(extra)], cwd])
-    faultsignal.arm()  # as `import fray` arms it in a new Python: the hang watch's stacks
+    wrapper.unshadow_imports([*sys.path[:1 + len(extra)], cwd])
+    wrapper.arm_stack_dump()  # as `import fray` arms it in a new Python: the hang watch's stacks
     state = _read(_fray_state)
     try:
-        code = forked.run_as_main(main)
+        code = wrapper.run_as_main(main)
     finally:
         changed = _read(_fray_state) != state  # a cluster, a connection, a history the next attempt must not see
-        faultsignal.disarm()
-        warm_imports.tell(set(modules))
+        wrapper.disarm_stack_dump()
+        wrapper.tell_imports(set(modules))
         for fd, copy in saved_fds.items():
             os.dup2(copy, fd)
             os.close(copy)
         sys.stdout, sys.stderr, sys.stdin = saved_streams
         sys.path[:], sys.argv[:] = saved_path, saved_argv
         _set_environment(base, dict(os.environ))
-        forked.default_signals()
-    retire = warm_imports.forget_imported(modules) or changed or bool(set(threading.enumerate()) - threads)
+        wrapper.default_signals()
+    retire = wrapper.forget_imported(modules) or changed or bool(set(threading.enumerate()) - threads)
     return code, retire
 
 
@@ -272,24 +180,13 @@ def _read(places: list[tuple[dict[str, Any], str]]) -> list[tuple[int, int]]:
             for namespace, key in places for value in (namespace.get(key),)]
 
 
-def _reap_children() -> None:
-    """Collect what the function started and what its processes daemonized (this host is their subreaper)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 def _open_append(path: str) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
 
 def _options(fields: dict[str, Any]) -> Options:
     """The attempt's options as the worker parsed them from its wrapper's command line (host_pool.as_fields)."""
-    return Options(**{name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()})
+    return wrapper.Options(**{name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()})
 
 
 def _set_environment(env: dict[str, str], current: dict[str, str]) -> None:

@@ -5,7 +5,7 @@ A function attempt goes to a host when a forked workload would have been this
 very interpreter running the run's launch shim with nothing else to set up: a
 callable (not a script), no package environment to build, no GPU or TPU, no
 health command, no other interpreter. Every other attempt keeps its own
-forked wrapper (fray.cluster.warm_worker).
+forked wrapper (fray.warm.worker).
 
 The pool forks a host when no idle one is left (so at most one per CPU slot
 busy at once) and keeps it for the next attempt. A stop for an attempt a host
@@ -31,13 +31,14 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fray.state import layout
-from fray.wrapper import contract, fence, forked, outcome
-from fray.wrapper.attempt import Attempt, record_end
-from fray.wrapper.log import DiagnosticLog
-from fray.wrapper.options import Options, parse
+from fray.wrapper import contract
+from fray.wrapper import face as wrapper
+
+if TYPE_CHECKING:
+    from fray.wrapper.face import Options
 
 
 @dataclass
@@ -69,7 +70,7 @@ class HostPool:
         """The attempt's options when a host may run it; None when it needs a wrapper of its own."""
         argv = request["argv"]
         try:
-            options = parse(argv[argv.index("fray.wrapper") + 1:])
+            options = wrapper.parse_wrapper_args(argv[argv.index("fray.wrapper") + 1:])
         except (SystemExit, ValueError):
             return None
         if _needs_its_own_wrapper(options):
@@ -189,7 +190,7 @@ def _needs_its_own_wrapper(options: Options) -> bool:
     """What a host does not give an attempt: a script or a module, arguments, GPUs or TPUs, a health command,
     another interpreter or environment."""
     other_python = options.python is not None and os.path.realpath(options.python) != os.path.realpath(sys.executable)
-    return (options.home is None or os.path.basename(options.script) != layout.LAUNCHED_SHIM
+    return (options.home is None or os.path.basename(options.script) != layout.LAUNCHED_SHIM or not wrapper.has_function_entry()
             or bool(options.script_args) or options.module is not None or bool(options.gpus)
             or bool(options.tpu_devices) or options.health_cmd is not None or options.python_env is not None
             or other_python)
@@ -197,7 +198,7 @@ def _needs_its_own_wrapper(options: Options) -> bool:
 
 def as_fields(options: Options) -> dict[str, Any]:
     """`options` as JSON can carry them to the host, which then need not parse the command line again."""
-    return {name: getattr(options, name) for name in Options.__slots__}
+    return {name: getattr(options, name) for name in wrapper.Options.__slots__}
 
 
 def _kill_group(pid: int, signum: int) -> None:
@@ -213,26 +214,10 @@ def _kill_group(pid: int, signum: int) -> None:
 def _record_death(pid: int, serving: Serving, status: int) -> None:
     """What the wrapper would have written for its workload ending with `status` (the host's guardian kills what
     it left): failure.json (or final.json) and exit.json, through the fence and the wrapper's own
-    record_end; nothing once superseded or force-killed."""
+    record_end (fray.wrapper.hosted.record_death); nothing once superseded or force-killed."""
     options = serving.options
     fenced = os.WIFEXITED(status) and os.WEXITSTATUS(status) == contract.EXIT_FENCED
     if fenced or serving.stop_signal == signal.SIGKILL or os.path.exists(os.path.join(options.attempt_dir,
                                                                                          contract.EXIT)):
         return
-    fence.bind(fence.Writer(options.home or "", options.run_id, options.attempt))
-    attempt = None
-    try:
-        log = DiagnosticLog(os.path.join(options.attempt_dir, contract.WRAPPER_LOG), echo=False)
-        attempt = Attempt(options, log, None, serving.started_at)
-        attempt.proc = forked.Forked(pid)  # the workload was the host itself
-        attempt.end = outcome.WorkloadEnd.from_wait_status(status)
-        attempt.received_signal = serving.stop_signal
-        log.write(f"the function host {pid} running this attempt {attempt.end.describe()}")
-        record_end(attempt)
-        log.close()
-    except (fence.Superseded, OSError, ValueError):
-        pass  # superseded meanwhile, or the folder is gone: nothing of this attempt is ours to write
-    finally:
-        if attempt is not None:
-            attempt.wakeup.close()
-        fence.bind(None)
+    wrapper.record_host_death(options, pid, status, serving.started_at, serving.stop_signal)

@@ -1,9 +1,9 @@
 """The warm worker process of the local backend (fray.warm.daemon_side): wrappers forked, not started.
 
-`python -m fray.cluster.warm_worker --home HOME --slots N [--busy PID,...]` (that
-program imports fray's function entry point, then `serve`s here) imports once
-what a function run's wrapper and workload need (the wrapper, the entry point,
-cloudpickle), then reads requests on stdin, one JSON object a line
+`python -m fray.warm.worker --home HOME --slots N [--busy PID,...]` imports once
+what a function run's wrapper and workload need (the wrapper, cloudpickle; on
+the first attempt of a run launched through the cluster API, what its launch
+shim imports: `load_entry`), then reads requests on stdin, one JSON object a line
 ({"argv", "env", "cwd", "log", "cpus"}). A plain function attempt goes to one
 of its function hosts (fray.warm.host_pool, fray.warm.function_host);
 for any other it forks a child that becomes the wrapper as
@@ -29,10 +29,15 @@ its attempt is done.
 A workload (forked, or a host's function) names on a pipe the standard-library
 modules it had to import (what the function's module imports), and the worker
 imports them itself, once, for every later fork (fray.wrapper.warm_imports).
+
+`--home` is not read: it names the home in the command line, for whoever scans
+/proc (fray.warm.daemon_side.forked_wrappers, the tests' clean-up); the name of
+this module marks the worker's forks there too.
 """
 
 from __future__ import annotations
 
+import ast
 import collections
 import gc
 import json
@@ -42,25 +47,37 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
+from fray.state import layout
+from fray.wrapper import face as wrapper
+from fray.wrapper import forked, options
+
 if TYPE_CHECKING:
     from fray.warm import host_pool
 
 
-def serve(slots: int, busy: list[int], entry: Callable[[], int]) -> int:
+def main(argv: list[str]) -> int:
+    def option(name: str, default: str) -> str:
+        return argv[argv.index(name) + 1] if name in argv else default
+
+    return serve(int(option("--slots", str(os.cpu_count() or 1))),
+                 [int(pid) for pid in option("--busy", "").split(",") if pid])
+
+
+def serve(slots: int, busy: list[int]) -> int:
     """Import once, then fork a wrapper per request, `slots` CPUs' worth at once, until stdin closes. `busy`:
-    wrappers an earlier worker forked that still run, a CPU each until they end (watched by pidfd). `entry`:
-    the main of the launch shim every function run's workload is (fray.cluster.entry), imported by the caller."""
+    wrappers an earlier worker forked that still run, a CPU each until they end (watched by pidfd)."""
     import ctypes  # noqa: F401  what every wrapper imports late (fray.wrapper.procs: prctl), a tenth of its start
     import cloudpickle  # noqa: F401  what every function's workload unpickles with
     from fray.core import validation
-    from fray.state import layout, store  # noqa: F401
-    from fray.wrapper import attempt, forked, jobside, main  # noqa: F401  the wrapper, all of it
+    from fray.state import store  # noqa: F401
+    from fray.wrapper import attempt, jobside  # noqa: F401  the wrapper, all of it
+    from fray.wrapper.main import main as wrapper_main
 
     from fray.warm import host_pool
-    from fray.wrapper import options, warm_imports
+    from fray.wrapper import warm_imports
 
     told = warm_imports.open_pipe()
-    forked.set_entry(layout.LAUNCHED_SHIM, entry)
+    forked.become_warm()
     options.build_parser()  # argparse's parser, once for every wrapper forked from here
     try:
         jobside.helpers_path()  # its version hash, once for every wrapper forked from here
@@ -76,7 +93,7 @@ def serve(slots: int, busy: list[int], entry: Callable[[], int]) -> int:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the select below
     _send({"ready": True})
-    slots_ = _Slots(slots, main.main, _pidfds(busy), host_pool.HostPool())
+    slots_ = _Slots(slots, wrapper_main, _pidfds(busy), host_pool.HostPool())
     hosts = slots_.hosts
     pending = b""
     while True:
@@ -148,13 +165,7 @@ class _Slots:
                 _signal(pid, signum, group)
 
     def reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        for pid, status in wrapper.ended_children():
             if pid in self.hosts.hosts and self.hosts.died(pid, status) is None:
                 continue  # an idle host (retired, or stopped after its attempt was done)
             self.running.pop(pid, None)
@@ -181,6 +192,8 @@ class _Slots:
         return not used or used + int(request.get("cpus", 1)) <= self.slots
 
     def _fork(self, request: dict[str, Any]) -> tuple[int, str | None]:
+        if not forked.has_entry():
+            load_entry(request)
         options = self.hosts.options_if_hostable(request)
         if options is not None:
             try:
@@ -203,6 +216,34 @@ class _Slots:
         os.close(log)
         self.running[pid] = (int(request.get("cpus", 1)), request["cwd"])
         return pid, None
+
+
+def load_entry(request: dict[str, Any]) -> None:
+    """For the wrapper of a run launched through the cluster API (its script is the launch shim): run the shim's
+    imports here, once, and make its `main` what every fork runs for such a shim (fray.wrapper.forked.set_entry).
+
+    The shim names the function entry point (fray.cluster.launching.SHIM: `from fray.cluster.entry import main`)
+    and that module imports what a function's workload needs: the cluster API, a layer above this worker, is
+    imported as its workloads import it, by the run's own script, never by a name written here. A shim that
+    cannot be read leaves this worker cold for it: each wrapper then starts the shim as a new Python."""
+    argv = request["argv"]
+    try:
+        script = options.parse(argv[argv.index("fray.wrapper") + 1:]).script
+    except (SystemExit, ValueError):
+        return
+    if os.path.basename(script) != layout.LAUNCHED_SHIM:
+        return
+    try:
+        with open(script, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), script)
+        imports = ast.Module([node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))], [])
+        namespace: dict[str, Any] = {"__name__": "__fray_launch_shim__"}
+        exec(compile(imports, script, "exec"), namespace)  # its imports only: the shim's last line calls main()
+        main = namespace["main"]
+    except (OSError, SyntaxError, ImportError, KeyError):
+        return
+    forked.set_entry(layout.LAUNCHED_SHIM, main)
+    gc.freeze()  # what it imported, out of the collector's sight as the rest is (serve)
 
 
 def _signal(pid: int, signum: int, group: bool) -> None:
@@ -233,8 +274,6 @@ def _send(message: dict[str, Any]) -> None:
 def _become_wrapper(request: dict[str, Any], log: int, wrapper_main: Callable[[list[str]], int]) -> NoReturn:
     """In the forked child: the new process Popen would have started (wrapper.log as stdout and stderr), then
     the wrapper's main with the arguments after `-m fray.wrapper`."""
-    from fray.wrapper import forked
-
     def wrapper() -> int:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -246,3 +285,6 @@ def _become_wrapper(request: dict[str, Any], log: int, wrapper_main: Callable[[l
 
     forked.exit_with(wrapper)
 
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -255,6 +255,9 @@ def test_function_hosts_stay_one_per_cpu_at_most_and_keep_nothing_of_their_funct
     # would ignore the SIGTERM and hold that clean-up for its grace period before a SIGKILL).
     futures = fray.map(shout, list("abcdef"))
     assert [f.result(timeout=60) for f in futures] == list("ABCDEF")
+    # A result is there before its attempt's last record (exit.json, once the host has cleaned up after it).
+    wait_until(lambda: all(home.run(f.run_id).attempt(1).exit.exists() for f in futures), timeout=30,
+               what="every attempt's exit record")
     [worker] = warm_workers(home)
     hosts = [pid for pid in warm_processes(home) if procs.parent_of(pid) == worker]
     assert 1 <= len(hosts) <= (os.cpu_count() or 1)

@@ -128,7 +128,7 @@ class Watch:
         return values[b"--run-id"].decode(), int(values[b"--attempt"])
 
     def _forked_wrapper(self, pid: int, argv: list[bytes]) -> tuple[str, int] | None:
-        if b"fray.cluster.warm_worker" not in argv:
+        if b"fray.warm.worker" not in argv:
             return None
         try:
             folder = Path(os.readlink(f"/proc/{pid}/cwd"))
@@ -384,7 +384,7 @@ def test_the_watch_would_see_two_live_attempts_of_one_run(home, started):
                                     start_new_session=True)
         folder = home.run("r1").attempt(attempt).dir
         folder.mkdir(parents=True, exist_ok=True)
-        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "fray.cluster.warm_worker",
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "fray.warm.worker",
                                  "--home", str(home.root)], cwd=folder, start_new_session=True)
 
     watch = Watch(home)

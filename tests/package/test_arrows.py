@@ -7,7 +7,7 @@ the wrapper's one face.
   loaded by `importlib.import_module` are arrows too: each goes down the layers of pyproject.toml's first
   contract, stays in its package, or is declared below with its reason. One this test cannot read fails it.
 - Outside fray.wrapper, only its face is imported: fray.wrapper.face, the attempt's contract (fray.wrapper.contract)
-  and `report`, the module a job imports (fray.report); the warm worker's processes aside (WRAPPER_INSIDE).
+  and `report`, the module a job imports (fray.report); the warm worker aside (WRAPPER_INSIDE).
 """
 
 from __future__ import annotations
@@ -27,9 +27,6 @@ from test_architecture import installed_tree
 
 # Arrows that go up or across the layers, on purpose: (from, to) -> why.
 DECLARED = {
-    ("fray.warm.daemon_side", "fray.cluster.warm_worker"):
-        "the local backend's warm worker is the program that forks function workloads, so it imports their entry "
-        "point (fray.cluster.entry); a process the backend starts as it starts the wrapper, spoken to in JSON lines",
     ("fray.cli.main", "fray.tui.entry"):
         "`fray tui` and `fray web` are commands of the one fray program: click loads the dashboard's module by "
         "name only when one of them runs, so no other command imports textual",
@@ -48,9 +45,6 @@ FACE = {"fray.wrapper.face", "fray.wrapper.contract", "fray.wrapper.report"}
 # Not the login side: processes that are the wrapper itself, forked (what each runs of it, it imports).
 WRAPPER_INSIDE = {
     "fray.warm.worker": "imports the whole wrapper once, then forks wrappers from itself (fray.wrapper.main)",
-    "fray.warm.function_host": "is the wrapper of function attempt after attempt, in one process "
-                               "(fray.wrapper.attempt.keep_records: the wrapper's own record sequence)",
-    "fray.warm.host_pool": "writes, for a host that died, what its wrapper would have (fray.wrapper.attempt.record_end)",
 }
 TABLES = {
     "fray": "fray",  # fray.__all__, loaded on first use (PEP 562)
@@ -185,7 +179,7 @@ def test_every_spawned_module_and_dynamic_import_keeps_the_layers_or_is_declared
 def test_the_spawns_and_dynamic_imports_are_found() -> None:
     """What the scan sees in the tree today: the warm worker, the daemon, the wrapper, the lazy commands."""
     found, _ = every_arrow()
-    assert ("fray.warm.daemon_side", "fray.cluster.warm_worker", "spawn") in found  # through its MODULE constant
+    assert ("fray.warm.daemon_side", "fray.warm.worker", "spawn") in found  # through its MODULE constant
     assert ("fray.daemon.lease", "fray.daemon", "spawn") in found
     assert ("fray.backends.wrapper_command", "fray.wrapper", "spawn") in found
     assert ("fray.cli.main", "fray.tui.entry", "import") in found  # from the lazy table

@@ -63,7 +63,7 @@ def test_a_scripts_wrapper_is_forked_warm_and_its_workload_runs_under_the_runs_i
     go = tmp_path / "go"
     run_id, started = _started(home, tmp_path, go)
     attempt = home.run(run_id).attempt(1)
-    assert b"fray.cluster.warm_worker" in _parent_cmdline(started["pid"])  # forked by the warm worker
+    assert b"fray.warm.worker" in _parent_cmdline(started["pid"])  # forked by the warm worker
     wait_until(lambda: b"workload under" in attempt.stdout.read_bytes() if attempt.stdout.exists() else False,
                what="the workload's first line")
     go.touch()
