@@ -1,4 +1,5 @@
-"""Many short calls in one run: `fray.map(fn, items)` packed (fray.core.batching) or `chunk=N`, the job side.
+"""Many short calls in one run: `fray.map(fn, items)` packed (fray.core.batching) or `chunk=N`, and bursts of
+`fray.submit` packed alike (fray.cluster.submits, its calls `Applied`), the job side.
 
 A chunk is an ordinary run (one point of the map's sweep; on Slurm one task of
 its job array) whose callable is a `Calls`: `fn` and a slice of the items,
@@ -22,6 +23,7 @@ next map of the same function packs its calls by.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from dataclasses import dataclass
@@ -49,6 +51,29 @@ class Calls:
     @property
     def last(self) -> int:
         return self.first + len(self.items) - 1
+
+
+@dataclass(frozen=True)
+class Applied:
+    """`fn(*args, **kwargs)` for the calls `fray.submit` packed into a chunk (fray.cluster.submits): each item is
+    a call's `(args, kwargs)` and `fn` the function, both cloudpickled when it was submitted (what the call sees
+    is what it was given then, as for a run of its own)."""
+
+    fn: bytes
+
+    def __call__(self, arguments: bytes) -> Any:
+        import pickle
+
+        args, kwargs = pickle.loads(arguments)
+        return _function(self.fn)(*args, **kwargs)
+
+
+@functools.lru_cache(maxsize=4)
+def _function(pickled: bytes) -> Callable[..., Any]:
+    """The function unpickled once for all the calls of a chunk (as `fray.map`'s is)."""
+    import pickle
+
+    return pickle.loads(pickled)
 
 
 def check_chunk(chunk: object) -> int:
