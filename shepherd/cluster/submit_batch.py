@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from concurrent.futures import CancelledError
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
 
 from fray.errors import UsageError
 
@@ -34,7 +34,7 @@ LINGER_MAX_SEC = 0.05  # the longest a call waits to be written, however long th
 class Group:
     """The pending calls of one key, then what writing them gave: one target (or exception) per call."""
 
-    def __init__(self, key: Hashable, launch: Callable[[list[Any]], list[Any]]) -> None:
+    def __init__(self, key: object, launch: Callable[[list[Any]], list[Any]]) -> None:
         self.key = key
         self.launch = launch  # the calls' items -> a target (or an exception) per call, in order
         self.items: list[Any] = []
@@ -118,7 +118,7 @@ class Batcher:
     def _unlock_after_fork(self) -> None:
         self._lock.release()
 
-    def add(self, key: Hashable, item: Any, launch: Callable[[list[Any]], list[Any]],
+    def add(self, key: object, item: Any, launch: Callable[[list[Any]], list[Any]],
             check: Callable[[], None]) -> Ticket:
         """Pend a call of `key`; its ticket. `check` runs (and may raise, pending nothing) when the call opens a
         group: what writing it would refuse is refused now, as an unbatched submit refuses it."""
@@ -139,7 +139,7 @@ class Batcher:
                 self._thread.start()
             return Ticket(self, group, len(group.items) - 1)
 
-    def _open(self, key: Hashable) -> Group | None:
+    def _open(self, key: object) -> Group | None:
         return next((group for group in self._pending if group.key == key), None)
 
     def write(self, group: Group) -> None:
