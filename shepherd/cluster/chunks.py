@@ -24,6 +24,7 @@ next map of the same function packs its calls by.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -102,7 +103,7 @@ def even(items: int, chunk: int) -> list[int]:
 def run(calls: Calls, paths: RunPaths, home: Path, attempt: int) -> int:
     """Make the calls that have not returned yet, recording them in batches; 1 when one of them raised, else 0."""
     from fray.cluster import call_times
-    from fray.cluster.call_book import BatchWriter, CallBook
+    from fray.cluster.call_book import BatchWriter, CallBook, cancel_file
 
     book = CallBook(paths, home)
     indexes = range(calls.first, calls.last + 1)
@@ -115,12 +116,13 @@ def run(calls: Calls, paths: RunPaths, home: Path, attempt: int) -> int:
         for index, item in zip(indexes, calls.items):
             if index in made_before:
                 continue
+            skipped = os.path.exists(cancel_file(paths, index))  # its future cancelled it: a stat, not a read
             with writer.captured(index) as entry:
-                value, record = _make(calls.fn, item)
+                value, record = _make(_cancelled if skipped else calls.fn, item)
             entry.update(record, finished_at=time.time())
             took += entry["finished_at"] - entry["started_at"]
             writer.add(entry, value)
-            if entry["outcome"] == "raised":
+            if entry["outcome"] == "raised" and not skipped:
                 raised.append((index, entry))
             else:
                 done += 1
@@ -140,6 +142,12 @@ def run(calls: Calls, paths: RunPaths, home: Path, attempt: int) -> int:
     print(f"fray: call {index} of calls {calls.first}-{calls.last} raised "
           f"{record['type'].rpartition('.')[2]}: {record['message']}{more}", file=sys.stderr, flush=True)
     return 1
+
+
+def _cancelled(item: Any) -> None:
+    from concurrent.futures import CancelledError
+
+    raise CancelledError("cancelled by its future before it began")
 
 
 def _make(fn: Callable[..., Any], item: Any) -> tuple[bytes | None, dict[str, Any]]:

@@ -28,7 +28,7 @@ from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from fray.cluster import call_times, chunks, launching, payloads, resuming
+from fray.cluster import call_book, call_times, chunks, launching, payloads, resuming
 from fray.cluster.call_book import CallBook
 from fray.cluster.api import (FUNCTION_MAX_RETRIES, Call, EnvironmentConfig, Entrypoint, JobFailed, JobInfo,
                               JobRequest, JobStatus, ResourceConfig)
@@ -308,6 +308,16 @@ class CallFuture(RunFuture):
 
     def logs(self, stderr: bool = False) -> str:
         return self._book.output(self._index, stderr)
+
+    def cancel_call(self) -> bool:
+        """Skip this call alone, its run's other calls going on (fray.submit's `cancel`); False when it has a
+        result or its run ended. The run looks before it begins the call: one begun just before still runs to
+        its end, and its future then gives its result."""
+        if self._book.record(self._index) is not None or super().done():
+            return False
+        store.make_dirs(call_book.calls_dir(self._book.run))
+        call_book.cancel_file(self._book.run, self._index).touch(mode=0o600)
+        return True
 
     def _settled(self, timeout: float | None) -> dict[str, Any] | None:
         """This call's record once it returned or the run ended (None: the run ended without one)."""

@@ -58,7 +58,7 @@ def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Ma
     is asked anything (`run_id`, `result`, `info`, `done`, `logs`), and at the
     interpreter's exit; a process killed (`kill -9`) before that loses it.
     `cancel` before it is written drops it; once written into a run shared with
-    other calls it cannot be stopped alone (False).
+    other calls it skips the call unless the run has begun it already.
     """
     if backend is not None and backend not in backend_names.BACKENDS:
         raise UsageError(f"backend {backend!r} is not known; choose one of {', '.join(backend_names.BACKENDS)}")
@@ -158,15 +158,15 @@ class SubmittedFuture(RunFuture):
         return self._cancelled or self._written().done()
 
     def cancel(self) -> bool:
-        """Drop the call while it is not written yet; stop its run when it has one of its own. False when it
-        had ended, or shares a run with other calls (they would stop with it)."""
+        """Drop the call while it is not written yet; stop its run when it has one of its own; in a run shared
+        with other calls, skip it alone unless begun (CallFuture.cancel_call). False once it had ended."""
         if self._target is None and not self._cancelled and self._ticket.cancel():
             self._cancelled = True
             return True
         if self._cancelled:
             return False
         target = self._written()
-        return False if isinstance(target, CallFuture) else target.cancel()
+        return target.cancel_call() if isinstance(target, CallFuture) else target.cancel()
 
     def result(self, timeout: float | None = None) -> Any:
         return self._written().result(timeout)

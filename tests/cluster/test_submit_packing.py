@@ -147,6 +147,23 @@ def test_a_daemon_killed_mid_burst_loses_no_call_and_makes_none_twice(two_cpus, 
     assert sorted(calls) == list(range(CALLS)), [n for n in set(calls) if calls.count(n) > 1]
 
 
+def test_a_call_cancelled_in_a_shared_run_is_skipped_alone_and_its_run_does_not_fail(two_cpus, daemon, tmp_path):
+    from concurrent.futures import CancelledError
+
+    ledger = tmp_path / "ledger"
+    fn = functools.partial(counted, str(ledger))
+    futures = [fray.submit(fn, i) for i in range(CALLS)]
+    last = futures[-1]
+    assert last.index == CALLS - 1 and len({f.run_id for f in futures}) == 4  # its run waits for a CPU meanwhile
+    assert last.cancel() is True
+    with pytest.raises(CancelledError, match="cancelled by its future before it began"):
+        last.result(timeout=120)
+    assert [f.result(timeout=120) for f in futures[:-1]] == [n * n for n in range(CALLS - 1)]
+    assert sorted(made(ledger)) == list(range(CALLS - 1))  # never made
+    assert fray.get_run(last.run_id).info().status is fray.JobStatus.SUCCEEDED  # the run did not fail for it
+    assert last.cancel() is False  # it has ended
+
+
 SCRIPT = """
 import os, sys
 import fray
