@@ -177,13 +177,17 @@ class Batcher:
                 self._writing.remove(group)
 
     def _linger(self) -> None:
-        """The linger thread: each group written once due (Group.due)."""
+        """The linger thread: each group written once due (Group.due); it ends when none is pending (a process
+        that submitted once keeps no thread of ours: `os.fork` warns of threads from Python 3.12 on)."""
         while True:
             with self._lock:
+                if not self._pending:
+                    self._thread = None  # the next `add` starts another
+                    return
                 now = time.monotonic()
                 due = [group for group in self._pending if group.due() <= now]
                 if not due:
-                    self._changed.wait(min((group.due() for group in self._pending), default=now + 3600) - now)
+                    self._changed.wait(min(group.due() for group in self._pending) - now)
                     continue
                 for group in due:
                     self._pending.remove(group)

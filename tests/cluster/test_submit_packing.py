@@ -115,6 +115,8 @@ def test_a_single_submit_is_an_ordinary_run_named_after_its_function(two_cpus, d
     meta = store.read_json(two_cpus.meta_file(future.run_id), "meta")
     assert meta["name"] == "power" and meta.get("group") is None and future.index is None
     assert two_cpus.run_ids() == [future.run_id]
+    wait_until(lambda: not any(t.name == "fray-submit-linger" for t in threading.enumerate()), timeout=10,
+               what="the linger thread to end once nothing is pending (a later os.fork finds no thread of ours)")
 
 
 def test_after_and_checkpointable_callables_keep_a_run_each(two_cpus, daemon):
