@@ -70,8 +70,15 @@ class FamilyKeeper:
         self._endpoint_cache: dict[Path, endpoints.Endpoint | None] = {}
         self._endpoints_checked_at = float("-inf")
 
+    def sweep_gate(self, runs: RunView, submits_together: Callable[[str], bool] = lambda _backend: False
+                   ) -> gate.SweepGate:
+        """This cycle's --max-parallel gate over every sweep with a point not ended: the quiet runs' selection
+        (fray.daemon.quiet) reads it before `prepare` uses it."""
+        return _sweep_gate(runs, runs.going(), submits_together)
+
     def prepare(self, runs: RunView, active: Iterable[Any], ledgers: dict[str, Ledger], now: float,
-                submits_together: Callable[[str], bool] = lambda _backend: False) -> CyclePlan:
+                submits_together: Callable[[str], bool] = lambda _backend: False,
+                sweeps: gate.SweepGate | None = None) -> CyclePlan:
         """`runs`: every run of the cycle, by id (fray.daemon.run_view: what is asked of the runs that ended is
         looked up, never scanned); `active`: those the policy looks at; `submits_together(backend)`: whether that
         backend submits a sweep's attempts in one call and throttles them itself (Slurm).
@@ -90,7 +97,7 @@ class FamilyKeeper:
         for run_id, why in plan.stop.items():
             orders.setdefault(run_id, why)
         credits = credits_from(self.config, (m for m in runs.metas() if m is not None), now)  # read only if on
-        sweeps = _sweep_gate(runs, going, submits_together)
+        sweeps = sweeps if sweeps is not None else _sweep_gate(runs, going, submits_together)
         gates = _gates(active, runs, now)
         # Backends where a run that cannot queue waits for CPUs (also one this cycle skips as quiet): no queueing.
         closed = {m.spec.backend for m in going.values() if m is not None and _waits_unqueueable(m)}

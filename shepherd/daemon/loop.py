@@ -164,13 +164,14 @@ class Daemon:
         ledgers = self._ledgers(active)
         self._sightings.keep_only({AttemptKey(r.paths.run_id, r.meta.in_flight.number) for r in active
                                    if r.meta is not None and r.meta.in_flight is not None})
-        active = self._quiet.select(active, ledgers, full)
+        sweeps = self._family.sweep_gate(runs, self._submitter.submits_together)
+        active = self._quiet.select(active, ledgers, full, sweeps)
         views = self._snapshots(active, stats)
         self._exclude = self._nodes.excluded() if active else ()
         cancels: dict[str, list[CancelTarget]] = {}
         now = self.clock()
         # Children of ended parents, groups, reservations: decided for all runs at once (daemon_family).
-        self._cycle_plan = self._family.prepare(runs, active, ledgers, now, self._submitter.submits_together)
+        self._cycle_plan = self._family.prepare(runs, active, ledgers, now, self._submitter.submits_together, sweeps)
         for run in active:
             try:
                 self._reconcile(run, views, ledgers, cancels, now, stats)

@@ -16,7 +16,12 @@ cycle skips it:
 - its backend's ledger, with every attempt in flight held, has no room for
   it: of the runs alike (the same request, constraints, priority, user and
   sweep), the scheduler's line starts the oldest first, so only as many of
-  them as the room could take on their own are decided, oldest first.
+  them as the room could take on their own are decided, oldest first;
+- or its sweep's --max-parallel gate (fray.core.sweeps.gate) has no room
+  for it, on any backend (one that queues by itself too: Slurm): the gate
+  lets the oldest members start first, and the others are told the gate's
+  words again. A 10,000-point sweep waiting on --max-parallel 2 cost a
+  steady cycle 10,000 decisions (half a core, all the time); now 3.
 
 A paused run waiting to start is skipped the same way (`_stays_paused`): once
 decided into its pause, with neither file changed since, no timer of its own
@@ -32,11 +37,13 @@ wait reason may only lag a change of other runs' line in front of it.
 
 from __future__ import annotations
 
+import heapq
 from typing import Any, Callable
 
 from fray.core.model import Control, Meta, Mode, Phase
 from fray.core.capacity import Request
 from fray.core.scheduler import Ledger
+from fray.core.sweeps.gate import SweepGate
 from fray.core.status import PAUSED_REASON
 from fray.warm import queueing as warm_queue
 from fray.daemon.cycle_state import RunState
@@ -57,12 +64,15 @@ class QuietRuns:
         self._ledgers: dict[str, Ledger] = {}  # this cycle's: they hold what it admits once it has decided
         self._paused: dict[str, tuple[StatKey | None, StatKey | None]] = {}  # run id -> its files' stat then
 
-    def select(self, active: list[RunState], ledgers: dict[str, Ledger], full: bool) -> list[RunState]:
-        """The runs of `active` to decide this cycle: every one on a full cycle, else all but the quiet ones."""
+    def select(self, active: list[RunState], ledgers: dict[str, Ledger], full: bool,
+               sweeps: SweepGate | None = None) -> list[RunState]:
+        """The runs of `active` to decide this cycle: every one on a full cycle, else all but the quiet ones.
+        `sweeps`: this cycle's --max-parallel gate, which holds back the members of a full sweep."""
         self._ledgers = ledgers
         if full or not (self._waiting or self._paused) \
                 or (self._config().get("priority") or {}).get("credit_hours") is not None:
             return active  # with credits, a user's runs change band as time passes (fray.core.placement.priority)
+        sweeps = sweeps or SweepGate()
         alike: dict[tuple[Any, ...], list[RunState]] = {}
         skipped: set[int] = set()
         for run in active:
@@ -73,16 +83,35 @@ class QuietRuns:
             seen = self._waiting.get(run.meta.run_id if run.meta is not None else "")
             if seen is not None and seen[:2] == (run.meta_key, run.control_key) and run.problem is None:
                 ledger = ledgers.get(seen[2][0])
-                if ledger is not None and ledger.capacity is not None:  # one that queues by itself admits at once
+                # One that queues by itself admits at once, unless its sweep's gate holds it back.
+                if ledger is not None and (ledger.capacity is not None or sweeps.held_reason(run.meta)):
                     alike.setdefault(seen[2], []).append(run)
         for kind, runs in alike.items():
-            # Of runs alike, the scheduler's line (fray.core.placement) takes the oldest first: only as many as
-            # the room takes can start, and the next in line is told it is first; the others wait as before
-            # unless the ledger, once that room is taken, would give other words for it.
-            room, why = _room(ledgers[kind[0]], kind[1], len(runs))
-            rest = sorted(runs, key=_in_line)[room + 1:] if room else runs
-            skipped.update(id(run) for run in rest if self._waiting[_id(run)][3] == why)
+            skipped.update(id(run) for run in self._still_waiting(ledgers[kind[0]], kind, runs, sweeps))
         return [run for run in active if id(run) not in skipped] if skipped else active
+
+    def _still_waiting(self, ledger: Ledger, kind: tuple[Any, ...], runs: list[RunState],
+                       sweeps: SweepGate) -> list[RunState]:
+        """Of quiet runs alike, those that would be told what they were told last time. The scheduler's line
+        (fray.core.placement) takes the oldest first: only as many as the room takes can start, and the next
+        in line is told it is first; the others wait as before unless the ledger, once that room is taken,
+        would give other words for it. A member of a sweep its gate holds back waits for the sweep's room
+        as much as for the ledger's: a sweep of 10,000 points with --max-parallel 2 decides 3 of them, not
+        10,000 (the words it was told are the gate's, so those are compared)."""
+        first = runs[0].meta
+        assert first is not None
+        gated, held = sweeps.counted_room(first), sweeps.held_reason(first)
+        if gated is None and held is not None:  # a sweep still being written: none of it starts
+            return [run for run in runs if _told(run) == held]
+        if gated is not None:
+            room, why = (gated, "") if ledger.capacity is None else _room(ledger, kind[1], min(len(runs), gated))
+            rest = _behind(runs, room + 1)
+            if room >= gated:  # the gate is full before the ledger: the rest are told the gate's words
+                return [run for run in rest if _told(run) == held]
+            return [run for run in rest if self._waiting[_id(run)][3] == why]
+        room, why = _room(ledger, kind[1], len(runs))
+        rest = _behind(runs, room + 1) if room else runs
+        return [run for run in rest if self._waiting[_id(run)][3] == why]
 
     def resting(self) -> set[str]:
         """The paused runs decided into their pause: the run index need not look at them until their files
@@ -121,6 +150,16 @@ def _kind(meta: Meta) -> tuple[Any, ...]:
 def _id(run: RunState) -> str:
     assert run.meta is not None
     return run.meta.run_id
+
+
+def _behind(runs: list[RunState], count: int) -> list[RunState]:
+    """The runs but the `count` first in line (a partial selection: 10,000 waiting runs are not sorted)."""
+    first = {id(run) for run in heapq.nsmallest(count, runs, key=_in_line)}
+    return [run for run in runs if id(run) not in first]
+
+
+def _told(run: RunState) -> str | None:
+    return run.meta.wait_reason if run.meta is not None else None
 
 
 def _in_line(run: RunState) -> tuple[float, str]:

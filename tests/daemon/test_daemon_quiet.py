@@ -112,3 +112,52 @@ def test_a_skipped_runs_wait_reason_follows_the_room_it_waits_for(home, tmp_path
         runs.request(home, run_id, "stop")
     wait_until(lambda: daemon.cycle(False) is not None and all(phase(home, r) == "ended" for r in (first, second, big)),
                timeout=30, what="every run to end")
+
+
+def test_a_sweep_held_by_max_parallel_decides_its_next_points_only_and_starts_them_in_order(home, tmp_path,
+                                                                                            monkeypatch):
+    """Room for every point on the machine; the sweep's gate is what holds them (a Slurm sweep's case, whose
+    backend queues by itself): a steady cycle decides the next in line, not the 18 waiting."""
+    from fray.ops import sweeps
+
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 4, "gpus": 0, "warm_functions": False}}))
+    serve = tmp_path / "serve.sh"
+    serve.write_text(LONG_RUNNING.replace("#FRAY --heartbeat", "#FRAY --cpus 0 --heartbeat"))
+    sweeps.publish(home, serve, ["i=0..19"], max_parallel=2, name="held")
+    decided: list[str] = []
+    real_decide = policy.decide
+    monkeypatch.setattr(loop.policy, "decide", lambda s, admit: decided.append(s.meta.run_id) or real_decide(s, admit))
+    daemon = Daemon(home)
+
+    def points() -> list[dict]:
+        found = [meta_of(home, run_id) for run_id in home.run_ids()]
+        return sorted((m for m in found if m.get("group")), key=lambda m: m["group"]["index"])
+
+    def active() -> list[int]:
+        return [m["group"]["index"] for m in points() if m["phase"] == "active"]
+
+    def cycle_until(what: str, predicate, full: bool = False) -> None:
+        wait_until(lambda: daemon.cycle(full) is not None and predicate(), timeout=30, what=what)
+
+    cycle_until("two points running", lambda: len(points()) == 20 and active() == [0, 1], full=True)
+    held = "waiting: 2 members of sweep held are in flight (--max-parallel 2)"
+    cycle_until("the others held by the gate", lambda: all(m["wait_reason"] == held for m in points()[2:]))
+    daemon.cycle(False)  # their last decisions, as their meta.json now stands
+    waiting = {m["run_id"] for m in points()[2:]}
+    decided.clear()
+    daemon.cycle(False)
+    assert len(set(decided) & waiting) == 1  # the next in line only: nothing changed, the gate is full
+
+    first = points()[0]["run_id"]
+    runs.request(home, first, "stop")
+    cycle_until("the oldest waiting point to take the room", lambda: active() == [1, 2])
+    assert len(set(decided) & waiting) <= 4  # room for one point decided the next two of the 18, not all
+
+    decided.clear()
+    daemon.cycle(True)  # the safety net decides every point
+    assert waiting - {points()[2]["run_id"]} <= set(decided)
+    for m in points():
+        if m["phase"] != "ended":
+            runs.request(home, m["run_id"], "stop")
+    cycle_until("every point to end", lambda: all(m["phase"] == "ended" for m in points()))

@@ -45,6 +45,23 @@ class SweepGate:
                 kept.append(meta)
         return kept
 
+    def counted_room(self, meta: Meta) -> int | None:
+        """How many more of `meta`'s sweep may start this cycle, where the gate counts them (None: it does not:
+        no sweep, no --max-parallel, a first start the backend throttles, or a sweep still being written)."""
+        group_id = meta.sweep["id"] if meta.sweep is not None else None
+        if group_id is None or group_id in self.whole or group_id in self.waiting:
+            return None
+        return self.room.get(group_id)
+
+    def held_reason(self, meta: Meta) -> str | None:
+        """What the gate tells a member it holds back: its sweep still being written, or no room left in it."""
+        group = meta.sweep
+        if group is None or group["id"] in self.whole:
+            return None
+        if group["id"] in self.waiting:
+            return self.waiting[group["id"]]
+        return _full(self.limits[group["id"]], group) if group["id"] in self.room else None
+
     def admit_for(self, meta: Meta, inner: Admit) -> Admit:
         """`inner` (the ordinary admission), held to the sweep's rules for this member."""
         group = meta.sweep
@@ -59,9 +76,7 @@ class SweepGate:
 
         def admit(request: Request) -> Admission:
             if self.room[group_id] <= 0:
-                limit = self.limits[group_id]
-                return Admission(False, f"waiting: {limit} members of sweep {group.get('name', group_id)} are in "
-                                        f"flight (--max-parallel {limit})")
+                return Admission(False, _full(self.limits[group_id], group))
             admission = inner(request)
             if admission.admitted:
                 self.room[group_id] -= 1
@@ -95,3 +110,7 @@ def plan(metas: Iterable[Meta], submits_together: Callable[[str], bool]) -> Swee
             gate.room[group_id] = max(0, limit - in_flight)
             gate.limits[group_id] = limit
     return gate
+
+
+def _full(limit: int, group: dict) -> str:
+    return f"waiting: {limit} members of sweep {group.get('name', group['id'])} are in flight (--max-parallel {limit})"
