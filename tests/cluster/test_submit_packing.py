@@ -85,7 +85,7 @@ def test_a_loop_of_submits_comes_back_right_in_fewer_runs_than_calls_each_call_w
         else:
             assert future.result(timeout=120) == i * i
     runs = {future.run_id for future in futures}
-    assert len(runs) < CALLS / 4, len(runs)  # packed, not a run per call
+    assert len(runs) < CALLS / 2, len(runs)  # packed, not a run per call (4 runs a burst written at once)
     assert set(two_cpus.run_ids()) == runs
     listed = json.loads(run_fray("list", "--json", home=two_cpus.root, check=True).stdout)
     assert sum(listed["counts"].values()) == len(runs), listed["counts"]  # what `fray list` counts: the runs
@@ -106,7 +106,7 @@ def test_submits_from_several_threads_each_get_their_own_result(two_cpus, daemon
     for thread in threads:
         thread.join()
     assert {i: f.result(timeout=120) for i, f in futures.items()} == {i: i * i for i in range(CALLS)}
-    assert len({f.run_id for f in futures.values()}) < CALLS / 4
+    assert len({f.run_id for f in futures.values()}) < CALLS / 2
 
 
 def test_a_single_submit_is_an_ordinary_run_named_after_its_function(two_cpus, daemon):
@@ -136,7 +136,7 @@ def test_a_daemon_killed_mid_burst_loses_no_call_and_makes_none_twice(two_cpus, 
     try:
         fn = functools.partial(counted, str(ledger))
         futures = [fray.submit(fn, i) for i in range(CALLS)]
-        assert len({f.run_id for f in futures}) < CALLS / 4
+        assert len({f.run_id for f in futures}) < CALLS / 2
         wait_until(lambda: len(made(ledger)) >= 10, timeout=60, what="calls to be made")
         daemon.send_signal(signal.SIGKILL)  # crash-only: no chance to clean up
         daemon.wait()
@@ -149,9 +149,14 @@ def test_a_daemon_killed_mid_burst_loses_no_call_and_makes_none_twice(two_cpus, 
     assert sorted(calls) == list(range(CALLS)), [n for n in set(calls) if calls.count(n) > 1]
 
 
-def test_a_call_cancelled_in_a_shared_run_is_skipped_alone_and_its_run_does_not_fail(two_cpus, daemon, tmp_path):
+def test_a_call_cancelled_in_a_shared_run_is_skipped_alone_and_its_run_does_not_fail(two_cpus, daemon, tmp_path,
+                                                                                        monkeypatch):
     from concurrent.futures import CancelledError
 
+    from fray.cluster import submit_batch
+
+    monkeypatch.setattr(submit_batch, "LINGER_SEC", 60)  # one group of them all, however slow the loop here:
+    monkeypatch.setattr(submit_batch, "LINGER_MAX_SEC", 60)  # written when a future is first asked
     ledger = tmp_path / "ledger"
     fn = functools.partial(counted, str(ledger))
     futures = [fray.submit(fn, i) for i in range(CALLS)]
