@@ -12,7 +12,9 @@ together, a few times a second).
 
 A retry of the run (the run's own budgets: `max_retries`, `max_retries_preemption`)
 makes only the calls that have not returned; a call that raised is made again,
-as a run that raised is. The attempt exits 1 when one of its calls raised, so
+as a run that raised is. A call its future cancelled (fray.submit's packed calls:
+fray.cluster.call_book's `calls/<index>.cancel`) is not made: it is recorded as
+raising CancelledError, and does not fail the run. The attempt exits 1 when one of its calls raised, so
 the run fails (and is retried) as a single call's would. Its progress.json counts
 the calls returned (`step`) out of `extra.fray_chunk.calls`, rewritten every
 PROGRESS_SEC: `fray list` and `fray status` show a chunk as one run, `step 12` of its
@@ -122,10 +124,10 @@ def run(calls: Calls, paths: RunPaths, home: Path, attempt: int) -> int:
             entry.update(record, finished_at=time.time())
             took += entry["finished_at"] - entry["started_at"]
             writer.add(entry, value)
-            if entry["outcome"] == "raised" and not skipped:
-                raised.append((index, entry))
-            else:
+            if entry["outcome"] == "returned":
                 done += 1
+            elif not skipped:  # a cancelled call does not fail the run
+                raised.append((index, entry))
             if time.monotonic() - shown >= PROGRESS_SEC:  # an fsync'd file: not one per call
                 _progress(done, calls)
                 shown = time.monotonic()
