@@ -175,6 +175,11 @@ class RunFuture:
     def run_id(self) -> str:
         return self._run_id
 
+    @property
+    def index(self) -> int | None:
+        """None: the call is the run's own (a CallFuture's is its place among its run's calls)."""
+        return None
+
     def info(self) -> JobInfo:
         """Its status and reason now (JobInfo), with the return value once it succeeded."""
         return self._cluster.poll(self._run_id)

@@ -148,8 +148,7 @@ class SubmittedFuture(RunFuture):
     def index(self) -> int | None:
         """The call's index in its packed run's calls (as `fray.get_run(run_id, call=index)` takes it);
         None when it is a run of its own."""
-        target = self._written()
-        return target.index if isinstance(target, CallFuture) else None
+        return self._written().index
 
     def info(self) -> JobInfo:
         return self._written().info()

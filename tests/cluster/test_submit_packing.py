@@ -128,6 +128,7 @@ def test_after_and_checkpointable_callables_keep_a_run_each(two_cpus, daemon):
     runs = [f.run_id for f in [first, *waiting, *resumable]]
     assert len(set(runs)) == 7 and sorted(two_cpus.run_ids()) == sorted(runs)
     assert all(store.read_json(two_cpus.meta_file(run), "meta").get("group") is None for run in runs)
+    assert all(f.index is None for f in [first, *waiting, *resumable])  # each the call of a run of its own
 
 
 def test_a_daemon_killed_mid_burst_loses_no_call_and_makes_none_twice(two_cpus, tmp_path):
