@@ -59,6 +59,7 @@ class Group:
         for index, target in zip(kept, written):
             targets[index] = target
         self._targets = targets
+        self.items = []  # the pickled arguments are in FRAY_HOME now: not held as long as a future lives
         self._written.set()
 
     def wait_written(self) -> None:
