@@ -46,7 +46,7 @@ _EXPORTS: dict[str, str] = {
     "ActorConnectionError": "fray.actors.client",
     "RemoteActorError": "fray.actors.client",
     "WorkerPool": "fray.actors.workers",
-    "submit": "fray.cluster.futures",
+    "submit": "fray.cluster.submits",
     "get_run": "fray.cluster.futures",
     "map": "fray.cluster.futures",
     "RunFuture": "fray.cluster.futures",
@@ -67,7 +67,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from fray.cluster.api import (Call, ClusterError, EnvironmentConfig, Entrypoint, JobFailed, JobGroupConfig,
                                   JobInfo, JobRequest, JobStatus, Reservation, ReservationConfig, ResourceConfig)
     from fray.cluster.fray_cluster import FrayCluster
-    from fray.cluster.futures import RunFuture, get_run, map, submit
+    from fray.cluster.futures import RunFuture, get_run, map
+    from fray.cluster.submits import submit
     from fray.errors import FrayError, RemoteTraceback
     from fray.cluster.remote import RemoteCluster
     from fray.cluster.local import LocalCluster

@@ -11,6 +11,9 @@ attempt's output files:
                                    started and finished, and where its value and output lie
     calls/<first>.<attempt>.pkl    the calls' values (or exceptions), cloudpickled one after another
     calls/<attempt>.out            what the attempt's calls printed to stdout, one after another (.err: stderr)
+    calls/<index>.cancel           call `index` is not to be made (its future's `cancel`, fray.submit): an empty
+                                   file, looked for before the call begins; the call is recorded as raising
+                                   CancelledError instead, and its run does not fail for it
 
 A batch is committed COMMIT_SEC after its first call returned (by a thread of the writer, whatever the next
 call is doing), once it holds COMMIT_BYTES of values, and when the run's calls are
@@ -46,6 +49,10 @@ def calls_dir(run: RunPaths) -> Path:
 
 def batch_file(run: RunPaths, first: int, attempt: int, suffix: str) -> Path:
     return calls_dir(run) / f"{first}.{attempt}.{suffix}"
+
+
+def cancel_file(run: RunPaths, index: int) -> Path:
+    return calls_dir(run) / f"{index}.cancel"
 
 
 def output_file(run: RunPaths, attempt: int, stderr: bool = False) -> Path:

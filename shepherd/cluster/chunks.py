@@ -1,4 +1,5 @@
-"""Many short calls in one run: `fray.map(fn, items)` packed (fray.core.batching) or `chunk=N`, the job side.
+"""Many short calls in one run: `fray.map(fn, items)` packed (fray.core.batching) or `chunk=N`, and bursts of
+`fray.submit` packed alike (fray.cluster.submits, its calls `Applied`), the job side.
 
 A chunk is an ordinary run (one point of the map's sweep; on Slurm one task of
 its job array) whose callable is a `Calls`: `fn` and a slice of the items,
@@ -11,7 +12,9 @@ together, a few times a second).
 
 A retry of the run (the run's own budgets: `max_retries`, `max_retries_preemption`)
 makes only the calls that have not returned; a call that raised is made again,
-as a run that raised is. The attempt exits 1 when one of its calls raised, so
+as a run that raised is. A call its future cancelled (fray.submit's packed calls:
+fray.cluster.call_book's `calls/<index>.cancel`) is not made: it is recorded as
+raising CancelledError, and does not fail the run. The attempt exits 1 when one of its calls raised, so
 the run fails (and is retried) as a single call's would. Its progress.json counts
 the calls returned (`step`) out of `extra.fray_chunk.calls`, rewritten every
 PROGRESS_SEC: `fray list` and `fray status` show a chunk as one run, `step 12` of its
@@ -22,6 +25,8 @@ next map of the same function packs its calls by.
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -51,6 +56,29 @@ class Calls:
         return self.first + len(self.items) - 1
 
 
+@dataclass(frozen=True)
+class Applied:
+    """`fn(*args, **kwargs)` for the calls `fray.submit` packed into a chunk (fray.cluster.submits): each item is
+    a call's `(args, kwargs)` and `fn` the function, both cloudpickled when it was submitted (what the call sees
+    is what it was given then, as for a run of its own)."""
+
+    fn: bytes
+
+    def __call__(self, arguments: bytes) -> Any:
+        import pickle
+
+        args, kwargs = pickle.loads(arguments)
+        return _function(self.fn)(*args, **kwargs)
+
+
+@functools.lru_cache(maxsize=4)
+def _function(pickled: bytes) -> Callable[..., Any]:
+    """The function unpickled once for all the calls of a chunk (as `fray.map`'s is)."""
+    import pickle
+
+    return pickle.loads(pickled)
+
+
 def check_chunk(chunk: object) -> int:
     """`chunk` as the number of calls per run; UsageError unless it is a positive whole number."""
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
@@ -77,7 +105,7 @@ def even(items: int, chunk: int) -> list[int]:
 def run(calls: Calls, paths: RunPaths, home: Path, attempt: int) -> int:
     """Make the calls that have not returned yet, recording them in batches; 1 when one of them raised, else 0."""
     from fray.cluster import call_times
-    from fray.cluster.call_book import BatchWriter, CallBook
+    from fray.cluster.call_book import BatchWriter, CallBook, cancel_file
 
     book = CallBook(paths, home)
     indexes = range(calls.first, calls.last + 1)
@@ -90,15 +118,16 @@ def run(calls: Calls, paths: RunPaths, home: Path, attempt: int) -> int:
         for index, item in zip(indexes, calls.items):
             if index in made_before:
                 continue
+            skipped = os.path.exists(cancel_file(paths, index))  # its future cancelled it: a stat, not a read
             with writer.captured(index) as entry:
-                value, record = _make(calls.fn, item)
+                value, record = _make(_cancelled if skipped else calls.fn, item)
             entry.update(record, finished_at=time.time())
             took += entry["finished_at"] - entry["started_at"]
             writer.add(entry, value)
-            if entry["outcome"] == "raised":
-                raised.append((index, entry))
-            else:
+            if entry["outcome"] == "returned":
                 done += 1
+            elif not skipped:  # a cancelled call does not fail the run
+                raised.append((index, entry))
             if time.monotonic() - shown >= PROGRESS_SEC:  # an fsync'd file: not one per call
                 _progress(done, calls)
                 shown = time.monotonic()
@@ -115,6 +144,12 @@ def run(calls: Calls, paths: RunPaths, home: Path, attempt: int) -> int:
     print(f"fray: call {index} of calls {calls.first}-{calls.last} raised "
           f"{record['type'].rpartition('.')[2]}: {record['message']}{more}", file=sys.stderr, flush=True)
     return 1
+
+
+def _cancelled(item: Any) -> None:
+    from concurrent.futures import CancelledError
+
+    raise CancelledError("cancelled by its future before it began")
 
 
 def _make(fn: Callable[..., Any], item: Any) -> tuple[bytes | None, dict[str, Any]]:

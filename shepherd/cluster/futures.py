@@ -1,4 +1,5 @@
-"""Functions as runs: `fray.submit(fn, *args, ...)`, the future it returns, and `fray.get_run(run)`.
+"""Functions as runs: `fray.map(fn, items)`, the futures of runs and calls, and `fray.get_run(run)`
+(`fray.submit`, fray.cluster.submits, returns them too).
 
     fut = fray.submit(train, 20, lr=0.1, resources={"cpus": 4, "mem": "8G"}, backend="local")
     fut.run_id                       # an ordinary run: `fray list`, `fray status`, `fray logs` show it
@@ -27,7 +28,7 @@ from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from fray.cluster import call_times, chunks, launching, payloads, resuming
+from fray.cluster import call_book, call_times, chunks, launching, payloads, resuming
 from fray.cluster.call_book import CallBook
 from fray.cluster.api import (FUNCTION_MAX_RETRIES, Call, EnvironmentConfig, Entrypoint, JobFailed, JobInfo,
                               JobRequest, JobStatus, ResourceConfig)
@@ -71,36 +72,6 @@ def resources_of(value: ResourceConfig | Mapping[str, Any] | None) -> tuple[Reso
     return ResourceConfig(cpus=value.get("cpus", 1), gpus=value.get("gpus", 0), mem_mb=mem_mb), seconds
 
 
-def submit(fn: Callable[..., Any], /, *args: Any, resources: ResourceConfig | Mapping[str, Any] | None = None,
-           backend: str | None = None, name: str | None = None, max_retries: int = FUNCTION_MAX_RETRIES,
-           max_retries_preemption: int = DEFAULT_MAX_RETRIES_PREEMPTION, environment: EnvironmentConfig | None = None,
-           home: str | os.PathLike[str] | None = None, after: Iterable["RunFuture | str"] = (),
-           **kwargs: Any) -> "RunFuture":
-    """Run `fn(*args, **kwargs)` as a fray run; its future.
-
-    Every keyword this function does not name itself goes to `fn` (wrap `fn`
-    in functools.partial to pass one of those names to it). `backend` is
-    local (default; inside a fray job: the job's own), slurm or tpu.
-    `max_retries` counts the attempts that raise or fail (the workload
-    budget), `max_retries_preemption` the node's failures and preemptions.
-    A callable with a `checkpoint` method resumes from what it returns
-    (fray.cluster.resuming). `after`: futures (or `RUN[:ok|:fail|:any]` texts)
-    of runs it waits for, as `fray submit --after`: it starts once they
-    succeeded, and ends failed_dependency (its future raising JobFailed) if
-    one cannot.
-    """
-    if backend is not None and backend not in backend_names.BACKENDS:
-        raise UsageError(f"backend {backend!r} is not known; choose one of {', '.join(backend_names.BACKENDS)}")
-    config, time_limit = resources_of(resources)
-    label = name or getattr(fn, "__name__", None) or type(fn).__name__
-    request = JobRequest(label, Entrypoint.from_callable(fn, args, kwargs), resources=config,
-                         environment=environment or EnvironmentConfig(), max_retries=max_retries,
-                         max_retries_preemption=max_retries_preemption, time_limit_sec=time_limit,
-                         after=[u.run_id if isinstance(u, RunFuture) else u for u in after])
-    cluster = FrayCluster(home, backend=backend)
-    return RunFuture(cluster, cluster.launch(request))
-
-
 def map(fn: Callable[..., Any], items: Iterable[Any], /, *, resources: ResourceConfig | Mapping[str, Any] | None = None,
         backend: str | None = None, name: str | None = None, max_parallel: int | None = None,
         max_retries: int = FUNCTION_MAX_RETRIES, max_retries_preemption: int = DEFAULT_MAX_RETRIES_PREEMPTION,
@@ -131,16 +102,25 @@ def map(fn: Callable[..., Any], items: Iterable[Any], /, *, resources: ResourceC
     cluster = FrayCluster(home, backend=backend)
     timing = call_times.key_of(fn)
     sizes = (chunks.even(len(items), chunk) if chunk is not None
-             else None if checkpointable else _packed(cluster, len(items), config, max_parallel, timing[0]))
+             else None if checkpointable else packed_sizes(cluster, len(items), config, max_parallel, timing[0]))
     parts = chunks.split(fn, items, sizes, timing) if sizes and max(sizes) > 1 else None
-    calls = [Entrypoint.from_callable(part) for part in parts] if parts else \
+    template = JobRequest(label, Entrypoint.from_callable(fn), resources=config,
+                          environment=environment or EnvironmentConfig(), max_retries=max_retries,
+                          max_retries_preemption=max_retries_preemption, time_limit_sec=time_limit)
+    entries = [Entrypoint.from_callable(part) for part in parts] if parts else \
         [Entrypoint.from_callable(fn, (item,)) for item in items]
-    requests = [JobRequest(label, entry, resources=config, environment=environment or EnvironmentConfig(),
-                           max_retries=max_retries, max_retries_preemption=max_retries_preemption,
-                           time_limit_sec=time_limit) for entry in calls]
+    return launch_points(cluster, template, entries, parts, max_parallel)
+
+
+def launch_points(cluster: FrayCluster, template: JobRequest, entries: list[Entrypoint],
+                  parts: list[chunks.Calls] | None, max_parallel: int | None = None) -> list["RunFuture"]:
+    """Write the entries as the points of one sweep named after `template` (its settings for every point);
+    their futures: a run's each, or with `parts` (the entries' chunks of calls) a CallFuture per call."""
+    requests = [dataclasses.replace(template, entrypoint=entry) for entry in entries]
     params = [{"calls": f"{p.first}-{p.last}"} for p in parts] if parts else None
     started = cluster.start_daemon()  # starting while the runs are written: it finds them when it is up
-    metas = launching.launch_sweep(cluster.home, requests, cluster.launch_family(), label, max_parallel, params)
+    metas = launching.launch_sweep(cluster.home, requests, cluster.launch_family(), template.name, max_parallel,
+                                   params)
     cluster.ensure_daemon(started)
     if parts is None:
         return [RunFuture(cluster, meta.run_id) for meta in metas]
@@ -151,9 +131,9 @@ def map(fn: Callable[..., Any], items: Iterable[Any], /, *, resources: ResourceC
     return futures
 
 
-def _packed(cluster: FrayCluster, items: int, config: ResourceConfig, max_parallel: int | None,
+def packed_sizes(cluster: FrayCluster, items: int, config: ResourceConfig, max_parallel: int | None,
             key: str) -> list[int] | None:
-    """The run sizes of a map without `chunk=` (fray.core.batching); None: one run per call. Only the local
+    """The run sizes of a map (or a burst of `fray.submit`) without `chunk=` (fray.core.batching); None: one run per call. Only the local
     backend knows its free slots (its CPUs, over the CPUs a call asks); GPU calls keep a run each."""
     if cluster.backend != "local" or config.gpus:
         return None
@@ -194,6 +174,11 @@ class RunFuture:
     @property
     def run_id(self) -> str:
         return self._run_id
+
+    @property
+    def index(self) -> int | None:
+        """None: the call is the run's own (a CallFuture's is its place among its run's calls)."""
+        return None
 
     def info(self) -> JobInfo:
         """Its status and reason now (JobInfo), with the return value once it succeeded."""
@@ -328,6 +313,16 @@ class CallFuture(RunFuture):
 
     def logs(self, stderr: bool = False) -> str:
         return self._book.output(self._index, stderr)
+
+    def cancel_call(self) -> bool:
+        """Skip this call alone, its run's other calls going on (fray.submit's `cancel`); False when it has a
+        result or its run ended. The run looks before it begins the call: one begun just before still runs to
+        its end, and its future then gives its result."""
+        if self._book.record(self._index) is not None or super().done():
+            return False
+        store.make_dirs(call_book.calls_dir(self._book.run))
+        call_book.cancel_file(self._book.run, self._index).touch(mode=0o600)
+        return True
 
     def _settled(self, timeout: float | None) -> dict[str, Any] | None:
         """This call's record once it returned or the run ended (None: the run ended without one)."""

@@ -130,6 +130,12 @@ def _new_run(home: Home, prepared: Prepared) -> runs.NewRun:
     return runs.NewRun(prepared.meta, files, prepared.job)
 
 
+def check(home: Home, request: JobRequest, family: Family) -> None:
+    """What `launch` would refuse of the request (ClusterError), writing nothing: fray.submit's packed calls
+    are written a few milliseconds later (fray.cluster.submit_batch), their errors still raised at the call."""
+    _refuse_what_can_never_start(home, prepare(home, request, family, time.time()).meta)
+
+
 def launch(home: Home, requests: list[JobRequest], family: Family, group_id: str | None = None) -> list[Meta]:
     """Write one run per request; all of them or (on any error) none."""
     now = time.time()

@@ -12,6 +12,8 @@ Prints, measured in the same run on the same machine, for each size (100 and
     call, as before packing) up to `--one-per-call-max` functions; `--chunks`
     sizes; and, up to `--cold-max` functions, cold (`"warm_functions": false`, a
     new Python for each run);
+  - fray.submit in a loop: `[fray.submit(fn, i) for i in range(N)]` then every `.result()`, in
+    such a home likewise (its calls packed as a map's, fray.cluster.submits), twice;
   - ray warm: one remote task per item and `ray.get`, timed after `ray.init(num_cpus=CPUs)`
     returned (its workers start meanwhile, as in a notebook whose Ray session is open);
     and ray with `ray.init` and `ray.shutdown()` included, when ray imports in `--other-python`;
@@ -25,7 +27,7 @@ Then the daemon's commit cost: meta.json documents (with their last good copy)
 written one fsync'd file at a time, as before group commit, against the same
 documents staged and committed as one batch (fray.state.commit_batch), in
 writes per second. Targets (issue 39): 100 functions <= 0.5 s, 1,000 <= Ray warm in
-the same run, both without `chunk=` and with the daemon running.
+the same run, both without `chunk=` and with the daemon running, through `fray.map` and a `fray.submit` loop.
 
     python tests/bench/bench_functions.py [--sizes 100,1000] [--other-python PYTHON]
         [--cold-max 100] [--one-per-call-max 100] [--submitit-max 100] [--chunks 25,100]
@@ -103,21 +105,23 @@ def floor(n: int) -> float:
     return time.perf_counter() - start
 
 
-def fray_map(n: int, warm: bool = True, chunk: int | None = None, again: bool = False
+def fray_map(n: int, warm: bool = True, chunk: int | None = None, again: bool = False, submit: bool = False
              ) -> tuple[float, dict[str, float]] | tuple[tuple[float, dict[str, float]], tuple[float, dict[str, float]]]:
     """In a child process of its own, as a user's script: a fresh FRAY_HOME whose daemon a map of another
-    function started (and was waited for), then the map timed. Its wall seconds, and the CPU seconds its
-    processes used (`cpu_used`); with `again`, the same for a second map of the same function after it."""
+    function started (and was waited for), then the map timed (`submit`: a loop of `fray.submit` instead).
+    Its wall seconds, and the CPU seconds its processes used (`cpu_used`); with `again`, the same for a
+    second map of the same function after it."""
     home = Path(tempfile.mkdtemp(prefix="bench-functions-"))
     (home / "config.json").write_text(json.dumps({"local": {"warm_functions": warm}}))
     script = (
         "import resource, sys, time\nsys.path.insert(0, sys.argv[2])\nimport fray\n"
         "from tests.bench.bench_functions import cube, square\n"
-        "n, chunk, rounds = int(sys.argv[1]), (int(sys.argv[3]) or None), int(sys.argv[4])\n"
+        "n, chunk, rounds, submit = int(sys.argv[1]), (int(sys.argv[3]) or None), int(sys.argv[4]), sys.argv[5]\n"
         "assert [f.result(timeout=600) for f in fray.map(cube, range(3), backend='local')] == [0, 1, 8]\n"
         "for _ in range(rounds):\n"
         "    used = resource.getrusage(resource.RUSAGE_SELF)\n    start = time.perf_counter()\n"
-        "    futures = fray.map(square, range(n), backend='local', chunk=chunk)\n"
+        "    futures = ([fray.submit(square, i, backend='local') for i in range(n)] if submit == 'submit'\n"
+        "               else fray.map(square, range(n), backend='local', chunk=chunk))\n"
         "    results = [f.result(timeout=3600) for f in futures]\n"
         "    took = time.perf_counter() - start\n"
         "    assert results == [i * i for i in range(n)]\n"
@@ -127,7 +131,8 @@ def fray_map(n: int, warm: bool = True, chunk: int | None = None, again: bool = 
     env = env_for(home)
     rounds = 2 if again else 1
     try:
-        proc = subprocess.Popen([sys.executable, "-c", script, str(n), str(REPO), str(chunk or 0), str(rounds)],
+        proc = subprocess.Popen([sys.executable, "-c", script, str(n), str(REPO), str(chunk or 0), str(rounds),
+                                 "submit" if submit else "map"],
                                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
         assert proc.stdin is not None and proc.stdout is not None
         found: list[tuple[float, dict[str, float]]] = []
@@ -218,7 +223,7 @@ def row(label: str, seconds: float | str | tuple[float, dict[str, float]], floor
         row(label, seconds[0], floor_sec, target)
         per = {who: f"{used / n * 1000:.2f} ms" for who, used in seconds[1].items()}
         print(f"    CPU per function: daemon {per['daemon']}, warm worker, hosts and wrappers {per['wrappers']}, "
-              f"fray.map's process {per['client']}")
+              f"the caller's process {per['client']}")
         return
     if isinstance(seconds, str):
         print(f"  {label:<38} {'-':>9}    ({seconds})")
@@ -250,6 +255,9 @@ def main() -> None:
         first, again = fray_map(n, again=True)
         row("fray.map, never measured", first, floor_sec, target, n)
         row("fray.map again, call time measured", again, floor_sec, target, n)
+        first, again = fray_map(n, again=True, submit=True)
+        row("fray.submit in a loop, never measured", first, floor_sec, target, n)
+        row("fray.submit in a loop again, measured", again, floor_sec, target, n)
         row("ray warm (after ray.init)", ray_warm, floor_sec)
         if n <= args.one_per_call_max:
             row("fray.map, chunk=1 (a run per call)", fray_map(n, chunk=1), floor_sec, None, n)
