@@ -161,7 +161,7 @@ def cpu_used(home: Path) -> dict[str, float]:
     for entry in os.scandir("/proc"):
         try:
             argv = Path(entry.path, "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
-            if b"fray.cluster.warm_worker" in argv and str(home).encode() in argv:
+            if b"fray.warm.worker" in argv and str(home).encode() in argv:
                 used["wrappers"] += _cpu_seconds(int(entry.name), children=True)
         except OSError:
             continue
