@@ -159,12 +159,17 @@ class Daemon:
         self._index.load(stats, full)
         self._restore_overwritten()
         runs = self._index.view()  # every run by id: looked up, not passed over (daemon.run_view)
+        sweeps = self._family.sweep_gate(runs, self._submitter.submits_together)
+        woken = self._quiet.wake(sweeps)  # resting points of a sweep whose gate has room now
+        if woken:  # the gate again, over them too: a sweep none of whose points was going had no gate at all
+            self._index.resting -= woken
+            runs = self._index.view()
+            sweeps = self._family.sweep_gate(runs, self._submitter.submits_together)
         active = self._index.active()
         stats.runs, stats.active = len(runs), len(active)
         ledgers = self._ledgers(active)
         self._sightings.keep_only({AttemptKey(r.paths.run_id, r.meta.in_flight.number) for r in active
                                    if r.meta is not None and r.meta.in_flight is not None})
-        sweeps = self._family.sweep_gate(runs, self._submitter.submits_together)
         active = self._quiet.select(active, ledgers, full, sweeps)
         views = self._snapshots(active, stats)
         self._exclude = self._nodes.excluded() if active else ()
@@ -209,7 +214,7 @@ class Daemon:
             self._event(self.home.run(notice.run_id), "notify", f"{notice.status}: notifying {sinks}")
         self._index.drop_settled(active)
         self._quiet.note(active, now)
-        self._index.resting = self._quiet.resting()  # paused runs: not even stat'ed until their folder changes
+        self._index.resting = self._quiet.resting()  # paused runs, held points: not stat'ed until their folder changes
         self.cycles += 1
         return stats
 

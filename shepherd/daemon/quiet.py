@@ -63,12 +63,15 @@ class QuietRuns:
         self._waiting: dict[str, tuple[StatKey | None, StatKey | None, tuple[Any, ...], str]] = {}
         self._ledgers: dict[str, Ledger] = {}  # this cycle's: they hold what it admits once it has decided
         self._paused: dict[str, tuple[StatKey | None, StatKey | None]] = {}  # run id -> its files' stat then
+        self._held: dict[str, str] = {}  # run id -> the sweep whose full gate held it back last cycle (resting)
 
     def select(self, active: list[RunState], ledgers: dict[str, Ledger], full: bool,
                sweeps: SweepGate | None = None) -> list[RunState]:
         """The runs of `active` to decide this cycle: every one on a full cycle, else all but the quiet ones.
         `sweeps`: this cycle's --max-parallel gate, which holds back the members of a full sweep."""
         self._ledgers = ledgers
+        if full:
+            self._held.clear()
         if full or not (self._waiting or self._paused) \
                 or (self._config().get("priority") or {}).get("credit_hours") is not None:
             return active  # with credits, a user's runs change band as time passes (fray.core.placement.priority)
@@ -87,8 +90,21 @@ class QuietRuns:
                 if ledger is not None and (ledger.capacity is not None or sweeps.held_reason(run.meta)):
                     alike.setdefault(seen[2], []).append(run)
         for kind, runs in alike.items():
-            skipped.update(id(run) for run in self._still_waiting(ledgers[kind[0]], kind, runs, sweeps))
+            still = self._still_waiting(ledgers[kind[0]], kind, runs, sweeps)
+            skipped.update(id(run) for run in still)
+            if sweeps.counted_room(runs[0].meta) == 0 and kind[-1] is not None:  # held by a full gate: they rest
+                self._held.update((_id(run), kind[-1]) for run in still)
         return [run for run in active if id(run) not in skipped] if skipped else active
+
+    def wake(self, sweeps: SweepGate) -> set[str]:
+        """The resting members of sweeps whose gate has room now (or gates them no more): the run index looks
+        at them again this cycle. Until then they are not even stat'ed: a 10,000-point sweep waiting on
+        --max-parallel costs a steady cycle its points going, not its 10,000 files."""
+        woken = {run_id for run_id, sweep_id in self._held.items() if sweeps.room.get(sweep_id, 1) > 0
+                 or sweep_id in sweeps.whole or sweep_id in sweeps.waiting}
+        for run_id in woken:
+            del self._held[run_id]
+        return woken
 
     def _still_waiting(self, ledger: Ledger, kind: tuple[Any, ...], runs: list[RunState],
                        sweeps: SweepGate) -> list[RunState]:
@@ -114,15 +130,17 @@ class QuietRuns:
         return [run for run in rest if self._waiting[_id(run)][3] == why]
 
     def resting(self) -> set[str]:
-        """The paused runs decided into their pause: the run index need not look at them until their files
-        change (fray.daemon.run_index)."""
-        return set(self._paused)
+        """The paused runs decided into their pause and the members a full sweep's gate holds back: the run
+        index need not look at them until their files change (fray.daemon.run_index) or `wake` says so."""
+        return set(self._paused) | set(self._held)
 
     def note(self, decided: list[RunState], now: float) -> None:
         """After the cycle: remember the decided runs left waiting (and forget the others among them)."""
         why: dict[tuple[str, Request], str] = {}
         for run in decided:
             meta = run.meta
+            if meta is not None:
+                self._held.pop(meta.run_id, None)  # decided again: held, if at all, by this decision's words
             if meta is not None and _only_room_starts(meta, run.control, now):
                 kind = _kind(meta)
                 if kind[:2] not in why:

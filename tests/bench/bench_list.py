@@ -8,7 +8,9 @@ Then (issue 39) a real daemon runs a `--sweep` of `--sweep-points` points (defau
 `--max-parallel 2`: two points run, the others wait. Printed as multiples of `python -c pass` in the same
 run, the commands taken in turn: `fray list --json` as the first listing (the row cache deleted before it,
 as after the daemon ran the sweep) and as the second, and `fray status <point's name> --json`. Targets:
-list <= 3x, status <= 2x.
+list <= 3x, status <= 2x. Then what the waiting sweep costs the daemon (its CPU time over DAEMON_WINDOW_SEC
+of steady cycles, a full scan among them, as a share of one core) and how long `fray control pause --group`
+and `unpause --group` of the whole sweep take.
 
     python tests/bench/bench_list.py [--runs 1000] [--repeats 21] [--sweep-points 10000] [--sweep-repeats 11]
 """
@@ -32,6 +34,8 @@ from _common import FRAY, env_for, report, time_command, time_interleaved, warm_
 from fray.state import list_summary, runs, store  # noqa: E402
 from fray.state.layout import Home  # noqa: E402
 from fray.core.model import Attempt, End, Meta  # noqa: E402
+
+DAEMON_WINDOW_SEC = 40.0  # over a full scan (every 30 s) and the steady cycles around it
 
 
 def populate(home: Home, count: int) -> None:
@@ -109,6 +113,10 @@ def sweep_section(tmp: Path, points: int, repeats: int) -> None:
             samples["second"] += time_command(listing, env, 1)
             samples["status"] += time_command(status, env, 1)
         lease = json.loads(home.daemon_lease.read_text())
+        daemon_share = cpu_share(int(lease["pid"]), DAEMON_WINDOW_SEC)
+        group = [FRAY, "control", "pause", "--group", "point", "--json"]
+        pause = time_command(group, env, 1)[0]
+        unpause = time_command([*group[:2], "unpause", *group[3:]], env, 1)[0]
     finally:
         stop_all(home, env)
     floor = statistics.median(samples["python -c pass"])
@@ -122,6 +130,19 @@ def sweep_section(tmp: Path, points: int, repeats: int) -> None:
         verdict = "" if target is None else f"  [target <= {target:.0f}x: " + (
             "met]" if median <= target * floor * 1000 else "MISSED]")
         print(f"{'':<52} = {median / (floor * 1000):.2f}x python -c pass{verdict}")
+    print(f"the daemon meanwhile: {daemon_share * 100:.1f}% of a core over {DAEMON_WINDOW_SEC:.0f} s")
+    print(f"fray control pause --group (all {points} points): {pause:.1f} s; unpause --group: {unpause:.1f} s")
+
+
+def cpu_share(pid: int, window: float) -> float:
+    """The share of one core process `pid` used over the next `window` seconds (its user + system time)."""
+    def cpu_seconds() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    before = cpu_seconds()
+    time.sleep(window)  # the measured window itself, not a synchronisation
+    return (cpu_seconds() - before) / window
 
 
 def thousand_runs(tmp: Path, count: int, repeats: int) -> None:
