@@ -120,9 +120,17 @@ def run_history(home: Home, meta: Meta) -> RunHistory:
     return RunHistory(history.merge(parsed), attempt_times(meta))
 
 
+# The node's offset is estimated from when the daemon saw its heartbeats (fray.daemon.sightings): a lower
+# bound, short of the truth by the delay of the least delayed sighting, up to a poll interval or two. An
+# estimate this small is that delay, not a clock apart: a node on the daemon's own clock read -0.2 s under
+# load, its points then fell after its attempt's end (which is never later than seen) and its redone steps
+# counted as nothing.
+CLOCK_NOISE_SEC = 2.0
+
+
 def _on_daemon_clock(parsed: history.Parsed, offset: float | None) -> history.Parsed:
     """An attempt's points, written on its node's clock, on the daemon's (its attempts' times are)."""
-    if not offset:
+    if not offset or abs(offset) < CLOCK_NOISE_SEC:
         return parsed
     return history.Parsed([history.Point(p.attempt, p.t - offset, p.step, p.metrics, p.redone) for p in parsed.points],
                           [history.CheckpointMark(m.attempt, m.t - offset, m.step, m.name) for m in parsed.checkpoints],

@@ -180,6 +180,23 @@ def test_goodput_from_the_steps_counts_each_cause() -> None:
     assert figures.goodput == pytest.approx(30.0 / 67.0)
 
 
+@pytest.mark.parametrize("offset, shifted", [(-0.2, False), (1.5, False), (-300.0, True), (180.0, True)])
+def test_a_clock_offset_within_the_sighting_delay_moves_no_point(offset: float, shifted: bool) -> None:
+    """The daemon's estimate of a node's clock is short of the truth by its sighting delay: a node on the
+    daemon's own clock reads -0.2 s under load, and moving its points by that put its last steps after its
+    attempt's end, their redone time uncounted. Minutes apart, the points move onto the daemon's clock."""
+    from fray.ops import history as ops_history
+
+    crashed = core_history.parse(1, point_lines(*[(10.0 + 0.05 * s, s, 1.0) for s in range(1, 14)]))
+    moved = ops_history._on_daemon_clock(crashed, offset)
+    assert [p.t for p in moved.points] == [p.t - offset if shifted else p.t for p in crashed.points]
+    if not shifted:  # steps 11..13 redone after a restart at step 11, all inside attempt 1's times
+        series = core_history.merge([moved, core_history.parse(2, point_lines((20.0, 11, 1.0)))])
+        attempts = [times(1, 9.0, 10.0, 10.0 + 0.05 * 13 + 0.01, "workload_failure"),
+                    times(2, 19.0, 19.5, 21.0, "success")]
+        assert goodput.breakdown(goodput.stretches(attempts, series, now=30.0)).lost_sec["redone"] >= 0.15
+
+
 def test_without_steps_the_figure_is_the_attempts_and_says_so() -> None:
     attempts = [times(1, 0.0, 1.0, 11.0, "workload_failure"), times(2, 12.0, 13.0, 43.0, "success")]
     series = core_history.merge([])
