@@ -11,7 +11,10 @@ hosts"):
   next generation when there is no lease, when its holder stopped cleanly, when
   its holder ran on this host and is dead (the host guard, fray.daemon.host_guard,
   says so exactly), or when it has watched the lease unchanged for the holder's
-  timeout on its own monotonic clock (fray.core.lease_rules.Watch).
+  timeout on its own monotonic clock (fray.core.lease_rules.Watch). The first
+  two shortcuts are never taken on a stale write: a lease renewed by a daemon
+  paused between its check and its rename, landing after the next generation
+  was taken (its pid then even this standby's own); only the timeout judges it.
 - **Renewing.** A thread rewrites the lease every `renew_every` while the
   daemon's loop shows progress. A renewal that finds a higher generation (in the
   lease or as the next generation file) loses the lease; so does a lease whose
@@ -146,9 +149,10 @@ class LeaseKeeper:
         if lease is None:  # unreadable (moved aside as corrupt) or not written yet: its holder rewrites it if it lives
             return f"the lease was missing for {watch.unchanged_for(now):.1f}s" \
                 if watch.expired(now, self.timeout) else None
-        if lease.get("stopping"):
+        stale = self._stale_write(lease)
+        if not stale and lease.get("stopping"):
             return f"the daemon on {lease['host']} (pid {lease['pid']}) stopped"
-        if lease.get("host_id") == this_host.host_id():
+        if not stale and lease.get("host_id") == this_host.host_id():
             # This process holds the host guard: no other daemon of this home lives on this host.
             return f"the daemon on this host (pid {lease['pid']}) is gone"
         timeout = timeout_of(lease, self.timeout)
@@ -156,6 +160,17 @@ class LeaseKeeper:
             return (f"the lease of the daemon on {lease['host']} (pid {lease['pid']}) was unchanged for "
                     f"{watch.unchanged_for(now):.1f}s on this host's clock (timeout {timeout:.0f}s)")
         return None
+
+    def _stale_write(self, lease: dict[str, Any]) -> bool:
+        """Whether the lease on disk was written by a holder already superseded, so is not its holder's word.
+
+        A renewal (or a release) checks the lease, then renames its file into place; a daemon paused between
+        the two (a frozen VM) lands its write after another host took the next generation. What it says then
+        is stale: not a sign that its writer is gone (its pid is this very process's), nor that the holder
+        stopped. The holder's next renewal writes over it; until then only the timeout may judge."""
+        if lease.get("host_id") == this_host.host_id() and lease.get("pid") == os.getpid():
+            return True  # written by this very process, which stands by: before it lost the lease
+        return self.home.daemon_generation(int(lease.get("generation", 0)) + 1).exists()
 
     def _holder_view(self, lease: dict[str, Any] | None, watch: Watch, now: float) -> dict[str, Any] | None:
         if lease is None:

@@ -63,9 +63,17 @@ def start_daemon(home: FrayHome, host: Host) -> None:
 
 
 def acting(home: FrayHome) -> str:
-    """The host whose daemon holds the lease, once one does and has cycled."""
-    return wait_until(lambda: (l := lease(home)) and not l.get("stopping") and l.get("cycles", 0) >= 1 and l["host"],
-                      timeout=30, what="a daemon to hold the lease")
+    """The host whose daemon holds the lease, once one does and has cycled. Not a stale write: a renewal a freeze
+    caught between its check and its rename lands after the takeover, naming the host that lost it."""
+    return wait_until(lambda: (l := lease(home)) and not l.get("stopping") and l.get("cycles", 0) >= 1
+                      and not (home.server / "daemon" / f"generation-{l['generation'] + 1}.json").exists()
+                      and l["host"], timeout=30, what="a daemon to hold the lease")
+
+
+def takeovers(home: FrayHome) -> list[str]:
+    """Each generation taken, by whom and why, in order: what a failure of one live attempt per run is read by."""
+    found = sorted(home.server.joinpath("daemon").glob("generation-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+    return [f"{p.stem}: {(g := json.loads(p.read_text()))['host']}: {g['why']}" for p in found]
 
 
 def test_two_login_hosts_one_daemon_acts_the_other_stands_by_and_both_say_so(box: Box, home: FrayHome) -> None:
@@ -146,13 +154,14 @@ def test_runs_retried_nonstop_across_takeovers_never_have_two_live_attempts(box:
     seen = churn.workloads(home)
     attempts_run = sum(len(v) for v in seen.values())
     assert freezes >= 3 and attempts_run >= 20, (freezes, attempts_run)
-    assert churn.duplicates(seen) == {}  # no attempt number ran twice
-    assert churn.overlaps(seen) == []  # no two workloads of a run lived at once
+    assert churn.duplicates(seen) == {}, takeovers(home)  # no attempt number ran twice
+    assert churn.overlaps(seen) == [], takeovers(home)  # no two workloads of a run lived at once
     # Each thawed daemon found its lease lapsed and stood by; exactly one acts.
     hosts = {h["host"]: h["role"] for h in home.fray_json(a, "daemon", "status")["hosts"]}
     assert sorted(hosts.values()) == ["active", "standby"], hosts
+    # One takeover per freeze: none by a thawed daemon, none lost.
     generations = sorted(int(p.stem.split("-")[1]) for p in (home.server / "daemon").glob("generation-*.json"))
-    assert generations[-1] == freezes + 1  # one takeover per freeze: none by a thawed daemon, none lost
+    assert generations[-1] == freezes + 1, takeovers(home)
 
 
 SKEWED = """#FRAY --backend slurm --heartbeat-interval 0.5 --heartbeat-timeout 8 --startup-grace 2 --max-retries 0

@@ -77,6 +77,54 @@ def test_a_daemon_whose_generation_another_host_took_stops_writing_then_takes_a_
         stop_daemon(first)
 
 
+def _write_atomically(path, document: dict) -> None:
+    tmp = path.with_name(path.name + ".test-tmp")
+    tmp.write_text(json.dumps(document))
+    os.replace(tmp, path)
+
+
+@pytest.mark.parametrize("stale", ["its own renewal", "a superseded host's stop"])
+def test_a_stale_lease_landing_after_a_takeover_is_no_reason_to_take_over_at_once(home, stale):
+    """A daemon paused between its renewal's check and its rename (a frozen VM) lands that lease after another
+    host took the next generation. Read back by the same daemon, now standing by, it named this host and this
+    very pid, which the standby took for "the daemon on this host is gone": it took a generation at once and two
+    daemons acted together (the box's churn test saw one attempt number run twice in every run). A stale
+    `stopping` from a superseded host is no more its holder's word. Only the timeout may judge either."""
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"daemon": {"lease_timeout_sec": 2}}))
+    first = start_daemon(home)
+    try:
+        wait_until(lambda: (l := lease(home)) and l.get("cycles", 0) >= 1, what="it to serve")
+        taken = {"generation": 2, "host": "login-b", "host_id": "login-b/00000000", "pid": 4242,
+                 "taken_at": time.time(), "why": "a test plays login-b"}
+        (home.root / "daemon" / "generation-2.json").write_text(json.dumps(taken))
+        theirs = {**lease(home), **{k: taken[k] for k in ("generation", "host", "host_id", "pid")}, "renewals": 1,
+                  "stopping": False}
+        _write_atomically(home.daemon_lease, theirs)
+        record = home.root / "daemon" / "hosts" / f"{socket.gethostname()}.json"
+        wait_until(lambda: json.loads(record.read_text())["role"] == "standby", what="it to stand by")
+        from fray.state import this_host
+
+        paused = {**theirs, "generation": 1, "renewals": 99}
+        paused.update({"host": socket.gethostname(), "host_id": this_host.host_id(), "pid": first.pid}
+                      if stale == "its own renewal" else
+                      {"host": "login-c", "host_id": "login-c/00000000", "pid": 77, "stopping": True})
+        _write_atomically(home.daemon_lease, paused)
+        deadline = time.monotonic() + 1.5  # three standby polls read the stale lease, under the 2 s timeout
+        while time.monotonic() < deadline:
+            assert not (home.root / "daemon" / "generation-3.json").exists(), "took over on a stale lease"
+            time.sleep(0.1)
+        for renewal in range(2, 8):  # login-b renews over it, as a live holder does
+            _write_atomically(home.daemon_lease, {**theirs, "renewals": renewal})
+            time.sleep(0.4)
+            assert not (home.root / "daemon" / "generation-3.json").exists(), "took over from a live holder"
+        wait_until(lambda: (l := lease(home)) and l["generation"] == 3 and l["pid"] == first.pid, timeout=15,
+                   what="it to take generation 3 once login-b's lease stood still for 2 s")
+        assert "unchanged for" in json.loads((home.root / "daemon" / "generation-3.json").read_text())["why"]
+    finally:
+        stop_daemon(first)
+
+
 STOP_WHILE_LOCKED = """
 import os, signal, threading
 from fray.daemon import process
