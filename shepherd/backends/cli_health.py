@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from fray.backends import external
 
@@ -73,10 +73,17 @@ class WatchedRunner:
             return [Streak(**vars(s)) for s in self._streaks.values() if s.failures >= FAILING_AFTER]
 
 
+@runtime_checkable
+class WatchesTools(Protocol):
+    """A backend whose external commands all go through a WatchedRunner (fray.backends.protocol's capabilities)."""
+
+    cli: WatchedRunner
+
+
 def failing_commands(backends: Mapping[str, object]) -> list[dict[str, object]]:
     """daemon.json's `failing_commands`: every tool of these backends (name -> backend) failing every call."""
     return [streak.to_dict(name) for name, backend in backends.items()
-            for streak in (backend.cli.failing() if isinstance(getattr(backend, "cli", None), WatchedRunner) else [])]
+            for streak in (backend.cli.failing() if isinstance(backend, WatchesTools) else [])]
 
 
 def last_line(result: external.CommandResult) -> str:

@@ -23,6 +23,7 @@ import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
+from fray.backends.protocol import ListsPartitions
 from fray.core import submit_checks
 from fray.core.model import RunSpec
 from fray.errors import StateError, SubmissionRefused
@@ -87,10 +88,9 @@ def estimate(spec: RunSpec, run_command: external.Runner | None = None) -> dict[
 def recheck(backend: object, spec: RunSpec) -> list[str]:
     """In the daemon, before each submission: what may have changed since submit (a partition removed or made
     inactive), judged from what the backend already knows (the Slurm backend's cached sinfo): no extra call."""
-    lister = getattr(backend, "list_partitions", None)
-    if spec.backend != "slurm" or lister is None:
+    if spec.backend != "slurm" or not isinstance(backend, ListsPartitions):
         return []  # local: the scheduler says "can never start here"; tpu: nothing changes after submit
-    found = lister()
+    found = backend.list_partitions()
     if found is None:
         return []
     if len(spec.partitions) > 1:

@@ -13,6 +13,8 @@ before it uses one, rather than probing names with `getattr`:
     DescribesWorker   worker_attributes(): the one machine it places work on, for constraints (local)
     ListsWorkers      placement_workers(): every node it may place on, to judge a run placeable (slurm)
     OffersPartitions  partition_candidates(spec): the partitions to try, best first (slurm)
+    ListsPartitions   list_partitions(): its partitions as it last saw them, no extra call (slurm)
+    WatchesTools      cli: its command runner, counting each tool's failures in a row (slurm, tpu; in cli_health)
     GroupBackend      submit_group(batch): a sweep's attempts in one call (slurm: job arrays)
     LaunchesArrays    launch_array(...), remove_finished_arrays(...): a sweep's first attempts as one array (slurm)
 """
@@ -30,6 +32,7 @@ from fray.core.capacity import Capacity
 if TYPE_CHECKING:  # the placement and partition records, loaded only by the backends that offer them
     from fray.core.placement.attributes import Worker
     from fray.core.partition_policy import Candidates
+    from fray.backends.slurm.partitions import Partition
 
 
 @dataclass(frozen=True)
@@ -195,3 +198,9 @@ class ListsWorkers(Protocol):
 class OffersPartitions(Protocol):
     def partition_candidates(self, spec: RunSpec) -> Candidates | None:
         """The partitions to try for a run, best first (None: the scheduler's default)."""
+
+
+@runtime_checkable
+class ListsPartitions(Protocol):
+    def list_partitions(self) -> list[Partition] | None:
+        """Its partitions, from what it already knows (the Slurm backend's cached sinfo); None: it cannot tell."""
