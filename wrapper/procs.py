@@ -298,11 +298,20 @@ def _wait_until_gone(pgid: int | None, reap: Callable[[], None], deadline: float
 
 
 def kill_all_now(pgid: int | None) -> None:
-    """SIGKILL the workload's group and every descendant at once, logging nothing (a fenced attempt)."""
+    """SIGKILL the workload's group and every descendant at once, logging nothing (a fenced attempt).
+
+    What dies is reaped here: the reaper thread stops once it has the workload, and a member of its group that
+    died after it (an orphan this subreaper adopted) stays a zombie that keeps the group alive to killpg, so the
+    wait ran its whole KILL_WAIT_SEC and a fenced wrapper outlived its fence by 5 s."""
     if pgid is not None:
         _signal_group(pgid, signal.SIGKILL)
     _signal_pids(descendants(os.getpid()), signal.SIGKILL)
-    _wait_until_gone(pgid, lambda: None, time.monotonic() + KILL_WAIT_SEC, resignal=signal.SIGKILL)
+    _wait_until_gone(pgid, _reap_ended, time.monotonic() + KILL_WAIT_SEC, resignal=signal.SIGKILL)
+
+
+def _reap_ended() -> None:
+    for _ in ended_children():
+        pass
 
 
 def stop_all(pgid: int | None, reap: Callable[[], None], grace: float, log: Callable[[str], None]) -> list[int]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -119,6 +121,37 @@ def test_a_closed_attempt_kills_its_workload_within_a_heartbeat_and_writes_nothi
     assert {"attempt": snapshot(paths.attempt(1).dir), "checkpoints": snapshot(paths.checkpoints_dir)} == before
     assert not paths.attempt(1).exit.exists() and not paths.attempt(1).failure.exists()
     assert "fenced" not in paths.attempt(1).wrapper_log.read_text()  # not even a log line after the fence
+
+
+ORPHAN_IN_THE_GROUP = """
+import os, subprocess, time
+from fray.wrapper import procs
+
+assert procs.become_subreaper()  # as the wrapper is
+leader = subprocess.Popen(["bash", "-c", "sleep 30 & echo $!; exit 0"], stdout=subprocess.PIPE, text=True,
+                          start_new_session=True)
+orphan = int(leader.stdout.readline())
+leader.wait()  # the workload, reaped as the reaper thread does before it stops; its group lives on in the orphan
+began = time.monotonic()
+procs.kill_all_now(leader.pid)
+took = time.monotonic() - began
+try:
+    os.killpg(leader.pid, 0)
+    left = "the group is still there"
+except ProcessLookupError:
+    left = "nothing"
+print(f"{took:.2f}", left)
+"""
+
+
+def test_the_fences_kill_reaps_what_it_kills_so_a_fenced_wrapper_exits_at_once():
+    """A fenced wrapper once lived 5 s past its fence (a suite run on two busy cores): the workload's child died
+    after the workload, whose reaper thread had stopped, and its zombie kept the group alive to the wait."""
+    proc = subprocess.run([sys.executable, "-c", ORPHAN_IN_THE_GROUP], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    took, left = proc.stdout.split(maxsplit=1)
+    assert left.strip() == "nothing"
+    assert float(took) < 1.0, took  # the wait is 5 s (KILL_WAIT_SEC) when nothing reaps the killed orphan
 
 
 def test_a_wrapper_cut_off_from_fray_home_kills_its_workload_after_the_grace(home, tmp_path):
