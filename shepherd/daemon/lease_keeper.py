@@ -149,10 +149,10 @@ class LeaseKeeper:
         if lease is None:  # unreadable (moved aside as corrupt) or not written yet: its holder rewrites it if it lives
             return f"the lease was missing for {watch.unchanged_for(now):.1f}s" \
                 if watch.expired(now, self.timeout) else None
-        stale = self._stale_write(lease)
-        if not stale and lease.get("stopping"):
+        # The shortcuts only: a stale write looked for (one stat) when one would be taken, not at every poll.
+        if lease.get("stopping") and not self._stale_write(lease):
             return f"the daemon on {lease['host']} (pid {lease['pid']}) stopped"
-        if not stale and lease.get("host_id") == this_host.host_id():
+        if lease.get("host_id") == this_host.host_id() and not self._stale_write(lease):
             # This process holds the host guard: no other daemon of this home lives on this host.
             return f"the daemon on this host (pid {lease['pid']}) is gone"
         timeout = timeout_of(lease, self.timeout)

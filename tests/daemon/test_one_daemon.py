@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import start_daemon, stop_daemon, wait_until
-from fray.state import store
+from fray.state import store, this_host
 
 pytestmark = pytest.mark.slow
 
@@ -103,8 +103,6 @@ def test_a_stale_lease_landing_after_a_takeover_is_no_reason_to_take_over_at_onc
         _write_atomically(home.daemon_lease, theirs)
         record = home.root / "daemon" / "hosts" / f"{socket.gethostname()}.json"
         wait_until(lambda: json.loads(record.read_text())["role"] == "standby", what="it to stand by")
-        from fray.state import this_host
-
         paused = {**theirs, "generation": 1, "renewals": 99}
         paused.update({"host": socket.gethostname(), "host_id": this_host.host_id(), "pid": first.pid}
                       if stale == "its own renewal" else

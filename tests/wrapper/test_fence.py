@@ -130,7 +130,7 @@ from fray.wrapper import procs
 assert procs.become_subreaper()  # as the wrapper is
 leader = subprocess.Popen(["bash", "-c", "sleep 30 & echo $!; exit 0"], stdout=subprocess.PIPE, text=True,
                           start_new_session=True)
-orphan = int(leader.stdout.readline())
+leader.stdout.readline()  # the orphan's pid: bash has started it
 leader.wait()  # the workload, reaped as the reaper thread does before it stops; its group lives on in the orphan
 began = time.monotonic()
 procs.kill_all_now(leader.pid)
