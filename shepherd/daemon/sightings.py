@@ -11,10 +11,12 @@ policy the attempt's files with those times in place of the node's.
 
 A remote epoch is still data: a heartbeat written at node time r and first seen
 at daemon time t gives r - t, the node's offset less the delay; the largest of
-the last readings is the estimate (a lower bound, within a poll interval). It
-turns the node's start and end into the daemon's clock (never later than
-seen, never earlier than true), is kept on the attempt for readers
-(`clock_offset_sec`), and per node for `fray nodes`.
+the last readings is the estimate (a lower bound, within a poll interval),
+raised by an exit record in sight (written before it was seen, so it bounds
+the offset too: an attempt first seen ended keeps its length). It turns the
+node's start and end into the daemon's clock (never later than seen, never
+earlier than true), is kept on the attempt for readers (`clock_offset_sec`),
+and per node for `fray nodes`.
 
 A heartbeat that cannot be read (empty, cut, 50 MB of garbage) is no news:
 the last good reading stands, and the file's damage is said if the attempt is
@@ -46,6 +48,19 @@ def offset_of(readings: Iterable[float]) -> float | None:
         return None
     middle = ordered[(len(ordered) - 1) // 2]  # the lower median: of two readings, the higher alone cannot lead
     return max(r for r in ordered if abs(r - middle) <= AGREE_SEC)
+
+
+def _bounded_by_ends(offset: float | None, files: AttemptFiles, now: float) -> float | None:
+    """The offset, raised to what an end record in sight proves: it was written before `now`, so the node's clock
+    is at least its `ended_at` - now ahead. Without this, an attempt first seen after it ended (its one heartbeat at
+    its start) had its start put at the sight and its end clamped there too: a 30 s run lasted 0 s, and
+    `fray usage` left it out. Only task 0's end counts (the other tasks may run on nodes with other clocks), and it
+    is not kept among the readings: it is read once, and is no heartbeat."""
+    ended_at = (files.exit or {}).get("ended_at")
+    if not isinstance(ended_at, (int, float)):
+        return offset
+    bound = ended_at - now
+    return bound if offset is None or bound > offset else offset
 
 
 @dataclass
@@ -86,7 +101,7 @@ class Sightings:
         if files.started is not None and not seen.readings:
             seen.readings.append(files.started["started_at"] - now)  # a reading too: bounds the start by its sight
         progress = self._read_progress(seen, files.progress, now)
-        offset = seen.offset
+        offset = _bounded_by_ends(seen.offset, files, now)
         shift = offset if offset is not None else 0.0
 
         def daemon_time(epoch: Any) -> Any:

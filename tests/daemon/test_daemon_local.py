@@ -93,6 +93,26 @@ def test_a_restarted_daemon_adopts_running_attempts_instead_of_starting_them_aga
         stop_daemon(second)
 
 
+def test_a_run_that_ended_while_no_daemon_watched_keeps_its_length_in_fray_usage(home, tmp_path):
+    """The workload kills the daemon at its start (crash-only: its wrapper lives on) and runs 2 s; the next
+    daemon first sees it ended, with one heartbeat from its start. It used 2 s, not the instant of that sight."""
+    store.ensure_home(home)
+    first = start_daemon(home)
+    run_id = submit(home, script(tmp_path, "short.py", "#FRAY --heartbeat-interval 60\n"
+                                 f"import os, signal, time\nos.kill({first.pid}, signal.SIGKILL)\ntime.sleep(2)\n"))
+    first.wait(timeout=30)
+    wait_until(lambda: home.run(run_id).attempt(1).exit.exists(), timeout=30, what="the run to end unwatched")
+    second = start_daemon(home, wait=False)
+    try:
+        meta = wait_until(lambda: ended(home, run_id), timeout=30, what="the next daemon to end it")
+        assert meta["end"]["status"] == "completed_success"
+        used = json.loads(run_fray("usage", "--json", check=True).stdout)
+        row = next((r for r in used["rows"] if r["key"] == run_id), None)
+        assert row is not None and row["wall_sec"] >= 2.0, (used, meta["attempts"])
+    finally:
+        stop_daemon(second)
+
+
 def test_a_control_request_wakes_the_daemon_at_once_not_on_its_timer(home, tmp_path):
     store.ensure_home(home)
     home.config.write_text(json.dumps({"local": {"poll_interval_sec": 60}}))

@@ -81,3 +81,17 @@ def test_when_the_backend_lost_it_is_remembered_until_it_is_back() -> None:
     assert seen.on_daemon_clock(KEY, "n2", beat(1000.0), 1000.0, gone=True).gone_since == 1000.0
     assert seen.on_daemon_clock(KEY, "n2", beat(1003.0), 1003.0, gone=True).gone_since == 1000.0
     assert seen.on_daemon_clock(KEY, "n2", beat(1004.0), 1004.0, gone=False).gone_since is None
+
+
+def test_an_attempt_first_seen_after_it_ended_keeps_its_length_on_the_daemons_clock() -> None:
+    # A 30 s run on a node 3 minutes behind, its one heartbeat at its start, first seen 5 s after it ended
+    # (a busy daemon, a fast script): its end record proves the node's offset, so it lasted 30 s, not 0 s.
+    node_start = 965.0 + BEHIND
+    files = AttemptFiles(started={"started_at": node_start, "host": "n2"}, heartbeat_at=node_start + 0.01,
+                         exit={"exit_code": 0, "started_at": node_start, "ended_at": node_start + 30.0})
+    seen = Sightings().on_daemon_clock(KEY, "n2", files, 1000.0)
+    assert seen.exit is not None and seen.started is not None
+    assert 995.0 <= seen.exit["ended_at"] <= 1000.0  # never later than seen, never earlier than true
+    assert 965.0 <= seen.started["started_at"] <= 970.0
+    assert abs((seen.exit["ended_at"] - seen.started["started_at"]) - 30.0) < 1e-6
+    assert seen.clock_offset is not None and BEHIND - 5.0 <= seen.clock_offset <= BEHIND

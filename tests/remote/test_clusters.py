@@ -172,7 +172,8 @@ def test_the_many_clusters_walkthrough_routed_commands_and_a_host_going_down(man
     assert "CLUSTER" in text and "3 runs on 3 clusters" in text
     line = next(row for row in text.splitlines() if west["run_id"] in row)
     assert line.split()[0] == "west" and "west-sleeper" in line
-    assert "CLUSTER" in said["fray usage"] and "east" in said["fray usage"]
+    assert "CLUSTER" in said["fray usage"] and "east" in said["fray usage"], (
+        said["fray usage"], meta_in(many.homes["east"], east["run_id"]))
     assert west["run_id"] in said["fray status west-sleeper"] and "west-sleeper" in said["fray status west-sleeper"]
     assert said["fray logs east-hello"] == f"hello from {many.homes['east']}\n"
     assert "requested stop for run " + west["run_id"] in said["fray control stop west-sleeper"]
