@@ -15,6 +15,7 @@ from fray.core.model import Meta
 from fray.daemon.cycle_state import RunState
 from fray.daemon.lease_keeper import Fence
 from fray.daemon.run_index import RunIndex
+from fray.errors import CorruptFileError
 from fray.state import meta_file as run_meta, store
 from fray.state.commit_batch import CommitBatch
 from fray.state.layout import RunPaths
@@ -78,12 +79,25 @@ class RunWrites:
                 indexed.meta_key = stat_key(target)
 
     def finish(self, paths: RunPaths, meta: Meta, action: policy.Finish) -> None:
-        """ended.json: the run's final status, reason and result, written once."""
-        self._lease.check()  # written once, for good: never by a daemon another one replaced
+        """ended.json: the run's final status, reason and result, written once, and agreeing with meta.json.
+
+        One already there is not a committed end (meta.json would say ended, and no Finish would be decided): a
+        daemon killed between it and its commit, or one whose lease lapsed while it was paused between its check
+        and its create, landing after the takeover. What this daemon decided is what its commit says: an earlier
+        record that says otherwise is replaced (one that says the same, but for its time, stands)."""
+        self._lease.check()  # never by a daemon another one replaced
         last = meta.current
         final = store.read_json(paths.attempt(last.number).final, "final") if last and last.cause == "success" else None
-        store.create_json(paths.ended, {
-            "run_id": meta.run_id, "status": action.status, "reason": action.reason,
-            "ended_at": meta.end.at if meta.end else self._clock(), "attempts": len(meta.attempts),
-            "final_attempt": last.number if last else None, "result": (final or {}).get("result"),
-        }, "ended")
+        record = {"run_id": meta.run_id, "status": action.status, "reason": action.reason,
+                  "ended_at": meta.end.at if meta.end else self._clock(), "attempts": len(meta.attempts),
+                  "final_attempt": last.number if last else None, "result": (final or {}).get("result")}
+        if store.create_json(paths.ended, record, "ended"):
+            return
+        try:
+            found = store.read_json(paths.ended, "ended")
+        except CorruptFileError:
+            found = None  # moved aside: written again below
+        if found is None or {**found, "ended_at": None} != {**record, "ended_at": None}:
+            store.write_json(paths.ended, record, "ended")
+            self.event(paths, "error", f"ended.json said {(found or {}).get('status', 'nothing readable')} in a "
+                       "record no commit of meta.json backs: this daemon's end is written in its place")

@@ -93,3 +93,25 @@ def test_a_meta_json_a_superseded_daemon_slipped_in_after_the_takeover_is_put_ba
         runs.request(home, run_id, "stop")
         wait_until(lambda: (daemon.cycle() and False) or json.loads(meta.read_text())["phase"] == "ended",
                    timeout=30, what="the run to stop")
+
+
+def test_an_ended_json_a_superseded_daemon_slipped_in_is_replaced_by_the_end_this_daemon_commits(
+        home: Home, tmp_path: Path) -> None:
+    run_id = a_run(home, tmp_path)
+    daemon = Daemon(home, lease=Lease(generation=5))
+    paths = home.run(run_id)
+    wait_until(lambda: (daemon.cycle() and False) or
+               ((m := json.loads(paths.meta.read_text()))["attempts"] and m["attempts"][-1]["state"] == "running"),
+               timeout=30, what="generation 5 to start the run")
+    # Generation 4, paused between its check and its create, ends the run in a record no commit backs.
+    store.create_json(paths.ended, {"run_id": run_id, "status": "failed", "reason": "what 4 believed",
+                                    "ended_at": 1.0, "attempts": 1, "final_attempt": 1, "result": None}, "ended")
+    runs.request(home, run_id, "stop")  # the home's teardown kills the wrapper should the stop not come
+    meta = wait_until(lambda: (daemon.cycle() and False) or
+                      ((m := json.loads(paths.meta.read_text()))["phase"] == "ended" and m),
+                      timeout=30, what="the run to stop")
+    assert meta["end"]["status"] == "stopped_manual"
+    ended = json.loads(paths.ended.read_text())
+    assert (ended["status"], ended["reason"]) == ("stopped_manual", meta["end"]["reason"])
+    events = [json.loads(line) for line in paths.events.read_text().splitlines()]
+    assert any("ended.json said failed in" in e["reason"] for e in events)
