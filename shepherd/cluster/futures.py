@@ -118,9 +118,10 @@ def launch_points(cluster: FrayCluster, template: JobRequest, entries: list[Entr
     their futures: a run's each, or with `parts` (the entries' chunks of calls) a CallFuture per call."""
     requests = [dataclasses.replace(template, entrypoint=entry) for entry in entries]
     params = [{"calls": f"{p.first}-{p.last}"} for p in parts] if parts else None
+    family = cluster.launch_family()
+    launching.check(cluster.home, requests[0], family)  # a map refused writes nothing and starts no daemon
     started = cluster.start_daemon()  # starting while the runs are written: it finds them when it is up
-    metas = launching.launch_sweep(cluster.home, requests, cluster.launch_family(), template.name, max_parallel,
-                                   params)
+    metas = launching.launch_sweep(cluster.home, requests, family, template.name, max_parallel, params)
     cluster.ensure_daemon(started)
     if parts is None:
         return [RunFuture(cluster, meta.run_id) for meta in metas]

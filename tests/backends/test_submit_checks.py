@@ -177,3 +177,4 @@ def test_fray_submit_and_map_refuse_a_function_this_machine_can_never_run(home: 
     with pytest.raises(ClusterError, match="(?s)it asks for 4 CPUs and this machine has 2"):
         fray.map(abs, [1, 2], resources={"cpus": 4})
     assert nothing_written(home) and not home.daemon_lease.exists()
+    assert not home.daemon_log.exists()  # no daemon was started for a map that writes nothing (its log: at once)
