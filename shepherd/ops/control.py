@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 
 from fray.core import dependencies
-from fray.core.model import Control, Meta
+from fray.core.model import Control, Meta, Phase
 from fray.core.sweeps import lookup
 from fray.errors import UsageError
 from fray.ops import human, nodes, views
@@ -67,7 +67,7 @@ def request_group(home: Home, group: str, op: str) -> GroupRequested:
     open_rows = []
     for row in members:
         ended = row.get("phase") == "ended"
-        if ended and op in ("stop", "restart", "pause") and not _start_pending(home, row["run_id"]):
+        if ended and op in ("stop", "restart", "pause") and _ended_for_good(home, row["run_id"]):
             skipped.append((row["run_id"], row["name"], f"already ended ({row['status']})"))
         elif not ended and op == "start":
             skipped.append((row["run_id"], row["name"], "has not ended"))
@@ -90,12 +90,16 @@ def request_group(home: Home, group: str, op: str) -> GroupRequested:
     return GroupRequested(group_id, op, requested, skipped)
 
 
-def _start_pending(home: Home, run_id: str) -> bool:
-    """A start asked of an ended run that the daemon has not applied yet: the run is about to go again."""
+def _ended_for_good(home: Home, run_id: str) -> bool:
+    """Whether a run the listing showed ended is still ended, with no start pending, read now: a start asked of
+    it and not applied yet makes it go again, and one the daemon applied after the listing already did (the
+    row was read before its commit). Either way a stop, pause or restart is for it."""
     try:
-        return runs.read_control(home, run_id).start_nonce > runs.read_meta(home, run_id).applied.start_nonce
+        control = runs.read_control(home, run_id)
+        meta = runs.read_meta(home, run_id)
     except UsageError:
-        return False
+        return True
+    return meta.phase == Phase.ENDED and control.start_nonce <= meta.applied.start_nonce
 
 
 def dependents_of(home: Home, run_id: str) -> list[tuple[str, str]]:

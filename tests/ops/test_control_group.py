@@ -13,7 +13,7 @@ import pytest
 
 from conftest import wait_until
 from fray.daemon.loop import Daemon
-from fray.ops import control, sweeps
+from fray.ops import control, sweeps, views
 from fray.state import audit, runs, store
 from fray.state.layout import Home
 
@@ -56,3 +56,16 @@ def test_a_stop_of_an_ended_point_with_nothing_pending_is_refused_and_says_why(h
     assert all("already ended (completed_success)" in why for _, _, why in answer.skipped)
     run_id = home.run_ids()[0]
     assert not runs.read_control(home, run_id).stop_requested
+
+
+def test_a_stop_listed_before_the_daemon_applied_a_start_still_stops_every_reopened_point(home, tmp_path,
+                                                                                           monkeypatch):
+    daemon, group = _ended_sweep(home, tmp_path)
+    control.request_group(home, group, "start")
+    listed = views.list_view(home, fold=False)  # the stop's listing: every point still ended
+    wait_until(lambda: daemon.cycle(True) is not None and all(m["phase"] != "ended" for m in _points(home)),
+               timeout=30, what="the daemon to reopen every point")
+    monkeypatch.setattr(views, "list_view", lambda *args, **kwargs: listed)  # read before that commit landed
+    stopped = control.request_group(home, group, "stop")
+    assert len(stopped.requested) == 3 and not stopped.skipped, stopped.skipped
+    assert all(runs.read_control(home, run_id).stop_requested for run_id in home.run_ids())

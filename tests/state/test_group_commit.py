@@ -168,9 +168,9 @@ def test_sigkill_during_a_large_commit_leaves_every_run_whole_and_listed(home, t
             daemon = _start_daemon(home)
         with capsys.disabled():
             print(f"{mid_commit} of {KILLS} kills left a staged batch behind (temp files not yet renamed)")
-        run_fray("control", "stop", "--group", group, "--json", home=home.root, check=True)
+        stopped = json.loads(run_fray("control", "stop", "--group", group, "--json", home=home.root, check=True).stdout)
         wait_until(lambda: all(store.read_json(home.meta_file(r), "meta")["phase"] == "ended" for r in home.run_ids()),
-                   timeout=120, what="every run stopped")
+                   timeout=120, what=f"every run stopped (seed {seed}; the stop skipped {stopped.get('skipped')})")
         assert not _inconsistencies(home, group)
         # What the killed daemons staged and never committed is gone: the last one removed it in its first cycle.
         wait_until(lambda: not list(home.runs_dir.glob("*/.meta*.tmp-*")), timeout=30,
