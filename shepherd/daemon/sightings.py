@@ -50,8 +50,8 @@ def offset_of(readings: Iterable[float]) -> float | None:
     return max(r for r in ordered if abs(r - middle) <= AGREE_SEC)
 
 
-def _bounded_by_ends(offset: float | None, files: AttemptFiles, now: float) -> float | None:
-    """The offset, raised to what an end record in sight proves: it was written before `now`, so the node's clock
+def _bounded_by_exit(offset: float | None, files: AttemptFiles, now: float) -> float | None:
+    """The offset, raised to what an exit record in sight proves: it was written before `now`, so the node's clock
     is at least its `ended_at` - now ahead. Without this, an attempt first seen after it ended (its one heartbeat at
     its start) had its start put at the sight and its end clamped there too: a 30 s run lasted 0 s, and
     `fray usage` left it out. Only task 0's end counts (the other tasks may run on nodes with other clocks), and it
@@ -101,7 +101,7 @@ class Sightings:
         if files.started is not None and not seen.readings:
             seen.readings.append(files.started["started_at"] - now)  # a reading too: bounds the start by its sight
         progress = self._read_progress(seen, files.progress, now)
-        offset = _bounded_by_ends(seen.offset, files, now)
+        offset = _bounded_by_exit(seen.offset, files, now)
         shift = offset if offset is not None else 0.0
 
         def daemon_time(epoch: Any) -> Any:
