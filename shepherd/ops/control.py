@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from fray.core import dependencies
-from fray.core.model import Control, Meta, Phase
+from fray.core.model import Control, Meta
 from fray.core.sweeps import lookup
 from fray.errors import UsageError
 from fray.ops import human, nodes, views
@@ -67,10 +68,10 @@ def request_group(home: Home, group: str, op: str) -> GroupRequested:
     open_rows = []
     for row in members:
         ended = row.get("phase") == "ended"
-        if ended and op in ("stop", "restart", "pause") and _ended_for_good(home, row["run_id"]):
-            skipped.append((row["run_id"], row["name"], f"already ended ({row['status']})"))
-        elif not ended and op == "start":
-            skipped.append((row["run_id"], row["name"], "has not ended"))
+        may_not_apply = ended if op in ("stop", "restart", "pause") else (op == "start" and not ended)
+        why = _why_not_now(home, row, op) if may_not_apply else None
+        if why is not None:
+            skipped.append((row["run_id"], row["name"], why))
         else:
             open_rows.append(row)
     points: dict[str, Meta] = {}
@@ -90,16 +91,15 @@ def request_group(home: Home, group: str, op: str) -> GroupRequested:
     return GroupRequested(group_id, op, requested, skipped)
 
 
-def _ended_for_good(home: Home, run_id: str) -> bool:
-    """Whether a run the listing showed ended is still ended, with no start pending, read now: a start asked of
-    it and not applied yet makes it go again, and one the daemon applied after the listing already did (the
-    row was read before its commit). Either way a stop, pause or restart is for it."""
+def _why_not_now(home: Home, row: dict[str, Any], op: str) -> str | None:
+    """Why `op` does not apply to a run its listed row says it may not apply to, judged on the run read now: the
+    row may be older than the daemon's last commit (a start it applied reopened an ended run; a run ended).
+    A run that cannot be read now (a point not written yet) is as its row says."""
     try:
-        control = runs.read_control(home, run_id)
-        meta = runs.read_meta(home, run_id)
+        control = runs.read_control(home, row["run_id"])
+        return runs.why_not(op, runs.read_meta(home, row["run_id"]), control)
     except UsageError:
-        return True
-    return meta.phase == Phase.ENDED and control.start_nonce <= meta.applied.start_nonce
+        return "has not ended" if op == "start" else f"already ended ({row['status']})"
 
 
 def dependents_of(home: Home, run_id: str) -> list[tuple[str, str]]:

@@ -333,15 +333,25 @@ def _check_op(op: str) -> None:
         raise UsageError(f"unknown control operation {op!r}; choose one of {', '.join(CONTROL_OPS)}")
 
 
-def _check_applies(op: str, meta: Meta, control: Control, run_id: str) -> None:
-    """A stop, pause or restart of an ended run is refused, unless a start asked of it is still to be applied:
-    `fray control start --group S` then `stop --group S` at once must stop what the start reopens."""
+def why_not(op: str, meta: Meta, control: Control) -> str | None:
+    """Why `op` does not apply to the run (None: it does). A stop, pause or restart of an ended run does not,
+    unless a start asked of it is still to be applied: `fray control start --group S` then `stop --group S` at
+    once must stop what the start reopens. A start applies to an ended run only."""
     ended = meta.phase == Phase.ENDED.value and control.start_nonce <= meta.applied.start_nonce
-    status = meta.end.status if meta.end else ""
     if op in ("stop", "restart", "pause") and ended:
-        raise UsageError(f"run {run_id} has already ended ({status}); use `fray control start` to run it again")
+        return f"already ended ({meta.end.status if meta.end else ''})"
     if op == "start" and not ended:
-        raise UsageError(f"run {run_id} has not ended; use `fray control restart` to start a new attempt now")
+        return "has not ended"
+    return None
+
+
+def _check_applies(op: str, meta: Meta, control: Control, run_id: str) -> None:
+    why = why_not(op, meta, control)
+    if why is None:
+        return
+    if op == "start":
+        raise UsageError(f"run {run_id} {why}; use `fray control restart` to start a new attempt now")
+    raise UsageError(f"run {run_id} has {why}; use `fray control start` to run it again")
 
 
 def _ask(home: Home, run_id: str, op: str, meta: Meta, sync: bool) -> Control:

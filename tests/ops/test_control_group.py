@@ -69,3 +69,20 @@ def test_a_stop_listed_before_the_daemon_applied_a_start_still_stops_every_reope
     stopped = control.request_group(home, group, "stop")
     assert len(stopped.requested) == 3 and not stopped.skipped, stopped.skipped
     assert all(runs.read_control(home, run_id).stop_requested for run_id in home.run_ids())
+
+
+def test_a_start_listed_before_the_points_ended_still_starts_every_ended_point(home, tmp_path, monkeypatch):
+    store.ensure_home(home)
+    home.config.write_text(json.dumps({"local": {"cpus": 2, "gpus": 0, "warm_functions": False}}))
+    script = tmp_path / "point.sh"
+    script.write_text("#!/bin/bash\n#FRAY --heartbeat-interval 0.5\necho point\n")
+    group = sweeps.publish(home, script, ["i=0..2"], name="quick")["id"]
+    daemon = Daemon(home)
+    wait_until(lambda: daemon.cycle(True) is not None and len(_points(home)) == 3, timeout=30, what="the points")
+    listed = views.list_view(home, fold=False)  # the start's listing: no point ended yet
+    assert not any(row["phase"] == "ended" for row in listed["runs"])
+    wait_until(lambda: daemon.cycle(True) is not None and all(m["phase"] == "ended" for m in _points(home)),
+               timeout=60, what="the sweep to end")
+    monkeypatch.setattr(views, "list_view", lambda *args, **kwargs: listed)
+    started = control.request_group(home, group, "start")
+    assert len(started.requested) == 3 and not started.skipped, started.skipped
