@@ -21,7 +21,7 @@ from conftest import running, wait_until
 from fray.state.layout import Home
 from tests.backends.local.test_process_tree import TagWatch
 from test_slurm_backend import attempt, ended, events, slurm_home, submit, write  # noqa: F401 (slurm_home: autouse)
-from fray.state import runs
+from fray.state import meta_file as run_meta, runs
 from fray.wrapper import tags
 
 pytestmark = pytest.mark.slow
@@ -97,8 +97,12 @@ def test_a_live_slurm_run_whose_meta_json_is_overwritten_keeps_its_name_and_stop
     assert json.loads(shown.stdout)["run"]["name"] == "serve"
     stop = run_fray("control", "stop", "serve", home=home.root)  # by its name
     assert stop.returncode == 0, stop.stderr
-    meta = wait_until(lambda: ended(home, run_id), timeout=30, what="the stop")
+    # Read as fray's readers read it: meta.json was moved aside by the first reader, and until the daemon puts
+    # its last good copy back, the copy is the run (fray.state.meta_file).
+    meta = wait_until(lambda: (m := run_meta.read(home.run(run_id))[0]) is not None and m["phase"] == "ended" and m,
+                      timeout=30, what="the stop")
     assert meta["end"]["status"] == "stopped_manual" and len(meta["attempts"]) == 1
+    assert (ended(home, run_id) or {}).get("end") == meta["end"]  # the daemon that ended it wrote meta.json again
     wait_until(lambda: not running(started["pid"]) and not tags.tagged(str(home.root)), what="the job's processes to go")
     # The job leaves the queue once slurmd reports its end to slurmctld, a moment after its processes died.
     wait_until(lambda: f"fray-{run_id}-" not in slurm_cluster.run("squeue", "-h", "-o", "%j").stdout, timeout=30,
