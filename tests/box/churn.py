@@ -31,7 +31,8 @@ sys.exit(1)
 def workloads(home: FrayHome) -> dict[str, list[dict[str, Any]]]:
     """Run id -> every workload it ran, as each recorded itself: attempt number, first and last sign of life."""
     found: dict[str, list[dict[str, Any]]] = {}
-    for folder in (home.server.parent / "churn").iterdir():
+    records = home.server.parent / "churn"
+    for folder in records.iterdir() if records.is_dir() else ():  # none until a first workload started
         for record in folder.glob("*.json"):
             try:
                 found.setdefault(folder.name, []).append(json.loads(record.read_text()))
